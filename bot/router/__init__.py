@@ -1,0 +1,1 @@
+"""The pipeline between the adapters and the outside services: memory, tiers, models."""

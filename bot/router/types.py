@@ -1,0 +1,63 @@
+"""Neutral types shared by every adapter and the router.
+
+Adapters translate Telegram / Discord / console payloads into these and back; the router
+never sees a platform type, and the adapters never see the memory worker or a model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """One user message, as every adapter hands it to the router."""
+
+    chat_key: str  # e.g. "telegram:-1001234", "discord:98765", "console:alice"
+    author: str  # display name
+    author_id: str  # platform user id, as text
+    text: str
+    message_id: str | None = None  # platform message id: the idempotency key in memory
+    is_admin: bool = False  # decided by the adapter from the platform's admin rights
+    addressed: bool = True  # False: record into memory only, do not answer
+    attachments: tuple[str, ...] = ()  # kinds of non-text parts ("photo", "voice", ...)
+    platform: str = "console"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the router answers to one message."""
+
+    text: str
+    tier: str | None = None
+    model: str | None = None
+    ok: bool = True  # False: every tier failed and `text` is the apology
+    with_memory: bool = True  # False: the memory worker was unreachable
+    message_id: str | None = None  # the reply's idempotency key in memory
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The answer to a chat command: text, and optionally a PNG picture or a confirmation step."""
+
+    text: str
+    image_png: bytes | None = None
+    confirm: str | None = None  # a command the user must send (or a button must trigger) to confirm
+    ephemeral: bool = True
+
+
+class ChatService(Protocol):
+    """What adapters may call: the router's whole surface towards the platforms."""
+
+    async def handle(self, message: IncomingMessage) -> Reply:
+        """Record the message, answer it with memory, record the answer."""
+
+    def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
+        """Like `handle`, but yields the answer's text as it grows (chunks to append)."""
+
+    async def record(self, message: IncomingMessage) -> None:
+        """Record a message into memory without answering it (group chatter)."""
+
+    async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
+        """Run a chat command (`facts`, `summary`, `usage`, `memory`, `mode`, `why`, `compact`,
+        `forget`, `forgetme`, `help`, `tier`); admin ones refuse non-admins and reveal nothing."""

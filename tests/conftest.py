@@ -1,0 +1,56 @@
+"""Shared fixtures. The network beyond loopback does not exist in tests: any attempt fails loudly."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class NetworkBlocked(RuntimeError):
+    """Raised when a test tries to reach beyond 127.0.0.1."""
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if not _is_local(address):
+        raise NetworkBlocked(f"test tried to reach the network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost") and not _is_local((host if isinstance(host, str) else host.decode(), 0)):
+        raise NetworkBlocked(f"test tried to resolve a network host: {host!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network():
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+    socket.getaddrinfo = _guarded_getaddrinfo
+    yield
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex
+    socket.getaddrinfo = _real_getaddrinfo
