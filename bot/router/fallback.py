@@ -1,0 +1,136 @@
+"""Calling the tiers: retries with backoff, then the next tier, all inside one time budget.
+
+Like pydantic-ai's FallbackModel, but every attempt is reported (to be recorded as one
+routerUsage row) and the retry policy is explicit:
+- retryable failures (429, 5xx, timeout, connection error, malformed answer) are tried
+  again on the same tier, up to `max_attempts_per_tier`, after a backoff: the server's
+  Retry-After when it gave one, else 0.25 s, 0.5 s, 1 s ... with jitter;
+- a Retry-After longer than `max_wait_s` (or than the budget left) is honoured by not asking
+  that tier again before then: the router moves on to the next tier at once, and later
+  messages skip the tier until its cool-down ends;
+- a refusal (400/401/403/404) moves on to the next tier at once;
+- every attempt gets `min(request_timeout_s, budget left)`; when the budget is spent or
+  every tier failed, the caller gets `None` and tells the user plainly.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model call, good or failed: what gets recorded as a routerUsage row."""
+
+    tier: str
+    model: str
+    number: int  # 1-based, over the whole message
+    ok: bool
+    latency_ms: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Budget and backoff of the tier router."""
+
+    time_budget_s: float = 60.0
+    request_timeout_s: float = 30.0
+    max_attempts_per_tier: int = 2
+    base_backoff_s: float = 0.25
+    max_backoff_s: float = 4.0
+    max_wait_s: float = 5.0  # longest Retry-After honoured by waiting; longer: next tier
+
+
+OnAttempt = Callable[[Attempt], Awaitable[None]]
+
+
+class TierRouter:
+    """Tries tiers in a given order with retries, reporting every attempt through `on_attempt`."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ChatModel],
+        policy: RetryPolicy,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.models = dict(models)
+        self.policy = policy
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
+
+    def cooling(self, tier: str) -> float:
+        """Seconds until a rate-limited tier may be asked again (0: now)."""
+        return max(0.0, self._cool_until.get(tier, 0.0) - self._clock())
+
+    def _backoff(self, retry_index: int, failure: ModelFailure) -> float:
+        if failure.retry_after is not None:
+            return failure.retry_after
+        base = min(self.policy.max_backoff_s, self.policy.base_backoff_s * (2 ** retry_index))
+        return base * (0.5 + self._rng.random() / 2)  # jitter: no thundering herd
+
+    async def complete(
+        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
+    ) -> tuple[str, ModelAnswer] | None:
+        """The first good answer as (tier, answer), or None when every tier failed in time."""
+        return await self._run(order, request, on_attempt, streaming=False)
+
+    async def start_stream(
+        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
+    ) -> tuple[str, AnswerStream, float] | None:
+        """A started stream as (tier, stream, start time), or None; the caller reports its end."""
+        return await self._run(order, request, on_attempt, streaming=True)
+
+    async def _run(self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool) -> Any:
+        deadline = self._clock() + self.policy.time_budget_s
+        number = 0
+        for tier in order:
+            model = self.models.get(tier)
+            if model is None or self.cooling(tier) > 0:
+                continue
+            for try_index in range(max(1, self.policy.max_attempts_per_tier)):
+                left = deadline - self._clock()
+                if left <= 0.01:
+                    return None
+                number += 1
+                started = self._clock()
+                timeout = min(self.policy.request_timeout_s, left)
+                try:
+                    if streaming:
+                        stream = await model.start_stream(request, timeout=timeout)
+                        return tier, stream, started
+                    answer = await model.complete(request, timeout=timeout)
+                except ModelFailure as failure:
+                    latency = (self._clock() - started) * 1000.0
+                    await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
+                    if not failure.retryable:
+                        break
+                    wait = self._backoff(try_index, failure)
+                    leave = (
+                        try_index + 1 >= self.policy.max_attempts_per_tier
+                        or wait > self.policy.max_wait_s
+                        or self._clock() + wait >= deadline  # no time to wait: the next tier may answer
+                    )
+                    if leave:
+                        if failure.retry_after is not None:
+                            # Honour Retry-After without waiting: skip this tier until then.
+                            self._cool_until[tier] = self._clock() + failure.retry_after
+                        break
+                    await asyncio.sleep(wait)
+                    continue
+                latency = (self._clock() - started) * 1000.0
+                await on_attempt(
+                    Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens)
+                )
+                return tier, answer
+        return None

@@ -1,0 +1,210 @@
+"""The memory client: one interface to the memory worker's HTTP API v1 (see ARCHITECTURE.md).
+
+`HttpMemoryClient` speaks to a deployed Cloudflare Worker (`MEMORY_URL`) or to the local
+host started in-process; the router never knows which. Failures come in two kinds:
+`MemoryUnavailable` (cannot reach it, it timed out, it answered 5xx: retry later, the outbox
+keeps the record) and `MemoryRefused` (it answered 4xx: retrying will not help).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+from urllib.parse import quote
+
+import httpx
+
+
+class MemoryUnavailable(Exception):
+    """The memory worker could not be reached or failed on its side (retry later)."""
+
+
+class MemoryRefused(Exception):
+    """The memory worker refused the request (4xx); `status` and `error` say why."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(f"memory worker refused ({status}): {error}")
+        self.status = status
+        self.error = error
+
+
+class MemoryClient(Protocol):
+    """What the router needs from the memory worker: one method per route of the API v1.
+
+    Every method raises `MemoryUnavailable` when the worker cannot be reached (or answers
+    5xx) and `MemoryRefused` on a 4xx answer. Bodies and answers are the JSON of the API.
+    """
+
+    async def health(self) -> bool:
+        """True when `GET /health` answers ok."""
+
+    async def turn(
+        self,
+        chat: str,
+        text: str,
+        *,
+        author: str | None = None,
+        author_id: str | None = None,
+        message_id: str | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a user message; the memory prompt and context for answering it."""
+
+    async def reply(self, chat: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Record one model attempt (and, when ok, the assistant message)."""
+
+    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
+        """Retrieve older messages like `turn` does, recording nothing."""
+
+    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
+        """Current facts (and superseded ones with `history`)."""
+
+    async def summary(self, chat: str) -> dict[str, Any]:
+        """The rolling summary and its compaction state."""
+
+    async def usage(self, chat: str) -> dict[str, Any]:
+        """routerUsage totals per tier and the recent rows."""
+
+    async def stats(self, chat: str) -> dict[str, Any]:
+        """Message and fact counts, the mode, the last prompt."""
+
+    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
+        """Set the memory mode (`auto` or `full`)."""
+
+    async def compact(self, chat: str) -> dict[str, Any]:
+        """Run compaction now; the new summary state."""
+
+    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Bulk-import history; `{"imported", "skipped"}`."""
+
+    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
+        """Forget one person's messages and facts in a chat."""
+
+    async def forget_chat(self, chat: str) -> dict[str, Any]:
+        """Forget the whole chat."""
+
+
+def _chat_path(chat: str) -> str:
+    # Quote everything: a chat key never becomes a path trick ("..", "/", "?").
+    return "/v1/chats/" + quote(chat, safe="")
+
+
+class HttpMemoryClient:
+    """`MemoryClient` over HTTP with a bearer token (httpx.AsyncClient, opened with `async with`)."""
+
+    def __init__(self, base_url: str, token: str | None, *, timeout: float = 10.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._base_url = base_url.rstrip("/")
+        # trust_env=False for loopback hosts: a proxy from the environment must not sit
+        # between the bot and its own embedded memory.
+        local = self._base_url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))
+        self._http = httpx.AsyncClient(
+            base_url=self._base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+            trust_env=not local,
+        )
+
+    async def __aenter__(self) -> "HttpMemoryClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:  # connect refused, reset, timeout, protocol error
+            raise MemoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        if resp.status_code >= 500:
+            raise MemoryUnavailable(f"memory worker answered {resp.status_code}: {_error_of(resp)}")
+        if resp.status_code >= 400:
+            raise MemoryRefused(resp.status_code, _error_of(resp))
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise MemoryUnavailable("memory worker answered something that is not JSON") from exc
+
+    async def health(self) -> bool:
+        """True when `GET /health` answers ok."""
+        try:
+            data = await self._call("GET", "/health")
+        except (MemoryUnavailable, MemoryRefused):
+            return False
+        return bool(isinstance(data, dict) and data.get("ok"))
+
+    async def turn(
+        self,
+        chat: str,
+        text: str,
+        *,
+        author: str | None = None,
+        author_id: str | None = None,
+        message_id: str | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/turn`."""
+        body: dict[str, Any] = {"text": text}
+        for key, value in (("author", author), ("author_id", author_id), ("message_id", message_id), ("mode", mode)):
+            if value is not None:
+                body[key] = value
+        return await self._call("POST", _chat_path(chat) + "/turn", json=body)
+
+    async def reply(self, chat: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/reply`."""
+        return await self._call("POST", _chat_path(chat) + "/reply", json=dict(body))
+
+    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
+        """`GET /v1/chats/{chat}/search?q=&k=`."""
+        data = await self._call("GET", _chat_path(chat) + "/search", params={"q": q, "k": k})
+        return list(data.get("results") or [])
+
+    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
+        """`GET /v1/chats/{chat}/facts`."""
+        params = {"history": "1"} if history else None
+        data = await self._call("GET", _chat_path(chat) + "/facts", params=params)
+        return list(data.get("facts") or [])
+
+    async def summary(self, chat: str) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/summary`."""
+        return await self._call("GET", _chat_path(chat) + "/summary")
+
+    async def usage(self, chat: str) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/usage`."""
+        return await self._call("GET", _chat_path(chat) + "/usage")
+
+    async def stats(self, chat: str) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/stats`."""
+        return await self._call("GET", _chat_path(chat) + "/stats")
+
+    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
+        """`PUT /v1/chats/{chat}/settings`."""
+        return await self._call("PUT", _chat_path(chat) + "/settings", json={"mode": mode})
+
+    async def compact(self, chat: str) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/compact`."""
+        return await self._call("POST", _chat_path(chat) + "/compact")
+
+    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/import`."""
+        return await self._call("POST", _chat_path(chat) + "/import", json={"messages": [dict(m) for m in messages]})
+
+    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
+        """`DELETE /v1/chats/{chat}/authors/{author_id}`."""
+        return await self._call("DELETE", _chat_path(chat) + "/authors/" + quote(author_id, safe=""))
+
+    async def forget_chat(self, chat: str) -> dict[str, Any]:
+        """`DELETE /v1/chats/{chat}`."""
+        return await self._call("DELETE", _chat_path(chat))
+
+
+def _error_of(resp: httpx.Response) -> str:
+    try:
+        data = resp.json()
+    except ValueError:
+        return resp.text[:200]
+    if isinstance(data, dict) and "error" in data:
+        return str(data["error"])[:200]
+    return str(data)[:200]

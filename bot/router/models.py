@@ -1,0 +1,399 @@
+"""Chat models: one small interface, an OpenAI-compatible client, and the offline model.
+
+A `ChatModel` turns a `ModelRequest` (chat messages in the OpenAI format, plus the memory
+they were built from) into a `ModelAnswer`, or raises `ModelFailure` saying what went wrong
+and whether trying again could help. It never retries by itself: the tier router does, so
+that every attempt is seen and recorded.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol
+
+import openai
+from openai import AsyncOpenAI
+
+
+@dataclass(frozen=True)
+class MemoryContext:
+    """What the memory worker returned for the current message."""
+
+    prompt: str = ""
+    recent: tuple[dict[str, Any], ...] = ()
+    retrieved: tuple[dict[str, Any], ...] = ()
+    facts: tuple[dict[str, Any], ...] = ()
+    summary: str = ""
+    usage_today: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One call to a model: the messages to send and who asked what."""
+
+    messages: tuple[dict[str, str], ...]
+    chat_key: str
+    author: str
+    author_id: str
+    text: str
+    memory: MemoryContext | None = None  # None: the memory worker was unreachable
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """A model's answer with the token counts the API reported."""
+
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ModelFailure(Exception):
+    """One failed attempt: `kind` is rate_limit, server, timeout, connection, malformed or refused."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
+
+
+class AnswerStream(Protocol):
+    """A started stream: iterate for text pieces; token counts are known once it ends."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        """The text pieces, first one included; raises `ModelFailure` if the stream breaks."""
+
+    async def aclose(self) -> None:
+        """Stop reading and release the connection."""
+
+
+class ChatModel(Protocol):
+    """A chat model behind one tier.
+
+    `complete` returns the whole answer. `start_stream` returns once the first piece of text
+    has arrived (so failures before the first token can still be retried or fall back);
+    both raise `ModelFailure`, and both must give up after `timeout` seconds.
+    """
+
+    model: str
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
+        """The whole answer to `request`."""
+
+    async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
+        """A stream of the answer, started (first text already received)."""
+
+
+# ---------------------------------------------------------------------------------------
+# OpenAI-compatible endpoints
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def failure_from(exc: BaseException) -> ModelFailure:
+    """Classify an openai SDK (or transport) error."""
+    if isinstance(exc, ModelFailure):
+        return exc
+    if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+        return ModelFailure("timeout", "the model did not answer in time", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(getattr(exc.response, "headers", None))
+        if status == 429:
+            return ModelFailure("rate_limit", "rate limited", retryable=True, retry_after=retry_after, status=status)
+        if status >= 500 or status in (408, 409):
+            return ModelFailure("server", f"HTTP {status}", retryable=True, retry_after=retry_after, status=status)
+        # 400/401/403/404/422: this tier will not work however often we ask.
+        return ModelFailure("refused", f"HTTP {status}", retryable=False, status=status)
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelFailure("connection", "could not reach the model", retryable=True)
+    if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, AttributeError, KeyError)):
+        return ModelFailure("malformed", "the model's answer was malformed", retryable=True)
+    return ModelFailure("connection", type(exc).__name__, retryable=True)
+
+
+def _usage_of(obj: Any) -> tuple[int, int]:
+    usage = getattr(obj, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+class OpenAICompatModel:
+    """A model on an OpenAI-compatible endpoint, called with a shared `AsyncOpenAI` client."""
+
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+        self.client = client
+        self.model = model
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
+        """One non-streaming chat completion."""
+        try:
+            async with asyncio.timeout(timeout):
+                resp = await self.client.chat.completions.create(
+                    model=self.model, messages=list(request.messages), timeout=timeout
+                )
+        except Exception as exc:
+            raise failure_from(exc) from exc
+        # The SDK hands back whatever the server sent (a str, an object without choices):
+        # anything but a non-empty assistant text is a malformed answer.
+        try:
+            text = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError, KeyError) as exc:
+            raise ModelFailure("malformed", "no choices in the answer", retryable=True) from exc
+        if not isinstance(text, str) or not text.strip():
+            raise ModelFailure("malformed", "empty answer", retryable=True)
+        prompt_tokens, completion_tokens = _usage_of(resp)
+        return ModelAnswer(text=text, model=getattr(resp, "model", None) or self.model,
+                           prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+    async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
+        """Open a stream (`stream=True`, usage in the last chunk) and wait for its first text."""
+        stream = _OpenAIStream(self.model)
+        try:
+            async with asyncio.timeout(timeout):
+                raw = await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=list(request.messages),
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    timeout=timeout,
+                )
+                stream.raw = raw
+                await stream.first_piece()
+        except BaseException as exc:
+            await stream.aclose()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise failure_from(exc) from exc
+        return stream
+
+
+class _OpenAIStream:
+    """An SDK stream, started: it holds the first text piece until the reader asks for it."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.raw: Any = None
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._first: str | None = None
+        self._iter: Any = None
+
+    async def _next_piece(self) -> str | None:
+        """The next non-empty text piece, or None at the end of the stream."""
+        if self._iter is None:
+            self._iter = self.raw.__aiter__()
+        while True:
+            try:
+                chunk = await self._iter.__anext__()
+            except StopAsyncIteration:
+                return None
+            if getattr(chunk, "usage", None) is not None:
+                self.prompt_tokens, self.completion_tokens = _usage_of(chunk)
+            if getattr(chunk, "model", None):
+                self.model = chunk.model
+            choices = getattr(chunk, "choices", None) or []
+            if not choices:
+                continue
+            piece = getattr(choices[0].delta, "content", None)
+            if piece:
+                return piece
+
+    async def first_piece(self) -> None:
+        """Read until the first text (a stream that ends without text is malformed)."""
+        piece = await self._next_piece()
+        if piece is None:
+            raise ModelFailure("malformed", "the stream ended without text", retryable=True)
+        self._first = piece
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        while True:
+            try:
+                piece = await self._next_piece()
+            except Exception as exc:
+                raise failure_from(exc) from exc
+            if piece is None:
+                return
+            yield piece
+
+    async def aclose(self) -> None:
+        """Release the HTTP connection."""
+        if self.raw is not None:
+            try:
+                await self.raw.close()
+            except Exception:  # closing a broken stream may fail again; nothing to save
+                pass
+
+
+# ---------------------------------------------------------------------------------------
+# The offline model
+
+OFFLINE_NOTICE = (
+    "I'm offline: no language model is configured, so I can only answer from memory. "
+    "To talk to a real model, set OPENAI_API_KEY (and OPENAI_BASE_URL for any other "
+    "OpenAI-compatible server such as OpenRouter, Ollama or vLLM) in the environment or in .env."
+)
+OFFLINE_SHORT = "(offline: answering from memory only)"
+
+_ASKS = (
+    (re.compile(r"\bmy name\b|\bwho am i\b|\bcall me\b", re.I), ("name",), "Your name is {v}."),
+    (re.compile(r"\bwhere\b.*\b(i|me)\b.*\b(live|from|based|stay)\b|\bmy (city|town|home|location)\b", re.I),
+     ("location", "city", "home"), "You live in {v}."),
+    (re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(like|love|enjoy)\b|\bmy (hobbies|favou?rites?)\b", re.I),
+     ("likes", "like", "favorite", "favourite", "hobby"), "You like {v}."),
+    (re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(dislike|hate)\b|\bdon'?t i like\b", re.I),
+     ("dislikes", "dislike"), "You don't like {v}."),
+    (re.compile(r"\b(my job|what do i do|where do i work|my work)\b", re.I), ("job", "occupation", "work"), "You work as {v}."),
+    (re.compile(r"\bhow old\b.*\bi\b|\bmy age\b", re.I), ("age",), "You are {v}."),
+)
+
+# Used only when the memory worker extracted no fact: the same rules, read from old messages.
+_SAID = {
+    "name": re.compile(r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)", re.I),
+    "location": re.compile(r"\b(?:i live in|i'm living in|i am living in|i'm from|i am from|i moved to|i'm based in)\s+([^.,!?\n]+)", re.I),
+    "likes": re.compile(r"\bi (?:really )?(?:like|love|enjoy)\s+([^.,!?\n]+)", re.I),
+    "dislikes": re.compile(r"\bi (?:really )?(?:dislike|hate|don'?t like)\s+([^.,!?\n]+)", re.I),
+}
+
+
+class OfflineModel:
+    """The built-in model used when no API key is set: says it is offline, answers from memory."""
+
+    model = "offline"
+
+    def __init__(self) -> None:
+        # Chats already told the long notice in this process; later answers get a short tag.
+        self._told: set[str] = set()
+
+    def answer_text(self, request: ModelRequest) -> str:
+        """The offline answer to one request."""
+        first = request.chat_key not in self._told
+        if len(self._told) > 10000:  # bounded: a long-running bot must not grow forever
+            self._told.clear()
+        self._told.add(request.chat_key)
+        head = OFFLINE_NOTICE if first else OFFLINE_SHORT
+        body = self._from_memory(request)
+        return f"{head}\n{body}" if body else head
+
+    def _from_memory(self, request: ModelRequest) -> str:
+        mem = request.memory
+        if mem is None:
+            return "My memory is unreachable right now too, so I have nothing to add."
+        mine = [f for f in mem.facts if str(f.get("author_id") or "") == request.author_id] or [
+            f for f in mem.facts if not f.get("author_id") and f.get("author") == request.author
+        ]
+        by_key: dict[str, str] = {}
+        for f in mine:
+            by_key.setdefault(str(f.get("key", "")).lower(), str(f.get("value", "")))
+        old = [m for m in (*mem.retrieved, *mem.recent) if m.get("role", "user") == "user"]
+        own_old = [m for m in old if str(m.get("author_id") or "") in ("", request.author_id)]
+        lines: list[str] = []
+        for pattern, keys, template in _ASKS:
+            if not pattern.search(request.text):
+                continue
+            value = next((by_key[k] for k in keys if by_key.get(k)), None)
+            if value is None:
+                value = _said(own_old, keys[0])
+            if value:
+                lines.append(template.format(v=value))
+            else:
+                lines.append("I don't know that yet: tell me and I'll remember.")
+        if lines:
+            return " ".join(dict.fromkeys(lines))
+        parts: list[str] = []
+        if by_key:
+            known = "; ".join(f"{k}: {v}" for k, v in list(by_key.items())[:6])
+            parts.append(f"What I know about you: {known}.")
+        if mem.retrieved:
+            quoted = " | ".join(_one_line(m.get("text", "")) for m in mem.retrieved[:3])
+            parts.append(f"Related earlier messages: {quoted}")
+        if not parts:
+            parts.append("I've noted that.")
+        return " ".join(parts)
+
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
+        """The offline answer, instantly."""
+        text = self.answer_text(request)
+        return ModelAnswer(text=text, model=self.model, prompt_tokens=0, completion_tokens=0)
+
+    async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
+        """The offline answer as a one-piece stream."""
+        return _OneShot(self.answer_text(request), self.model)
+
+
+class _OneShot:
+    """A finished answer dressed as a stream."""
+
+    def __init__(self, text: str, model: str) -> None:
+        self.text = text
+        self.model = model
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        yield self.text
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _said(messages: list[dict[str, Any]], key: str) -> str | None:
+    pattern = _SAID.get(key)
+    if pattern is None:
+        return None
+    # Newest statement wins, like a superseding fact.
+    for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):
+        match = pattern.search(str(m.get("text", "")))
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+

@@ -1,0 +1,6 @@
+"""The chat memory engine: pure Python, standard library only, runs in CPython and Pyodide."""
+from .engine import ChatMemory
+from .http_api import Operation, Request, Response, execute, handle, parse
+from .storage import SqlStorage
+
+__all__ = ["ChatMemory", "Operation", "Request", "Response", "SqlStorage", "execute", "handle", "parse"]

@@ -1,0 +1,360 @@
+"""ChatMemory: one chat's memory over its own SQLite database.
+
+Every method is synchronous and touches only `SqlStorage`, so it runs unchanged in the
+Durable Object (Pyodide) and in the local host (CPython + sqlite3). Inputs are assumed
+validated by `http_api`; the engine only enforces the memory semantics.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from .facts import extract_facts, is_list_key, merge_list
+from .prompt import render_prompt
+from .storage import SqlStorage, migrate
+from .text import fts_query, query_terms
+
+RING_SIZE = 12
+RECENT_BY_MODE = {"auto": 4, "full": 12}
+RETRIEVE_K = 3
+COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
+KEEP_UNSUMMARIZED = 5
+USAGE_ROWS_KEPT = 2000
+PROMPT_FACTS_LIMIT = 40
+# bm25 column weights: body, author, context (a neighbour's words count for less)
+BM25_WEIGHTS = (1.0, 0.5, 0.35)
+
+MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
+
+
+def utc_iso(dt: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a Z, the format of every stored timestamp."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ChatMemory:
+    """The memory of one chat: archive + index, ring, facts, summary state, usage."""
+
+    def __init__(self, sql: SqlStorage, clock: Callable[[], datetime] = _now):
+        self.sql = sql
+        self.clock = clock
+        migrate(sql, self.now())
+
+    # -- small helpers -----------------------------------------------------------------
+
+    def now(self) -> str:
+        """The current time as a stored timestamp."""
+        return utc_iso(self.clock())
+
+    def _state(self, key: str, default: str | None = None) -> str | None:
+        rows = self.sql.exec("SELECT value FROM state WHERE key = ?", key)
+        return rows[0]["value"] if rows else default
+
+    def _set_state(self, key: str, value: str | None) -> None:
+        self.sql.exec(
+            "INSERT INTO state(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
+
+    def mode(self) -> str:
+        """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
+        return self._state("mode", "auto") or "auto"
+
+    def summarized_upto(self) -> int:
+        """The id of the newest message the summary covers (0: none)."""
+        return int(self._state("summarized_upto", "0") or 0)
+
+    # -- recording ---------------------------------------------------------------------
+
+    def _find_by_message_id(self, message_id: str | None) -> dict[str, Any] | None:
+        if message_id is None:
+            return None
+        rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE message_id = ?", message_id)
+        return rows[0] if rows else None
+
+    def _insert(self, role: str, text: str, author: str, author_id: str,
+                message_id: str | None, ts: str) -> int | None:
+        """Store one message and index it; None when its message_id is already stored."""
+        rows = self.sql.exec(
+            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
+            role, author, author_id, text, ts, message_id)
+        if not rows:
+            return None
+        new_id = int(rows[0]["id"])
+        self.sql.exec(
+            "INSERT INTO messages_fts(rowid, body, author, context) VALUES (?, ?, ?, ?)",
+            new_id, text, author, "")
+        return new_id
+
+    def _apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
+        for change in extract_facts(text):
+            if change.remove_from:
+                self._change_fact(author, author_id, change.remove_from, source, ts,
+                                  remove=change.value)
+            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+
+    def _change_fact(self, author: str, author_id: str, key: str, source: int, ts: str,
+                     add: str | None = None, remove: str | None = None) -> None:
+        rows = self.sql.exec(
+            "SELECT id, value FROM facts WHERE author_id = ? AND key = ? AND superseded_at IS NULL",
+            author_id, key)
+        current = rows[0]["value"] if rows else None
+        if is_list_key(key):
+            value = merge_list(current, add=add, remove=remove)
+        else:
+            value = add if add is not None else current
+        if value == current or (not value and current is None):
+            return
+        if rows:
+            self.sql.exec("UPDATE facts SET superseded_at = ? WHERE id = ?", ts, rows[0]["id"])
+        if value:
+            self.sql.exec(
+                "INSERT INTO facts(author, author_id, key, value, updated_at, source_message) "
+                "VALUES (?, ?, ?, ?, ?, ?)", author, author_id, key, value, ts, source)
+
+    # -- the turn ----------------------------------------------------------------------
+
+    def turn(self, text: str, author: str = "", author_id: str = "",
+             message_id: str | None = None, mode: str | None = None) -> dict[str, Any]:
+        """Record a user message, then build its memory prompt from everything before it."""
+        ts = self.now()
+
+        def record() -> int:
+            existing = self._find_by_message_id(message_id)
+            if existing is not None:
+                return int(existing["id"])  # a repeat: acknowledged, not stored twice
+            new_id = self._insert("user", text, author, author_id, message_id, ts)
+            assert new_id is not None
+            self._apply_facts(text, author, author_id, new_id, ts)
+            return new_id
+
+        current_id = self.sql.transaction(record)
+        mode = mode or self.mode()
+        recent = self._recent_before(current_id, RECENT_BY_MODE.get(mode, 4))
+        exclude = {current_id, *(m["id"] for m in recent)}
+        retrieved = self._retrieve(text, RETRIEVE_K, exclude)
+        facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
+        summary = self._state("summary") or ""
+        prompt = render_prompt(recent, retrieved, summary, facts)
+        self._set_state("last_prompt", prompt)
+        return {
+            "prompt": prompt,
+            "recent": recent,
+            "retrieved": retrieved,
+            "facts": facts,
+            "summary": summary,
+            "mode": mode,
+            "message_id": message_id if message_id is not None else str(current_id),
+            "id": current_id,
+            "usage_today": self.usage_today(),
+        }
+
+    def _recent_before(self, current_id: int, n: int) -> list[dict[str, Any]]:
+        n = min(n, RING_SIZE)
+        rows = self.sql.exec(
+            f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?",
+            current_id, n)
+        rows.reverse()
+        return rows
+
+    # -- retrieval ---------------------------------------------------------------------
+
+    def _ranked(self, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
+        match = fts_query(query_terms(query))
+        if match is None or k <= 0:
+            return []
+        w = BM25_WEIGHTS
+        rows = self.sql.exec(
+            f"SELECT rowid AS id, bm25(messages_fts, {w[0]}, {w[1]}, {w[2]}) AS rank "
+            "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+            match, k + len(exclude))
+        ranked = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
+        return ranked[:k]
+
+    def _messages_by_id(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE id IN ({marks})", *ids)
+        return {int(r["id"]): r for r in rows}
+
+    def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
+        ranked = self._ranked(query, k, exclude)
+        by_id = self._messages_by_id(i for i, _ in ranked)
+        return [dict(by_id[i], score=round(s, 6)) for i, s in ranked if i in by_id]
+
+    def search(self, query: str, k: int = RETRIEVE_K) -> dict[str, Any]:
+        """Rank older messages as `turn` does, excluding nothing and recording nothing."""
+        return {"results": self._retrieve(query, k, set())}
+
+    # -- replies and usage -------------------------------------------------------------
+
+    def reply(self, text: str, tier: str, model: str, prompt_tokens: int = 0,
+              completion_tokens: int = 0, latency_ms: float | None = None,
+              cost_usd: float = 0.0, ok: bool = True, message_id: str | None = None,
+              error: str | None = None, author_id: str = "") -> dict[str, Any]:
+        """Record one model attempt: the assistant message (when it has text) and a usage row."""
+        ts = self.now()
+
+        def record() -> dict[str, Any]:
+            if message_id is not None:
+                seen = self.sql.exec(
+                    "SELECT 1 AS x FROM router_usage WHERE message_id = ? LIMIT 1", message_id)
+                existing = self._find_by_message_id(message_id)
+                if seen or existing:
+                    return {"message_id": message_id, "id": existing and existing["id"],
+                            "duplicate": True}
+            new_id = None
+            if ok and text:
+                new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
+            self._record_usage(ts, tier, model, prompt_tokens, completion_tokens, latency_ms,
+                               cost_usd, ok, error, message_id, author_id)
+            mid = message_id if message_id is not None else (str(new_id) if new_id else None)
+            return {"message_id": mid, "id": new_id}
+
+        return self.sql.transaction(record)
+
+    def _record_usage(self, ts: str, tier: str, model: str, prompt_tokens: int,
+                      completion_tokens: int, latency_ms: float | None, cost_usd: float,
+                      ok: bool, error: str | None, message_id: str | None, author_id: str) -> None:
+        rows = self.sql.exec(
+            "INSERT INTO router_usage(ts, tier, model, prompt_tokens, completion_tokens, "
+            "latency_ms, cost_usd, ok, error, message_id, author_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd,
+            1 if ok else 0, error, message_id, author_id)
+        self.sql.exec(
+            "INSERT INTO usage_daily(day, tier, calls, errors, prompt_tokens, completion_tokens, cost_usd) "
+            "VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(day, tier) DO UPDATE SET "
+            "calls = calls + 1, errors = errors + excluded.errors, "
+            "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
+            "completion_tokens = completion_tokens + excluded.completion_tokens, "
+            "cost_usd = cost_usd + excluded.cost_usd",
+            ts[:10], tier, 0 if ok else 1, prompt_tokens, completion_tokens, cost_usd)
+        # Bounded: the per-call rows keep a window; the daily table keeps the totals.
+        newest = int(rows[0]["id"])
+        if newest % 100 == 0:
+            self.sql.exec("DELETE FROM router_usage WHERE id <= ?", newest - USAGE_ROWS_KEPT)
+
+    _TOTALS = ("SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt_tokens, "
+               "SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd")
+
+    def _tier_totals(self, where: str = "", *params: Any) -> dict[str, dict[str, Any]]:
+        rows = self.sql.exec(
+            f"SELECT tier, {self._TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier",
+            *params)
+        return {r["tier"]: {
+            "calls": int(r["calls"] or 0), "errors": int(r["errors"] or 0),
+            "prompt_tokens": int(r["prompt_tokens"] or 0),
+            "completion_tokens": int(r["completion_tokens"] or 0),
+            "cost_usd": round(float(r["cost_usd"] or 0.0), 8)} for r in rows}
+
+    def usage_today(self) -> dict[str, dict[str, Any]]:
+        """Today's (UTC) calls, errors, tokens and cost per tier."""
+        return self._tier_totals("WHERE day = ?", self.now()[:10])
+
+    def usage(self, recent: int = 20) -> dict[str, Any]:
+        """All-time totals per tier and the most recent model calls."""
+        rows = self.sql.exec(
+            "SELECT ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error "
+            "FROM router_usage ORDER BY id DESC LIMIT ?", recent)
+        for r in rows:
+            r["ok"] = bool(r["ok"])
+        return {"tiers": self._tier_totals(), "today": self.usage_today(), "recent": rows}
+
+    # -- views -------------------------------------------------------------------------
+
+    def _current_facts(self, limit: int | None = None) -> list[dict[str, Any]]:
+        sql = ("SELECT author, author_id, key, value, updated_at FROM facts "
+               "WHERE superseded_at IS NULL ORDER BY id DESC")
+        rows = self.sql.exec(sql + " LIMIT ?", limit) if limit else self.sql.exec(sql)
+        rows.reverse()
+        return rows
+
+    def facts(self, history: bool = False) -> dict[str, Any]:
+        """Current facts of every author; with `history`, superseded values too."""
+        if not history:
+            return {"facts": self._current_facts()}
+        rows = self.sql.exec(
+            "SELECT author, author_id, key, value, updated_at, superseded_at FROM facts ORDER BY id")
+        return {"facts": rows}
+
+    def summary(self) -> dict[str, Any]:
+        """The rolling summary and how far it reaches."""
+        return {
+            "summary": self._state("summary") or "",
+            "compactions": int(self._state("compactions", "0") or 0),
+            "summarized_upto": self.summarized_upto(),
+            "updated_at": self._state("summary_updated_at"),
+        }
+
+    def active_count(self) -> int:
+        """How many messages the summary does not cover yet."""
+        return int(self.sql.exec(
+            "SELECT COUNT(*) AS n FROM messages WHERE id > ?", self.summarized_upto())[0]["n"])
+
+    def needs_compaction(self) -> bool:
+        """True when the un-summarized history has grown past the threshold."""
+        return self.active_count() > COMPACT_THRESHOLD
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of kept, active and archived messages, facts, the mode, the last prompt."""
+        total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
+        active = self.active_count()
+        facts = int(self.sql.exec(
+            "SELECT COUNT(*) AS n FROM facts WHERE superseded_at IS NULL")[0]["n"])
+        out: dict[str, Any] = {
+            "total_messages": total, "active_messages": active,
+            "archived_messages": total - active, "facts": facts, "mode": self.mode(),
+        }
+        last = self._state("last_prompt")
+        if last is not None:
+            out["last_prompt"] = last
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """The chat's settings."""
+        return {"mode": self.mode()}
+
+    def update_settings(self, mode: str | None = None) -> dict[str, Any]:
+        """Change the chat's settings; returns them."""
+        if mode is not None:
+            self._set_state("mode", mode)
+        return self.settings()
+
+    # -- bulk import and forgetting ----------------------------------------------------
+
+    def import_messages(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """Store many messages at once, idempotent by message_id; keeps their `ts`."""
+        now = self.now()
+
+        def run() -> dict[str, int]:
+            imported = skipped = 0
+            for m in messages:
+                role = m["role"]
+                author = m.get("author") or ("assistant" if role == "assistant" else "")
+                author_id = m.get("author_id") or ""
+                ts = m.get("ts") or now
+                new_id = self._insert(role, m["text"], author, author_id, m.get("message_id"), ts)
+                if new_id is None:
+                    skipped += 1
+                    continue
+                imported += 1
+                if role == "user":
+                    self._apply_facts(m["text"], author, author_id, new_id, ts)
+            return {"imported": imported, "skipped": skipped}
+
+        return self.sql.transaction(run)
+
+    def forget_chat(self) -> dict[str, Any]:
+        """Delete everything this chat remembers."""
+        def run() -> None:
+            for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
+                self.sql.exec(f"DELETE FROM {table}")
+        self.sql.transaction(run)
+        return {"deleted": True}

@@ -1,0 +1,51 @@
+"""The memory prompt: what the model is shown of a chat's memory, quoted as data."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
+
+
+def _quote(text: str) -> str:
+    # A JSON string keeps each message on one line inside quotes, so remembered text can
+    # neither fake a section of this prompt nor read as an instruction of its own.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _speaker(msg: dict[str, Any]) -> str:
+    if msg["role"] == "assistant":
+        return "assistant"
+    return msg.get("author") or msg["role"]
+
+
+def _line(msg: dict[str, Any]) -> str:
+    ts = (msg.get("ts") or "")[:16].replace("T", " ")
+    return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
+
+
+def render_prompt(
+    recent: Iterable[dict[str, Any]],
+    retrieved: Iterable[dict[str, Any]],
+    summary: str | None,
+    facts: Iterable[dict[str, Any]],
+) -> str:
+    """The memory prompt: header, recent, retrieved, then summary and facts when present."""
+    parts = [HEADER]
+    recent = list(recent)
+    retrieved = list(retrieved)
+    if recent:
+        parts.append("Recent messages:\n" + "\n".join(_line(m) for m in recent))
+    if retrieved:
+        parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
+    if summary:
+        parts.append("Summary of earlier conversation (quoted):\n" + "\n".join(
+            "> " + line for line in summary.splitlines()))
+    by_author: dict[str, list[str]] = {}
+    for f in facts:
+        by_author.setdefault(f["author"] or f["author_id"], []).append(
+            f"{f['key']} = {_quote(f['value'])}")
+    if by_author:
+        parts.append("Known facts:\n" + "\n".join(
+            f"- {author}: " + "; ".join(items) for author, items in by_author.items()))
+    return "\n\n".join(parts)
