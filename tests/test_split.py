@@ -30,7 +30,7 @@ def assert_faithful(text: str, parts: list[str], limit: int) -> None:
             # A continuation starts where the previous part stopped; a newline cut there is eaten.
             if text.startswith("\n", pos):
                 pos += 1
-        else:
+        elif not text.startswith(body, pos):
             pos += len(text[pos:]) - len(text[pos:].lstrip())
         closed = False
         if not text.startswith(body, pos) and body.endswith("\n```"):

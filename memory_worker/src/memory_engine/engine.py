@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterable
 
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
+from .retrieval import index_message, rank
 from .storage import SqlStorage, migrate
-from .text import fts_query, query_terms
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
@@ -21,8 +21,6 @@ COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
 KEEP_UNSUMMARIZED = 5
 USAGE_ROWS_KEPT = 2000
 PROMPT_FACTS_LIMIT = 40
-# bm25 column weights: body, author, context (a neighbour's words count for less)
-BM25_WEIGHTS = (1.0, 0.5, 0.35)
 
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
 
@@ -85,9 +83,7 @@ class ChatMemory:
         if not rows:
             return None
         new_id = int(rows[0]["id"])
-        self.sql.exec(
-            "INSERT INTO messages_fts(rowid, body, author, context) VALUES (?, ?, ?, ?)",
-            new_id, text, author, "")
+        index_message(self.sql, new_id, text, author)
         return new_id
 
     def _apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
@@ -163,18 +159,6 @@ class ChatMemory:
 
     # -- retrieval ---------------------------------------------------------------------
 
-    def _ranked(self, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
-        match = fts_query(query_terms(query))
-        if match is None or k <= 0:
-            return []
-        w = BM25_WEIGHTS
-        rows = self.sql.exec(
-            f"SELECT rowid AS id, bm25(messages_fts, {w[0]}, {w[1]}, {w[2]}) AS rank "
-            "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
-            match, k + len(exclude))
-        ranked = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
-        return ranked[:k]
-
     def _messages_by_id(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         ids = list(ids)
         if not ids:
@@ -184,7 +168,7 @@ class ChatMemory:
         return {int(r["id"]): r for r in rows}
 
     def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
-        ranked = self._ranked(query, k, exclude)
+        ranked = rank(self.sql, query, k, exclude)
         by_id = self._messages_by_id(i for i, _ in ranked)
         return [dict(by_id[i], score=round(s, 6)) for i, s in ranked if i in by_id]
 

@@ -1,0 +1,345 @@
+"""Discord adapter: discord.py client <-> the router's neutral types.
+
+DMs are answered; guild channels and threads are answered when the bot is mentioned or
+replied to, and their other messages are recorded (needs the message content intent).
+Slash commands are synced at start-up (to DISCORD_DEV_GUILD_ID when set, else globally).
+Every translation between discord.py objects and IncomingMessage lives in `Translator`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import re
+import secrets
+from typing import AsyncIterator, Literal, Optional
+
+import aiohttp
+import discord
+import yarl
+from discord import app_commands
+
+from bot.adapters.split import split_text
+from bot.config import Settings
+from bot.router.types import ChatService, CommandResult, IncomingMessage
+
+log = logging.getLogger(__name__)
+
+MESSAGE_LIMIT = 2000  # Discord refuses longer message content with 400
+TYPING_REFRESH_S = 8.0  # one typing trigger shows for ~10 s
+DEFER_AFTER_S = 2.0  # Discord drops an interaction not acknowledged within 3 s
+CONFIRM_TIMEOUT_S = 300.0
+SLOW_COMMANDS = frozenset({"compact", "usage"})  # model call / chart rendering: defer at once
+# Failures worth one more try; 4xx answers (forbidden, too long, unknown channel) are final.
+TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
+ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+ADMIN_COMMANDS: dict[str, str] = {
+    "facts": "What I remember about the people in this chat",
+    "summary": "The rolling summary of this chat",
+    "usage": "Model usage and cost of this chat (table and chart)",
+    "memory": "Memory statistics of this chat",
+    "compact": "Summarize the older messages of this chat now",
+    "forget": "Forget this whole chat (asks to confirm)",
+}
+EVERYONE_COMMANDS: dict[str, str] = {
+    "why": "What memory my last answer used",
+    "forgetme": "Forget your messages and facts in this chat",
+    "help": "What I can do and the commands",
+}
+
+
+class NotAdmin(app_commands.CheckFailure):
+    """The user may not run an admin command here."""
+
+
+def configure_endpoints(api_base_url: str | None, gateway_url: str | None) -> None:
+    """Point discord.py at a REST/gateway proxy; discord.py only offers process-wide settings."""
+    if api_base_url:
+        discord.http.Route.BASE = api_base_url.rstrip("/")
+    if gateway_url:
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
+
+
+class Translator:
+    """The one place where Discord objects become IncomingMessage values."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def chat_key(self, channel_id: int, user_id: int) -> str:
+        """`discord:<channel>`, or `discord:<channel>:<user>` with per-user memory."""
+        if self.settings.memory_scope == "user":
+            return f"discord:{channel_id}:{user_id}"
+        return f"discord:{channel_id}"
+
+    def is_admin(self, user_id: int, in_dm: bool, manage_guild: bool) -> bool:
+        """DM users own their memory; in guilds manage_guild or ADMIN_USER_IDS."""
+        return in_dm or manage_guild or str(user_id) in self.settings.admin_user_ids
+
+    def message(self, message: discord.Message, me: discord.ClientUser) -> IncomingMessage | None:
+        """The router's view of a chat message; None when there is nothing to read."""
+        if message.author.bot or message.type not in ANSWERED_TYPES:
+            return None  # other bots (no loops), ourselves, joins, pins and other system messages
+        text = self._text(message, me)
+        if not text:
+            return None  # embeds-only, stickers, attachments without text: nothing to read
+        in_dm = message.guild is None
+        perms = getattr(message.author, "guild_permissions", None)
+        return IncomingMessage(
+            chat_key=self.chat_key(message.channel.id, message.author.id),
+            author=message.author.display_name,
+            author_id=str(message.author.id),
+            text=text,
+            message_id=str(message.id),
+            is_admin=self.is_admin(message.author.id, in_dm, bool(perms and perms.manage_guild)),
+            addressed=in_dm or self._mentions(message, me) or self._replies_to(message, me),
+            attachments=tuple(_attachment_kind(a) for a in message.attachments),
+            platform="discord",
+        )
+
+    def interaction(self, interaction: discord.Interaction, name: str, args: str) -> IncomingMessage:
+        """The router's view of a slash command or button press."""
+        user, in_dm = interaction.user, interaction.guild_id is None
+        return IncomingMessage(
+            chat_key=self.chat_key(interaction.channel_id or user.id, user.id),
+            author=user.display_name,
+            author_id=str(user.id),
+            text=f"/{name} {args}".strip(),
+            message_id=f"interaction:{interaction.id}",
+            is_admin=self.interaction_admin(interaction),
+            platform="discord",
+        )
+
+    def interaction_admin(self, interaction: discord.Interaction) -> bool:
+        """Whether the user of an interaction is an admin where it happened."""
+        in_dm = interaction.guild_id is None
+        return self.is_admin(interaction.user.id, in_dm, interaction.permissions.manage_guild)
+
+    @staticmethod
+    def _mentions(message: discord.Message, me: discord.ClientUser) -> bool:
+        return me.id in message.raw_mentions
+
+    @staticmethod
+    def _replies_to(message: discord.Message, me: discord.ClientUser) -> bool:
+        ref = message.reference
+        target = ref and (ref.resolved or ref.cached_message)
+        return isinstance(target, discord.Message) and target.author.id == me.id
+
+    @staticmethod
+    def _text(message: discord.Message, me: discord.ClientUser) -> str:
+        # Drop our own mention; show other people's mentions as readable names.
+        text = re.sub(rf"<@!?{me.id}>", "", message.content)
+        for user in message.mentions:
+            text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
+        return text.strip()
+
+
+def _attachment_kind(attachment: discord.Attachment) -> str:
+    kind = (attachment.content_type or "").split("/")[0]
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(kind, "document")
+
+
+@contextlib.asynccontextmanager
+async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+    """Show "typing…" until the block ends; failing to show it never stops the answer."""
+
+    async def keep_typing() -> None:
+        while True:
+            try:
+                await channel.typing()  # awaiting a Typing triggers it once
+            except (discord.HTTPException, *TRANSIENT_ERRORS) as exc:
+                log.warning("typing indicator in %s failed: %r", getattr(channel, "id", "?"), exc)
+            await asyncio.sleep(TYPING_REFRESH_S)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+async def send_with_retry(channel: discord.abc.Messageable, content: str, **kwargs) -> discord.Message | None:
+    """Send one message; a transient failure is logged and retried once (same nonce: no duplicate)."""
+    nonce = secrets.randbelow(10**18)
+    for attempt in (1, 2):
+        try:
+            return await channel.send(content, nonce=nonce, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            log.warning("send to channel %s failed (attempt %d): %r", getattr(channel, "id", "?"), attempt, exc)
+        except discord.HTTPException as exc:
+            log.error("send to channel %s refused: %s", getattr(channel, "id", "?"), exc)
+            return None
+    log.error("send to channel %s failed twice; giving up on this part", getattr(channel, "id", "?"))
+    return None
+
+
+class ConfirmView(discord.ui.View):
+    """One button that runs the router's confirmation command (e.g. `forget yes`)."""
+
+    def __init__(self, bot: "DiscordBot", confirm: str, owner_id: int) -> None:
+        super().__init__(timeout=CONFIRM_TIMEOUT_S)
+        self.bot, self.confirm, self.owner_id = bot, confirm, owner_id
+        button = discord.ui.Button(label="Yes, forget it", style=discord.ButtonStyle.danger)
+        button.callback = self.on_confirm
+        self.add_item(button)
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        """Only the person who asked may confirm."""
+        return interaction.user.id == self.owner_id
+
+    async def on_confirm(self, interaction: discord.Interaction) -> None:
+        """Run the confirmation command and replace the question with its answer."""
+        self.stop()
+        name, _, args = self.confirm.partition(" ")
+        await self.bot.run_command(interaction, name, args)
+
+
+class DiscordBot(discord.Client):
+    """The discord.py client: message handling, slash commands and their sync."""
+
+    def __init__(self, router: ChatService, settings: Settings, **options) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True  # privileged: mentions, replies and recording need it
+        options.setdefault("allowed_mentions", discord.AllowedMentions.none())  # model text never pings
+        super().__init__(intents=intents, **options)
+        self.router, self.settings = router, settings
+        self.translate = Translator(settings)
+        self.tree = app_commands.CommandTree(self)
+        self.tree.on_error = self.on_command_error
+        add_commands(self)
+
+    async def setup_hook(self) -> None:
+        """Sync slash commands: to the dev guild at once, or globally (Discord may take a while)."""
+        guild_id = self.settings.discord.dev_guild_id
+        guild = discord.Object(int(guild_id)) if guild_id else None
+        try:
+            if guild is not None:
+                self.tree.copy_global_to(guild=guild)
+            synced = await self.tree.sync(guild=guild)
+            log.info("synced %d slash commands to %s", len(synced), f"guild {guild_id}" if guild else "all guilds")
+        except discord.HTTPException as exc:  # e.g. invited without applications.commands
+            log.error("slash command sync failed (the bot still chats): %s", exc)
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Answer DMs, mentions and replies; record the rest of a guild channel."""
+        incoming = self.translate.message(message, self.user)
+        if incoming is None:
+            return
+        if not incoming.addressed:
+            if self.settings.record_group_messages:
+                await self.router.record(incoming)
+            return
+        async with typing(message.channel):
+            reply = await self.router.handle(incoming)
+        await self.send_answer(message, reply.text)
+
+    async def send_answer(self, message: discord.Message, text: str) -> None:
+        """Send an answer in parts of at most 2,000 characters; the first replies to the user."""
+        for i, part in enumerate(split_text(text, MESSAGE_LIMIT)):
+            ref = message.to_reference(fail_if_not_exists=False) if i == 0 and message.guild else None
+            await send_with_retry(message.channel, part, reference=ref)
+
+    async def on_error(self, event_method: str, /, *args, **kwargs) -> None:
+        """Log a failed event handler; the client keeps running."""
+        log.exception("error in Discord event %s", event_method)
+
+    async def run_command(self, interaction: discord.Interaction, name: str, args: str = "") -> None:
+        """Run a router command for an interaction; defer when it is (or turns out) slow."""
+        incoming = self.translate.interaction(interaction, name, args)
+        work = asyncio.ensure_future(self.router.command(incoming, name, args))
+        await asyncio.wait({work}, timeout=0 if name in SLOW_COMMANDS else DEFER_AFTER_S)
+        if not work.done():
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        await self.deliver(interaction, await work)
+
+    async def deliver(self, interaction: discord.Interaction, result: CommandResult) -> None:
+        """Show a CommandResult: text in parts, the PNG attached, a button when it needs confirming."""
+        parts = split_text(result.text, MESSAGE_LIMIT) or [None]
+        extra: dict = {}
+        if result.image_png:
+            extra["attachments"] = [discord.File(io.BytesIO(result.image_png), filename="usage.png")]
+        if result.confirm:
+            extra["view"] = ConfirmView(self, result.confirm, interaction.user.id)
+        is_button = interaction.type is discord.InteractionType.component
+        if not interaction.response.is_done() and is_button:
+            await interaction.response.edit_message(content=parts[0], view=extra.pop("view", None), **extra)
+        elif not interaction.response.is_done():
+            files = extra.pop("attachments", [])
+            await interaction.response.send_message(parts[0], ephemeral=result.ephemeral, files=files, **extra)
+        else:
+            view = extra.pop("view", None)
+            await interaction.edit_original_response(content=parts[0], view=view, **extra)
+        for part in parts[1:]:
+            await interaction.followup.send(part, ephemeral=result.ephemeral)
+
+    async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        """Refuse non-admins politely; log anything else and say it failed."""
+        if isinstance(error, app_commands.CheckFailure):
+            await say(interaction, "Sorry, only admins of this server can use that command.")
+            return
+        log.error("slash command failed", exc_info=error)
+        await say(interaction, "Sorry, that command failed. Please try again later.")
+
+
+async def say(interaction: discord.Interaction, text: str) -> None:
+    """An ephemeral answer, whether or not the interaction was already acknowledged."""
+    try:
+        if interaction.response.is_done():
+            await interaction.followup.send(text, ephemeral=True)
+        else:
+            await interaction.response.send_message(text, ephemeral=True)
+    except (discord.HTTPException, *TRANSIENT_ERRORS) as exc:
+        log.warning("could not answer interaction %s: %r", interaction.id, exc)
+
+
+def add_commands(bot: DiscordBot) -> None:
+    """Register the slash commands: admin ones carry the manage_guild hint and a real check."""
+
+    async def admin_only(interaction: discord.Interaction) -> bool:
+        if not bot.translate.interaction_admin(interaction):
+            raise NotAdmin()
+        return True
+
+    def simple(name: str, description: str, admin: bool) -> app_commands.Command:
+        async def callback(interaction: discord.Interaction) -> None:
+            await bot.run_command(interaction, name)
+
+        command = app_commands.Command(name=name, description=description, callback=callback)
+        if admin:
+            command.add_check(admin_only)
+            command.default_permissions = discord.Permissions(manage_guild=True)
+        return command
+
+    for name, description in ADMIN_COMMANDS.items():
+        bot.tree.add_command(simple(name, description, admin=True))
+    for name, description in EVERYONE_COMMANDS.items():
+        bot.tree.add_command(simple(name, description, admin=False))
+
+    @bot.tree.command(name="mode", description="Show or set how much recent chat I keep in mind")
+    @app_commands.describe(mode="auto: a few recent messages; full: up to twelve")
+    @app_commands.default_permissions(manage_guild=True)
+    @app_commands.check(admin_only)
+    async def mode(interaction: discord.Interaction, mode: Optional[Literal["auto", "full"]] = None) -> None:
+        await bot.run_command(interaction, "mode", mode or "")
+
+
+def build_client(router: ChatService, settings: Settings, **options) -> DiscordBot:
+    """The Discord client for `router`; `options` go to discord.Client (tests shorten timeouts)."""
+    configure_endpoints(settings.discord.api_base_url, settings.discord.gateway_url)
+    return DiscordBot(router, settings, **options)
+
+
+async def run_client(client: discord.Client, token: str) -> None:
+    """Log in and stay connected (discord.py reconnects and resumes) until cancelled."""
+    async with client:
+        await client.login(token)
+        await client.connect(reconnect=True)
+
+
+async def serve(router: ChatService, settings: Settings) -> None:
+    """Run the Discord bot until cancelled."""
+    if not settings.discord.token:
+        raise RuntimeError("DISCORD_BOT_TOKEN is not set (see docs/discord.md)")
+    await run_client(build_client(router, settings), settings.discord.token)
