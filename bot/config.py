@@ -5,7 +5,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
 
@@ -32,6 +32,8 @@ class RouterSettings:
     time_budget_s: float = 60.0
     request_timeout_s: float = 30.0
     max_attempts_per_tier: int = 2
+    max_retry_wait_s: float = 5.0  # longest Retry-After waited for; longer: next tier at once
+    choice: Mapping[str, Any] = field(default_factory=dict)  # [router.choice]: tier-choice signals
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,13 @@ class Settings:
     def offline(self) -> bool:
         """True when no tier has an API key: the offline model answers."""
         return not any(t.api_key for t in self.tiers.values())
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value held, so logs, errors and /why can redact them."""
+        values = [t.api_key for t in self.tiers.values()]
+        values += [self.memory_token, self.summary_api_key]
+        values += [p.token for p in (self.telegram, self.discord, self.console)]
+        return tuple(v for v in values if v)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -126,6 +135,8 @@ def settings_from(data: Mapping, env: Mapping[str, str]) -> Settings:
         time_budget_s=float(r.get("time_budget_s", 60.0)),
         request_timeout_s=float(r.get("request_timeout_s", 30.0)),
         max_attempts_per_tier=int(r.get("max_attempts_per_tier", 2)),
+        max_retry_wait_s=float(r.get("max_retry_wait_s", 5.0)),
+        choice=dict(r.get("choice") or {}),
     )
     b = data.get("bot") or {}
     admins = frozenset(

@@ -35,6 +35,7 @@ class Attempt:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    text: str = ""  # the answer, for a good non-streaming attempt
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,12 @@ class TierRouter:
 
     async def start_stream(
         self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
-    ) -> tuple[str, AnswerStream, float] | None:
-        """A started stream as (tier, stream, start time), or None; the caller reports its end."""
+    ) -> tuple[str, AnswerStream, float, int] | None:
+        """A started stream as (tier, stream, start time, attempt number), or None.
+
+        Failed starts are reported through `on_attempt`; the caller reports how the
+        started stream ends (one attempt, good or cut off).
+        """
         return await self._run(order, request, on_attempt, streaming=True)
 
     async def _run(self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool) -> Any:
@@ -108,7 +113,7 @@ class TierRouter:
                 try:
                     if streaming:
                         stream = await model.start_stream(request, timeout=timeout)
-                        return tier, stream, started
+                        return tier, stream, started, number
                     answer = await model.complete(request, timeout=timeout)
                 except ModelFailure as failure:
                     latency = (self._clock() - started) * 1000.0
@@ -130,7 +135,8 @@ class TierRouter:
                     continue
                 latency = (self._clock() - started) * 1000.0
                 await on_attempt(
-                    Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens)
+                    Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens,
+                            text=answer.text)
                 )
                 return tier, answer
         return None

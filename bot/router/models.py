@@ -332,7 +332,8 @@ class OfflineModel:
         old = [m for m in (*mem.retrieved, *mem.recent) if m.get("role", "user") == "user"]
         own_old = [m for m in old if str(m.get("author_id") or "") in ("", request.author_id)]
         lines: list[str] = []
-        for pattern, keys, template in _ASKS:
+        asking = _is_question(request.text)
+        for pattern, keys, template in _ASKS if asking else ():
             if not pattern.search(request.text):
                 continue
             value = next((by_key[k] for k in keys if by_key.get(k)), None)
@@ -348,11 +349,15 @@ class OfflineModel:
         if by_key:
             known = "; ".join(f"{k}: {v}" for k, v in list(by_key.items())[:6])
             parts.append(f"What I know about you: {known}.")
-        if mem.retrieved:
-            quoted = " | ".join(_one_line(m.get("text", "")) for m in mem.retrieved[:3])
+        said = [m for m in mem.retrieved if m.get("role", "user") == "user"]
+        if said:
+            quoted = " | ".join(_one_line(m.get("text", "")) for m in said[:3])
             parts.append(f"Related earlier messages: {quoted}")
+        if not asking:
+            learned = [f"{k}: {v}" for k, v in by_key.items() if _mentions(request.text, v)]
+            return f"Noted, I'll remember that ({'; '.join(learned)})." if learned else "Noted."
         if not parts:
-            parts.append("I've noted that.")
+            parts.append("I don't know anything about that yet.")
         return " ".join(parts)
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
@@ -379,6 +384,21 @@ class _OneShot:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+_QUESTION_START = re.compile(
+    r"^\s*(what|what's|whats|where|who|whom|which|when|why|how|do|does|did|can|could|would|will|"
+    r"is|are|am|tell me|remind me|remember|recall|say)\b",
+    re.I,
+)
+
+
+def _is_question(text: str) -> bool:
+    return "?" in text or bool(_QUESTION_START.match(text))
+
+
+def _mentions(text: str, value: str) -> bool:
+    return bool(value) and value.lower() in text.lower()
 
 
 def _said(messages: list[dict[str, Any]], key: str) -> str | None:

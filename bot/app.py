@@ -1,0 +1,169 @@
+"""The composition root: settings in, every client opened once with `async with`, passed in.
+
+`build_router(settings, data_dir)` yields the `ChatService` every adapter uses. Without
+`MEMORY_URL` it starts the embedded memory host on 127.0.0.1 under `data_dir/memory`
+(the same layout as `chatbot memory serve --data DIR/memory`); the outbox lives in
+`data_dir/outbox.sqlite3`. `run_chat`, `run_telegram` and `run_discord` are what the
+`chatbot` command calls.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import AsyncIterator, Mapping
+
+from bot.config import Settings, Tier, load_settings
+from bot.router.fallback import RetryPolicy
+from bot.router.memory import HttpMemoryClient, MemoryClient
+from bot.router.models import ChatModel, OfflineModel, OpenAICompatModel
+from bot.router.outbox import Outbox
+from bot.router.pipeline import Router, RouterOptions
+from bot.router.tiers import ChoiceRules
+
+log = logging.getLogger(__name__)
+
+OFFLINE_TIER = Tier(name="offline", model="offline")
+
+
+async def _open_models(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[dict[str, ChatModel], dict[str, Tier]]:
+    """One AsyncOpenAI client per endpoint (base URL + key), shared by the tiers on it."""
+    from openai import AsyncOpenAI
+
+    clients: dict[tuple[str | None, str], AsyncOpenAI] = {}
+    models: dict[str, ChatModel] = {}
+    tiers: dict[str, Tier] = {}
+    for name, tier in settings.tiers.items():
+        if not tier.api_key:
+            continue  # a tier without a key cannot answer; the others still can
+        key = (tier.base_url, tier.api_key)
+        client = clients.get(key)
+        if client is None:
+            # max_retries=0: the tier router retries, so every attempt is seen and recorded.
+            client = AsyncOpenAI(
+                api_key=tier.api_key,
+                base_url=tier.base_url,
+                max_retries=0,
+                timeout=settings.router.request_timeout_s,
+            )
+            stack.push_async_callback(client.close)
+            clients[key] = client
+        models[name] = OpenAICompatModel(client, tier.model)
+        tiers[name] = tier
+    return models, tiers
+
+
+@contextlib.asynccontextmanager
+async def build_router(
+    settings: Settings,
+    data_dir: Path,
+    *,
+    models: Mapping[str, ChatModel] | None = None,
+    options: RouterOptions | None = None,
+) -> AsyncIterator[Router]:
+    """Open memory (embedded host or MEMORY_URL), outbox and models; yield the router (a ChatService).
+
+    `models` replaces the configured models (tests, benchmarks): tier name -> ChatModel.
+    """
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.memory_url is None:
+            from memory_worker.host import EmbeddedMemoryHost
+
+            host = await stack.enter_async_context(
+                EmbeddedMemoryHost(data_dir / "memory", token=None, summarizer=None)
+            )
+            url, token = host.url, host.token
+        else:
+            url, token = settings.memory_url, settings.memory_token
+        memory: MemoryClient = await stack.enter_async_context(HttpMemoryClient(url, token))
+        outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
+
+        offline = False
+        if models is not None:
+            chosen = dict(models)
+            tiers = {n: settings.tiers.get(n) or Tier(name=n, model=getattr(m, "model", n)) for n, m in chosen.items()}
+        else:
+            chosen, tiers = await _open_models(settings, stack)
+        if not chosen:
+            offline = True
+            chosen, tiers = {"offline": OfflineModel()}, {"offline": OFFLINE_TIER}
+        fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
+        default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
+        router = Router(
+            memory=memory,
+            outbox=outbox,
+            models=chosen,
+            tiers=tiers,
+            settings=settings,
+            fallback_order=fallback,
+            default_tier=default,
+            rules=ChoiceRules.from_mapping(settings.router.choice),
+            policy=RetryPolicy(
+                time_budget_s=settings.router.time_budget_s,
+                request_timeout_s=settings.router.request_timeout_s,
+                max_attempts_per_tier=settings.router.max_attempts_per_tier,
+                max_wait_s=settings.router.max_retry_wait_s,
+            ),
+            secrets=(*settings.secrets(), token or ""),
+            options=options,
+            offline=offline,
+        )
+        async with router:
+            yield router
+
+
+def run_chat(data_dir: Path, chat_key: str) -> int:
+    """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory."""
+    from bot.adapters.console import run_console
+
+    settings = load_settings()
+
+    async def main() -> int:
+        async with build_router(settings, data_dir) as router:
+            return await run_console(
+                router, chat_key, data_dir=data_dir, offline=router.offline, streaming=settings.console.streaming
+            )
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+def run_telegram(data_dir: Path) -> int:
+    """`chatbot telegram`: serve the Telegram bot until interrupted."""
+    settings = load_settings()
+
+    async def main() -> None:
+        from bot.adapters import telegram
+
+        async with build_router(settings, data_dir) as router:
+            await telegram.serve(router, settings)
+
+    return _run_forever(main)
+
+
+def run_discord(data_dir: Path) -> int:
+    """`chatbot discord`: serve the Discord bot until interrupted."""
+    settings = load_settings()
+
+    async def main() -> None:
+        from bot.adapters import discord
+
+        async with build_router(settings, data_dir) as router:
+            await discord.serve(router, settings)
+
+    return _run_forever(main)
+
+
+def _run_forever(main) -> int:
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0
+    return 0
