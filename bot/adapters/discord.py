@@ -187,7 +187,10 @@ class ConfirmView(discord.ui.View):
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
         """Only the person who asked may confirm."""
-        return interaction.user.id == self.owner_id
+        if interaction.user.id == self.owner_id:
+            return True
+        await say(interaction, "Only the person who asked can confirm this.")
+        return False
 
     async def on_confirm(self, interaction: discord.Interaction) -> None:
         """Run the confirmation command and replace the question with its answer."""
@@ -232,8 +235,12 @@ class DiscordBot(discord.Client):
                 await self.router.record(incoming)
             return
         async with typing(message.channel):
-            reply = await self.router.handle(incoming)
-        await self.send_answer(message, reply.text)
+            try:
+                text = (await self.router.handle(incoming)).text
+            except Exception:  # a bug below us must not leave the user without any answer
+                log.exception("router failed on message %s", message.id)
+                text = "Sorry, something went wrong on my side. Please try again."
+        await self.send_answer(message, text)
 
     async def send_answer(self, message: discord.Message, text: str) -> None:
         """Send an answer in parts of at most 2,000 characters; the first replies to the user."""
@@ -249,9 +256,13 @@ class DiscordBot(discord.Client):
         """Run a router command for an interaction; defer when it is (or turns out) slow."""
         incoming = self.translate.interaction(interaction, name, args)
         work = asyncio.ensure_future(self.router.command(incoming, name, args))
-        await asyncio.wait({work}, timeout=0 if name in SLOW_COMMANDS else DEFER_AFTER_S)
-        if not work.done():
-            await interaction.response.defer(ephemeral=True, thinking=True)
+        if name not in SLOW_COMMANDS:
+            await asyncio.wait({work}, timeout=DEFER_AFTER_S)
+        if not work.done():  # the work goes on while Discord is told to wait
+            if interaction.type is discord.InteractionType.component:
+                await interaction.response.defer()  # the button's message is updated later
+            else:
+                await interaction.response.defer(ephemeral=True, thinking=True)
         await self.deliver(interaction, await work)
 
     async def deliver(self, interaction: discord.Interaction, result: CommandResult) -> None:

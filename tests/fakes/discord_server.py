@@ -541,7 +541,16 @@ class FakeDiscord:
         if how == "429":
             call.status = 429
             body = {"message": "You are being rate limited.", "retry_after": 0.05, "global": False}
-            headers = {"Retry-After": "1", "X-RateLimit-Scope": "user"}
+            # discord.py treats a 429 without `Via` as a Cloudflare ban, so send what Discord sends.
+            headers = {
+                "Via": "1.1 google",
+                "Retry-After": "1",
+                "X-RateLimit-Limit": "5",
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset-After": "0.05",
+                "X-RateLimit-Bucket": "fake-bucket",
+                "X-RateLimit-Scope": "user",
+            }
             resp = json_response(body, 429)
             resp.headers.update(headers)
             return resp
@@ -723,6 +732,8 @@ class FakeDiscord:
                 "nsfw": False,
                 **body,
             }
+            if command["default_member_permissions"] is not None:  # Discord answers a string
+                command["default_member_permissions"] = str(command["default_member_permissions"])
             if gid:
                 command["guild_id"] = gid
             stored.append(command)
