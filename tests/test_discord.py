@@ -17,8 +17,8 @@ from bot.router.types import CommandResult, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
-ADMIN_NAMES = sorted([*adapter.ADMIN_COMMANDS, "mode"])
-EVERYONE_NAMES = sorted(adapter.EVERYONE_COMMANDS)
+ADMIN_NAMES = sorted([*adapter.ADMIN_COMMANDS, "mode", "forget"])
+EVERYONE_NAMES = sorted([*adapter.EVERYONE_COMMANDS, "tier"])
 
 
 class RecordingRouter:
@@ -58,13 +58,13 @@ class RecordingRouter:
         await self._note(self.commands, (message, name, args))
         if self.command_delay is not None:
             await self.command_delay.wait()
-        if name in adapter.ADMIN_COMMANDS or name == "mode":
+        if name in ADMIN_NAMES:
             if not message.is_admin:
                 return CommandResult(text="Only admins can do that.")
         if name == "usage":
             return CommandResult(text="```\ntier calls\nstandard 3\n```", image_png=PNG)
         if name == "forget" and args != "yes":
-            return CommandResult(text="Forget this whole chat?", confirm="forget yes")
+            return CommandResult(text="Forget this whole chat?", confirm="/forget yes")
         return CommandResult(text=f"{name} done {args}".strip())
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0):
@@ -487,6 +487,13 @@ async def test_mode_passes_the_choice(fake, world, router, bot):
     await fake.wait_for(lambda: fake.final_message(iid))
     assert router.commands[-1][1:] == ("mode", "full")
     assert fake.final_message(iid)["content"] == "mode done full"
+
+
+async def test_forget_and_tier_take_their_option(fake, world, router, bot):
+    forget = await fake.invoke("forget", world.admin, world.general, {"confirm": "yes"})
+    tier = await fake.invoke("tier", world.member, world.general, {"name": "heavy"})
+    await fake.wait_for(lambda: fake.final_message(forget) and fake.final_message(tier))
+    assert sorted(c[1:] for c in router.commands) == [("forget", "yes"), ("tier", "heavy")]
 
 
 async def test_usage_defers_then_shows_the_table_and_the_png(fake, world, router, bot):

@@ -13,6 +13,7 @@ import io
 import logging
 import re
 import secrets
+from dataclasses import replace
 from typing import AsyncIterator, Literal, Optional
 
 import aiohttp
@@ -35,13 +36,13 @@ SLOW_COMMANDS = frozenset({"compact", "usage"})  # model call / chart rendering:
 TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
+# Commands without options; /forget, /mode (admin) and /tier (everyone) take one and are below.
 ADMIN_COMMANDS: dict[str, str] = {
     "facts": "What I remember about the people in this chat",
     "summary": "The rolling summary of this chat",
     "usage": "Model usage and cost of this chat (table and chart)",
     "memory": "Memory statistics of this chat",
     "compact": "Summarize the older messages of this chat now",
-    "forget": "Forget this whole chat (asks to confirm)",
 }
 EVERYONE_COMMANDS: dict[str, str] = {
     "why": "What memory my last answer used",
@@ -136,6 +137,14 @@ class Translator:
         return text.strip()
 
 
+def discord_markup(name: str, result: CommandResult) -> CommandResult:
+    """Show the /usage table in a code block, so its columns line up in Discord's font."""
+    if name != "usage" or "```" in result.text:
+        return result
+    head, _, table = result.text.partition("\n")
+    return replace(result, text=f"{head}\n```\n{table}\n```" if table else head)
+
+
 def _attachment_kind(attachment: discord.Attachment) -> str:
     kind = (attachment.content_type or "").split("/")[0]
     return {"image": "photo", "audio": "audio", "video": "video"}.get(kind, "document")
@@ -195,7 +204,7 @@ class ConfirmView(discord.ui.View):
     async def on_confirm(self, interaction: discord.Interaction) -> None:
         """Run the confirmation command and replace the question with its answer."""
         self.stop()
-        name, _, args = self.confirm.partition(" ")
+        name, _, args = self.confirm.lstrip("/").partition(" ")
         await self.bot.run_command(interaction, name, args)
 
 
@@ -263,7 +272,7 @@ class DiscordBot(discord.Client):
                 await interaction.response.defer()  # the button's message is updated later
             else:
                 await interaction.response.defer(ephemeral=True, thinking=True)
-        await self.deliver(interaction, await work)
+        await self.deliver(interaction, discord_markup(name, await work))
 
     async def deliver(self, interaction: discord.Interaction, result: CommandResult) -> None:
         """Show a CommandResult: text in parts, the PNG attached, a button when it needs confirming."""
@@ -327,6 +336,18 @@ def add_commands(bot: DiscordBot) -> None:
         bot.tree.add_command(simple(name, description, admin=True))
     for name, description in EVERYONE_COMMANDS.items():
         bot.tree.add_command(simple(name, description, admin=False))
+
+    @bot.tree.command(name="forget", description="Forget this whole chat (asks to confirm)")
+    @app_commands.describe(confirm="yes: confirm a /forget asked within the last 5 minutes")
+    @app_commands.default_permissions(manage_guild=True)
+    @app_commands.check(admin_only)
+    async def forget(interaction: discord.Interaction, confirm: Optional[Literal["yes"]] = None) -> None:
+        await bot.run_command(interaction, "forget", confirm or "")
+
+    @bot.tree.command(name="tier", description="Show the model tier, or force one for this chat")
+    @app_commands.describe(name="a tier name, or auto to choose automatically again")
+    async def tier(interaction: discord.Interaction, name: Optional[str] = None) -> None:
+        await bot.run_command(interaction, "tier", name or "")
 
     @bot.tree.command(name="mode", description="Show or set how much recent chat I keep in mind")
     @app_commands.describe(mode="auto: a few recent messages; full: up to twelve")
