@@ -1,0 +1,604 @@
+"""Telegram adapter (python-telegram-bot 22): updates in, neutral messages to the router, answers out.
+
+Private chats: every text is answered. Groups: the bot answers when mentioned by @username,
+replied to, or given one of its commands; other messages are recorded into memory
+(`record_group_messages`) so it knows the conversation when asked. Answers are split to
+Telegram's 4096 characters, sent as HTML converted from the model's Markdown, and sent again
+as plain text when Telegram rejects the formatting. Flood limits and RetryAfter are handled by
+PTB's AIORateLimiter. Updates of one chat are handled in order, chats in parallel.
+
+All translation between Telegram objects and the neutral types lives in `Translator`;
+handlers stay small.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import html
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable
+from urllib.parse import urlsplit
+
+from telegram import (
+    BotCommand,
+    BotCommandScopeAllChatAdministrators,
+    BotCommandScopeAllPrivateChats,
+    BotCommandScopeDefault,
+    Chat,
+    ChatMember,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+    Update,
+    User,
+)
+from telegram.constants import ChatAction, MessageLimit, ParseMode
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    BaseUpdateProcessor,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from bot.adapters.split import split_text
+from bot.config import Settings
+from bot.router.types import ChatService, CommandResult, IncomingMessage
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4096
+CAPTION_LIMIT = MessageLimit.CAPTION_LENGTH  # 1024
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
+ADMIN_CACHE_S = 60.0
+
+EVERYONE_COMMANDS = {
+    "start": "what I am and how to talk to me",
+    "help": "the commands",
+    "why": "the memory used for my last answer here",
+    "forgetme": "forget what you said here and what I know about you",
+}
+ADMIN_COMMANDS = {
+    "facts": "what I know about the people here (admins)",
+    "summary": "the rolling summary of this chat (admins)",
+    "usage": "model calls and cost per tier, with a chart (admins)",
+    "memory": "memory statistics (admins)",
+    "mode": "memory mode: /mode auto or /mode full (admins)",
+    "compact": "summarize older messages now (admins)",
+    "forget": "forget this whole chat, after confirmation (admins)",
+}
+
+GREETING = (
+    "Hi! I'm a chat bot with a memory: I remember what is said here and use it when I answer. "
+    "In groups, mention me or reply to me to ask something."
+)
+NOT_TEXT = "Sorry, I can only read text for now. Please write your message (a caption works too)."
+REFUSED = "Sorry, /{name} is only for admins of this chat."
+BROKEN = "Sorry, something went wrong while answering. Please try again."
+ONLY_ASKER = "Only the person who asked can confirm this."
+
+
+# ----------------------------------------------------------------------------- translation
+
+
+@dataclass
+class Translator:
+    """Telegram objects <-> neutral types, in one place: chat keys, gating, text, attachments."""
+
+    settings: Settings
+    bot_id: int = 0
+    bot_username: str = ""
+
+    def chat_key(self, chat: Chat, user: User | None) -> str:
+        """`telegram:<chat id>`, or `telegram:<chat id>:<user id>` for per-user memory in groups."""
+        if self.settings.memory_scope == "user" and chat.type != Chat.PRIVATE and user is not None:
+            return f"telegram:{chat.id}:{user.id}"
+        return f"telegram:{chat.id}"
+
+    def addressed(self, message: Message) -> bool:
+        """Private chats always; groups when the bot is @mentioned, replied to, or commanded."""
+        if message.chat.type == Chat.PRIVATE:
+            return True
+        reply = message.reply_to_message
+        if reply is not None and reply.from_user is not None and reply.from_user.id == self.bot_id:
+            return True
+        return self._mentions_bot(message)
+
+    def _mentions_bot(self, message: Message) -> bool:
+        mention = "@" + self.bot_username.lower()
+        entities = message.parse_entities() or message.parse_caption_entities()
+        for entity, value in entities.items():
+            if entity.type == MessageEntity.MENTION and value.lower() == mention:
+                return True
+            if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == self.bot_id:
+                return True
+            if entity.type == MessageEntity.BOT_COMMAND and value.lower().endswith(mention):
+                return True
+        return False
+
+    def text(self, message: Message) -> str:
+        """The message's words (a caption counts), without the @mention of the bot."""
+        raw = message.text or message.caption or ""
+        if self.bot_username:
+            raw = re.sub(rf"@{re.escape(self.bot_username)}\b", "", raw, flags=re.IGNORECASE)
+        return re.sub(r"[ \t]{2,}", " ", raw).strip()
+
+    @staticmethod
+    def attachments(message: Message) -> tuple[str, ...]:
+        """Kinds of non-text parts ("photo", "voice", ...)."""
+        kinds = ("photo", "sticker", "voice", "audio", "video", "video_note", "animation",
+                 "document", "location", "contact", "poll", "dice")
+        return tuple(k for k in kinds if getattr(message, k, None))
+
+    def incoming(self, message: Message, *, text: str, is_admin: bool, addressed: bool = True) -> IncomingMessage:
+        """The neutral message for one Telegram message."""
+        user = message.from_user
+        return IncomingMessage(
+            chat_key=self.chat_key(message.chat, user),
+            author=_display_name(user, message.chat),
+            author_id=str(user.id if user else message.chat.id),
+            text=text,
+            message_id=str(message.message_id),
+            is_admin=is_admin,
+            addressed=addressed,
+            attachments=self.attachments(message),
+            platform="telegram",
+        )
+
+    def from_button(self, message: Message, user: User, text: str, is_admin: bool) -> IncomingMessage:
+        """The neutral message for a button press under a bot message."""
+        return IncomingMessage(
+            chat_key=self.chat_key(message.chat, user),
+            author=_display_name(user, message.chat),
+            author_id=str(user.id),
+            text=text,
+            is_admin=is_admin,
+            platform="telegram",
+        )
+
+
+def _display_name(user: User | None, chat: Chat) -> str:
+    if user is None:
+        return chat.title or str(chat.id)  # anonymous admins and channel posts
+    return user.full_name or user.username or str(user.id)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+_FENCE = re.compile(r"```([\w+#.-]*)[^\n]*\n(.*?)(?:\n)?```|```(.*?)```", re.S)
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_INLINE_RULES = [
+    (re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)"), lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>'),
+    (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", re.S), r"<b>\1</b>"),
+    (re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)", re.S), r"<b>\1</b>"),
+    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~", re.S), r"<s>\1</s>"),
+    (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"), r"<i>\1</i>"),
+    (re.compile(r"(?<!\w)_(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)"), r"<i>\1</i>"),
+    (re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", re.M), r"<b>\1</b>"),
+]
+
+
+def markdown_to_html(text: str) -> str:
+    """Convert the Markdown models write into Telegram HTML (code kept verbatim, the rest escaped)."""
+    out: list[str] = []
+    pos = 0
+    for m in _FENCE.finditer(text):
+        out.append(_inline_html(text[pos:m.start()]))
+        if m.group(3) is not None:
+            out.append(f"<pre>{html.escape(m.group(3), quote=False)}</pre>")
+        else:
+            lang, body = m.group(1), m.group(2)
+            code = html.escape(body, quote=False)
+            out.append(f'<pre><code class="language-{lang}">{code}</code></pre>' if lang else f"<pre>{code}</pre>")
+        pos = m.end()
+    out.append(_inline_html(text[pos:]))
+    return "".join(out)
+
+
+def _inline_html(text: str) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _INLINE_CODE.finditer(text):
+        parts.append(_emphasis(text[pos:m.start()]))
+        parts.append(f"<code>{html.escape(m.group(1), quote=False)}</code>")
+        pos = m.end()
+    parts.append(_emphasis(text[pos:]))
+    return "".join(parts)
+
+
+def _emphasis(text: str) -> str:
+    text = html.escape(text, quote=False)
+    for pattern, repl in _INLINE_RULES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def split_for_telegram(text: str, limit: int = TEXT_LIMIT) -> list[str]:
+    """Split an answer into parts Telegram accepts (at most `limit` characters each)."""
+    return split_text(text, limit) or ["…"]
+
+
+def is_format_error(exc: TelegramError) -> bool:
+    """True when Telegram refused a message because of its entities (HTML/Markdown)."""
+    text = str(exc).lower()
+    return isinstance(exc, BadRequest) and ("parse entities" in text or "can't find end" in text)
+
+
+# ----------------------------------------------------------------------------- the bot
+
+
+class ChatOrder(BaseUpdateProcessor):
+    """Handle the updates of one chat in arrival order, different chats concurrently."""
+
+    def __init__(self, max_concurrent_updates: int = 256) -> None:
+        super().__init__(max_concurrent_updates)
+        self._locks: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        """Run `coroutine` once the earlier updates of the same chat are done."""
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is None:
+            await coroutine
+            return
+        lock, users = self._locks.setdefault(chat.id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                await coroutine
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                self._locks.pop(chat.id, None)  # idle chats cost nothing
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to tear down."""
+
+
+@dataclass
+class AdminCheck:
+    """Who is admin of a chat: ADMIN_USER_IDS, the user of a private chat, or a chat admin/owner."""
+
+    owners: frozenset[str]
+    ttl: float = ADMIN_CACHE_S
+    _cache: dict[tuple[int, int], tuple[float, bool]] = field(default_factory=dict)
+
+    def quick(self, chat: Chat, user: User | None) -> bool | None:
+        """The answer without asking Telegram, or None when Telegram must be asked."""
+        if user is None:
+            return False
+        if str(user.id) in self.owners or chat.type == Chat.PRIVATE:
+            return True
+        hit = self._cache.get((chat.id, user.id))
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        return None
+
+    async def __call__(self, chat: Chat, user: User | None) -> bool:
+        """Decide, asking Telegram (get_chat_member, cached briefly) for group members."""
+        known = self.quick(chat, user)
+        if known is not None:
+            return known
+        try:
+            member = await chat.get_member(user.id)
+            admin = member.status in (ChatMember.ADMINISTRATOR, ChatMember.OWNER)
+        except TelegramError as exc:
+            # Unknown means not admin: refusing is safe, granting is not.
+            log.warning("get_chat_member(%s, %s) failed: %r", chat.id, user.id, exc)
+            return False
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[(chat.id, user.id)] = (time.monotonic() + self.ttl, admin)
+        return admin
+
+
+class TelegramBot:
+    """The handlers: each one translates, calls the router once, and sends what comes back."""
+
+    def __init__(self, router: ChatService, settings: Settings, typing_interval: float = 4.0) -> None:
+        self.router = router
+        self.settings = settings
+        self.translate = Translator(settings)
+        self.admin = AdminCheck(settings.admin_user_ids)
+        self.typing_interval = typing_interval  # Telegram shows "typing" for about 5 s
+
+    def install(self, app: Application) -> None:
+        """Register the handlers on `app` (new messages only: edits are ignored on purpose)."""
+        new = filters.UpdateType.MESSAGE
+        for name in (*EVERYONE_COMMANDS, *ADMIN_COMMANDS):
+            app.add_handler(CommandHandler(name, self.on_command, filters=new))
+        app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self.on_text))
+        app.add_handler(MessageHandler(new & filters.COMMAND, self.on_unknown_command))
+        app.add_handler(MessageHandler(new & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.on_other))
+        app.add_handler(MessageHandler(filters.UpdateType.EDITED, self.on_edited))
+        app.add_handler(CallbackQueryHandler(self.on_button, pattern=r"^(confirm|cancel):"))
+        app.add_error_handler(self.on_error)
+
+    async def learn_identity(self, app: Application) -> None:
+        """Remember the bot's own id and username (for mentions and replies)."""
+        me = app.bot.bot
+        self.translate.bot_id, self.translate.bot_username = me.id, me.username or ""
+
+    async def register_commands(self, app: Application) -> None:
+        """set_my_commands: everyone's commands by default, all of them for admins and in private."""
+        everyone = [BotCommand(n, d) for n, d in EVERYONE_COMMANDS.items()]
+        admins = everyone + [BotCommand(n, d) for n, d in ADMIN_COMMANDS.items()]
+        await app.bot.set_my_commands(everyone, scope=BotCommandScopeDefault())
+        await app.bot.set_my_commands(admins, scope=BotCommandScopeAllChatAdministrators())
+        await app.bot.set_my_commands(admins, scope=BotCommandScopeAllPrivateChats())
+
+    # --- handlers
+
+    async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A text message: answer it when addressed, else record it (groups)."""
+        message = update.effective_message
+        await self._converse(message, self.translate.text(message))
+
+    async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A sticker, photo, voice...: a caption counts as text; otherwise a polite word in private."""
+        message = update.effective_message
+        text = self.translate.text(message)
+        if text:
+            await self._converse(message, text)
+        elif message.chat.type == Chat.PRIVATE:
+            await message.reply_text(NOT_TEXT)
+
+    async def on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Edits are neither answered nor recorded again: the original already was."""
+        log.debug("ignoring edit of message %s in chat %s", update.effective_message.message_id, update.effective_chat.id)
+
+    async def on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """One of the bot's commands: admin ones are refused plainly to others."""
+        message = update.effective_message
+        name = message.text.split()[0][1:].split("@")[0].lower()
+        args = " ".join(context.args or [])
+        is_admin = await self.admin(message.chat, message.from_user)
+        if name in ADMIN_COMMANDS and not is_admin:
+            await message.reply_text(REFUSED.format(name=name))
+            return
+        incoming = self.translate.incoming(message, text=message.text, is_admin=is_admin)
+        async with self.typing(message.chat):
+            result = await self._command(incoming, name, args)
+        await self.deliver(message, result, incoming.author_id)
+
+    async def on_unknown_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A command that is not ours: say so when it was meant for us, else let it pass."""
+        message = update.effective_message
+        if self.translate.addressed(message):
+            name = message.text.split()[0][1:].split("@")[0].lower()
+            incoming = self.translate.incoming(message, text=message.text, is_admin=False)
+            await self.deliver(message, await self.router.command(incoming, name, ""), incoming.author_id)
+
+    async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A confirmation button: only the person who asked may press it."""
+        query = update.callback_query
+        action, asker, command = _parse_button(query.data)
+        if str(query.from_user.id) != asker:
+            await query.answer(ONLY_ASKER, show_alert=True)
+            return
+        await query.answer()
+        if action == "cancel":
+            await query.edit_message_text("Cancelled: nothing was forgotten.")
+            return
+        name, _, args = command.lstrip("/").partition(" ")
+        is_admin = await self.admin(query.message.chat, query.from_user)
+        incoming = self.translate.from_button(query.message, query.from_user, command, is_admin)
+        result = await self.router.command(incoming, name, args)
+        await query.edit_message_text(result.text)
+
+    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Log every handler error with its update id; tell a private chat something went wrong."""
+        update_id = update.update_id if isinstance(update, Update) else None
+        log.error("error handling update %s: %r", update_id, context.error, exc_info=context.error)
+        if isinstance(update, Update) and update.effective_chat and update.effective_chat.type == Chat.PRIVATE:
+            with contextlib.suppress(TelegramError):
+                await context.bot.send_message(update.effective_chat.id, BROKEN)
+
+    # --- the work
+
+    async def _converse(self, message: Message, text: str) -> None:
+        """Answer an addressed message; record an unaddressed one (when allowed)."""
+        if not text:
+            return
+        if not self.translate.addressed(message):
+            if self.settings.record_group_messages:
+                await self.router.record(self.translate.incoming(message, text=text, is_admin=False, addressed=False))
+            return
+        is_admin = await self.admin(message.chat, message.from_user)
+        incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
+        async with self.typing(message.chat):
+            reply = await self.router.handle(incoming)
+        await self.send_text(message.chat, reply.text, reply_to=message.message_id)
+
+    async def _command(self, incoming: IncomingMessage, name: str, args: str) -> CommandResult:
+        if name == "start":
+            help_text = (await self.router.command(incoming, "help", "")).text
+            return CommandResult(f"{GREETING}\n\n{help_text}")
+        return await self.router.command(incoming, name, args)
+
+    async def deliver(self, message: Message, result: CommandResult, asker: str) -> None:
+        """Send a command's answer: a photo when there is a chart, a button when it needs confirming."""
+        if result.image_png:
+            caption = result.text if len(result.text) <= CAPTION_LIMIT else None
+            await message.reply_photo(result.image_png, caption=caption)
+            if caption is None:
+                await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
+        elif result.confirm:
+            buttons = InlineKeyboardMarkup([[
+                InlineKeyboardButton("Yes, forget", callback_data=_button("confirm", asker, result.confirm)),
+                InlineKeyboardButton("Cancel", callback_data=_button("cancel", asker, "")),
+            ]])
+            text = result.text.replace(f"Send {result.confirm}", "Press the button")
+            await message.reply_text(text, reply_markup=buttons)
+        else:
+            await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
+
+    async def send_text(self, chat: Chat, text: str, *, reply_to: int | None = None, markdown: bool = True) -> list[Message]:
+        """Send a long text in parts; formatted as HTML, again as plain text if Telegram refuses it."""
+        sent = []
+        for n, part in enumerate(split_for_telegram(text)):
+            reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and n == 0 else None
+            if markdown:
+                try:
+                    sent.append(await chat.send_message(markdown_to_html(part), parse_mode=ParseMode.HTML, reply_parameters=reply))
+                    continue
+                except BadRequest as exc:
+                    if not is_format_error(exc):
+                        raise
+                    log.info("Telegram refused the formatting (%s); sending plain text", exc)
+            sent.append(await chat.send_message(part, reply_parameters=reply))
+        return sent
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: Chat) -> AsyncIterator[None]:
+        """Show "typing..." now and renew it until the block ends."""
+        first_sent = asyncio.Event()
+
+        async def keep_typing() -> None:
+            while True:
+                try:
+                    await chat.send_action(ChatAction.TYPING)
+                except TelegramError as exc:
+                    log.debug("typing action failed in %s: %r", chat.id, exc)  # cosmetic only
+                first_sent.set()
+                await asyncio.sleep(self.typing_interval)
+
+        task = asyncio.create_task(keep_typing())
+        try:
+            yield
+        finally:
+            # The action must not land after the answer (it would show "typing" under it).
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(first_sent.wait(), 5.0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _button(action: str, asker: str, command: str) -> str:
+    data = f"{action}:{asker}:{command}"
+    return data.encode()[:64].decode(errors="ignore")  # Telegram allows 64 bytes of callback data
+
+
+def _parse_button(data: str | None) -> tuple[str, str, str]:
+    action, _, rest = (data or "").partition(":")
+    asker, _, command = rest.partition(":")
+    return action, asker, command
+
+
+# ----------------------------------------------------------------------------- wiring
+
+
+def build_application(
+    router: ChatService,
+    settings: Settings,
+    *,
+    typing_interval: float = 4.0,
+    rate_limiter: AIORateLimiter | None = None,
+) -> Application:
+    """The PTB Application for `router`, with handlers, rate limiter and per-chat ordering."""
+    token = settings.telegram.token
+    if not token:
+        raise RuntimeError("TELEGRAM_BOT_TOKEN is not set (see docs/telegram.md)")
+    builder = (
+        ApplicationBuilder()
+        .token(token)
+        # RetryAfter is retried after the wait Telegram asks for; flood limits are respected.
+        .rate_limiter(rate_limiter or AIORateLimiter(max_retries=3))
+        .concurrent_updates(ChatOrder())
+    )
+    if settings.telegram.api_base_url:
+        base = settings.telegram.api_base_url.rstrip("/")
+        builder = builder.base_url(base).base_file_url(_file_url(base))
+    app = builder.build()
+    bot = TelegramBot(router, settings, typing_interval=typing_interval)
+    bot.install(app)
+    app.bot_data["adapter"] = bot
+    return app
+
+
+def _file_url(base: str) -> str:
+    """The file URL that goes with a Bot API URL: .../bot -> .../file/bot."""
+    head, sep, tail = base.rpartition("/bot")
+    return f"{head}/file/bot{tail}" if sep else base + "/file/bot"
+
+
+def webhook_secret(token: str) -> str:
+    """The secret Telegram sends with each webhook call: derived from the token, never configured."""
+    return hashlib.sha256(b"webhook:" + token.encode()).hexdigest()[:48]
+
+
+async def serve(
+    router: ChatService,
+    settings: Settings,
+    *,
+    webhook_listen: str = "0.0.0.0",
+    webhook_port: int = 8443,
+    poll_timeout: int = 30,
+    app: Application | None = None,
+) -> None:
+    """Run the bot until cancelled: long polling, or a webhook when TELEGRAM_WEBHOOK_URL is set."""
+    app = app or build_application(router, settings)
+    adapter: TelegramBot = app.bot_data["adapter"]
+    async with app:  # initialize (getMe) ... shutdown
+        await adapter.learn_identity(app)
+        await adapter.register_commands(app)
+        await app.start()
+        try:
+            if settings.telegram.webhook_url:
+                async with _webhook_server(app, settings, webhook_listen, webhook_port):
+                    await asyncio.Event().wait()
+            else:
+                await app.updater.start_polling(timeout=poll_timeout, allowed_updates=ALLOWED_UPDATES)
+                log.info("Telegram bot @%s polling", app.bot.username)
+                await asyncio.Event().wait()
+        finally:
+            if app.updater.running:
+                await app.updater.stop()
+            await app.stop()
+
+
+@contextlib.asynccontextmanager
+async def _webhook_server(app: Application, settings: Settings, host: str, port: int) -> AsyncIterator[None]:
+    """An aiohttp server receiving Telegram's webhook calls (checked by secret) into the update queue."""
+    from aiohttp import web
+
+    url = settings.telegram.webhook_url or ""
+    secret = webhook_secret(settings.telegram.token or "")
+
+    async def receive(request: web.Request) -> web.Response:
+        if request.headers.get("X-Telegram-Bot-Api-Secret-Token") != secret:
+            return web.Response(status=403)
+        try:
+            update = Update.de_json(await request.json(), app.bot)
+        except Exception:  # malformed body: Telegram would not send one; refuse it
+            log.warning("refused a malformed webhook body")
+            return web.Response(status=400)
+        await app.update_queue.put(update)
+        return web.Response(text="ok")
+
+    web_app = web.Application()
+    web_app.router.add_post(urlsplit(url).path or "/", receive)
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    try:
+        await app.bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
+        log.info("Telegram bot @%s receiving updates at %s", app.bot.username, url)
+        yield
+    finally:
+        await runner.cleanup()
