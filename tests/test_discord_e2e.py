@@ -1,0 +1,221 @@
+"""End to end: fake Discord <-> discord.py <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import tomllib
+from dataclasses import replace
+from typing import AsyncIterator
+
+import discord
+import pytest
+
+from bot.adapters import discord as adapter
+from bot.config import DEFAULT_CONFIG, Settings, settings_from
+from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
+from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, eventually, running
+from bot.app import build_router
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    """A running fake Discord; discord.py's process-wide endpoints are restored afterwards."""
+    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    async with FakeDiscord() as server:
+        yield server
+    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
+
+
+@pytest.fixture
+async def openai() -> AsyncIterator[FakeOpenAI]:
+    """The fake model server; answers echo the user's words."""
+    async with FakeOpenAI(default=Echo()) as server:
+        yield server
+
+
+@pytest.fixture
+def world(fake: FakeDiscord) -> World:
+    """A guild with an admin and a member, and the member's DM."""
+    return World(fake)
+
+
+def e2e_settings(fake: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
+    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        data = tomllib.load(fh)
+    env = {
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": openai.url,
+        "DISCORD_BOT_TOKEN": fake.token,
+        "DISCORD_API_BASE_URL": fake.api_base,
+        "DISCORD_GATEWAY_URL": fake.gateway_url,
+        "ADMIN_USER_IDS": world.owner_listed["id"],
+    }
+    return settings_from(data, env)
+
+
+@contextlib.asynccontextmanager
+async def running_router(settings: Settings, data_dir) -> AsyncIterator:
+    """The real router (embedded memory host) as `chatbot discord` builds it."""
+    async with build_router(settings, data_dir) as router:
+        yield router
+
+
+@pytest.fixture
+async def bot(fake, openai, world, tmp_path) -> AsyncIterator[adapter.DiscordBot]:
+    """The adapter on the real router, connected to the fake Discord."""
+    settings = e2e_settings(fake, openai, world)
+    async with running_router(settings, tmp_path) as router, running(router, settings) as client:
+        yield client
+
+
+async def slash(fake: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
+    """Run a slash command and wait for its final (non-loading) answer."""
+    iid = await fake.invoke(name, user, channel, options or None)
+    done = lambda: (m := fake.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])  # noqa: E731
+    await fake.wait_for(done, timeout=15)
+    return {**fake.final_message(iid), "iid": iid}
+
+
+async def test_dm_round_trip_with_typing_and_memory(fake, openai, world, bot):
+    await fake.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
+    await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
+    # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
+    assert fake.sent_to(world.dm)[0].json["content"].endswith("My name is Ada and I live in Paris.")
+    order = [c.path for c in fake.calls if c.path.startswith(f"/channels/{world.dm['id']}/")]
+    assert order[0].endswith("/typing") and order[-1].endswith("/messages")
+    facts = await slash(fake, "facts", world.member, world.dm)  # in a DM the user is admin
+    assert "Ada" in facts["content"] and facts["flags"] & EPHEMERAL
+
+
+async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake, openai, world, bot):
+    ch = world.general
+    await fake.user_says(ch, world.admin, "The secret launch code word is pineapple.")
+    await fake.user_says(ch, world.member, f"{fake.mention(fake.bot)} what is the code word?", mentions=[fake.bot])
+    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    assert len(openai.requests) == 1  # the chatter was recorded, not answered
+    prompt = "\n".join(str(m.get("content")) for m in openai.requests[0].messages)
+    assert "pineapple" in prompt  # the recorded chatter is in the memory the model saw
+    answer = next(m for m in reversed(list(fake.messages.values())) if m["author"]["id"] == fake.bot["id"])
+    await fake.user_says(ch, world.member, "thanks, and again?", reply_to=answer)
+    await fake.wait_for(lambda: len(fake.sent_to(ch)) == 2, timeout=15)
+    assert fake.sent_to(ch)[1].json["content"].endswith("thanks, and again?")
+    stats = await slash(fake, "memory", world.admin, ch)
+    assert "messages kept: 5" in stats["content"]  # chatter + 2 questions + 2 answers
+
+
+async def test_a_5000_character_answer_arrives_in_three_parts(fake, openai, world, bot):
+    long = "\n\n".join(["Memory keeps the chat coherent over many days. " * 10] * 11).strip()
+    openai.script(Answer(long))
+    await fake.user_says(world.dm, world.member, "Tell me everything about memory please.")
+    await fake.wait_for(lambda: len(fake.sent_to(world.dm)) == 3, timeout=15)
+    parts = [c.json["content"] for c in fake.sent_to(world.dm)]
+    assert len(long) > 5000 and all(len(p) <= 2000 for p in parts)
+    assert " ".join(parts).split() == long.split()  # nothing lost, nothing added but whitespace
+
+
+@pytest.mark.parametrize("name", ADMIN_NAMES)
+async def test_admin_commands_as_admin_and_as_member(fake, openai, world, bot, name):
+    await fake.user_says(world.general, world.admin, "My name is Alice.")
+    await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello", mentions=[fake.bot])
+    await fake.wait_for(lambda: fake.sent_to(world.general), timeout=15)
+    refused = await slash(fake, name, world.member, world.general)
+    assert refused["flags"] & EPHEMERAL and "only admins" in refused["content"].lower()
+    shown = await slash(fake, name, world.admin, world.general)
+    assert shown["flags"] & EPHEMERAL and "only admins" not in shown["content"].lower()
+    assert "Unknown command" not in shown["content"]
+
+
+async def test_admin_command_answers_carry_the_real_content(fake, openai, world, bot):
+    await fake.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
+    await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello there", mentions=[fake.bot])
+    await fake.wait_for(lambda: fake.sent_to(world.general), timeout=15)
+    facts = await slash(fake, "facts", world.admin, world.general)
+    assert "Alice" in facts["content"] and "Lyon" in facts["content"]
+    usage = await slash(fake, "usage", world.admin, world.general)
+    assert fake.responses(usage["iid"])[0].json["type"] == 5  # deferred before the chart is drawn
+    (edit,) = fake.interactions[usage["iid"]]["edits"]
+    assert edit.files[0][0] == "usage.png" and edit.files[0][1].startswith(b"\x89PNG")
+    assert usage["content"].count("```") == 2 and re.search(r"total +1 ", usage["content"])
+    mode = await slash(fake, "mode", world.admin, world.general, mode="full")
+    assert "full" in mode["content"]
+    memory = await slash(fake, "memory", world.admin, world.general)
+    assert "mode: full" in memory["content"]
+    compact = await slash(fake, "compact", world.admin, world.general)
+    assert fake.responses(compact["iid"])[0].json["type"] == 5 and "ompact" in compact["content"]
+
+
+@pytest.mark.parametrize("name", EVERYONE_NAMES)
+async def test_everyone_commands_as_member(fake, openai, world, bot, name):
+    shown = await slash(fake, name, world.member, world.general)
+    assert shown["flags"] & EPHEMERAL and shown["content"]
+    assert "only admins" not in shown["content"].lower() and "Unknown command" not in shown["content"]
+
+
+async def test_help_lists_admin_commands_only_to_admins(fake, openai, world, bot):
+    member = await slash(fake, "help", world.member, world.general)
+    admin = await slash(fake, "help", world.admin, world.general)
+    assert "/facts" not in member["content"] and "/forgetme" in member["content"]
+    assert "/facts" in admin["content"]
+
+
+async def test_forgetme_forgets_only_the_caller(fake, openai, world, bot):
+    ch = world.general
+    await fake.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
+    await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
+    await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
+    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    before = await slash(fake, "facts", world.admin, ch)
+    assert "Oslo" in before["content"] and "Lyon" in before["content"]
+    done = await slash(fake, "forgetme", world.member, ch)
+    assert done["flags"] & EPHEMERAL and "forgot" in done["content"]
+    after = await slash(fake, "facts", world.admin, ch)
+    assert "Oslo" not in after["content"] and "Lyon" in after["content"]
+
+
+async def test_forget_button_erases_the_chat(fake, openai, world, bot):
+    ch = world.general
+    await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
+    await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
+    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    question = await slash(fake, "forget", world.admin, ch)
+    button = question["components"][0]["components"][0]
+    click = await fake.click(fake.final_message(question["iid"]), button["custom_id"], world.admin)
+    await fake.wait_for(lambda: fake.responses(click), timeout=15)
+    assert "erased" in fake.final_message(question["iid"])["content"]
+    memory = await slash(fake, "memory", world.admin, ch)
+    assert "messages kept: 0" in memory["content"]
+
+
+async def test_commands_are_synced_at_start_up(fake, openai, world, bot):
+    (put,) = fake.calls_to("PUT", r"/applications/\d+/commands")
+    assert sorted(c["name"] for c in put.json) == sorted([*ADMIN_NAMES, *EVERYONE_NAMES])
+
+
+async def test_reconnect_after_the_gateway_drops(fake, openai, world, bot):
+    await fake.drop_gateway(abort=True)
+    await fake.user_says(world.dm, world.member, "Are you back online?")
+    await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
+    assert fake.resumes and len(fake.identifies) == 1
+    assert fake.sent_to(world.dm)[0].json["content"].endswith("Are you back online?")
+
+
+async def test_app_serve_path_runs_the_bot(fake, openai, world, tmp_path):
+    settings = e2e_settings(fake, openai, world)
+
+    async def main() -> None:  # what bot.app.run_discord does, minus the process-level loop
+        async with running_router(settings, tmp_path) as router:
+            await adapter.serve(router, settings)
+
+    task = asyncio.create_task(main())
+    try:
+        await fake.wait_for(lambda: fake.identifies, timeout=15)
+        await fake.user_says(world.dm, world.member, "Hello from serve!")
+        await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
+        assert fake.sent_to(world.dm)[0].json["content"].endswith("Hello from serve!")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
