@@ -1,0 +1,236 @@
+"""The Cloudflare Python Worker: the `Default` entrypoint and the `ChatMemorySQLite` Durable Object.
+
+Both are thin shells over `memory_engine`, which holds every rule:
+
+- `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) itself
+  with the shared `parse`, and forwards a valid call, body untouched, to the chat's own
+  Durable Object (`env.CHAT_MEMORY`, one object per chat key).
+- `ChatMemorySQLite.fetch` parses again (the object trusts no caller) and runs `execute`
+  on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
+  `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
+- Compaction runs from the object's alarm: a call that leaves too much un-summarized
+  history sets an alarm (when none is pending) and returns; `alarm` runs one compaction
+  and schedules the next try with the delay the engine asks for. The summarizer talks to
+  its endpoint through the runtime's `fetch`.
+
+Only this file imports `workers` (and `pyodide`); tests run it under the fake in
+`tests/fakes/workers/`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, TypeVar
+from urllib.parse import urlsplit
+
+from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch
+
+from memory_engine import ChatMemory, execute, parse
+from memory_engine import Request as ApiRequest
+from memory_engine import Response as ApiResponse
+from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
+
+try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
+    from pyodide.ffi import jsnull as _JSNULL
+except ImportError:  # pragma: no cover - only outside a Worker without the test fake
+    _JSNULL = None
+
+log = logging.getLogger("memory_worker.entry")
+T = TypeVar("T")
+
+JSON_HEADERS = {"content-type": "application/json; charset=utf-8"}
+# Calls after which the un-summarized history may have outgrown the threshold.
+GROWING = {"turn", "reply", "import", "forget_author"}
+# When a compaction run fails in a way the engine did not plan for, try again later
+# rather than leaving the chat without an alarm.
+UNEXPECTED_FAILURE_RETRY_MS = 60_000
+SUMMARY_TIMEOUT_S = 60.0
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or value is _JSNULL
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _var(env: Any, name: str) -> str | None:
+    """A var or secret of the Worker, None when unset or empty."""
+    value = getattr(env, name, None)
+    if _is_null(value) or value == "":
+        return None
+    return str(value)
+
+
+def _to_py(value: Any) -> Any:
+    # SDK >= 1.9 already converts (rows arrive as dicts); a bare runtime hands JS proxies.
+    return value.to_py() if hasattr(value, "to_py") else value
+
+
+def _to_sql(value: Any) -> Any:
+    # Durable Object SQL binds strings, numbers, null and ArrayBuffers only: a bool is an
+    # integer to SQLite (as in sqlite3), None must arrive as null, not `undefined`.
+    if isinstance(value, bool):
+        return int(value)
+    if value is None:
+        return _JSNULL
+    return value
+
+
+class DurableObjectSql:
+    """The engine's `SqlStorage` over a Durable Object's `ctx.storage`."""
+
+    def __init__(self, storage: Any):
+        self._storage = storage
+        self._sql = storage.sql
+        self._depth = 0
+
+    def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """Run one statement with `ctx.storage.sql.exec`; every row as a plain dict."""
+        cursor = self._sql.exec(query, *(_to_sql(p) for p in params))
+        rows = []
+        for row in _to_py(cursor.toArray()):
+            row = _to_py(row)
+            rows.append({k: (None if _is_null(v) else v) for k, v in row.items()})
+        return rows
+
+    def transaction(self, fn: Callable[[], T]) -> T:
+        """Run `fn` inside `ctx.storage.transactionSync` (a nested call joins the outer one)."""
+        if self._depth:
+            return fn()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            self._depth += 1
+            try:
+                outcome["result"] = fn()
+            except BaseException as err:
+                outcome["error"] = err
+                raise  # so the runtime rolls the transaction back
+            finally:
+                self._depth -= 1
+            # Returns None: a Python value would cross JS and back, which it need not.
+
+        try:
+            self._storage.transactionSync(run)
+        except BaseException:
+            if "error" in outcome:
+                # The runtime re-raises it as a JS error; the engine wants its own.
+                raise outcome["error"] from None
+            raise
+        return outcome["result"]
+
+
+async def post_with_fetch(url: str, headers: dict[str, str], body: bytes,
+                          timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+    """POST through the runtime's `fetch`: (status, lower-case headers, body)."""
+
+    async def go() -> tuple[int, dict[str, str], bytes]:
+        resp = await fetch(url, method="POST", headers=headers, body=body.decode("utf-8"))
+        data = await resp.bytes()
+        return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
+
+    # `fetch` has no timeout of its own in Workers.
+    return await asyncio.wait_for(go(), timeout_s)
+
+
+def _sdk_request(request: Any) -> Request:
+    # Depending on the runtime, handlers receive the SDK Request or the bare JS one.
+    return request if hasattr(request, "js_object") else Request(request)
+
+
+def _method(request: Request) -> str:
+    try:
+        method = request.method
+    except KeyError:  # the SDK only knows HTTPMethod's names; let the router say 405
+        return str(request.js_object.method)
+    return str(getattr(method, "value", method))
+
+
+async def _api_request(request: Request) -> ApiRequest:
+    url = urlsplit(request.url)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return ApiRequest(_method(request), url.path or "/", url.query, headers, await request.bytes())
+
+
+def _response(answer: ApiResponse) -> Response:
+    return Response(answer.body(), status=answer.status, headers=dict(JSON_HEADERS))
+
+
+class ChatMemorySQLite(DurableObject):
+    """One chat's memory: its own SQLite database, its compaction alarm."""
+
+    def __init__(self, ctx: Any, env: Any):
+        super().__init__(ctx, env)
+        self._memory: ChatMemory | None = None
+        self._summarize: Summarize | None = None
+
+    def memory(self) -> ChatMemory:
+        """The chat's ChatMemory, built (and its schema migrated) on first use."""
+        if self._memory is None:
+            retention = _var(self.env, "RETENTION_MESSAGES")
+            extra = {"retention": int(retention)} if retention else {}
+            self._memory = ChatMemory(DurableObjectSql(self.ctx.storage), **extra)
+        return self._memory
+
+    def summarizer(self) -> Summarize:
+        """The configured summarizer (the offline one without SUMMARY_BASE_URL)."""
+        if self._summarize is None:
+            env = self.env
+            self._summarize = make_summarizer(
+                _var(env, "SUMMARY_BASE_URL"), _var(env, "SUMMARY_MODEL"),
+                _var(env, "SUMMARY_API_KEY"), post_with_fetch, SUMMARY_TIMEOUT_S)
+        return self._summarize
+
+    async def fetch(self, request: Any) -> Response:
+        """Answer one API call forwarded by the Worker."""
+        op = parse(await _api_request(_sdk_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
+        if isinstance(op, ApiResponse):
+            return _response(op)
+        memory = self.memory()
+        try:
+            answer = await execute(op, memory, self.summarizer())
+        except Exception:
+            log.exception("internal error chat=%s op=%s", op.chat_key, op.name)
+            return _response(ApiResponse(500, {"error": "internal error"}))
+        if answer.status == 200:
+            await self._after(op.name, memory)
+        return _response(answer)
+
+    async def _after(self, name: str, memory: ChatMemory) -> None:
+        # Scheduling compaction must never fail the call that was already recorded.
+        storage = self.ctx.storage
+        try:
+            if name == "forget_chat":
+                await storage.deleteAlarm()
+            elif name in GROWING and alarm_needed(memory) and _is_null(await storage.getAlarm()):
+                await storage.setAlarm(_now_ms())
+        except Exception:
+            log.exception("could not schedule compaction after %s", name)
+
+    async def alarm(self, alarm_info: Any = None) -> None:
+        """Run one due compaction; schedule the next try when the engine asks for one."""
+        try:
+            delay = await on_alarm(self.memory(), self.summarizer())
+        except Exception:
+            log.exception("compaction failed unexpectedly")
+            delay = UNEXPECTED_FAILURE_RETRY_MS
+        if delay is not None:
+            await self.ctx.storage.setAlarm(_now_ms() + delay)
+
+
+class Default(WorkerEntrypoint):
+    """The Worker: health, refusals, and forwarding to the chat's Durable Object."""
+
+    async def fetch(self, request: Any) -> Response:
+        """Answer `/health` and refusals here; send valid calls to the chat's object."""
+        request = _sdk_request(request)
+        forward = request.clone()  # the object gets its own unread copy of the body
+        op = parse(await _api_request(request), _var(self.env, "MEMORY_API_TOKEN") or "")
+        if isinstance(op, ApiResponse):
+            return _response(op)
+        namespace = self.env.CHAT_MEMORY
+        stub = namespace.get(namespace.idFromName(op.chat_key))
+        return await stub.fetch(forward)

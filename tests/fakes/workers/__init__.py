@@ -1,0 +1,86 @@
+"""A faithful fake of Cloudflare's `workers` module (workers-runtime-sdk 1.9.5) for CPython.
+
+The real module imports `js` and `pyodide` and cannot load outside a Python Worker, so
+`memory_worker/src/entry.py` is tested under this fake. It is installed into
+`sys.modules` only inside a test (`installed()` / the `fake_workers` fixture), never
+globally. Which real file each piece mirrors:
+
+| here                | SDK file (`pip download workers-runtime-sdk`)     | what                      |
+| ------------------- | ------------------------------------------------- | ------------------------- |
+| `entrypoints.py`    | `workers/entrypoints.py`                           | DurableObject, WorkerEntrypoint, DurableObjectContext, handler, the `__init__` wrapping |
+| `rpc.py`            | `workers/rpc.py`                                   | python_from_rpc/python_to_rpc, JsDict, _BindingWrapper, _FetcherWrapper, _DurableObjectNamespaceWrapper, _EnvWrapper |
+| `request.py`        | `workers/request.py`, `workers/utils.py` (headers) | Request, HTTPMessageMapping |
+| `response.py`       | `workers/response.py` (+ `pyodide.http.FetchResponse`) | Response, FetchResponse |
+| `fetch.py`          | `workers/fetch.py` (+ `pyodide.http.pyfetch`)      | fetch (real HTTP via httpx) |
+| `_js.py`            | `pyodide.ffi` and the JS objects                   | JsProxy, jsnull, JsException, Headers/Request/Response/ArrayBuffer/Promise |
+| `runtime.py`        | workerd itself (no SDK file)                       | SqlStorage on sqlite3, transactionSync, alarms, namespace, `FakeWorkerd` harness |
+
+Same names, same sync/async-ness as the real API: `sql.exec` and `transactionSync` are
+synchronous; `setAlarm`/`getAlarm`/`deleteAlarm` return promises; `Request.bytes()`,
+`Response.text()` and `fetch` are coroutines; `request.method` is an `HTTPMethod`.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import _js, entrypoints
+from .entrypoints import DurableObject, WorkerEntrypoint, handler
+from .fetch import fetch
+from .request import Request
+from .response import FetchResponse, Response
+from .rpc import python_from_rpc, python_to_rpc
+from .runtime import FakeWorkerd
+
+__all__ = ["DurableObject", "FakeWorkerd", "FetchResponse", "Request", "Response",
+           "WorkerEntrypoint", "fetch", "handler", "installed", "load_entry",
+           "python_from_rpc", "python_to_rpc"]
+
+ENTRY = Path(__file__).resolve().parents[3] / "memory_worker" / "src" / "entry.py"
+
+
+def _pyodide_modules() -> dict[str, types.ModuleType]:
+    pyodide = types.ModuleType("pyodide")
+    ffi = types.ModuleType("pyodide.ffi")
+    ffi.jsnull = _js.jsnull
+    ffi.JsProxy = _js.JsProxy
+    ffi.JsException = _js.JsException
+    ffi.to_js = _js.to_js_value
+    ffi.create_proxy = lambda fn: fn
+    pyodide.ffi = ffi
+    pyodide.__version__ = "0.28.2"
+    return {"pyodide": pyodide, "pyodide.ffi": ffi}
+
+
+@contextmanager
+def installed(wrap_storage: bool = True) -> Iterator[types.ModuleType]:
+    """Install this fake as `workers` (and a minimal `pyodide.ffi`); undone on exit."""
+    names = ["workers", "pyodide", "pyodide.ffi", "entry"]
+    saved = {n: sys.modules.get(n) for n in names}
+    previous_wrap = entrypoints.WRAP_STORAGE
+    entrypoints.WRAP_STORAGE = wrap_storage
+    sys.modules["workers"] = sys.modules[__name__]
+    sys.modules.update(_pyodide_modules())
+    try:
+        yield sys.modules[__name__]
+    finally:
+        entrypoints.WRAP_STORAGE = previous_wrap
+        for n, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = mod
+
+
+def load_entry(path: Path = ENTRY) -> Any:
+    """Import `entry.py` afresh as the module `entry` (call inside `installed()`)."""
+    spec = importlib.util.spec_from_file_location("entry", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["entry"] = module
+    spec.loader.exec_module(module)
+    return module
