@@ -432,9 +432,11 @@ class TelegramBot:
     async def deliver(self, message: Message, result: CommandResult, asker: str) -> None:
         """Send a command's answer: a photo when there is a chart, a button when it needs confirming."""
         if result.image_png:
-            caption = result.text if len(result.text) <= CAPTION_LIMIT else None
-            await message.reply_photo(result.image_png, caption=caption)
-            if caption is None:
+            # The caption is a table: monospaced, so its columns line up.
+            fits = len(result.text) <= CAPTION_LIMIT
+            caption = f"<pre>{html.escape(result.text, quote=False)}</pre>" if fits else None
+            await message.reply_photo(result.image_png, caption=caption, parse_mode=ParseMode.HTML)
+            if not fits:
                 await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
         elif result.confirm:
             buttons = InlineKeyboardMarkup([[
