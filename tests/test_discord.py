@@ -277,6 +277,13 @@ async def test_other_mentions_become_names_and_threads_have_their_own_chat(fake,
     assert incoming.chat_key == f"discord:{world.thread['id']}"
 
 
+async def test_mentioning_the_bots_role_counts_as_a_mention(fake, world, router, bot):
+    role = fake.bot_role(world.guild)
+    await fake.user_says(world.general, world.member, f"<@&{role['id']}> are you there?", mention_roles=[role])
+    await fake.wait_for(lambda: fake.sent_to(world.general))
+    assert [(m.text, m.addressed) for m in router.handled] == [("are you there?", True)]
+
+
 async def test_recording_can_be_turned_off(fake, world, router):
     settings = replace(settings_for(fake, world), record_group_messages=False)
     async with running(router, settings):

@@ -102,7 +102,7 @@ class Translator:
 
     def interaction(self, interaction: discord.Interaction, name: str, args: str) -> IncomingMessage:
         """The router's view of a slash command or button press."""
-        user, in_dm = interaction.user, interaction.guild_id is None
+        user = interaction.user
         return IncomingMessage(
             chat_key=self.chat_key(interaction.channel_id or user.id, user.id),
             author=user.display_name,
@@ -120,7 +120,9 @@ class Translator:
 
     @staticmethod
     def _mentions(message: discord.Message, me: discord.ClientUser) -> bool:
-        return me.id in message.raw_mentions
+        # Discord's autocomplete often picks the bot's own managed role instead of the bot user.
+        role = message.guild.self_role if message.guild else None
+        return me.id in message.raw_mentions or (role is not None and role.id in message.raw_role_mentions)
 
     @staticmethod
     def _replies_to(message: discord.Message, me: discord.ClientUser) -> bool:
@@ -130,8 +132,11 @@ class Translator:
 
     @staticmethod
     def _text(message: discord.Message, me: discord.ClientUser) -> str:
-        # Drop our own mention; show other people's mentions as readable names.
+        # Drop our own mention (user or managed role); show other people's mentions as names.
         text = re.sub(rf"<@!?{me.id}>", "", message.content)
+        role = message.guild.self_role if message.guild else None
+        if role is not None:
+            text = text.replace(role.mention, "")
         for user in message.mentions:
             text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
         return text.strip()

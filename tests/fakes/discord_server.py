@@ -156,6 +156,9 @@ class FakeDiscord:
             "roles": [
                 self._role(gid, "@everyone", EVERYONE_PERMISSIONS, 0),
                 self._role(self.snowflake(), "Admin", EVERYONE_PERMISSIONS | MANAGE_GUILD, 1),
+                # The role Discord creates for a bot when it joins (mentionable as the bot).
+                {**self._role(self.snowflake(), "chatbot", EVERYONE_PERMISSIONS, 2),
+                 "managed": True, "tags": {"bot_id": self.bot["id"]}},
             ],
             "emojis": [],
             "stickers": [],
@@ -179,13 +182,17 @@ class FakeDiscord:
             "joined_at": _now(),
         }
         self.guilds[gid] = guild
-        self.add_member(guild, self.bot)
+        self.add_member(guild, self.bot, roles=[guild["roles"][2]])
         self.add_channel(guild, "general")
         return guild
 
     def admin_role(self, guild: dict) -> dict:
         """The guild's role that carries manage_guild."""
         return guild["roles"][1]
+
+    def bot_role(self, guild: dict) -> dict:
+        """The bot's managed role in the guild."""
+        return guild["roles"][2]
 
     @staticmethod
     def _role(rid: str, name: str, permissions: int, position: int) -> dict:
@@ -295,6 +302,7 @@ class FakeDiscord:
         content: str,
         *,
         mentions: list[dict] = (),
+        mention_roles: list[dict] = (),
         reply_to: dict | None = None,
         type: int = 0,
         embeds: list[dict] = (),
@@ -312,7 +320,7 @@ class FakeDiscord:
             "tts": False,
             "mention_everyone": False,
             "mentions": list(mentions),
-            "mention_roles": [],
+            "mention_roles": [r["id"] for r in mention_roles],
             "attachments": list(attachments),
             "embeds": list(embeds),
             "pinned": False,
