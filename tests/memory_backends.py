@@ -1,0 +1,160 @@
+"""The memory worker behind one small client interface, for contract tests.
+
+`call(method, path, json=..., body=..., headers=..., token=...) -> (status, json)` works
+the same against:
+
+- `LocalBackend`: the local host (`EmbeddedMemoryHost`) over real HTTP on 127.0.0.1;
+- `WorkerBackend`: `memory_worker/src/entry.py`'s `Default.fetch` under the fake
+  `workers` module (`tests/fakes/workers`), Durable Objects and all. Any exception the
+  Worker or an object lets escape fails the call (the runtime would answer 500).
+"""
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from memory_worker.host import EmbeddedMemoryHost
+from tests.fakes import workers as fake_workers
+
+TOKEN = "contract-test-token-0123456789"
+WORKER_ORIGIN = "https://chatbot-memory.example.workers.dev"
+
+
+def _encode(json: Any, body: bytes | str | None) -> bytes | None:
+    if body is not None:
+        return body.encode("utf-8") if isinstance(body, str) else body
+    if json is not None:
+        return jsonlib.dumps(json, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return None
+
+
+def _decode(data: bytes) -> Any:
+    try:
+        return jsonlib.loads(data.decode("utf-8"))
+    except ValueError:
+        return None
+
+
+class Backend:
+    """What every backend offers: `call`, and shortcuts for the common routes."""
+
+    name = "?"
+    token = TOKEN
+
+    async def raw(self, method: str, path: str, body: bytes | None,
+                  headers: dict[str, str]) -> tuple[int, bytes]:
+        """Send one request; (status, body bytes)."""
+        raise NotImplementedError
+
+    async def call(self, method: str, path: str, json: Any = None, body: bytes | str | None = None,
+                   headers: dict[str, str] | None = None, token: str | None = "") -> tuple[int, Any]:
+        """One request: token "" means the right one, None none at all; (status, parsed JSON)."""
+        sent = dict(headers or {})
+        if token is not None:
+            sent.setdefault("authorization", f"Bearer {token or self.token}")
+        data = _encode(json, body)
+        if data is not None:
+            sent.setdefault("content-type", "application/json")
+        status, raw = await self.raw(method, path, data, sent)
+        return status, _decode(raw)
+
+    async def ok(self, method: str, path: str, json: Any = None, **kw: Any) -> Any:
+        """A call that must answer 200; its JSON."""
+        status, data = await self.call(method, path, json, **kw)
+        assert status == 200, (method, path, status, data)
+        return data
+
+    async def turn(self, chat: str, text: str, **fields: Any) -> dict[str, Any]:
+        """POST /turn."""
+        return await self.ok("POST", f"/v1/chats/{chat}/turn", dict(fields, text=text))
+
+    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
+        """GET /search; the results."""
+        params = httpx.QueryParams({"q": q, "k": str(k)})
+        return (await self.ok("GET", f"/v1/chats/{chat}/search?{params}"))["results"]
+
+    async def stats(self, chat: str) -> dict[str, Any]:
+        """GET /stats."""
+        return await self.ok("GET", f"/v1/chats/{chat}/stats")
+
+    async def close(self) -> None:
+        """Stop the backend."""
+
+
+class LocalBackend(Backend):
+    """The local host over real HTTP."""
+
+    name = "local"
+
+    def __init__(self, data_dir: Path, **host_options: Any):
+        self.data_dir = data_dir
+        self.host_options = host_options
+        self.host: EmbeddedMemoryHost | None = None
+        self.http: httpx.AsyncClient | None = None
+
+    async def start(self) -> "LocalBackend":
+        """Start the host and the client."""
+        self.host = EmbeddedMemoryHost(self.data_dir, token=TOKEN, **self.host_options)
+        await self.host.__aenter__()
+        self.http = httpx.AsyncClient(base_url=self.host.url, trust_env=False, timeout=30,
+                                      limits=httpx.Limits(max_connections=100))
+        return self
+
+    async def raw(self, method: str, path: str, body: bytes | None,
+                  headers: dict[str, str]) -> tuple[int, bytes]:
+        assert self.http is not None
+        resp = await self.http.request(method, path, content=body, headers=headers)
+        return resp.status_code, resp.content
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+        if self.host is not None:
+            await self.host.__aexit__(None, None, None)
+
+
+class WorkerBackend(Backend):
+    """entry.py under the fake workers module (installed only while this backend lives)."""
+
+    def __init__(self, data_dir: Path, wrap_storage: bool = True, vars: dict[str, str] | None = None,
+                 wrap_requests: bool = False):
+        self.name = "worker" if wrap_storage else "worker-raw"
+        self.data_dir = data_dir
+        self.wrap_storage = wrap_storage
+        self.vars = {"MEMORY_API_TOKEN": TOKEN, **(vars or {})}
+        self.wrap_requests = wrap_requests
+        self._installed: Any = None
+        self.entry: Any = None
+        self.runtime: fake_workers.FakeWorkerd | None = None
+
+    async def start(self) -> "WorkerBackend":
+        """Install the fake, import entry.py, start the fake runtime."""
+        self._installed = fake_workers.installed(wrap_storage=self.wrap_storage)
+        self._installed.__enter__()
+        self.entry = fake_workers.load_entry()
+        self.runtime = fake_workers.FakeWorkerd(self.entry, self.data_dir, vars=self.vars,
+                                                wrap_requests=self.wrap_requests)
+        return self
+
+    async def raw(self, method: str, path: str, body: bytes | None,
+                  headers: dict[str, str]) -> tuple[int, bytes]:
+        assert self.runtime is not None
+        status, _, data = await self.runtime.fetch(method, WORKER_ORIGIN + path, headers, body)
+        assert not self.runtime.errors, self.runtime.errors[-1]
+        return status, data
+
+    async def close(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+        if self._installed is not None:
+            self._installed.__exit__(None, None, None)
+
+
+async def start_backend(kind: str, data_dir: Path, **options: Any) -> Backend:
+    """A started backend: "local", "worker" (SDK 1.9 storage wrapper) or "worker-raw"."""
+    if kind == "local":
+        return await LocalBackend(data_dir, **options).start()
+    return await WorkerBackend(data_dir, wrap_storage=(kind == "worker"), **options).start()

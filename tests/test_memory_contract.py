@@ -1,0 +1,473 @@
+"""The HTTP API v1 contract, run alike against every way the memory worker is hosted.
+
+Each case runs against the local host over real HTTP ("local"), and against
+`memory_worker/src/entry.py` under the fake `workers` module, once with the SDK 1.9
+storage wrapper ("worker") and once with bare JS proxies ("worker-raw"). Then come the
+cases only one host can show: a `kill -9` of `chatbot memory serve`, the Worker's own
+forwarding, and compaction driven by the Durable Object's alarm.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_engine.compaction import SECTIONS
+from tests.memory_backends import TOKEN, Backend, WorkerBackend, start_backend
+
+HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
+KIB64 = 64 * 1024
+BACKENDS = ["local", "worker", "worker-raw"]
+
+
+@pytest.fixture(params=BACKENDS)
+async def mem(request, tmp_path):
+    backend = await start_backend(request.param, tmp_path / request.param)
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+def ids(msgs):
+    return [m["id"] for m in msgs]
+
+
+def texts(msgs):
+    return [m["text"] for m in msgs]
+
+
+async def fill(mem: Backend, chat: str, n: int, prefix: str = "filler") -> None:
+    """Import n plain messages with distinct words."""
+    msgs = [{"role": "user", "text": f"{prefix} number w{i}x", "author": "ann", "author_id": "a1"}
+            for i in range(n)]
+    assert (await mem.ok("POST", f"/v1/chats/{chat}/import", {"messages": msgs}))["imported"] == n
+
+
+# -- auth and status codes ---------------------------------------------------------------
+
+ROUTES = [
+    ("POST", "/v1/chats/c1/turn"), ("POST", "/v1/chats/c1/reply"), ("GET", "/v1/chats/c1/search?q=x"),
+    ("GET", "/v1/chats/c1/facts"), ("GET", "/v1/chats/c1/summary"), ("GET", "/v1/chats/c1/usage"),
+    ("GET", "/v1/chats/c1/stats"), ("PUT", "/v1/chats/c1/settings"), ("POST", "/v1/chats/c1/compact"),
+    ("POST", "/v1/chats/c1/import"), ("DELETE", "/v1/chats/c1/authors/u1"), ("DELETE", "/v1/chats/c1"),
+    # unknown routes, wrong methods and bad keys must look the same without the token
+    ("GET", "/v1/chats/c1/nope"), ("GET", "/v2/anything"), ("GET", "/"), ("PATCH", "/v1/chats/c1/turn"),
+    ("POST", "/v1/chats/bad%20key!/turn"), ("POST", "/health/x"),
+]
+
+
+async def test_health_is_open(mem):
+    status, data = await mem.call("GET", "/health", token=None)
+    assert status == 200 and data["ok"] is True
+
+
+@pytest.mark.parametrize("auth", [None, "Bearer wrong-token", "Basic " + TOKEN, "Bearer", TOKEN,
+                                  "Bearer " + TOKEN + "x"])
+async def test_every_route_needs_the_token_before_routing(mem, auth):
+    for method, path in ROUTES:
+        headers = {} if auth is None else {"authorization": auth}
+        status, data = await mem.call(method, path, json={"text": "hi"} if method != "GET" else None,
+                                      headers=headers, token=None)
+        assert status == 401, (method, path, status, data)
+        assert set(data) == {"error"}
+    # Nothing was recorded by any of them.
+    assert (await mem.stats("c1"))["total_messages"] == 0
+
+
+async def test_status_codes(mem):
+    turn = "/v1/chats/c1/turn"
+    cases = [
+        (400, "POST", turn, None, b"{not json"),
+        (400, "POST", turn, None, b"[1, 2]"),
+        (400, "POST", turn, None, b"\xff\xfe{}"),
+        (400, "POST", turn, None, b""),
+        (400, "POST", turn, {"author": "x"}, None),
+        (400, "POST", turn, {"text": "   "}, None),
+        (400, "POST", turn, {"text": 5.5}, None),
+        (400, "POST", turn, {"text": "hi", "mode": "fast"}, None),
+        (400, "POST", turn, None, b'{"text": "lone \\ud800 surrogate"}'),
+        (400, "POST", "/v1/chats/bad%20key!/turn", {"text": "hi"}, None),
+        (400, "POST", "/v1/chats/" + "k" * 129 + "/turn", {"text": "hi"}, None),
+        (400, "PUT", "/v1/chats/c1/settings", {"mode": "x"}, None),
+        (400, "GET", "/v1/chats/c1/search?q=a&k=0", None, None),
+        (400, "POST", "/v1/chats/c1/reply", {"text": "hi"}, None),
+        (400, "POST", "/v1/chats/c1/import", {"messages": "no"}, None),
+        (400, "POST", "/v1/chats/c1/import", {"messages": [{"role": "robot", "text": "x"}]}, None),
+        (404, "GET", "/v1/chats/c1/nope", None, None),
+        (404, "GET", "/v1/chats/c1/turn/extra", None, None),
+        (404, "GET", "/v2/chats/c1/turn", None, None),
+        (404, "GET", "/", None, None),
+        (405, "GET", turn, None, None),
+        (405, "POST", "/v1/chats/c1/facts", {"text": "x"}, None),
+        (405, "PATCH", turn, {"text": "x"}, None),
+        (405, "POST", "/health", None, None),
+        (413, "POST", turn, {"text": "a" * (KIB64 + 1)}, None),
+        (413, "POST", turn, {"text": "é" * (KIB64 // 2 + 1)}, None),  # 64 KiB counted in bytes
+    ]
+    for expected, method, path, payload, body in cases:
+        status, data = await mem.call(method, path, json=payload, body=body)
+        assert status == expected, (method, path, payload, body and body[:40], status, data)
+        assert isinstance(data, dict) and isinstance(data.get("error"), str) and data["error"]
+    # Exactly 64 KiB is allowed and comes back whole.
+    big = "b" * KIB64
+    turn_data = await mem.turn("c1", big)
+    later = await mem.turn("c1", "after the big one")
+    assert later["recent"][-1]["text"] == big and turn_data["message_id"]
+    assert (await mem.stats("c1"))["total_messages"] == 2  # none of the refusals recorded
+
+
+# -- modes, retrieval, the prompt -------------------------------------------------------------
+
+async def test_modes_auto_and_full(mem):
+    await fill(mem, "m1", 14)
+    auto = await mem.turn("m1", "hello there", mode="auto")
+    assert texts(auto["recent"]) == [f"filler number w{i}x" for i in range(10, 14)]
+    assert auto["mode"] == "auto"
+    full = await mem.turn("m1", "hello again", mode="full")
+    assert len(full["recent"]) == 12 and full["recent"][-1]["text"] == "hello there"
+    assert ids(full["recent"]) == sorted(ids(full["recent"]))
+    # The chat's setting is the default mode of later turns.
+    assert (await mem.ok("PUT", "/v1/chats/m1/settings", {"mode": "full"}))["mode"] == "full"
+    default = await mem.turn("m1", "third")
+    assert default["mode"] == "full" and len(default["recent"]) == 12
+    assert (await mem.stats("m1"))["mode"] == "full"
+
+
+async def test_retrieval_excludes_recent_and_current(mem):
+    await mem.turn("r1", "the zeppelin landed near the old harbour")
+    await fill(mem, "r1", 8)
+    await mem.turn("r1", "a zeppelin again, this one is recent")
+    got = await mem.turn("r1", "zeppelin?", message_id="cur-1")
+    recent_ids = set(ids(got["recent"]))
+    assert "a zeppelin again, this one is recent" in texts(got["recent"])
+    # The older match comes first (a neighbour may follow: the index gives turns context).
+    assert texts(got["retrieved"])[0] == "the zeppelin landed near the old harbour"
+    assert len(got["retrieved"]) <= 3
+    assert not recent_ids & set(ids(got["retrieved"]))
+    assert got["message_id"] == "cur-1"
+    assert all(m["message_id"] != "cur-1" for m in got["recent"] + got["retrieved"])
+    assert all(m["score"] > 0 for m in got["retrieved"])
+    # search ranks the same way but excludes nothing, the recent one included
+    found = await mem.search("r1", "zeppelin", k=10)
+    assert {"the zeppelin landed near the old harbour", "a zeppelin again, this one is recent",
+            "zeppelin?"} <= set(texts(found))
+    assert all(r["score"] > 0 for r in found)
+    assert [r["score"] for r in found] == sorted((r["score"] for r in found), reverse=True)
+
+
+async def test_at_most_three_retrieved(mem):
+    for i in range(6):
+        await mem.turn("r3", f"quokka sighting number {i}")
+    await fill(mem, "r3", 5)
+    got = await mem.turn("r3", "tell me about the quokka")
+    assert len(got["retrieved"]) == 3
+    assert all("quokka" in t for t in texts(got["retrieved"]))
+    hits = texts(await mem.search("r3", "quokka", k=20))
+    assert len([t for t in hits if "quokka" in t]) == 7  # the current one is searchable too
+    assert all("quokka" in t for t in hits[:7])  # own words rank above a neighbour's
+
+
+async def test_prompt_header_and_sections(mem):
+    first = await mem.turn("p1", "xylophone practice today")
+    assert first["prompt"] == HEADER  # nothing to show yet: no section at all
+    assert first["recent"] == [] and first["retrieved"] == []
+    second = await mem.turn("p1", "unrelated words entirely")
+    assert second["prompt"].startswith(HEADER + "\n")
+    assert "Recent messages" in second["prompt"]
+    assert "Retrieved older messages" not in second["prompt"]
+    await fill(mem, "p1", 6)
+    third = await mem.turn("p1", "how was xylophone practice")
+    assert third["prompt"].startswith(HEADER + "\n")
+    recent_at = third["prompt"].index("Recent messages")
+    retrieved_at = third["prompt"].index("Retrieved older messages")
+    assert recent_at < retrieved_at
+    assert "xylophone practice today" in third["prompt"][retrieved_at:]
+
+
+# -- facts, usage, idempotency -----------------------------------------------------------------
+
+async def test_facts_and_supersede(mem):
+    await mem.turn("f1", "Hi, my name is Alice and I live in Paris.", author="alice", author_id="u1")
+    await mem.turn("f1", "I moved to Berlin.", author="alice", author_id="u1")
+    await mem.turn("f1", "I live in Oslo.", author="bob", author_id="u2")
+    current = (await mem.ok("GET", "/v1/chats/f1/facts"))["facts"]
+    by = {(f["author_id"], f["key"]): f["value"] for f in current}
+    assert by[("u1", "name")] == "Alice"
+    assert by[("u1", "location")] == "Berlin"
+    assert by[("u2", "location")] == "Oslo"
+    assert all("superseded_at" not in f for f in current)
+    history = (await mem.ok("GET", "/v1/chats/f1/facts?history=1"))["facts"]
+    old = [f for f in history if f["author_id"] == "u1" and f["key"] == "location"]
+    assert [(f["value"], f["superseded_at"] is not None) for f in old] == [("Paris", True), ("Berlin", False)]
+    turn = await mem.turn("f1", "what do you know?", author="carol", author_id="u3")
+    assert "Known facts" in turn["prompt"] and '"Berlin"' in turn["prompt"]
+
+
+async def test_usage_totals_per_tier(mem):
+    chat = "/v1/chats/u1/reply"
+    rows = [("fast", "m-a", 10, 5, 0.001, True), ("fast", "m-a", 20, 7, 0.002, True),
+            ("fast", "m-a", 3, 0, 0.0, False), ("smart", "m-b", 100, 50, 0.05, True)]
+    for tier, model, p, c, cost, ok in rows:
+        body = {"text": "an answer" if ok else "", "tier": tier, "model": model, "ok": ok,
+                "usage": {"prompt_tokens": p, "completion_tokens": c}, "cost_usd": cost,
+                "latency_ms": 12.5}
+        if not ok:
+            body["error"] = "HTTP 500"
+        assert (await mem.call("POST", chat, body))[0] == 200
+    usage = await mem.ok("GET", "/v1/chats/u1/usage")
+    fast, smart = usage["tiers"]["fast"], usage["tiers"]["smart"]
+    assert (fast["calls"], fast["errors"], fast["prompt_tokens"], fast["completion_tokens"]) == (3, 1, 33, 12)
+    assert fast["cost_usd"] == pytest.approx(0.003)
+    assert (smart["calls"], smart["errors"], smart["prompt_tokens"], smart["completion_tokens"]) == (1, 0, 100, 50)
+    assert len(usage["recent"]) == 4
+    today = (await mem.turn("u1", "hello"))["usage_today"]
+    assert today["fast"]["calls"] == 3 and today["smart"]["prompt_tokens"] == 100
+    assert (await mem.stats("u1"))["total_messages"] == 4  # 3 answers with text + the turn
+
+
+async def test_message_id_is_idempotent(mem):
+    a = await mem.turn("i1", "first words", message_id="tg-1")
+    b = await mem.turn("i1", "first words", message_id="tg-1")
+    assert a["message_id"] == b["message_id"] == "tg-1"
+    reply = {"text": "an answer", "tier": "fast", "model": "m", "message_id": "r-1",
+             "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+    assert (await mem.ok("POST", "/v1/chats/i1/reply", reply))["message_id"] == "r-1"
+    assert (await mem.ok("POST", "/v1/chats/i1/reply", reply))["message_id"] == "r-1"
+    msgs = [{"role": "user", "text": f"imported {i}", "message_id": f"imp-{i}"} for i in range(5)]
+    assert (await mem.ok("POST", "/v1/chats/i1/import", {"messages": msgs})) == {"imported": 5, "skipped": 0}
+    again = msgs[2:] + [{"role": "user", "text": "imported new", "message_id": "imp-9"}]
+    assert (await mem.ok("POST", "/v1/chats/i1/import", {"messages": again})) == {"imported": 1, "skipped": 3}
+    stats = await mem.stats("i1")
+    assert stats["total_messages"] == 1 + 1 + 5 + 1
+    assert (await mem.ok("GET", "/v1/chats/i1/usage"))["tiers"]["fast"]["calls"] == 1
+
+
+async def test_import_keeps_ts_and_order(mem):
+    msgs = [{"role": "user" if i % 2 else "assistant", "text": f"line {i} of the log",
+             "author": "zed", "author_id": "z", "message_id": f"d{i}",
+             "ts": f"2023-05-0{1 + i}T10:00:00Z"} for i in range(5)]
+    assert (await mem.ok("POST", "/v1/chats/t1/import", {"messages": msgs}))["imported"] == 5
+    got = await mem.turn("t1", "what happened", mode="full")
+    assert texts(got["recent"]) == [m["text"] for m in msgs]
+    assert [m["ts"] for m in got["recent"]] == [m["ts"] for m in msgs]
+    assert [m["message_id"] for m in got["recent"]] == [m["message_id"] for m in msgs]
+
+
+# -- text is data --------------------------------------------------------------------------
+
+FTS_SYNTAX = ['"unbalanced quote', 'cats AND dogs', 'NEAR(alpha beta, 2)', 'prefix* star*',
+              '^caret start', 'column:value', '-minus sign', 'OR NOT AND', ')(', '"', '*', '^',
+              ':', '-', 'a"b"c', "body: 'x' OR author:*", "NEAR", "{body author}: word"]
+ODD = ["emoji 🦄👩🏽‍💻🇳🇴", "RTL مرحبا بالعالم עברית", "CJK 日本語のテキスト 中文", "combining e\u0301 a\u0308 n\u0303",
+       "zero\u200bwidth\u200djoiner\ufeff", "NUL in \x00 the middle", "tab\tand\r\nnewlines",
+       "math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and ﷽", "quotes “curly” ‘single’ «guillemets»", "backslash \\ and \\u0041"]
+
+
+async def test_fts_syntax_is_plain_text(mem):
+    for i, text in enumerate(FTS_SYNTAX):
+        got = await mem.turn("s1", f"{text} marker{i}q")
+        assert got["message_id"]
+    for i, text in enumerate(FTS_SYNTAX):
+        assert (await mem.call("GET", "/v1/chats/s1/search?" + str(httpx.QueryParams({"q": text}))))[0] == 200
+        hits = await mem.search("s1", f"marker{i}q {text}", k=50)
+        assert f"{text} marker{i}q" in texts(hits), text
+    everything = await mem.turn("s1", "last", mode="full")
+    assert texts(everything["recent"])[-12:] == [f"{t} marker{i}q" for i, t in enumerate(FTS_SYNTAX)][-12:]
+
+
+async def test_odd_unicode_comes_back_byte_exact(mem):
+    for i, text in enumerate(ODD):
+        await mem.turn("u8", f"{text} tag{i}z", author="名前 🙂", author_id="ü-1")
+    got = await mem.turn("u8", "done", mode="full")
+    assert texts(got["recent"])[-len(ODD):] == [f"{t} tag{i}z" for i, t in enumerate(ODD)]
+    assert all(m["author"] == "名前 🙂" for m in got["recent"])
+    for i, text in enumerate(ODD):
+        hits = await mem.search("u8", f"tag{i}z")
+        assert texts(hits)[0] == f"{text} tag{i}z"
+        assert (await mem.search("u8", text, k=50)) is not None  # any odd query is accepted
+    assert got["prompt"].startswith(HEADER)
+
+
+# -- isolation, concurrency, forgetting ------------------------------------------------------
+
+async def test_chats_are_isolated(mem):
+    await mem.turn("telegram:-100a", "the password is xyzzy-plugh, my name is Mallory",
+                   author="mallory", author_id="m")
+    await mem.turn("telegram:-100a", "I live in Atlantis", author="mallory", author_id="m")
+    assert await mem.search("discord:98765", "xyzzy") == []
+    b = await mem.turn("discord:98765", "do you know xyzzy or Mallory or Atlantis?")
+    assert "xyzzy" not in json.dumps(b) .replace("do you know xyzzy", "")
+    assert "Mallory" not in b["prompt"] and "Atlantis" not in b["prompt"].replace("or Atlantis?", "")
+    assert b["recent"] == [] and b["retrieved"] == [] and b["facts"] == []
+    assert (await mem.ok("GET", "/v1/chats/discord:98765/facts"))["facts"] == []
+    assert (await mem.stats("discord:98765"))["total_messages"] == 1
+    assert (await mem.stats("telegram:-100a"))["total_messages"] == 2
+    # Keys differing only by case are different chats.
+    assert (await mem.stats("TELEGRAM:-100A"))["total_messages"] == 0
+
+
+async def test_forty_concurrent_turns_are_stored_in_order(mem):
+    n = 40
+    results = await asyncio.gather(*(mem.turn("busy", f"concurrent message {i} token{i}k",
+                                              message_id=f"c{i}") for i in range(n)))
+    own = sorted(r["id"] for r in results)
+    assert len(set(own)) == n and own == list(range(own[0], own[0] + n))
+    for r in results:
+        # Each turn saw exactly the messages stored before it: one at a time, no interleaving.
+        assert ids(r["recent"]) == list(range(max(own[0], r["id"] - 4), r["id"]))
+    stats = await mem.stats("busy")
+    assert stats["total_messages"] == n
+    full = await mem.turn("busy", "and now", mode="full")
+    assert ids(full["recent"]) == own[-12:]
+    for i in range(n):
+        assert texts(await mem.search("busy", f"token{i}k"))[0] == f"concurrent message {i} token{i}k"
+
+
+async def test_delete_chat(mem):
+    await mem.turn("d1", "my name is Dora and I like maps", author="dora", author_id="d")
+    await mem.ok("POST", "/v1/chats/d1/reply", {"text": "hi Dora", "tier": "fast", "model": "m"})
+    await mem.turn("d2", "a neighbour chat stays")
+    assert (await mem.ok("DELETE", "/v1/chats/d1"))["deleted"] in (True, False)
+    stats = await mem.stats("d1")
+    assert stats["total_messages"] == 0 and stats["facts"] == 0
+    assert await mem.search("d1", "Dora maps") == []
+    assert (await mem.ok("GET", "/v1/chats/d1/facts"))["facts"] == []
+    assert (await mem.ok("GET", "/v1/chats/d1/usage"))["tiers"] == {}
+    again = await mem.turn("d1", "starting over")
+    assert again["recent"] == [] and again["facts"] == []
+    assert (await mem.stats("d2"))["total_messages"] == 1
+
+
+# -- the local host only: kill -9 ------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(data: Path, port: int) -> subprocess.Popen:
+    chatbot = Path(sys.executable).with_name("chatbot")
+    env = dict(os.environ, MEMORY_API_TOKEN=TOKEN)
+    return subprocess.Popen([str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--data", str(data)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+async def _wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen, deadline_s: float = 20) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the host exited"
+        try:
+            if (await client.get("/health")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.05)  # polling a port with a deadline, not waiting for a guess
+    raise AssertionError("host did not become healthy")
+
+
+async def test_kill_9_loses_no_acknowledged_write(tmp_path):
+    port = _free_port()
+    data = tmp_path / "data"
+    headers = {"authorization": f"Bearer {TOKEN}"}
+    proc = _serve(data, port)
+    acked: list[str] = []
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers,
+                                     trust_env=False, timeout=10) as client:
+            await _wait_healthy(client, proc)
+
+            async def writer(chat: str, count: int) -> None:
+                for i in range(count):
+                    r = await client.post(f"/v1/chats/{chat}/turn",
+                                          json={"text": f"durable {chat} {i}", "message_id": f"{chat}-{i}"})
+                    assert r.status_code == 200
+                    acked.append(chat)
+
+            await asyncio.gather(*(writer(f"k{c}", 30) for c in range(4)))
+            r = await client.post("/v1/chats/k9/import", json={"messages": [
+                {"role": "user", "text": f"bulk {i}", "message_id": f"b{i}"} for i in range(500)]})
+            assert r.json() == {"imported": 500, "skipped": 0}
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(timeout=10) == -signal.SIGKILL
+        proc = _serve(data, port)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers,
+                                     trust_env=False, timeout=10) as client:
+            await _wait_healthy(client, proc)
+            for c in range(4):
+                stats = (await client.get(f"/v1/chats/k{c}/stats")).json()
+                assert stats["total_messages"] == acked.count(f"k{c}") == 30
+            assert (await client.get("/v1/chats/k9/stats")).json()["total_messages"] == 500
+            # and it keeps working on the same data
+            assert (await client.post("/v1/chats/k0/turn", json={"text": "after restart"})).status_code == 200
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# -- the Worker only: forwarding ------------------------------------------------------------
+
+@pytest.fixture
+async def worker(tmp_path):
+    backend = await WorkerBackend(tmp_path / "w").start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+async def test_worker_refusals_never_reach_an_object(worker):
+    for method, path in ROUTES:
+        await worker.call(method, path, token=None)
+    await worker.call("POST", "/v1/chats/c1/turn", body=b"{bad")
+    await worker.call("GET", "/v1/chats/c1/nope")
+    await worker.call("GET", "/health", token=None)
+    assert worker.runtime.instances == {}  # answered by the Worker itself
+
+
+async def test_worker_one_object_per_chat_key(worker):
+    for chat in ("telegram:-1001234", "discord:98765", "telegram:-1001234"):
+        await worker.turn(chat, "hello")
+    names = sorted(i.ctx.id.name for i in worker.runtime.instances.values())
+    assert names == ["discord:98765", "telegram:-1001234"]
+
+
+async def test_worker_sdk_request_objects_too(tmp_path):
+    # Some runtimes hand handlers the SDK Request rather than the bare JS one.
+    backend = await WorkerBackend(tmp_path / "w", wrap_requests=True).start()
+    try:
+        got = await backend.turn("c", "hello", message_id="m1")
+        assert got["message_id"] == "m1"
+        assert (await backend.call("GET", "/v1/chats/c/turn"))[0] == 405
+    finally:
+        await backend.close()
+
+
+async def test_worker_without_token_secret_refuses_everything(tmp_path):
+    backend = await WorkerBackend(tmp_path / "w", vars={"MEMORY_API_TOKEN": ""}).start()
+    try:
+        assert (await backend.call("POST", "/v1/chats/c/turn", {"text": "x"}))[0] == 401
+        assert (await backend.call("POST", "/v1/chats/c/turn", {"text": "x"}, token="")) [0] == 401
+        assert (await backend.call("GET", "/health", token=None))[0] == 200
+    finally:
+        await backend.close()
+
+
+async def test_worker_state_survives_object_restart(worker):
+    await worker.turn("c", "remember the walrus", message_id="w1")
+    worker.runtime.restart()  # evicted: a fresh instance reopens the same storage
+    got = await worker.turn("c", "walrus?")
+    assert texts(got["recent"]) == ["remember the walrus"]
+    assert (await worker.stats("c"))["total_messages"] == 2
