@@ -144,10 +144,12 @@ class Translator:
     def incoming(self, message: Message, *, text: str, is_admin: bool, addressed: bool = True) -> IncomingMessage:
         """The neutral message for one Telegram message."""
         user = message.from_user
+        # Anonymous admins and channels speak as a chat, not as a person.
+        speaker = message.sender_chat
         return IncomingMessage(
             chat_key=self.chat_key(message.chat, user),
-            author=_display_name(user, message.chat),
-            author_id=str(user.id if user else message.chat.id),
+            author=speaker.title or str(speaker.id) if speaker else _display_name(user, message.chat),
+            author_id=str(speaker.id if speaker else user.id if user else message.chat.id),
             text=text,
             message_id=str(message.message_id),
             is_admin=is_admin,
@@ -276,8 +278,10 @@ class AdminCheck:
     ttl: float = ADMIN_CACHE_S
     _cache: dict[tuple[int, int], tuple[float, bool]] = field(default_factory=dict)
 
-    def quick(self, chat: Chat, user: User | None) -> bool | None:
+    def quick(self, chat: Chat, user: User | None, sender_chat: Chat | None = None) -> bool | None:
         """The answer without asking Telegram, or None when Telegram must be asked."""
+        if sender_chat is not None and sender_chat.id == chat.id:
+            return True  # an anonymous admin, posting as the group itself
         if user is None:
             return False
         if str(user.id) in self.owners or chat.type == Chat.PRIVATE:
@@ -287,9 +291,9 @@ class AdminCheck:
             return hit[1]
         return None
 
-    async def __call__(self, chat: Chat, user: User | None) -> bool:
+    async def __call__(self, chat: Chat, user: User | None, sender_chat: Chat | None = None) -> bool:
         """Decide, asking Telegram (get_chat_member, cached briefly) for group members."""
-        known = self.quick(chat, user)
+        known = self.quick(chat, user, sender_chat)
         if known is not None:
             return known
         try:
@@ -365,7 +369,7 @@ class TelegramBot:
         message = update.effective_message
         name = message.text.split()[0][1:].split("@")[0].lower()
         args = " ".join(context.args or [])
-        is_admin = await self.admin(message.chat, message.from_user)
+        is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         if name in ADMIN_COMMANDS and not is_admin:
             await message.reply_text(REFUSED.format(name=name))
             return
@@ -417,7 +421,7 @@ class TelegramBot:
             if self.settings.record_group_messages:
                 await self.router.record(self.translate.incoming(message, text=text, is_admin=False, addressed=False))
             return
-        is_admin = await self.admin(message.chat, message.from_user)
+        is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
         async with self.typing(message.chat):
             reply = await self.router.handle(incoming)

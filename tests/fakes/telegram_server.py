@@ -292,6 +292,7 @@ class FakeTelegram:
         self.commands: dict[tuple[str, str], list[dict]] = {}
         self.photos: list[bytes] = []
         self.webhook_url: str = ""
+        self.allowed_updates: list[str] | None = None
         self.webhook_secret: str | None = None
         self.faults: dict[str, list[Fault]] = {}
         self._updates: list[dict] = []
@@ -491,10 +492,6 @@ class FakeTelegram:
             lambda: (ms := self.bot_messages(chat_id)) and len(ms) >= count and ms, timeout
         )
 
-    async def wait_confirmed(self, timeout: float = 10.0) -> None:
-        """Wait until the bot has fetched and confirmed every pending update."""
-        await self.wait_until(lambda: not self._updates and any(c.method == "getUpdates" for c in self.calls) or (not self._updates and self.webhook_url), timeout)
-
     def _notify(self) -> None:
         async def notify() -> None:
             async with self._changed:
@@ -586,7 +583,9 @@ class FakeTelegram:
         offset = params.get("offset") or 0
         limit = min(max(params.get("limit") or 100, 1), 100)
         timeout = max(float(params.get("timeout") or 0), 0.0)
-        allowed = params.get("allowed_updates")
+        if params.get("allowed_updates") is not None:
+            self.allowed_updates = params["allowed_updates"]  # remembered, as on the real server
+        allowed = self.allowed_updates
         # A newer getUpdates ends an older one still waiting, as on the real server.
         async with self._changed:
             self._poll_generation += 1
@@ -596,7 +595,9 @@ class FakeTelegram:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
 
         def ready() -> list[dict]:
-            return [u for u in self._updates if not allowed or any(k in u for k in allowed)][:limit]
+            if allowed:  # kinds the bot did not ask for are never delivered
+                self._updates = [u for u in self._updates if any(k in u for k in allowed)]
+            return self._updates[:limit]
 
         deadline = time.monotonic() + timeout
         async with self._changed:
