@@ -126,7 +126,8 @@ async def test_start_up_registers_commands_for_default_and_admin_scopes(tg):
     assert set(scopes) == {"default", "all_chat_administrators", "all_private_chats"}
     assert "facts" not in scopes["default"] and "forgetme" in scopes["default"]
     assert {"facts", "usage", "forget", "mode", "compact", "summary", "memory"} <= set(scopes["all_chat_administrators"])
-    # Polling asked only for the update kinds the bot handles.
+    # Polling removed any old webhook first, and asked only for the update kinds the bot handles.
+    assert tg.calls_to("deleteWebhook") and tg.webhook_url == ""
     assert tg.calls_to("getUpdates")[-1].params["allowed_updates"] == tgad.ALLOWED_UPDATES
 
 
