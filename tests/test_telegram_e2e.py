@@ -1,6 +1,7 @@
 """End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tomllib
 from typing import AsyncIterator
@@ -218,3 +219,34 @@ async def test_restart_keeps_memory(tg, openai, people, tmp_path):
         facts = await ask(tg, people.alice_dm, people.alice, "/facts")
     assert "teal" in prompt_of(openai.requests[-1])
     assert "Ada" in facts["text"]
+
+
+async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai, people, tmp_path):
+    """`chatbot telegram --data DIR` as a user starts it: configured by env vars only; SIGINT ends it cleanly."""
+    import os
+    import signal
+    import sys
+
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "OPENAI_", "MEMORY_", "ADMIN_"))},
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": openai.url,
+        "TELEGRAM_BOT_TOKEN": tg.token,
+        "TELEGRAM_API_BASE_URL": tg.base_url,
+    }
+    # cwd: an empty folder, so no developer .env is picked up.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "telegram", "--data", str(tmp_path / "data"),
+        cwd=tmp_path, env={**env, "PYTHONPATH": os.getcwd()},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await tg.wait_until(lambda: tg.calls_to("getUpdates"), timeout=30)
+        answer = await ask(tg, people.alice_dm, people.alice, "Hello from the real command.")
+        assert answer["text"].endswith("Hello from the real command.")
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert b"Traceback" not in stderr, stderr.decode()[-2000:]
