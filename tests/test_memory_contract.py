@@ -471,3 +471,240 @@ async def test_worker_state_survives_object_restart(worker):
     got = await worker.turn("c", "walrus?")
     assert texts(got["recent"]) == ["remember the walrus"]
     assert (await worker.stats("c"))["total_messages"] == 2
+
+
+# -- the Worker only: compaction from the Durable Object's alarm -----------------------------
+
+from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError  # noqa: E402
+from tests.fakes.workers.runtime import now_ms  # noqa: E402
+from aiohttp import web  # noqa: E402
+
+SUMMARY = "\n\n".join(f"{h}\n- point {i} from the light model" for i, h in enumerate(SECTIONS))
+
+
+def _summary_ok(text: str) -> bool:
+    at = [text.find(h) for h in SECTIONS]
+    return text.startswith(SECTIONS[0]) and -1 not in at and at == sorted(at)
+
+
+async def _import(backend, chat: str, n: int, start: int = 0) -> None:
+    msgs = [{"role": "user", "text": f"story part {i} about the lighthouse", "message_id": f"p{i}",
+             "author": "ann", "author_id": "a1"} for i in range(start, start + n)]
+    assert (await backend.ok("POST", f"/v1/chats/{chat}/import", {"messages": msgs}))["imported"] == n
+
+
+@pytest.fixture
+async def compacting(tmp_path):
+    """A factory of Worker backends with the given vars; all closed at the end."""
+    made = []
+
+    async def make(wrap_storage: bool = True, **vars: str) -> WorkerBackend:
+        backend = await WorkerBackend(tmp_path / f"w{len(made)}", wrap_storage=wrap_storage,
+                                      vars=vars).start()
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.close()
+
+
+@pytest.mark.parametrize("wrap_storage", [True, False], ids=["worker", "worker-raw"])
+async def test_alarm_compacts_with_the_offline_summarizer(compacting, wrap_storage):
+    w = await compacting(wrap_storage)
+    rt = w.runtime
+    await _import(w, "cmp", 20)
+    assert rt.alarm_of("cmp") is None  # 20 un-summarized: below the threshold
+    await _import(w, "cmp", 10, start=20)
+    due = rt.alarm_of("cmp")
+    assert due is not None and due <= now_ms()  # set to run now, in the background
+    turn = await w.turn("cmp", "and the lighthouse keeper?")  # the turn did not wait for it
+    assert "Summary of earlier conversation" not in turn["prompt"]
+    assert rt.alarm_of("cmp") == due  # one alarm: not moved, not duplicated
+    assert await rt.run_alarms() == 1
+    summary = await w.ok("GET", "/v1/chats/cmp/summary")
+    assert summary["compactions"] == 1 and _summary_ok(summary["summary"])
+    stats = await w.stats("cmp")
+    assert (stats["total_messages"], stats["active_messages"], stats["archived_messages"]) == (31, 5, 26)
+    assert summary["summarized_upto"] == 26
+    assert rt.alarm_of("cmp") is None  # nothing more to do
+    assert rt.alarm_runs == [("cmp", "ok")]
+    later = await w.turn("cmp", "tell me about part 3 of the lighthouse story")
+    assert "Summary of earlier conversation" in later["prompt"]
+    assert "story part 3 about the lighthouse" in texts(await w.search("cmp", "part 3", k=5))
+
+
+async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting):
+    async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
+        w = await compacting(SUMMARY_BASE_URL=fake.url, SUMMARY_MODEL="light-1",
+                             SUMMARY_API_KEY="sk-test-key")
+        await _import(w, "oa", 30)
+        await w.runtime.run_alarms()
+        assert len(fake.requests) == 1
+        req = fake.requests[0]
+        assert req.model == "light-1"
+        assert req.headers.get("Authorization") == "Bearer sk-test-key"
+        sent = json.dumps(req.messages)
+        assert "story part 0 about" in sent and "story part 24 about" in sent
+        assert "story part 25 about" not in sent  # the 5 newest stay un-summarized
+        assert (await w.ok("GET", "/v1/chats/oa/summary"))["summary"] == SUMMARY
+        # Second cycle: the history grows past the threshold again; the old summary is merged.
+        await _import(w, "oa", 26, start=30)
+        assert w.runtime.alarm_of("oa") is not None
+        await w.runtime.run_alarms()
+        assert len(fake.requests) == 2
+        second = json.dumps(fake.requests[1].messages)
+        assert "point 0 from the light model" in second  # the previous summary went along
+        assert "story part 25 about" in second and "story part 0 about" not in second
+        summary = await w.ok("GET", "/v1/chats/oa/summary")
+        assert summary["compactions"] == 2 and summary["summarized_upto"] == 51
+        assert (await w.stats("oa"))["total_messages"] == 56
+
+
+async def test_summarizer_failures_retry_with_backoff_and_lose_nothing(compacting):
+    async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
+        fake.script(ServerError(500), ServerError(503), RateLimit(retry_after=30), Garbage(),
+                    Answer(text="## Objective\nonly one section"))
+        w = await compacting(SUMMARY_BASE_URL=fake.url)
+        rt = w.runtime
+        await _import(w, "bk", 30)
+        delays = []
+        for round_ in range(5):
+            before = now_ms()
+            await rt.run_alarms()
+            due = rt.alarm_of("bk")
+            assert due is not None, f"round {round_}: no retry scheduled"
+            delays.append(due - before)
+            assert (await w.ok("GET", "/v1/chats/bk/summary"))["compactions"] == 0
+            await w.turn("bk", f"still talking during outage {round_}")  # never fails a turn
+        assert 2000 <= delays[0] < delays[1] < delays[3]  # exponential backoff
+        assert delays[2] >= 30_000  # Retry-After is respected
+        assert len(fake.requests) == 5
+        assert all(r == ("bk", "ok") for r in rt.alarm_runs)  # the engine handled every failure
+        await rt.run_alarms()  # the summarizer is back
+        summary = await w.ok("GET", "/v1/chats/bk/summary")
+        assert summary["compactions"] == 1 and summary["summary"] == SUMMARY
+        stats = await w.stats("bk")
+        assert stats["total_messages"] == 35 and stats["active_messages"] == 5
+
+
+async def test_a_hanging_summarizer_times_out(compacting):
+    async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
+        fake.script(Hang())
+        w = await compacting(SUMMARY_BASE_URL=fake.url)
+        w.entry.SUMMARY_TIMEOUT_S = 0.3  # read when the object builds its summarizer
+        await _import(w, "hg", 30)
+        started = time.monotonic()
+        await w.runtime.run_alarms()
+        assert time.monotonic() - started < 5
+        assert w.runtime.alarm_of("hg") is not None
+        assert (await w.ok("GET", "/v1/chats/hg/summary"))["compactions"] == 0
+        await w.runtime.run_alarms()
+        assert (await w.ok("GET", "/v1/chats/hg/summary"))["compactions"] == 1
+
+
+async def test_compact_now_answers_502_when_the_summarizer_fails(compacting):
+    async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
+        fake.script(ServerError(500))
+        w = await compacting(SUMMARY_BASE_URL=fake.url)
+        await _import(w, "cn", 12)
+        status, data = await w.call("POST", "/v1/chats/cn/compact")
+        assert status == 502 and "error" in data
+        assert (await w.ok("GET", "/v1/chats/cn/summary"))["compactions"] == 0
+        assert (await w.stats("cn"))["active_messages"] == 12
+        done = await w.ok("POST", "/v1/chats/cn/compact")
+        assert done["compactions"] == 1 and done["summary"] == SUMMARY
+        assert (await w.stats("cn"))["active_messages"] == 5
+
+
+async def test_compact_now_offline(compacting):
+    w = await compacting()
+    await _import(w, "off", 12)
+    done = await w.ok("POST", "/v1/chats/off/compact")
+    assert done["compactions"] == 1 and _summary_ok(done["summary"])
+    assert (await w.stats("off"))["total_messages"] == 12
+
+
+async def test_pending_alarm_survives_a_restart(compacting):
+    w = await compacting()
+    await _import(w, "rs", 30)
+    assert w.runtime.alarm_of("rs") is not None
+    w.runtime.restart()  # evicted before the alarm ran
+    assert w.runtime.instances == {}
+    assert await w.runtime.run_alarms() == 1
+    assert (await w.ok("GET", "/v1/chats/rs/summary"))["compactions"] == 1
+
+
+class GatedSummarizer:
+    """An OpenAI-compatible endpoint that answers only when the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        await request.read()
+        self.arrived.set()
+        await self.gate.wait()
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": SUMMARY}}]})
+
+    async def __aenter__(self) -> "GatedSummarizer":
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.gate.set()
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+
+async def test_messages_arriving_during_compaction_are_kept(compacting):
+    async with GatedSummarizer() as gated:
+        w = await compacting(SUMMARY_BASE_URL=gated.url)
+        await _import(w, "dc", 30)
+        alarm = asyncio.create_task(w.runtime.run_alarms())
+        await asyncio.wait_for(gated.arrived.wait(), 10)
+        # The object is waiting on its summarizer: turns still go through, at once.
+        for i in range(3):
+            got = await w.turn("dc", f"arrived meanwhile {i}")
+            assert got["recent"][-1]["text"] == (f"arrived meanwhile {i - 1}" if i else
+                                                 "story part 29 about the lighthouse")
+        assert not alarm.done()
+        gated.gate.set()
+        await asyncio.wait_for(alarm, 10)
+        summary = await w.ok("GET", "/v1/chats/dc/summary")
+        assert summary["compactions"] == 1 and summary["summarized_upto"] == 25
+        stats = await w.stats("dc")
+        assert (stats["total_messages"], stats["active_messages"]) == (33, 8)
+        assert texts(await w.search("dc", "meanwhile", k=5))[:3] != []
+
+
+async def test_unexpected_alarm_error_reschedules(compacting, monkeypatch):
+    w = await compacting()
+    await _import(w, "ue", 30)
+
+    async def broken(memory, summarize):
+        raise RuntimeError("a bug, not a summarizer failure")
+
+    monkeypatch.setattr(w.entry, "on_alarm", broken)
+    before = now_ms()
+    await w.runtime.run_alarms()
+    due = w.runtime.alarm_of("ue")
+    assert due is not None and due - before >= w.entry.UNEXPECTED_FAILURE_RETRY_MS
+    assert w.runtime.alarm_runs == [("ue", "ok")]
+
+
+async def test_forget_chat_drops_the_pending_alarm(compacting):
+    w = await compacting()
+    await _import(w, "fg", 30)
+    assert w.runtime.alarm_of("fg") is not None
+    await w.ok("DELETE", "/v1/chats/fg")
+    assert w.runtime.alarm_of("fg") is None
