@@ -2,8 +2,9 @@
 
 `HttpMemoryClient` speaks to a deployed Cloudflare Worker (`MEMORY_URL`) or to the local
 host started in-process; the router never knows which. Failures come in two kinds:
-`MemoryUnavailable` (cannot reach it, it timed out, it answered 5xx: retry later, the outbox
-keeps the record) and `MemoryRefused` (it answered 4xx: retrying will not help).
+`MemoryUnavailable` (cannot reach it, it timed out, it answered 5xx, or it refused the token
+or the URL: retry later, the outbox keeps the record) and `MemoryRefused` (it refused the
+request itself, 400/405/413: retrying will not help).
 """
 from __future__ import annotations
 
@@ -82,6 +83,9 @@ class MemoryClient(Protocol):
         """Forget the whole chat."""
 
 
+_RETRY_LATER = frozenset({401, 403, 404, 408, 429})
+
+
 def _chat_path(chat: str) -> str:
     # Quote everything: a chat key never becomes a path trick ("..", "/", "?").
     return "/v1/chats/" + quote(chat, safe="")
@@ -118,7 +122,9 @@ class HttpMemoryClient:
             resp = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:  # connect refused, reset, timeout, protocol error
             raise MemoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        if resp.status_code >= 500:
+        if resp.status_code >= 500 or resp.status_code in _RETRY_LATER:
+            # 401/403/404 mean a wrong token or URL: an operator fixes that, and until then
+            # the records wait in the outbox rather than being dropped.
             raise MemoryUnavailable(f"memory worker answered {resp.status_code}: {_error_of(resp)}")
         if resp.status_code >= 400:
             raise MemoryRefused(resp.status_code, _error_of(resp))

@@ -124,12 +124,15 @@ class Router:
                 await self._replayer
         # One last try, so a clean shutdown leaves nothing behind when the worker is up.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.outbox.flush(self.memory), 5.0)
+            async with asyncio.timeout(5.0):
+                await self.outbox.flush(self.memory)
 
     async def _replay_loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.options.replay_interval_s)
+            # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow our own cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.options.replay_interval_s):
+                    await self._wake.wait()
             self._wake.clear()
             if not len(self.outbox):
                 continue

@@ -136,10 +136,9 @@ class FakeOpenAI:
 
     async def wait_requests(self, count: int, timeout: float = 5.0) -> None:
         """Wait until at least `count` requests arrived (no sleeping: a condition)."""
-        async with self._request_seen:
-            await asyncio.wait_for(
-                self._request_seen.wait_for(lambda: len(self.requests) >= count), timeout
-            )
+        async with asyncio.timeout(timeout):
+            async with self._request_seen:
+                await self._request_seen.wait_for(lambda: len(self.requests) >= count)
 
     async def __aenter__(self) -> "FakeOpenAI":
         app = web.Application()
@@ -193,9 +192,11 @@ class FakeOpenAI:
         return await self._perform(request, req, action)
 
     async def _wait_stop(self, seconds: float | None) -> None:
+        # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow a cancellation.
         try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        except TimeoutError:
             pass
 
     async def _perform(self, request: web.Request, req: RecordedRequest, action: Action) -> web.StreamResponse:

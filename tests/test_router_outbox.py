@@ -1,0 +1,102 @@
+"""The memory worker out of reach, then back: answers keep coming, the outbox replays, nothing doubles."""
+from __future__ import annotations
+
+from memory_worker.host import EmbeddedMemoryHost
+
+from bot.router.memory import HttpMemoryClient, MemoryUnavailable
+from bot.router.outbox import Outbox
+from tests.fakes.openai_server import Echo, FakeOpenAI
+from tests.test_router_support import make_settings, msg, running_router, tier_totals, wait_until
+
+TOKEN = "memory-token-for-tests-0123456789"
+
+
+async def _free_port_host(path) -> int:
+    """Start the host once on a free port, stop it, and return the port (to restart it there)."""
+    async with EmbeddedMemoryHost(path, token=TOKEN, port=0) as host:
+        return int(host.url.rsplit(":", 1)[1])
+
+
+async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
+    mem_dir = tmp_path / "memory"
+    port = await _free_port_host(mem_dir)
+    url = f"http://127.0.0.1:{port}"
+    async with FakeOpenAI(default=Echo()) as fake:
+        settings = make_settings(fake.url, memory_url=url, memory_token=TOKEN)
+        async with running_router(settings, tmp_path / "bot") as router:
+            # The worker is down: every message is still answered, without memory.
+            replies = [await router.handle(msg(f"note {i}: the sky is blue", message_id=f"m{i}")) for i in range(5)]
+            assert all(r.ok and not r.with_memory for r in replies)
+            assert [r.text for r in replies] == [f"echo: note {i}: the sky is blue" for i in range(5)]
+            assert len(router.outbox) == 10  # 5 turns + 5 replies
+            await router.record(msg("group chatter while down", message_id="g1", addressed=False))
+            assert len(router.outbox) == 11
+
+            # The worker comes back: the background replay empties the outbox.
+            async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=port):
+                await wait_until(lambda: len(router.outbox) == 0, what="outbox replay")
+                stats = await router.memory.stats("test:chat")
+                assert stats["total_messages"] == 11  # 6 user + 5 assistant, once each
+                assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (5, 0)}
+
+                # Each record landed once, in order: user, answer, user, answer ... then the chatter.
+                results = await router.memory.search("test:chat", "sky blue note chatter", k=20)
+                texts = [r["text"] for r in sorted(results, key=lambda r: r["id"])]
+                expected = []
+                for i in range(5):
+                    expected += [f"note {i}: the sky is blue", f"echo: note {i}: the sky is blue"]
+                assert texts == expected + ["group chatter while down"]
+
+                # A replay of records already delivered (answer lost on the way back) is a no-op.
+                for i in range(5):
+                    router.outbox.add("test:chat", "turn", {"text": f"note {i}: the sky is blue", "author": "ada",
+                                                             "author_id": "u1", "message_id": f"m{i}"})
+                router.outbox.add("test:chat", "reply", {
+                    "text": "echo: note 0: the sky is blue", "tier": "standard", "model": "m-standard",
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "ok": True, "message_id": "m0:reply"})
+                assert await router.flush_outbox() == 6
+                stats = await router.memory.stats("test:chat")
+                assert stats["total_messages"] == 11
+                assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (5, 0)}
+
+                # With the worker up, answers use memory again.
+                later = await router.handle(msg("what colour is the sky?", message_id="m9"))
+                assert later.with_memory
+                memory_block = fake.requests[-1].messages[1]["content"]
+                assert "the sky is blue" in memory_block
+
+
+async def test_outbox_survives_a_restart_of_the_bot(tmp_path):
+    mem_dir = tmp_path / "memory"
+    port = await _free_port_host(mem_dir)
+    url = f"http://127.0.0.1:{port}"
+    async with FakeOpenAI(default=Echo()) as fake:
+        settings = make_settings(fake.url, memory_url=url, memory_token=TOKEN)
+        async with running_router(settings, tmp_path / "bot") as router:
+            await router.handle(msg("remember: I live in Oslo", message_id="a1"))
+            assert len(router.outbox) == 2
+        # The bot stopped with records pending; they are on disk.
+        with Outbox(tmp_path / "bot" / "outbox.sqlite3") as box:
+            assert len(box) == 2
+        async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=port):
+            async with running_router(settings, tmp_path / "bot") as router:
+                await wait_until(lambda: len(router.outbox) == 0, what="replay after restart")
+                facts = await router.memory.facts("test:chat")
+                assert {(f["key"], f["value"]) for f in facts} >= {("location", "Oslo")}
+
+
+async def test_wrong_token_keeps_records_for_later(tmp_path):
+    async with EmbeddedMemoryHost(tmp_path / "memory", token=TOKEN, port=0) as host:
+        async with HttpMemoryClient(host.url, "not-the-token") as bad:
+            try:
+                await bad.stats("test:chat")
+            except MemoryUnavailable as exc:
+                assert "401" in str(exc)
+            else:
+                raise AssertionError("a wrong token must not pass")
+        async with FakeOpenAI(default=Echo()) as fake:
+            settings = make_settings(fake.url, memory_url=host.url, memory_token="not-the-token")
+            async with running_router(settings, tmp_path / "bot") as router:
+                reply = await router.handle(msg("hello there my friend", message_id="t1"))
+                assert reply.ok and not reply.with_memory
+                assert len(router.outbox) == 2
