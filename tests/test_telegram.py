@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import AsyncIterator
 
 import pytest
+from telegram.error import InvalidToken
 
 from bot.adapters import telegram as tgad
 from bot.config import PlatformSettings, Settings
@@ -79,9 +80,12 @@ async def running_bot(service, settings: Settings, tg: FakeTelegram, **serve_kw)
     start = len(tg.calls)
     task = asyncio.create_task(tgad.serve(service, settings, app=app, poll_timeout=5, **serve_kw))
     ready = "setWebhook" if settings.telegram.webhook_url else "getUpdates"
-    await tg.wait_until(lambda: task.done() or any(c.method == ready for c in tg.calls[start:]))
+    started = asyncio.create_task(tg.wait_until(lambda: any(c.method == ready for c in tg.calls[start:])))
+    await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
     if task.done():
+        started.cancel()
         task.result()  # raise what went wrong at start-up
+    await started
     try:
         yield task
     finally:
@@ -470,3 +474,34 @@ async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice, unused
             async with session.post(url, json={"update_id": 1}) as resp:
                 assert resp.status == 403
     assert answer["text"] == "You said: via webhook"
+
+
+async def test_start_up_waits_out_an_unreachable_telegram(tg, alice, caplog):
+    service = RecordingService()
+    tg.fail_next("getMe", 502)
+    chat = tg.private_chat(alice)
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(chat, alice, "up at last?")
+        [answer] = await tg.wait_for_message(chat["id"])
+    assert [c.status for c in tg.calls_to("getMe")][:2] == [502, 200]
+    assert answer["text"] == "You said: up at last?"
+    assert "unreachable at start-up" in caplog.text
+
+
+async def test_a_wrong_token_fails_at_once(tg):
+    settings = make_settings(tg)
+    settings = replace(settings, telegram=replace(settings.telegram, token="1:wrong"))
+    with pytest.raises(InvalidToken):
+        async with running_bot(RecordingService(), settings, tg):
+            pass
+    assert len(tg.calls) == 1
+
+
+async def test_a_failing_command_menu_does_not_stop_the_bot(tg, alice):
+    service = RecordingService()
+    tg.fail_next("setMyCommands", 400, description="Bad Request: BOT_COMMAND_INVALID", times=3)
+    chat = tg.private_chat(alice)
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(chat, alice, "hello")
+        [answer] = await tg.wait_for_message(chat["id"])
+    assert answer["text"] == "You said: hello"

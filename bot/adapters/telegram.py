@@ -39,7 +39,7 @@ from telegram import (
     User,
 )
 from telegram.constants import ChatAction, MessageLimit, ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -559,9 +559,13 @@ async def serve(
     """Run the bot until cancelled: long polling, or a webhook when TELEGRAM_WEBHOOK_URL is set."""
     app = app or build_application(router, settings)
     adapter: TelegramBot = app.bot_data["adapter"]
-    async with app:  # initialize (getMe) ... shutdown
+    await _initialize(app)
+    async with app:  # initialized above; shut down on the way out
         await adapter.learn_identity(app)
-        await adapter.register_commands(app)
+        try:
+            await adapter.register_commands(app)
+        except TelegramError as exc:
+            log.warning("could not register the command menus: %r", exc)  # the commands still work
         await app.start()
         try:
             if settings.telegram.webhook_url:
@@ -575,6 +579,21 @@ async def serve(
             if app.updater.running:
                 await app.updater.stop()
             await app.stop()
+
+
+async def _initialize(app: Application, first_delay: float = 1.0, max_delay: float = 60.0) -> None:
+    """getMe until Telegram answers: a network outage at start-up is waited out, a bad token is not."""
+    delay = first_delay
+    while True:
+        try:
+            await app.initialize()
+            return
+        except BadRequest:
+            raise  # a BadRequest is a NetworkError to PTB, but waiting will not fix it
+        except NetworkError as exc:
+            log.warning("Telegram unreachable at start-up (%r); retrying in %.0f s", exc, delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_delay)
 
 
 @contextlib.asynccontextmanager

@@ -502,19 +502,19 @@ class FakeTelegram:
 
     async def _dispatch(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        if request.match_info["token"] != self.token:
-            return _error(ApiError(401, "Unauthorized"))
-        params, files = await _read_params(request)
-        call = Call(method, params, files)
+        call = Call(method, {})
         self.calls.append(call)
         try:
+            if request.match_info["token"] != self.token:
+                raise ApiError(401, "Unauthorized")
+            call.params, call.files = await _read_params(request)
             fault = self._take_fault(method)
             if fault:
                 raise fault
             handler = getattr(self, "_m_" + method, None)
             if handler is None:
                 raise ApiError(404, "Not Found: method not found")
-            result = await handler(params, files)
+            result = await handler(call.params, call.files)
             return web.json_response({"ok": True, "result": result})
         except ApiError as e:
             call.status = e.code
