@@ -1,0 +1,388 @@
+"""Retrieval recall on LoCoMo through the memory worker's HTTP API, beside a rank-bm25 baseline.
+
+    .venv/bin/python benchmarks/locomo_recall.py --data ../shared/locomo/locomo-dev.json
+
+Each conversation is imported into a fresh chat of a local host (EmbeddedMemoryHost on a
+temp dir) with POST /import (message_id = dia_id, author = speaker, ts from the session
+date), then every question with evidence is sent to GET /search (k=3 and k=10).
+Recall@k = |top-k ∩ evidence| / |evidence|, averaged over those questions, per category
+and overall. The baseline is rank-bm25's BM25Okapi over a plain lower-case word split.
+
+`--holdout` adds the leave-conversations-out check: the retrieval knobs are tuned on some
+conversations in process and measured on the others, beside the shipped defaults.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import re
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+KS = (3, 10)
+_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
+_WORD = re.compile(r"\w+")
+
+
+# -- the data ----------------------------------------------------------------------------
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    """The conversations of a LoCoMo JSON file."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _session_start(raw: str | None, fallback: datetime) -> datetime:
+    # "1:56 pm on 8 May, 2023"; a missing or odd date falls back to the previous session's
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
+        try:
+            return datetime.strptime((raw or "").strip(), fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return fallback
+
+
+def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every turn of a conversation as an import message, in order (image turns get their caption)."""
+    c = conv["conversation"]
+    numbers = sorted(int(k.split("_")[1]) for k in c
+                     if re.fullmatch(r"session_\d+", k) and isinstance(c[k], list))
+    out: list[dict[str, Any]] = []
+    start = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    for n in numbers:
+        start = _session_start(c.get(f"session_{n}_date_time"), start)
+        for i, t in enumerate(c[f"session_{n}"]):
+            text = t.get("text") or ""
+            if t.get("blip_caption"):
+                text = f"{text} [shares {t['blip_caption']}]"
+            ts = (start + timedelta(seconds=30 * i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            out.append({"role": "user", "text": text or "(empty)", "author": t["speaker"],
+                        "message_id": t["dia_id"], "ts": ts})
+    return out
+
+
+def normalise_id(raw: str) -> str | None:
+    """`D<session>:<turn>` from a possibly malformed evidence id ("D:11:26", "D30:05")."""
+    m = _EVIDENCE.fullmatch(raw.strip())
+    return f"D{int(m.group(1))}:{int(m.group(2))}" if m else None
+
+
+def questions(conv: dict[str, Any], valid: set[str]) -> list[dict[str, Any]]:
+    """The questions that have evidence: question text, category, normalised evidence ids."""
+    out = []
+    for qa in conv["qa"]:
+        ids = set()
+        for item in qa.get("evidence") or []:
+            for part in re.split(r"[;\s]+", str(item)):
+                norm = normalise_id(part) if part else None
+                if norm in valid:
+                    ids.add(norm)
+        if ids:
+            out.append({"question": qa["question"], "category": int(qa["category"]),
+                        "evidence": ids})
+    return out
+
+
+# -- scoring -----------------------------------------------------------------------------
+
+class Tally:
+    """Recall@k sums per category and overall."""
+
+    def __init__(self) -> None:
+        self.sums: dict[Any, list[float]] = {}
+
+    def add(self, category: int, evidence: set[str], ranked: list[str]) -> None:
+        """Count one question's top-k hits for every k in KS."""
+        for key in (category, "all"):
+            row = self.sums.setdefault(key, [0.0] * len(KS) + [0])
+            for n, k in enumerate(KS):
+                row[n] += len(set(ranked[:k]) & evidence) / len(evidence)
+            row[-1] += 1
+
+    def merge(self, other: "Tally") -> "Tally":
+        """This tally plus another one (a new object)."""
+        out = Tally()
+        for src in (self, other):
+            for key, row in src.sums.items():
+                acc = out.sums.setdefault(key, [0.0] * len(KS) + [0])
+                for n, v in enumerate(row):
+                    acc[n] += v
+        return out
+
+    def recall(self, key: Any = "all") -> tuple[float, ...]:
+        """(Recall@3, Recall@10) for a category or overall."""
+        row = self.sums.get(key)
+        if not row or not row[-1]:
+            return tuple(0.0 for _ in KS)
+        return tuple(v / row[-1] for v in row[:-1])
+
+    def count(self, key: Any = "all") -> int:
+        """How many questions were scored for a category or overall."""
+        row = self.sums.get(key)
+        return int(row[-1]) if row else 0
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def rank_bm25_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) -> Tally:
+    """rank-bm25's BM25Okapi over a plain lower-case word split, the seed's retriever."""
+    from rank_bm25 import BM25Okapi
+
+    ids = [m["message_id"] for m in msgs]
+    bm25 = BM25Okapi([_words(m["text"]) or [""] for m in msgs])
+    tally = Tally()
+    for q in qs:
+        scores = bm25.get_scores(_words(q["question"]))
+        order = sorted(range(len(ids)), key=lambda i: -scores[i])[:max(KS)]
+        tally.add(q["category"], q["evidence"], [ids[i] for i in order if scores[i] > 0])
+    return tally
+
+
+def fts5_plain_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) -> Tally:
+    """Plain FTS5 (porter unicode61, one body column, stopwords dropped from the query)."""
+    import sqlite3
+
+    from memory_engine.text import STOPWORDS, tokens
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2')")
+    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
+                   [(n + 1, m["text"]) for n, m in enumerate(msgs)])
+    tally = Tally()
+    for q in qs:
+        terms = list(dict.fromkeys(t for t in tokens(q["question"]) if t not in STOPWORDS))
+        ranked: list[str] = []
+        if terms:
+            match = " OR ".join(f'"{t}"' for t in terms)
+            rows = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?",
+                              (match, max(KS))).fetchall()
+            ranked = [msgs[r[0] - 1]["message_id"] for r in rows]
+        tally.add(q["category"], q["evidence"], ranked)
+    db.close()
+    return tally
+
+
+# -- the memory worker over HTTP ---------------------------------------------------------
+
+def _progress(text: str) -> None:
+    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], dict[str, Any]]:
+    """Import every conversation into a local host and score its search route, per conversation."""
+    import httpx
+
+    from memory_worker.host import EmbeddedMemoryHost
+
+    tallies: list[Tally] = []
+    timing: dict[str, Any] = {"import_s": 0.0, "imported": 0, "search_ms": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedMemoryHost(Path(tmp)) as host:
+            headers = {"authorization": f"Bearer {host.token}"}
+            async with httpx.AsyncClient(base_url=host.url, headers=headers, timeout=60) as http:
+                for c_no, conv in enumerate(convs, 1):
+                    name = conv.get("sample_id", f"conv-{c_no}")
+                    chat = f"locomo:{name}"
+                    msgs = turns(conv)
+                    started = time.perf_counter()
+                    r = await http.post(f"/v1/chats/{chat}/import", json={"messages": msgs})
+                    r.raise_for_status()
+                    timing["import_s"] += time.perf_counter() - started
+                    timing["imported"] += r.json()["imported"]
+                    qs = questions(conv, {m["message_id"] for m in msgs})
+                    tally = Tally()
+                    for q_no, q in enumerate(qs, 1):
+                        ranked: dict[int, list[str]] = {}
+                        for k in KS:
+                            started = time.perf_counter()
+                            r = await http.get(f"/v1/chats/{chat}/search",
+                                               params={"q": q["question"], "k": k})
+                            timing["search_ms"].append((time.perf_counter() - started) * 1000)
+                            r.raise_for_status()
+                            ranked[k] = [m["message_id"] for m in r.json()["results"]]
+                        for key in (q["category"], "all"):
+                            row = tally.sums.setdefault(key, [0.0] * len(KS) + [0])
+                            for n, k in enumerate(KS):
+                                row[n] += len(set(ranked[k][:k]) & q["evidence"]) / len(q["evidence"])
+                            row[-1] += 1
+                        if q_no % 20 == 0 or q_no == len(qs):
+                            _progress(f"[{c_no}/{len(convs)}] {name}: {len(msgs)} turns imported, "
+                                      f"question {q_no}/{len(qs)}")
+                    tallies.append(tally)
+    print(file=sys.stderr)
+    return tallies, timing
+
+
+# -- leave-conversations-out check ---------------------------------------------------------
+
+# The knobs of retrieval.py tuned in the check: the previous turn's bm25 weight and the
+# author boost. Both act at query time, so each conversation is imported once.
+GRID = {"context_weight": (0.25, 0.35, 0.5, 0.75), "author_boost": (0.0, 0.2, 0.35, 0.5)}
+
+
+def _in_process_tallies(convs: list[dict[str, Any]]) -> dict[tuple[float, float], list[Tally]]:
+    """Per knob setting, one tally per conversation (ChatMemory over SqliteStorage, in memory)."""
+    from memory_engine import ChatMemory, retrieval
+    from memory_worker.host import SqliteStorage
+
+    built = []
+    for conv in convs:
+        memory = ChatMemory(SqliteStorage(":memory:"))
+        msgs = turns(conv)
+        memory.import_messages(msgs)
+        built.append((memory, questions(conv, {m["message_id"] for m in msgs})))
+    saved = (retrieval.BM25_WEIGHTS, retrieval.AUTHOR_BOOST)
+    out: dict[tuple[float, float], list[Tally]] = {}
+    settings = list(itertools.product(GRID["context_weight"], GRID["author_boost"]))
+    try:
+        for n, (cw, boost) in enumerate(settings, 1):
+            _progress(f"holdout grid {n}/{len(settings)}: context weight {cw}, author boost {boost}")
+            retrieval.BM25_WEIGHTS = (saved[0][0], saved[0][1], cw)
+            retrieval.AUTHOR_BOOST = boost
+            per_conv = []
+            for memory, qs in built:
+                tally = Tally()
+                for q in qs:
+                    res = memory.search(q["question"], max(KS))["results"]
+                    tally.add(q["category"], q["evidence"], [m["message_id"] for m in res])
+                per_conv.append(tally)
+            out[(cw, boost)] = per_conv
+    finally:
+        retrieval.BM25_WEIGHTS, retrieval.AUTHOR_BOOST = saved
+    print(file=sys.stderr)
+    return out
+
+
+def _total(tallies: Iterable[Tally]) -> Tally:
+    acc = Tally()
+    for t in tallies:
+        acc = acc.merge(t)
+    return acc
+
+
+def holdout(convs: list[dict[str, Any]], train_size: int = 3) -> list[dict[str, Any]]:
+    """Tune the knobs on `train_size` conversations, measure on the rest; every split."""
+    from memory_engine import retrieval
+
+    grid = _in_process_tallies(convs)
+    default = (retrieval.BM25_WEIGHTS[2], retrieval.AUTHOR_BOOST)
+    plain = [fts5_plain_baseline(turns(c), questions(c, {m["message_id"] for m in turns(c)}))
+             for c in convs]
+    names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
+    splits = []
+    for train in itertools.combinations(range(len(convs)), train_size):
+        test = [i for i in range(len(convs)) if i not in train]
+
+        def score(setting: tuple[float, float], idx: Iterable[int]) -> tuple[float, ...]:
+            return _total(grid[setting][i] for i in idx).recall()
+
+        best = max(grid, key=lambda s: sum(score(s, train)))
+        splits.append({
+            "train": [names[i] for i in train], "test": [names[i] for i in test],
+            "tuned": best, "tuned_train": score(best, train), "tuned_test": score(best, test),
+            "default_test": score(default, test) if default in grid else None,
+            "plain_test": _total(plain[i] for i in test).recall(),
+        })
+    return splits
+
+
+# -- output --------------------------------------------------------------------------------
+
+def table(systems: dict[str, Tally]) -> str:
+    """The recall table: one row per category and overall, R@3 / R@10 per system."""
+    head = f"{'category':<14}{'n':>5}" + "".join(f"{name + ' R@3':>22}{'R@10':>7}" for name in systems)
+    lines = [head, "-" * len(head)]
+    first = next(iter(systems.values()))
+    for key in [*sorted(k for k in first.sums if k != "all"), "all"]:
+        label = "overall" if key == "all" else f"{key} {CATEGORIES.get(key, '')}"
+        cells = "".join(f"{t.recall(key)[0]:>22.3f}{t.recall(key)[1]:>7.3f}" for t in systems.values())
+        lines.append(f"{label:<14}{first.count(key):>5}{cells}")
+    return "\n".join(lines)
+
+
+def chart(systems: dict[str, Tally], path: Path) -> None:
+    """A grouped bar chart of Recall@3 and Recall@10 per category, one colour per system."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = next(iter(systems.values()))
+    keys = [*sorted(k for k in first.sums if k != "all"), "all"]
+    labels = ["overall" if k == "all" else CATEGORIES.get(k, str(k)) for k in keys]
+    fig, axes = plt.subplots(1, len(KS), figsize=(12, 4.5), sharey=True)
+    width = 0.8 / len(systems)
+    for ax, (n, k) in zip(axes, enumerate(KS)):
+        for s, (name, tally) in enumerate(systems.items()):
+            xs = [i + (s - (len(systems) - 1) / 2) * width for i in range(len(keys))]
+            values = [tally.recall(key)[n] for key in keys]
+            bars = ax.bar(xs, values, width, label=name)
+            ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1)
+        ax.set_xticks(range(len(keys)), labels, rotation=20)
+        ax.set_title(f"Recall@{k}")
+        ax.set_ylim(0, 1)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle("LoCoMo retrieval recall (dev split)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print the table; write the chart."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="LoCoMo JSON (e.g. ../shared/locomo/locomo-dev.json)")
+    parser.add_argument("--png", default=str(Path(__file__).with_name("locomo_recall.png")))
+    parser.add_argument("--holdout", action="store_true",
+                        help="also tune on 3 conversations and measure on the other 2 (every split)")
+    args = parser.parse_args(argv)
+
+    convs = load(args.data)
+    print(f"{len(convs)} conversations from {args.data}", file=sys.stderr)
+    tallies, timing = asyncio.run(worker_over_http(convs))
+    bm25_t, plain_t = Tally(), Tally()
+    for n, conv in enumerate(convs, 1):
+        _progress(f"baselines {n}/{len(convs)}")
+        msgs = turns(conv)
+        qs = questions(conv, {m["message_id"] for m in msgs})
+        bm25_t = bm25_t.merge(rank_bm25_baseline(msgs, qs))
+        plain_t = plain_t.merge(fts5_plain_baseline(msgs, qs))
+    print(file=sys.stderr)
+    systems = {"memory worker": _total(tallies), "plain FTS5": plain_t, "rank-bm25": bm25_t}
+    print()
+    print(table(systems))
+    lat = sorted(timing["search_ms"])
+    print(f"\nimport: {timing['imported']} turns in {timing['import_s']:.2f} s "
+          f"({timing['imported'] / max(timing['import_s'], 1e-9):,.0f} messages/s); "
+          f"search over HTTP: p50 {lat[len(lat) // 2]:.2f} ms, p99 {lat[int(len(lat) * 0.99)]:.2f} ms")
+    chart(systems, Path(args.png))
+    print(f"chart: {args.png}")
+
+    if args.holdout:
+        splits = holdout(convs)
+        print("\nleave-conversations-out: knobs tuned on 3 conversations, measured on the other 2")
+        print(f"{'test':<18}{'tuned (ctx w, boost)':>22}{'train R@3/R@10':>16}"
+              f"{'test tuned':>14}{'test default':>14}{'test FTS5':>12}")
+        for s in splits:
+            fmt = lambda r: f"{r[0]:.3f}/{r[1]:.3f}" if r else "-"
+            print(f"{'+'.join(s['test']):<18}{str(s['tuned']):>22}{fmt(s['tuned_train']):>16}"
+                  f"{fmt(s['tuned_test']):>14}{fmt(s['default_test']):>14}{fmt(s['plain_test']):>12}")
+        mean = lambda key, n: sum(s[key][n] for s in splits) / len(splits)
+        print(f"{'mean':<18}{'':>22}{mean('tuned_train', 0):>8.3f}/{mean('tuned_train', 1):.3f}"
+              f"{mean('tuned_test', 0):>8.3f}/{mean('tuned_test', 1):.3f}"
+              f"{mean('default_test', 0):>8.3f}/{mean('default_test', 1):.3f}"
+              f"{mean('plain_test', 0):>6.3f}/{mean('plain_test', 1):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
