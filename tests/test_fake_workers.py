@@ -1,0 +1,208 @@
+"""Keeps the fake `workers` module honest: the runtime behaviour entry.py relies on."""
+from __future__ import annotations
+
+import socket
+import sys
+from http import HTTPMethod
+
+import pytest
+from aiohttp import web
+
+from tests.fakes import workers as fw
+from tests.fakes.workers._js import JsException, JsProxy, JsRequest, jsnull
+from tests.fakes.workers.runtime import DurableObjectId, DurableObjectState, DurableObjectStorage
+
+
+@pytest.fixture
+def storage(tmp_path):
+    alarms: dict[str, int] = {}
+    s = DurableObjectStorage(tmp_path / "o.sqlite3", alarms, "k")
+    yield s
+    s._sql.close()
+
+
+def test_installed_only_inside_the_context():
+    assert "workers" not in sys.modules
+    with fw.installed():
+        import workers  # noqa: F401
+        from pyodide.ffi import jsnull as imported_null
+        assert workers.DurableObject is fw.DurableObject and imported_null is jsnull
+    assert "workers" not in sys.modules and "pyodide.ffi" not in sys.modules
+
+
+@pytest.mark.parametrize("query", [
+    "BEGIN", "begin transaction", "COMMIT", "END", "ROLLBACK", "SAVEPOINT s1", "RELEASE s1",
+    "/* hidden */ BEGIN IMMEDIATE", "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode=DELETE",
+    "SELECT load_extension('evil')", "CREATE TABLE _cf_mine(a)", "PRAGMA synchronous=OFF",
+])
+def test_sql_refuses_what_a_durable_object_refuses(storage, query):
+    with pytest.raises(JsException):
+        storage.sql.exec(query)
+
+
+def test_sql_allows_fts5_json_math_and_table_info(storage):
+    sql = storage.sql
+    sql.exec("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
+    sql.exec("INSERT INTO t(rowid, body) VALUES (?, ?)", 1, "running dogs")
+    row = sql.exec("SELECT rowid AS id, bm25(t) AS r FROM t WHERE t MATCH ?", '"run"').one().to_py()
+    assert row["id"] == 1 and row["r"] < 0
+    assert sql.exec("SELECT json_extract(?, '$.a') AS a, sqrt(16.0) AS s", '{"a": 3}').one().to_py() == {"a": 3, "s": 4}
+    assert sql.exec("PRAGMA table_info(t)").toArray().length >= 1
+
+
+def test_rows_are_js_objects_with_pyodide_conversions(storage):
+    sql = storage.sql
+    sql.exec("CREATE TABLE x (i INTEGER, r REAL, t TEXT, n TEXT)")
+    sql.exec("INSERT INTO x VALUES (?, ?, ?, ?)", 7, 2.0, "a\x00b", None)
+    arr = sql.exec("SELECT * FROM x").toArray()
+    assert isinstance(arr, JsProxy) and arr.constructor.name == "Array"
+    row = arr.to_py()[0]
+    assert row == {"i": 7, "r": 2, "t": "a\x00b", "n": jsnull}  # REAL 2.0 arrives as int 2
+    assert type(row["r"]) is int
+    assert sql.exec("SELECT * FROM x").one().n is None  # attribute access maps null to None
+    assert sql.exec("SELECT i FROM x").raw().to_py() == [[7]]
+    with pytest.raises(JsException):
+        sql.exec("SELECT * FROM x WHERE 0").one()
+
+
+@pytest.mark.parametrize("bad", [True, 2**60])
+def test_sql_bindings_must_be_js_sql_values(storage, bad):
+    with pytest.raises(JsException) as info:
+        storage.sql.exec("SELECT ? AS v", bad)
+    assert info.value.name == "TypeError"
+    assert storage.sql.exec("SELECT ? AS v", b"\x00\x01").one().v.to_bytes() == b"\x00\x01"
+
+
+def test_transaction_sync_rolls_back_and_nests(storage):
+    sql = storage.sql
+    sql.exec("CREATE TABLE x (v INTEGER)")
+
+    def boom():
+        sql.exec("INSERT INTO x VALUES (1)")
+        storage.transactionSync(lambda: sql.exec("INSERT INTO x VALUES (2)"))
+        raise ValueError("no")
+
+    with pytest.raises(JsException) as info:
+        storage.transactionSync(boom)
+    assert info.value.name == "PythonError" and "ValueError" in info.value.message
+    assert sql.exec("SELECT COUNT(*) AS n FROM x").one().n == 0
+    storage.transactionSync(lambda: sql.exec("INSERT INTO x VALUES (3)"))
+    assert sql.exec("SELECT COUNT(*) AS n FROM x").one().n == 1
+
+
+def _ctx(storage):
+    return DurableObjectState(DurableObjectId("ab" * 32, "chat"), storage, lambda: None)
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+async def test_entry_sql_adapter_under_both_runtimes(storage, wrap):
+    with fw.installed(wrap_storage=wrap):
+        entry = fw.load_entry()
+
+        class Probe(fw.DurableObject):
+            pass
+
+        obj = Probe(_ctx(storage), JsProxy("Object", {}, kind="object"))
+        assert type(obj.ctx.storage).__name__ == ("_BindingWrapper" if wrap else "DurableObjectStorage")
+        sql = entry.DurableObjectSql(obj.ctx.storage)
+        sql.exec("CREATE TABLE x (v INTEGER, t TEXT)")
+        sql.exec("INSERT INTO x VALUES (?, ?)", True, None)
+        assert sql.exec("SELECT v, t FROM x") == [{"v": 1, "t": None}]
+
+        def fail():
+            sql.exec("INSERT INTO x VALUES (2, 'y')")
+            sql.transaction(lambda: sql.exec("INSERT INTO x VALUES (3, 'z')"))  # joins
+            raise KeyError("the engine's own error")
+
+        with pytest.raises(KeyError):
+            sql.transaction(fail)
+        assert sql.exec("SELECT COUNT(*) AS n FROM x") == [{"n": 1}]
+        assert sql.transaction(lambda: sql.exec("INSERT INTO x VALUES (4, 'w') RETURNING v")) == [{"v": 4}]
+        # Alarms are promises in both runtimes.
+        assert await obj.ctx.storage.getAlarm() in (None, jsnull)
+        await obj.ctx.storage.setAlarm(123)
+        assert await obj.ctx.storage.getAlarm() == 123
+        await obj.ctx.storage.deleteAlarm()
+        assert await obj.ctx.storage.getAlarm() in (None, jsnull)
+
+
+async def test_alarm_retries_with_exponential_backoff(tmp_path):
+    with fw.installed():
+        class Flaky(fw.DurableObject):
+            calls: list = []
+
+            async def fetch(self, request):
+                await self.ctx.storage.setAlarm(1)
+                return fw.Response("ok")
+
+            async def alarm(self, info=None):
+                Flaky.calls.append((info.retryCount, info.isRetry))
+                if len(Flaky.calls) < 3:
+                    raise RuntimeError("flaky")
+
+        class Default(fw.WorkerEntrypoint):
+            async def fetch(self, request):
+                ns = self.env.CHAT_MEMORY
+                return await ns.getByName("one").fetch(request)
+
+        module = type(sys)("m")
+        module.Default, module.ChatMemorySQLite = Default, Flaky
+        rt = fw.FakeWorkerd(module, tmp_path)
+        status, _, body = await rt.fetch("GET", "https://x/")
+        assert (status, body) == (200, b"ok")
+        assert rt.alarm_of("one") == 1
+        assert await rt.run_alarms(now=0) == 0  # not due yet at t=0
+        await rt.run_alarms()
+        first = rt.alarm_of("one")
+        await rt.run_alarms()
+        second = rt.alarm_of("one")
+        await rt.run_alarms()
+        assert Flaky.calls == [(0, False), (1, True), (2, True)]
+        assert second - first >= 1900  # 2 s, then 4 s
+        assert rt.alarm_of("one") is None and rt.alarm_runs[-1] == ("one", "ok")
+        rt.close()
+
+
+async def test_request_and_response_mirror_the_sdk():
+    with fw.installed():
+        req = fw.Request(JsRequest("https://x/a?b=1", "POST", {"X-Thing": "1"}, b"body"))
+        assert req.method is HTTPMethod.POST and req.headers["x-thing"] == "1"
+        copy = req.clone()
+        assert await req.bytes() == b"body" and req.body_used
+        with pytest.raises(OSError):
+            await req.bytes()
+        assert await copy.text() == "body"
+        with pytest.raises(KeyError):
+            fw.Request(JsRequest("https://x/", "BREW")).method  # noqa: B018 - as the SDK does
+        with pytest.raises(TypeError):
+            fw.Response({"a": 1})
+        resp = fw.Response.json({"a": 1}, status=201)
+        assert resp.status == 201 and resp.headers["content-type"] == "application/json"
+        assert await resp.json() == {"a": 1}
+
+
+async def test_fetch_is_real_http_on_loopback():
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"got": (await request.read()).decode(), "auth": request.headers["authorization"]},
+                                 status=202, headers={"Retry-After": "3"})
+
+    app = web.Application()
+    app.router.add_post("/p", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        with fw.installed():
+            resp = await fw.fetch(f"http://127.0.0.1:{port}/p", method="POST",
+                                  headers={"authorization": "Bearer k"}, body="hello")
+            assert resp.status == 202 and resp.headers["retry-after"] == "3"
+            assert await resp.json() == {"got": "hello", "auth": "Bearer k"}
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                dead = s.getsockname()[1]
+            with pytest.raises(OSError):
+                await fw.fetch(f"http://127.0.0.1:{dead}/p")
+    finally:
+        await runner.cleanup()
