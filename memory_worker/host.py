@@ -21,9 +21,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, TypeVar
 
+import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
+from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
 
 log = logging.getLogger("memory_worker.host")
 T = TypeVar("T")
@@ -31,6 +33,8 @@ T = TypeVar("T")
 MAX_OPEN_CHATS = 256
 READ_ONLY = {"search", "facts", "summary", "usage", "stats", "settings"}
 FORGETTING = {"forget_chat", "forget_author"}
+GROWING = {"turn", "reply", "import", "forget_author"}  # may call for a compaction
+MAX_ALARMS_IN_FLIGHT = 4
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
@@ -87,6 +91,8 @@ class ChatStore:
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._empty: ChatMemory | None = None
+        self.pinned: set[str] = set()  # chats with a compaction in flight stay open
+        self.retention: int | None = None
 
     def path_for(self, chat_key: str) -> Path:
         """The chat's database file: named by a hash, so no key can escape DIR or collide by case."""
@@ -106,13 +112,15 @@ class ChatStore:
         path = self.path_for(chat_key)
         path.parent.mkdir(parents=True, exist_ok=True)
         storage = SqliteStorage(path)
-        memory = ChatMemory(storage)
+        memory = ChatMemory(storage) if self.retention is None else ChatMemory(storage, retention=self.retention)
         if memory._state("chat_key") is None:
             memory._set_state("chat_key", chat_key)
         self._open[chat_key] = memory
-        while len(self._open) > self.max_open:
-            _, old = self._open.popitem(last=False)
-            old.sql.close()  # type: ignore[attr-defined]
+        for old_key in list(self._open):
+            if len(self._open) <= self.max_open:
+                break
+            if old_key not in self.pinned and old_key != chat_key:
+                self._open.pop(old_key).sql.close()  # type: ignore[attr-defined]
         return memory
 
     def empty(self) -> ChatMemory:
@@ -151,18 +159,80 @@ class ChatStore:
             memory.sql.close()  # type: ignore[attr-defined]
 
 
-class MemoryHost:
-    """Serves the HTTP API v1 over a ChatStore; the same `parse`/`execute` as the Worker."""
+class AlarmTable:
+    """Pending compaction alarms of every chat, persisted so a restart runs them."""
 
-    def __init__(self, data_dir: Path, token: str, max_open: int = MAX_OPEN_CHATS):
+    def __init__(self, data_dir: Path):
+        self.storage = SqliteStorage(Path(data_dir) / "alarms.sqlite3")
+        self.storage.exec(
+            "CREATE TABLE IF NOT EXISTS alarms (chat_key TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)")
+
+    def set(self, chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+        """Schedule the chat's alarm at `due_ms` (with keep_earlier, never postpone one)."""
+        update = "MIN(due_ms, excluded.due_ms)" if keep_earlier else "excluded.due_ms"
+        self.storage.exec(
+            "INSERT INTO alarms(chat_key, due_ms) VALUES (?, ?) "
+            f"ON CONFLICT(chat_key) DO UPDATE SET due_ms = {update}", chat_key, due_ms)
+
+    def has(self, chat_key: str) -> bool:
+        """True when the chat has a pending alarm."""
+        return bool(self.storage.exec("SELECT 1 AS x FROM alarms WHERE chat_key = ?", chat_key))
+
+    def delete(self, chat_key: str) -> None:
+        """Drop the chat's alarm."""
+        self.storage.exec("DELETE FROM alarms WHERE chat_key = ?", chat_key)
+
+    def due(self, now_ms: int, exclude: set[str], limit: int) -> list[str]:
+        """Chats whose alarm is due, earliest first."""
+        rows = self.storage.exec(
+            "SELECT chat_key FROM alarms WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
+            now_ms, limit + len(exclude))
+        return [r["chat_key"] for r in rows if r["chat_key"] not in exclude][:limit]
+
+    def next_due(self, exclude: set[str]) -> int | None:
+        """The earliest due time in ms among chats not in `exclude`."""
+        rows = self.storage.exec(
+            "SELECT chat_key, due_ms FROM alarms ORDER BY due_ms LIMIT ?", len(exclude) + 1)
+        return next((r["due_ms"] for r in rows if r["chat_key"] not in exclude), None)
+
+    def close(self) -> None:
+        """Checkpoint and close."""
+        self.storage.close()
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+class MemoryHost:
+    """Serves the HTTP API v1 over a ChatStore; the same `parse`/`execute` as the Worker.
+
+    Compaction runs like the Durable Object's alarm: a turn that leaves too much
+    un-summarized history sets a persisted alarm and returns at once; `run_alarms`
+    compacts in the background and retries failures with backoff.
+    """
+
+    def __init__(self, data_dir: Path, token: str, summarize: Summarize | None = None,
+                 max_open: int = MAX_OPEN_CHATS, retention: int | None = None):
         self.store = ChatStore(data_dir, max_open=max_open)
+        self.store.retention = retention
         self.token = token
+        self.summarize = summarize or make_summarizer(None, None, None, None)
+        self.alarms = AlarmTable(data_dir)
+        self._wake = asyncio.Event()
+        self._running: set[str] = set()
 
     async def respond(self, req: Request) -> Response:
         """Answer one request."""
         op = parse(req, self.token)
         if isinstance(op, Response):
             return op
+        if op.name == "compact":  # waits on the summarizer: must not hold up the chat's turns
+            if not self.store.exists(op.chat_key):
+                return await execute(op, self.store.empty(), self.summarize)
+            return await self._pinned(op.chat_key, execute(op, self.store.open(op.chat_key), self.summarize))
         async with self.store.lock(op.chat_key):
             if not self.store.exists(op.chat_key) and (op.name in READ_ONLY or op.name in FORGETTING):
                 if op.name in FORGETTING:
@@ -172,7 +242,65 @@ class MemoryHost:
             response = await execute(op, memory)
             if op.name == "forget_chat":
                 self.store.remove(op.chat_key)
+                self.alarms.delete(op.chat_key)
+            elif op.name in GROWING and response.status == 200 and alarm_needed(memory):
+                if not self.alarms.has(op.chat_key):
+                    self.alarms.set(op.chat_key, _now_ms())
+                    self._wake.set()
             return response
+
+    async def _pinned(self, chat_key: str, work):
+        self.store.pinned.add(chat_key)
+        try:
+            return await work
+        finally:
+            if chat_key not in self._running:
+                self.store.pinned.discard(chat_key)
+
+    async def run_alarms(self) -> None:
+        """Run due compaction alarms until cancelled (a few chats at a time)."""
+        tasks: set[asyncio.Task] = set()
+        while True:
+            self._wake.clear()
+            free = MAX_ALARMS_IN_FLIGHT - len(self._running)
+            for chat_key in self.alarms.due(_now_ms(), self._running, free) if free > 0 else []:
+                self._running.add(chat_key)
+                task = asyncio.create_task(self._run_alarm(chat_key))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            timeout = None  # all slots busy: a finishing alarm wakes us
+            if len(self._running) < MAX_ALARMS_IN_FLIGHT:
+                nxt = self.alarms.next_due(self._running)
+                timeout = None if nxt is None else max(0.0, (nxt - _now_ms()) / 1000)
+            if timeout == 0:
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _run_alarm(self, chat_key: str) -> None:
+        self.store.pinned.add(chat_key)
+        try:
+            if not self.store.exists(chat_key):
+                self.alarms.delete(chat_key)
+                return
+            memory = self.store.open(chat_key)
+            try:
+                delay = await on_alarm(memory, self.summarize)
+            except Exception:
+                log.exception("compaction failed chat=%s", chat_key)
+                delay = 60_000
+            if not self.store.exists(chat_key):
+                self.alarms.delete(chat_key)
+            elif delay is None:
+                self.alarms.delete(chat_key)
+            else:
+                self.alarms.set(chat_key, _now_ms() + delay)
+        finally:
+            self._running.discard(chat_key)
+            self.store.pinned.discard(chat_key)
+            self._wake.set()
 
     def app(self) -> web.Application:
         """The aiohttp application: one catch-all route into `respond`."""
@@ -203,6 +331,7 @@ class MemoryHost:
     def close(self) -> None:
         """Close every chat database."""
         self.store.close()
+        self.alarms.close()
 
 
 class EmbeddedMemoryHost:
@@ -212,18 +341,37 @@ class EmbeddedMemoryHost:
     """
 
     def __init__(self, data_dir: Path, token: str | None = None, port: int = 0,
-                 summarizer: Any = None, bind: str = "127.0.0.1"):
+                 summarizer: Summarize | None = None, bind: str = "127.0.0.1",
+                 summary_base_url: str | None = None, summary_model: str | None = None,
+                 summary_api_key: str | None = None, retention: int | None = None,
+                 summary_timeout_s: float = 60.0):
         self.data_dir = Path(data_dir)
         self.token = token or secrets.token_urlsafe(32)
         self.port = port
         self.bind = bind
         self.summarizer = summarizer
+        self.summary = (summary_base_url, summary_model, summary_api_key, summary_timeout_s)
+        self.retention = retention
         self.host: MemoryHost | None = None
         self._runner: web.AppRunner | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._alarms: asyncio.Task | None = None
         self.url = ""
 
+    async def _post(self, url: str, headers: dict[str, str], body: bytes,
+                    timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+        assert self._http is not None
+        r = await self._http.post(url, headers=headers, content=body, timeout=timeout_s)
+        return r.status_code, dict(r.headers), r.content
+
     async def __aenter__(self) -> "EmbeddedMemoryHost":
-        self.host = MemoryHost(self.data_dir, self.token)
+        base, model, key, timeout = self.summary
+        self._http = httpx.AsyncClient()
+        summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.host = MemoryHost(self.data_dir, self.token, summarize=summarize,
+                               retention=self.retention)
+        self._alarms = asyncio.create_task(self.host.run_alarms())
         self._runner = web.AppRunner(self.host.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)
@@ -235,6 +383,11 @@ class EmbeddedMemoryHost:
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._alarms is not None:
+            self._alarms.cancel()
+            await asyncio.gather(self._alarms, return_exceptions=True)
+        if self._http is not None:
+            await self._http.aclose()
         if self.host is not None:
             self.host.close()
 
@@ -263,7 +416,13 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with EmbeddedMemoryHost(data_dir, token=token, port=port, bind=host):
+        async with EmbeddedMemoryHost(
+            data_dir, token=token, port=port, bind=host,
+            summary_base_url=os.environ.get("SUMMARY_BASE_URL") or None,
+            summary_model=os.environ.get("SUMMARY_MODEL") or None,
+            summary_api_key=os.environ.get("SUMMARY_API_KEY") or None,
+            retention=int(os.environ["MEMORY_RETENTION_MESSAGES"])
+            if os.environ.get("MEMORY_RETENTION_MESSAGES") else None):
             print(f"memory host serving {data_dir} on http://{host}:{port}", flush=True)
             await stop.wait()
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
-from .retrieval import index_message, rank
+from .retrieval import index_message, rank, unindex_messages
 from .storage import SqlStorage, migrate
 
 RING_SIZE = 12
@@ -21,6 +21,7 @@ COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
 KEEP_UNSUMMARIZED = 5
 USAGE_ROWS_KEPT = 2000
 PROMPT_FACTS_LIMIT = 40
+RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
 
@@ -37,9 +38,11 @@ def _now() -> datetime:
 class ChatMemory:
     """The memory of one chat: archive + index, ring, facts, summary state, usage."""
 
-    def __init__(self, sql: SqlStorage, clock: Callable[[], datetime] = _now):
+    def __init__(self, sql: SqlStorage, clock: Callable[[], datetime] = _now,
+                 retention: int = RETENTION_MESSAGES):
         self.sql = sql
         self.clock = clock
+        self.retention = retention
         migrate(sql, self.now())
 
     # -- small helpers -----------------------------------------------------------------
@@ -335,10 +338,45 @@ class ChatMemory:
 
         return self.sql.transaction(run)
 
+    def apply_retention(self) -> int:
+        """Delete the oldest summarized messages past the retention cap; how many went."""
+        total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
+        excess = total - self.retention
+        if excess <= 0:
+            return 0
+        # Only summarized messages go: the summary already keeps their gist.
+        where = "id IN (SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT ?)"
+        unindex_messages(self.sql, where, self.summarized_upto(), excess)
+        rows = self.sql.exec(f"DELETE FROM messages WHERE {where} RETURNING id",
+                             self.summarized_upto(), excess)
+        return len(rows)
+
+    def _new_epoch(self) -> None:
+        # A compaction started before a forgetting must not commit its summary.
+        self._set_state("summary_epoch", self.now() + ":" + str(self.sql.exec(
+            "SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]))
+
+    def forget_author(self, author_id: str) -> dict[str, Any]:
+        """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""
+        def run() -> dict[str, Any]:
+            unindex_messages(self.sql, "author_id = ? AND role = 'user'", author_id)
+            gone = self.sql.exec(
+                "DELETE FROM messages WHERE author_id = ? AND role = 'user' RETURNING id", author_id)
+            facts = self.sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
+            self.sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
+            # The old summary may quote them: drop it and summarize again from what remains.
+            for key in ("summary", "summary_updated_at", "last_prompt"):
+                self.sql.exec("DELETE FROM state WHERE key = ?", key)
+            self._set_state("summarized_upto", "0")
+            self._new_epoch()
+            return {"deleted": True, "messages": len(gone), "facts": len(facts)}
+        return self.sql.transaction(run)
+
     def forget_chat(self) -> dict[str, Any]:
         """Delete everything this chat remembers."""
         def run() -> None:
             for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
                 self.sql.exec(f"DELETE FROM {table}")
+            self._new_epoch()
         self.sql.transaction(run)
         return {"deleted": True}

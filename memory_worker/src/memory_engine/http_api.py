@@ -13,9 +13,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import parse_qs, unquote
 
+from .compaction import Summarize, SummarizerError, compact_once, offline_summarize
 from .engine import ChatMemory
 
 MAX_TEXT_BYTES = 64 * 1024
@@ -331,10 +332,10 @@ def _import_args(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-Summarize = Callable[..., Awaitable[str]]
+MAX_COMPACT_BATCHES = 20
 
 
-async def execute(op: Operation, memory: ChatMemory) -> Response:
+async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None = None) -> Response:
     """Run a parsed operation on the chat's memory and shape the answer."""
     m = memory
     a = op.args
@@ -360,14 +361,27 @@ async def execute(op: Operation, memory: ChatMemory) -> Response:
         return Response(200, m.import_messages(a["messages"]))
     if op.name == "forget_chat":
         return Response(200, m.forget_chat())
-    if op.name in ("compact", "forget_author"):
-        return Response(501, {"error": f"{op.name} is not implemented yet"})
+    if op.name == "forget_author":
+        return Response(200, m.forget_author(a["author_id"]))
+    if op.name == "compact":
+        committed = 0
+        try:
+            for _ in range(MAX_COMPACT_BATCHES):
+                if not await compact_once(m, summarize or offline_summarize, force=True):
+                    break
+                committed += 1
+        except SummarizerError as err:
+            if not committed:
+                return Response(502, {"error": f"summarizer failed, nothing changed: {err}"})
+            return Response(200, dict(m.summary(), compacted=committed, error=str(err)))
+        return Response(200, dict(m.summary(), compacted=committed))
     return Response(404, {"error": "unknown route"})
 
 
-async def handle(req: Request, token: str, open_memory: Callable[[str], ChatMemory]) -> Response:
+async def handle(req: Request, token: str, open_memory: Callable[[str], ChatMemory],
+                 summarize: Summarize | None = None) -> Response:
     """Parse and run one request against the chat memory `open_memory(chat_key)` gives."""
     op = parse(req, token)
     if isinstance(op, Response):
         return op
-    return await execute(op, open_memory(op.chat_key))
+    return await execute(op, open_memory(op.chat_key), summarize)
