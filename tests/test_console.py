@@ -1,0 +1,120 @@
+"""`chatbot chat`: scripted through a pipe (a real subprocess), and the console adapter in-process."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bot.adapters.console import ConsoleSession, run_console
+from tests.fakes.openai_server import Echo, FakeOpenAI
+from tests.test_router_support import make_settings, running_router
+
+REPO = Path(__file__).resolve().parent.parent
+
+FILLER = [
+    "the weather was grey this morning",
+    "I had coffee with a colleague",
+    "we talked about the football results",
+    "the train was late again today",
+    "tell me a fun fact about octopuses",
+    "how many legs does a spider have",
+    "I am reading a book about history",
+    "the bakery on the corner closed",
+    "my sister called me yesterday",
+    "we might go hiking on Sunday",
+    "the cat knocked over a plant",
+    "I should water the garden",
+    "music helps me concentrate",
+    "the meeting ran long again",
+    "lunch was a simple salad",
+    "I need new running shoes",
+    "the library has a new wing",
+    "it rained during the concert",
+    "I finished the crossword puzzle",
+    "the neighbours are painting their house",
+]
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "MEMORY_", "BOT_CONFIG", "TELEGRAM_", "DISCORD_", "SUMMARY_"))}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,  # no .env from the repository
+        env=_clean_env(**env),
+    )
+    assert proc.returncode == 0, proc.stderr
+    blocks = proc.stdout.split("\n\n")
+    assert blocks[-1] == ""
+    return blocks[:-1]
+
+
+def test_scripted_chat_remembers_a_fact_twenty_lines_later_offline(tmp_path):
+    lines = ["my name is Grace and I live in Tallinn", *FILLER, "what is my name?", "where do I live?"]
+    answers = _chat(tmp_path, lines)
+    assert len(answers) == len(lines)  # one answer per message
+    assert "offline" in answers[0] and "OPENAI_API_KEY" in answers[0]
+    assert "Grace" in answers[21] and "Tallinn" not in answers[21]
+    assert "Tallinn" in answers[22]
+    # a second run on the same data remembers too (memory lives on disk under --data)
+    again = _chat(tmp_path, ["what is my name?", "/facts", "/memory"])
+    assert "Your name is Grace." in again[0]
+    assert "location: Tallinn" in again[1]
+    assert "messages kept: 48" in again[2]
+    assert (tmp_path / "data" / "memory").is_dir() and (tmp_path / "data" / "outbox.sqlite3").is_file()
+
+
+def test_scripted_forget_asks_then_confirms(tmp_path):
+    answers = _chat(tmp_path, ["my name is Grace", "/forget", "/forget yes", "what is my name?", "/usage"])
+    assert "/forget yes" in answers[1]
+    assert "erased" in answers[2]
+    assert "don't know" in answers[3]
+    assert "chart saved to" in answers[4]
+    assert list((tmp_path / "data").glob("usage-*.png"))
+
+
+async def test_console_adapter_in_process_with_a_model(tmp_path):
+    async with FakeOpenAI(default=Echo(prefix="model says: ")) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            out = io.StringIO()
+            stdin = io.StringIO("hello there\n\n/tier heavy\nanother one\n/quit\nnever read\n")
+            status = await run_console(router, "console:ada", stdin=stdin, stdout=out, interactive=False)
+            assert status == 0
+            assert out.getvalue().split("\n\n")[:-1] == [
+                "model says: hello there",
+                "Answers here now use the heavy tier (within the daily budget). /tier auto undoes it.",
+                "model says: another one",
+            ]
+            assert fake.models_called() == ["m-standard", "m-heavy"]
+
+
+async def test_console_interactive_streams_with_prompts(tmp_path):
+    async with FakeOpenAI(default=Echo(prefix="streamed: ")) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            out = io.StringIO()
+            status = await run_console(router, "console:ada", stdin=io.StringIO("hi there friend\n"), stdout=out,
+                                       interactive=True, offline=False)
+            assert status == 0
+            text = out.getvalue()
+            assert text.startswith("Chatting as ada in console:ada")
+            assert "you> bot> streamed: hi there friend\n" in text
+            assert fake.requests[0].stream
+
+
+def test_console_command_parsing():
+    assert ConsoleSession.parse_command("/mode full") == ("mode", "full")
+    assert ConsoleSession.parse_command("/Forget  yes ") == ("forget", "yes")
+    assert ConsoleSession.parse_command("hello /mode") is None
+    assert ConsoleSession.parse_command("//not a command") is None
