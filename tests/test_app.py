@@ -1,0 +1,76 @@
+"""The composition root: what build_router opens, from settings alone."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from memory_worker.host import EmbeddedMemoryHost
+
+from bot.app import build_router
+from bot.config import load_settings, settings_from
+from bot.router.memory import HttpMemoryClient
+from bot.router.models import OfflineModel, OpenAICompatModel
+from tests.fakes.openai_server import Echo, FakeOpenAI
+from tests.test_router_support import FAST, make_settings, msg
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+async def test_no_key_means_offline_with_embedded_memory(tmp_path):
+    settings = load_settings(env={}, env_file=None)  # the shipped config/bot.toml, no secrets
+    assert settings.offline and settings.memory_url is None
+    async with build_router(settings, tmp_path, options=FAST) as router:
+        assert router.offline and list(router.tiers) == ["offline"]
+        assert isinstance(router.tier_router.models["offline"], OfflineModel)
+        reply = await router.handle(msg("hello there"))
+        assert reply.tier == "offline" and "offline" in reply.text and "OPENAI_API_KEY" in reply.text
+        usage = await router.memory.usage("test:chat")
+        assert usage["tiers"]["offline"]["calls"] == 1
+    assert (tmp_path / "memory").is_dir()
+
+
+async def test_memory_url_and_token_reach_a_separate_host(tmp_path):
+    token = "a-memory-token-that-is-long-enough"
+    async with EmbeddedMemoryHost(tmp_path / "remote", token=token, port=0) as host:
+        async with FakeOpenAI(default=Echo()) as fake:
+            settings = make_settings(fake.url, memory_url=host.url, memory_token=token)
+            async with build_router(settings, tmp_path / "bot", options=FAST) as router:
+                reply = await router.handle(msg("my name is Ada"))
+                assert reply.ok and reply.with_memory
+        assert not (tmp_path / "bot" / "memory").exists()  # no embedded host was started
+        async with HttpMemoryClient(host.url, token) as client:
+            assert {f["value"] for f in await client.facts("test:chat")} == {"Ada"}
+            assert (await client.stats("test:chat"))["total_messages"] == 2
+
+
+async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
+    async with FakeOpenAI(default=Echo("one: ")) as one, FakeOpenAI(default=Echo("two: ")) as two:
+        data = {
+            "router": {"fallback_order": ["standard", "light", "heavy", "extra"], "default_tier": "standard",
+                       "choice": {"short_chars": 0}},
+            "tiers": {
+                "light": {"model": "m-light", "price_in_per_mtok": 0.1},
+                "standard": {"model": "m-standard", "price_in_per_mtok": 0.4},
+                "heavy": {"model": "m-heavy", "base_url": two.url, "api_key_env": "HEAVY_KEY", "price_in_per_mtok": 2},
+                "extra": {"model": "m-extra", "api_key_env": "EXTRA_KEY_UNSET"},
+            },
+        }
+        env = {"OPENAI_API_KEY": "sk-one-0123456789abcdef", "OPENAI_BASE_URL": one.url, "HEAVY_KEY": "sk-two-0123456789"}
+        settings = settings_from(data, env)
+        async with build_router(settings, tmp_path, options=FAST) as router:
+            models = router.tier_router.models
+            assert set(models) == {"light", "standard", "heavy"}  # "extra" has no key
+            assert all(isinstance(m, OpenAICompatModel) for m in models.values())
+            assert models["light"].client is models["standard"].client
+            assert models["heavy"].client is not models["light"].client
+            assert (await router.handle(msg("!heavy hello"))).text == "two: hello"
+            assert (await router.handle(msg("hello"))).text == "one: hello"
+            assert two.requests[0].headers["Authorization"] == "Bearer sk-two-0123456789"
+            assert one.models_called() == ["m-standard"]
+
+
+def test_platform_adapters_are_imported_lazily():
+    code = "import sys, bot.app; print(any(m.startswith(('bot.adapters.telegram', 'bot.adapters.discord', 'telegram', 'discord')) for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "False"
