@@ -30,6 +30,7 @@ class RecordingRouter:
         self.recorded: list[IncomingMessage] = []
         self.commands: list[tuple[IncomingMessage, str, str]] = []
         self.before_answer: Callable | None = None  # awaited inside handle, before answering
+        self.streamer: Callable[[IncomingMessage], AsyncIterator[str]] | None = None  # custom stream
         self.command_delay: asyncio.Event | None = None  # commands wait for it when set
         self._changed = asyncio.Condition()
 
@@ -46,8 +47,13 @@ class RecordingRouter:
         return Reply(text=self.answer(message), tier="standard", model="fake")
 
     async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
-        """The whole answer as one chunk."""
-        yield (await self.handle(message)).text
+        """The `streamer`'s pieces, or the whole answer as one chunk."""
+        if self.streamer is None:
+            yield (await self.handle(message)).text
+            return
+        await self._note(self.handled, message)
+        async for piece in self.streamer(message):
+            yield piece
 
     async def record(self, message: IncomingMessage) -> None:
         """Keep the message."""
@@ -120,8 +126,9 @@ def world(fake: FakeDiscord) -> World:
     return World(fake)
 
 
-def settings_for(fake: FakeDiscord, world: World, **discord_options) -> Settings:
-    """Settings pointing the adapter at the fake Discord."""
+def settings_for(fake: FakeDiscord, world: World, streaming: bool = False, **discord_options) -> Settings:
+    """Settings pointing the adapter at the fake Discord (whole answers unless `streaming`)."""
+    discord_options["streaming"] = streaming
     return Settings(
         tiers={},
         admin_user_ids=frozenset({world.owner_listed["id"]}),

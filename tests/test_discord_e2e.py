@@ -12,9 +12,10 @@ import discord
 import pytest
 
 from bot.adapters import discord as adapter
+from bot.router.pipeline import CUT_OFF
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
-from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, StreamBreak
 from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, eventually, running
 from bot.app import build_router
 
@@ -71,6 +72,13 @@ async def bot(fake, openai, world, tmp_path) -> AsyncIterator[adapter.DiscordBot
         yield client
 
 
+async def answered(fake: FakeDiscord, channel: dict, words: str, count: int = 1) -> list[str]:
+    """Wait until `count` bot answers in `channel` are complete, the last echoing `words`."""
+    done = lambda: len(shown := fake.shown(channel)) == count and shown[-1].endswith(words)  # noqa: E731
+    await fake.wait_for(done, timeout=15)
+    return fake.shown(channel)
+
+
 async def slash(fake: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
     """Run a slash command and wait for its final (non-loading) answer."""
     iid = await fake.invoke(name, user, channel, options or None)
@@ -81,11 +89,10 @@ async def slash(fake: FakeDiscord, name: str, user: dict, channel: dict, **optio
 
 async def test_dm_round_trip_with_typing_and_memory(fake, openai, world, bot):
     await fake.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
-    await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
     # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
-    assert fake.sent_to(world.dm)[0].json["content"].endswith("My name is Ada and I live in Paris.")
+    await answered(fake, world.dm, "My name is Ada and I live in Paris.")
     order = [c.path for c in fake.calls if c.path.startswith(f"/channels/{world.dm['id']}/")]
-    assert order[0].endswith("/typing") and order[-1].endswith("/messages")
+    assert order[0].endswith("/typing") and "/messages" in order[-1]
     facts = await slash(fake, "facts", world.member, world.dm)  # in a DM the user is admin
     assert "Ada" in facts["content"] and facts["flags"] & EPHEMERAL
 
@@ -94,14 +101,13 @@ async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake, o
     ch = world.general
     await fake.user_says(ch, world.admin, "The secret launch code word is pineapple.")
     await fake.user_says(ch, world.member, f"{fake.mention(fake.bot)} what is the code word?", mentions=[fake.bot])
-    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    await answered(fake, ch, "what is the code word?")
     assert len(openai.requests) == 1  # the chatter was recorded, not answered
     prompt = "\n".join(str(m.get("content")) for m in openai.requests[0].messages)
     assert "pineapple" in prompt  # the recorded chatter is in the memory the model saw
     answer = next(m for m in reversed(list(fake.messages.values())) if m["author"]["id"] == fake.bot["id"])
     await fake.user_says(ch, world.member, "thanks, and again?", reply_to=answer)
-    await fake.wait_for(lambda: len(fake.sent_to(ch)) == 2, timeout=15)
-    assert fake.sent_to(ch)[1].json["content"].endswith("thanks, and again?")
+    await answered(fake, ch, "thanks, and again?", count=2)
     stats = await slash(fake, "memory", world.admin, ch)
     assert "messages kept: 5" in stats["content"]  # chatter + 2 questions + 2 answers
 
@@ -110,8 +116,7 @@ async def test_a_5000_character_answer_arrives_in_three_parts(fake, openai, worl
     long = "\n\n".join(["Memory keeps the chat coherent over many days. " * 10] * 11).strip()
     openai.script(Answer(long))
     await fake.user_says(world.dm, world.member, "Tell me everything about memory please.")
-    await fake.wait_for(lambda: len(fake.sent_to(world.dm)) == 3, timeout=15)
-    parts = [c.json["content"] for c in fake.sent_to(world.dm)]
+    parts = await answered(fake, world.dm, long[-40:], count=3)
     assert len(long) > 5000 and all(len(p) <= 2000 for p in parts)
     assert " ".join(parts).split() == long.split()  # nothing lost, nothing added but whitespace
 
@@ -120,7 +125,7 @@ async def test_a_5000_character_answer_arrives_in_three_parts(fake, openai, worl
 async def test_admin_commands_as_admin_and_as_member(fake, openai, world, bot, name):
     await fake.user_says(world.general, world.admin, "My name is Alice.")
     await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello", mentions=[fake.bot])
-    await fake.wait_for(lambda: fake.sent_to(world.general), timeout=15)
+    await answered(fake, world.general, "hello")
     refused = await slash(fake, name, world.member, world.general)
     assert refused["flags"] & EPHEMERAL and "only admins" in refused["content"].lower()
     shown = await slash(fake, name, world.admin, world.general)
@@ -131,7 +136,7 @@ async def test_admin_commands_as_admin_and_as_member(fake, openai, world, bot, n
 async def test_admin_command_answers_carry_the_real_content(fake, openai, world, bot):
     await fake.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
     await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello there", mentions=[fake.bot])
-    await fake.wait_for(lambda: fake.sent_to(world.general), timeout=15)
+    await answered(fake, world.general, "hello there")
     facts = await slash(fake, "facts", world.admin, world.general)
     assert "Alice" in facts["content"] and "Lyon" in facts["content"]
     usage = await slash(fake, "usage", world.admin, world.general)
@@ -166,7 +171,7 @@ async def test_forgetme_forgets_only_the_caller(fake, openai, world, bot):
     await fake.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
     await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
     await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
-    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    await answered(fake, ch, "hi")
     before = await slash(fake, "facts", world.admin, ch)
     assert "Oslo" in before["content"] and "Lyon" in before["content"]
     done = await slash(fake, "forgetme", world.member, ch)
@@ -179,7 +184,7 @@ async def test_forget_button_erases_the_chat(fake, openai, world, bot):
     ch = world.general
     await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
     await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
-    await fake.wait_for(lambda: fake.sent_to(ch), timeout=15)
+    await answered(fake, ch, "hi")
     question = await slash(fake, "forget", world.admin, ch)
     button = question["components"][0]["components"][0]
     click = await fake.click(fake.final_message(question["iid"]), button["custom_id"], world.admin)
@@ -187,6 +192,33 @@ async def test_forget_button_erases_the_chat(fake, openai, world, bot):
     assert "erased" in fake.final_message(question["iid"])["content"]
     memory = await slash(fake, "memory", world.admin, ch)
     assert "messages kept: 0" in memory["content"]
+
+
+async def test_the_answer_streams_into_one_growing_message(fake, openai, world, bot, monkeypatch):
+    monkeypatch.setattr(adapter, "EDIT_INTERVAL_S", 0.05)
+    text = "Streaming works. " * 20
+    openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
+    await fake.user_says(world.dm, world.member, "Please stream something to me.")
+    await fake.wait_for(lambda: fake.shown(world.dm) == [text.strip()], timeout=15)
+    assert len(fake.sent_to(world.dm)) == 1 and fake.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+    assert openai.requests[0].body.get("stream") is True
+
+
+async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake, openai, world, bot):
+    openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
+    await fake.user_says(world.dm, world.member, "Tell me a story please.")
+    await fake.wait_for(lambda: fake.shown(world.dm) and "cut off" in fake.shown(world.dm)[-1], timeout=15)
+    assert fake.shown(world.dm) == ["The answer start" + CUT_OFF]  # two 8-character chunks arrived
+
+
+async def test_streaming_off_answers_in_whole_messages(fake, openai, world, tmp_path):
+    on = e2e_settings(fake, openai, world)
+    settings = replace(on, discord=replace(on.discord, streaming=False))
+    async with running_router(settings, tmp_path) as router, running(router, settings):
+        await fake.user_says(world.dm, world.member, "One whole message please.")
+        await answered(fake, world.dm, "One whole message please.")
+    assert not fake.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+    assert openai.requests[0].body.get("stream") in (None, False)
 
 
 async def test_commands_are_synced_at_start_up(fake, openai, world, bot):
@@ -197,9 +229,8 @@ async def test_commands_are_synced_at_start_up(fake, openai, world, bot):
 async def test_reconnect_after_the_gateway_drops(fake, openai, world, bot):
     await fake.drop_gateway(abort=True)
     await fake.user_says(world.dm, world.member, "Are you back online?")
-    await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
+    await answered(fake, world.dm, "Are you back online?")
     assert fake.resumes and len(fake.identifies) == 1
-    assert fake.sent_to(world.dm)[0].json["content"].endswith("Are you back online?")
 
 
 async def test_app_serve_path_runs_the_bot(fake, openai, world, tmp_path):
@@ -213,8 +244,7 @@ async def test_app_serve_path_runs_the_bot(fake, openai, world, tmp_path):
     try:
         await fake.wait_for(lambda: fake.identifies, timeout=15)
         await fake.user_says(world.dm, world.member, "Hello from serve!")
-        await fake.wait_for(lambda: fake.sent_to(world.dm), timeout=15)
-        assert fake.sent_to(world.dm)[0].json["content"].endswith("Hello from serve!")
+        await answered(fake, world.dm, "Hello from serve!")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -31,6 +31,11 @@ MESSAGE_LIMIT = 2000  # Discord refuses longer message content with 400
 TYPING_REFRESH_S = 8.0  # one typing trigger shows for ~10 s
 DEFER_AFTER_S = 2.0  # Discord drops an interaction not acknowledged within 3 s
 CONFIRM_TIMEOUT_S = 300.0
+# Streaming: Discord allows about 5 edits per 5 s per channel; one update a second stays well
+# inside that, and the first message waits for about a sentence so it does not flicker.
+EDIT_INTERVAL_S = 1.0
+FIRST_SHOW_CHARS = 80
+_SENTENCE_END = re.compile(r"[.!?:\n]\s")
 SLOW_COMMANDS = frozenset({"compact", "usage"})  # model call / chart rendering: defer at once
 # Failures worth one more try; 4xx answers (forbidden, too long, unknown channel) are final.
 TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
@@ -189,6 +194,97 @@ async def send_with_retry(channel: discord.abc.Messageable, content: str, **kwar
     return None
 
 
+SORRY = "Sorry, something went wrong on my side. Please try again."
+
+
+def parts_of(text: str) -> list[str]:
+    """The messages an answer becomes (Discord trims whitespace around a message anyway)."""
+    return split_text(text.strip(), MESSAGE_LIMIT)
+
+
+def _reply_reference(message: discord.Message, part: int) -> discord.MessageReference | None:
+    """In guilds the first part replies to the question (so it is clear whom it answers)."""
+    if part == 0 and message.guild is not None:
+        return message.to_reference(fail_if_not_exists=False)
+    return None
+
+
+class GrowingAnswer:
+    """An answer shown while it is written: sent after about a sentence, then edited in place
+    at most once per EDIT_INTERVAL_S; past 2,000 characters it continues in a new message.
+    Each render shows `split_text(text)`, so the final messages equal the non-streamed ones."""
+
+    def __init__(self, question: discord.Message) -> None:
+        self.question = question
+        self.text = ""
+        self.done = False
+        self.changed = asyncio.Event()
+        self.messages: list[discord.Message] = []
+        self.shown: list[str] = []
+
+    async def show(self, chunks: AsyncIterator[str]) -> None:
+        """Read the stream to its end while a render loop keeps the messages up to date."""
+        renderer = asyncio.create_task(self._render_loop())
+        try:
+            async for piece in chunks:
+                self.text += piece
+                self.changed.set()
+        except Exception:  # a bug below us: keep what arrived and say so
+            log.exception("router stream failed on message %s", self.question.id)
+            self.text += ("\n\n" if self.text else "") + SORRY
+        finally:
+            self.done = True
+            self.changed.set()
+            await renderer
+
+    async def _render_loop(self) -> None:
+        while True:
+            await self.changed.wait()
+            self.changed.clear()
+            done, text = self.done, self.text
+            if not done and not self.messages and not _worth_showing(text):
+                continue  # wait for about a sentence before the first message
+            await self._render(text)
+            if done:
+                return
+            await asyncio.sleep(EDIT_INTERVAL_S)  # pacing: Discord's edit rate limit
+
+    async def _render(self, text: str) -> None:
+        parts = parts_of(text)
+        for i, part in enumerate(parts):
+            if i >= len(self.messages):
+                sent = await send_with_retry(self.question.channel, part, reference=_reply_reference(self.question, i))
+                if sent is None:
+                    return  # logged; the next render tries again
+                self.messages.append(sent)
+                self.shown.append(part)
+            elif self.shown[i] != part:
+                if await edit_with_retry(self.messages[i], part):
+                    self.shown[i] = part
+        for extra in self.messages[len(parts):]:  # a late code block can pull text back
+            with contextlib.suppress(discord.HTTPException, *TRANSIENT_ERRORS):
+                await extra.delete()
+        del self.messages[len(parts):], self.shown[len(parts):]
+
+
+def _worth_showing(text: str) -> bool:
+    return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
+
+
+async def edit_with_retry(message: discord.Message, content: str) -> bool:
+    """Edit one message; a transient failure is logged and retried once."""
+    for attempt in (1, 2):
+        try:
+            await message.edit(content=content)
+            return True
+        except TRANSIENT_ERRORS as exc:
+            log.warning("edit of message %s failed (attempt %d): %r", message.id, attempt, exc)
+        except discord.HTTPException as exc:
+            log.error("edit of message %s refused: %s", message.id, exc)
+            return False
+    return False
+
+
 class ConfirmView(discord.ui.View):
     """One button that runs the router's confirmation command (e.g. `forget yes`)."""
 
@@ -249,18 +345,20 @@ class DiscordBot(discord.Client):
                 await self.router.record(incoming)
             return
         async with typing(message.channel):
+            if self.settings.discord.streaming:
+                await GrowingAnswer(message).show(self.router.stream(incoming))
+                return
             try:
                 text = (await self.router.handle(incoming)).text
             except Exception:  # a bug below us must not leave the user without any answer
                 log.exception("router failed on message %s", message.id)
-                text = "Sorry, something went wrong on my side. Please try again."
+                text = SORRY
         await self.send_answer(message, text)
 
     async def send_answer(self, message: discord.Message, text: str) -> None:
         """Send an answer in parts of at most 2,000 characters; the first replies to the user."""
-        for i, part in enumerate(split_text(text, MESSAGE_LIMIT)):
-            ref = message.to_reference(fail_if_not_exists=False) if i == 0 and message.guild else None
-            await send_with_retry(message.channel, part, reference=ref)
+        for i, part in enumerate(parts_of(text)):
+            await send_with_retry(message.channel, part, reference=_reply_reference(message, i))
 
     async def on_error(self, event_method: str, /, *args, **kwargs) -> None:
         """Log a failed event handler; the client keeps running."""

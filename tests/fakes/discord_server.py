@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -58,6 +59,7 @@ class Call:
     json: Any = None
     files: list[tuple[str, bytes]] = field(default_factory=list)
     status: int = 200
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
@@ -571,6 +573,7 @@ class FakeDiscord:
         ("GET", r"/gateway(?:/bot)?", "_get_gateway"),
         ("POST", r"/channels/(?P<cid>\d+)/messages", "_post_message"),
         ("GET", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "_get_message"),
+        ("DELETE", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "_delete_message"),
         ("PATCH", r"/channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", "_patch_message"),
         ("POST", r"/channels/(?P<cid>\d+)/typing", "_typing"),
         ("GET", r"/channels/(?P<cid>\d+)", "_get_channel"),
@@ -695,6 +698,13 @@ class FakeDiscord:
             msg["content"] = call.json["content"]
             msg["edited_timestamp"] = _now()
         return json_response(msg)
+
+    async def _delete_message(self, call: Call, cid: str, mid: str) -> web.Response:
+        msg = self.messages.get(mid)
+        if msg is None or msg["channel_id"] != cid or msg.get("deleted"):
+            return json_response({"message": "Unknown Message", "code": 10008}, 404)
+        msg["deleted"] = True
+        return web.Response(status=204)
 
     async def _typing(self, call: Call, cid: str) -> web.Response:
         return web.Response(status=204)
@@ -863,6 +873,14 @@ class FakeDiscord:
     def sent_to(self, channel: dict) -> list[Call]:
         """Successful message posts to `channel`."""
         return [c for c in self.calls_to("POST", rf"/channels/{channel['id']}/messages") if c.status == 200]
+
+    def shown(self, channel: dict) -> list[str]:
+        """What the channel shows now: the bot's messages there (after edits), oldest first."""
+        return [
+            m["content"]
+            for m in self.messages.values()
+            if m["channel_id"] == channel["id"] and m["author"]["id"] == self.bot["id"] and not m.get("deleted")
+        ]
 
     def responses(self, interaction_id: str) -> list[Call]:
         """Callback calls answering an interaction."""
