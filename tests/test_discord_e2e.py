@@ -12,11 +12,11 @@ import discord
 import pytest
 
 from bot.adapters import discord as adapter
-from bot.router.pipeline import CUT_OFF
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
+from bot.router.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, StreamBreak
-from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, eventually, running
+from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, running
 from bot.app import build_router
 
 

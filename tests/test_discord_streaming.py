@@ -8,9 +8,7 @@ from typing import AsyncIterator
 import pytest
 
 from bot.adapters import discord as adapter
-from tests.test_discord import (  # noqa: F401  (fixtures)
-    RecordingRouter,
-    World,
+from tests.test_discord import (  # noqa: F401  (fake, router, world are fixtures)
     fake,
     router,
     running,
