@@ -550,6 +550,22 @@ async def test_forget_asks_with_a_button_and_the_click_confirms(fake, world, rou
     assert question["content"] == "forget done yes" and question["components"] == []
 
 
+async def test_a_failing_confirmation_says_sorry(fake, world, router, bot, caplog):
+    iid = await fake.invoke("forget", world.admin, world.general)
+    await fake.wait_for(lambda: fake.final_message(iid))
+    question = fake.final_message(iid)
+
+    async def broken(message, name, args):
+        raise RuntimeError("boom")
+
+    router.command = broken
+    click = await fake.click(question, question["components"][0]["components"][0]["custom_id"], world.admin)
+    await fake.wait_for(lambda: fake.responses(click))
+    assert fake.responses(click)[0].json["data"]["flags"] & EPHEMERAL
+    assert "Sorry" in fake.responses(click)[0].json["data"]["content"]
+    assert "confirmation '/forget yes' failed" in caplog.text
+
+
 async def test_a_long_command_answer_continues_in_followups(fake, world, router, bot):
     long = "\n\n".join(["word " * 300] * 3)
     router.command = _fixed(router.command, CommandResult(text=long))

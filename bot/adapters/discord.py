@@ -161,7 +161,7 @@ def _attachment_kind(attachment: discord.Attachment) -> str:
 
 
 @contextlib.asynccontextmanager
-async def typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
     """Show "typing…" until the block ends; failing to show it never stops the answer."""
 
     async def keep_typing() -> None:
@@ -308,6 +308,11 @@ class ConfirmView(discord.ui.View):
         name, _, args = self.confirm.lstrip("/").partition(" ")
         await self.bot.run_command(interaction, name, args)
 
+    async def on_error(self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item) -> None:
+        """Log a failed confirmation and tell the user, instead of Discord's bare "interaction failed"."""
+        log.error("confirmation %r failed", self.confirm, exc_info=error)
+        await say(interaction, "Sorry, that failed. Please try again later.")
+
 
 class DiscordBot(discord.Client):
     """The discord.py client: message handling, slash commands and their sync."""
@@ -344,7 +349,7 @@ class DiscordBot(discord.Client):
             if self.settings.record_group_messages:
                 await self.router.record(incoming)
             return
-        async with typing(message.channel):
+        async with typing_shown(message.channel):
             if self.settings.discord.streaming:
                 await GrowingAnswer(message).show(self.router.stream(incoming))
                 return
