@@ -6,9 +6,10 @@ Chat turns are short and lean on the turn before ("yes, last week, at the lake!"
 "did you go camping?"), so the previous turn's words are indexed with each turn, at a
 lower bm25 weight than its own words.
 
-Cost stays bounded in long chats: FTS5 computes bm25() for every row that matches any
-query term, so a query first keeps its most selective terms, up to a budget of expected
-matching rows (see `_select`).
+Cost stays bounded in long chats and for long messages: FTS5 computes bm25() for every
+row that matches any query term, at a cost that grows with the number of terms, so a
+query first keeps its most selective terms within a budget (see `_select`). The terms it
+drops are the common ones, whose bm25 idf is small anyway.
 """
 from __future__ import annotations
 
@@ -28,12 +29,15 @@ AUTHOR_BOOST = 0.35
 CANDIDATES = 50
 # The previous turn's text is indexed up to this many characters: its gist, bounded cost.
 CONTEXT_CHARS = 2000
-# Expected number of matching rows a query may score. bm25() costs about 1-2 us per
-# matching row, so this bounds a search to a few milliseconds at any chat size. Chats
-# smaller than this always use every query term.
-MATCH_BUDGET = 2500
+# What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
+# FTS5 scores every row that matches any term, at about 0.4 us per row per term plus
+# about 1 us per row, so this bounds the scoring to ~2-3 ms at any chat size. A short
+# question in a chat of a few thousand messages stays well inside it and keeps every term.
+SCORE_BUDGET = 3000
+# At most this many terms are scored, the most selective first.
+MAX_SCORED_TERMS = 8
 # How many of the newest rows are sampled to estimate a term's document frequency.
-SAMPLE_ROWS = 2000
+SAMPLE_ROWS = 1000
 
 
 def _previous(sql: SqlStorage, message_id: int) -> dict[str, Any] | None:
@@ -78,36 +82,38 @@ def _previous_id(sql: SqlStorage, message_id: int) -> int:
     return int(prev["id"]) if prev else message_id
 
 
+def _cost(rows: float, terms: int) -> float:
+    return rows * (terms + 2)
+
+
 def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
-    """The query's most selective terms within MATCH_BUDGET, and the lowest rowid worth scoring."""
+    """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score."""
     bounds = sql.exec("SELECT (SELECT MAX(id) FROM messages) AS hi, (SELECT MIN(id) FROM messages) AS lo")[0]
     if bounds["hi"] is None:
-        return terms, 0
+        return terms[:MAX_SCORED_TERMS], 0
     hi, lo = int(bounds["hi"]), int(bounds["lo"])
     span = hi - lo + 1
-    if span <= MATCH_BUDGET:
-        return terms, 0
-    # Document frequency estimated on the newest rows: one statement, one cheap count per
-    # term (counting a doclist is far cheaper than scoring it).
-    since = hi - SAMPLE_ROWS
+    sample = min(span, SAMPLE_ROWS)
+    # Document frequency estimated on the newest rows, in one statement: counting a
+    # doclist is far cheaper than scoring it.
     counts = sql.exec(
         "SELECT " + ", ".join(
             f"(SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ?) AS c{n}"
             for n in range(len(terms))),
-        *[v for t in terms for v in (fts_query([t]), since)])[0]
-    scale = span / SAMPLE_ROWS
-    by_rarity = sorted((int(counts[f"c{n}"]) * scale, n, t) for n, t in enumerate(terms))
-    kept, expected = [], 0.0
+        *[v for t in terms for v in (fts_query([t]), hi - sample)])[0]
+    by_rarity = sorted((int(counts[f"c{n}"]) * span / sample, n, t) for n, t in enumerate(terms))
+    kept: list[str] = []
+    rows = 0.0
     for df, _, t in by_rarity:
-        if kept and expected + df > MATCH_BUDGET:
+        if len(kept) == MAX_SCORED_TERMS or (kept and _cost(rows + df, len(kept) + 1) > SCORE_BUDGET):
             break
         kept.append(t)
-        expected += df
-    # Only common words left (say "great!"): score the newest part of the archive where
-    # about MATCH_BUDGET rows match, rather than every row of a long chat.
+        rows += df
+    # Even the rarest term is common (say "great!" in a long chat): score only the newest
+    # part of the archive, where about the budget's worth of rows match.
     floor = 0
-    if expected > MATCH_BUDGET:
-        floor = hi - int(span * MATCH_BUDGET / expected)
+    if _cost(rows, len(kept)) > SCORE_BUDGET:
+        floor = hi - int(span * SCORE_BUDGET / _cost(rows, len(kept)))
     return kept, floor
 
 

@@ -29,7 +29,7 @@ STOPWORDS = frozenset(
     """.split()
 )
 
-MAX_QUERY_TERMS = 24
+MAX_QUERY_TERMS = 16
 
 
 def tokens(text: str) -> list[str]:
