@@ -348,6 +348,72 @@ async def test_delete_chat(mem):
     assert (await mem.stats("d2"))["total_messages"] == 1
 
 
+async def test_forget_author(mem):
+    await mem.turn("fa", "my name is Eve and the secret word is ostrich", author="eve", author_id="e1")
+    await mem.turn("fa", "I live in Quito and I like rain", author="fred", author_id="f1")
+    await mem.turn("fa", "ostrich feathers are soft", author="eve", author_id="e1")
+    status, _ = await mem.call("DELETE", "/v1/chats/fa/authors/e1")
+    assert status == 200
+    assert [t for t in texts(await mem.search("fa", "ostrich secret feathers", k=10))] == []
+    facts = (await mem.ok("GET", "/v1/chats/fa/facts?history=1"))["facts"]
+    assert {f["author_id"] for f in facts} == {"f1"}
+    got = await mem.turn("fa", "who was here?", mode="full")
+    assert texts(got["recent"]) == ["I live in Quito and I like rain"]
+    assert "ostrich" not in got["prompt"] and "Eve" not in got["prompt"]
+
+
+def _normalised(value):
+    """An answer with its clock readings blanked, to compare hosts."""
+    if isinstance(value, dict):
+        return {k: ("<t>" if k in ("ts", "updated_at", "superseded_at") and v else _normalised(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalised(v) for v in value]
+    if isinstance(value, str):
+        import re
+        return re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d\]", "[t]", value)
+    return value
+
+
+async def test_every_host_answers_exactly_alike(tmp_path):
+    script = [
+        ("GET", "/health", None, None), ("GET", "/v1/chats/x/stats", None, ""),
+        ("POST", "/v1/chats/x/turn", {"text": "my name is Ada and I like chess"}, ""),
+        ("POST", "/v1/chats/x/turn", {"text": "chess openings: the Sicilian", "author": "ada",
+                                      "author_id": "a", "message_id": "m2"}, ""),
+        ("POST", "/v1/chats/x/reply", {"text": "Nice!", "tier": "fast", "model": "m",
+                                       "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+                                       "cost_usd": 0.0}, ""),
+        ("POST", "/v1/chats/x/import", {"messages": [{"role": "user", "text": f"old chess game {i}",
+                                                      "message_id": f"o{i}", "ts": "2020-01-01T00:00:00Z"}
+                                                     for i in range(8)]}, ""),
+        ("POST", "/v1/chats/x/turn", {"text": "which chess game was first?", "mode": "full"}, ""),
+        ("GET", "/v1/chats/x/search?q=chess+Sicilian&k=5", None, ""),
+        ("GET", "/v1/chats/x/facts?history=1", None, ""), ("GET", "/v1/chats/x/stats", None, ""),
+        ("PUT", "/v1/chats/x/settings", {"mode": "full"}, ""), ("GET", "/v1/chats/x/settings", None, ""),
+        ("GET", "/v1/chats/x/summary", None, ""),
+        ("POST", "/v1/chats/x/turn", {"text": "x" * (KIB64 + 1)}, ""),
+        ("POST", "/v1/chats/x/turn", None, None), ("GET", "/v1/chats/x/nope", None, ""),
+        ("PATCH", "/v1/chats/x/turn", None, ""), ("POST", "/v1/chats/bad!/turn", {"text": "a"}, ""),
+        ("POST", "/v1/chats/telegram%3A-1/turn", {"text": "percent-encoded key"}, ""),
+        ("GET", "/v1/chats/telegram:-1/stats", None, ""),
+        ("DELETE", "/v1/chats/x", None, ""), ("GET", "/v1/chats/x/stats", None, ""),
+        ("POST", "/v1/chats/x/turn", {"text": "again"}, ""),
+    ]
+    answers = {}
+    for kind in BACKENDS:
+        backend = await start_backend(kind, tmp_path / kind)
+        try:
+            answers[kind] = [(await backend.call(m, p, json=j, token=t)) for m, p, j, t in script]
+        finally:
+            await backend.close()
+    local = _normalised(answers["local"])
+    assert [s for s, _ in local][:3] == [200, 200, 200]
+    for kind in BACKENDS[1:]:
+        for i, (a, b) in enumerate(zip(local, _normalised(answers[kind]))):
+            assert a == b, (kind, script[i][:2], a, b)
+
+
 # -- the local host only: kill -9 ------------------------------------------------------------
 
 def _free_port() -> int:
@@ -708,3 +774,8 @@ async def test_forget_chat_drops_the_pending_alarm(compacting):
     assert w.runtime.alarm_of("fg") is not None
     await w.ok("DELETE", "/v1/chats/fg")
     assert w.runtime.alarm_of("fg") is None
+    # The object's storage is freed entirely, as the local host deletes the chat's file.
+    (storage,) = w.runtime.storages.values()
+    assert storage.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master").one().n == 0
+    assert (await w.turn("fg", "a fresh start"))["recent"] == []
+    assert (await w.stats("fg"))["total_messages"] == 1

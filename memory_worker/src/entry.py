@@ -204,7 +204,11 @@ class ChatMemorySQLite(DurableObject):
         storage = self.ctx.storage
         try:
             if name == "forget_chat":
+                # The rows are gone; free the object's storage entirely, as the local host
+                # deletes the chat's database file. The schema is rebuilt on next use.
                 await storage.deleteAlarm()
+                await storage.deleteAll()
+                self._memory = None
             elif name in GROWING and alarm_needed(memory) and _is_null(await storage.getAlarm()):
                 await storage.setAlarm(_now_ms())
         except Exception:

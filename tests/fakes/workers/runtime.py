@@ -11,6 +11,7 @@ Cloudflare's runtime that the memory worker depends on.
   tables. Bindings must be string, number, null/undefined or ArrayBuffer (a boolean or a
   BigInt is a TypeError); numbers come back through Pyodide's rule (integral -> int).
 - `DurableObjectStorage.transactionSync(fn)`: all of fn's writes or none (nests).
+- `deleteAll()` empties the whole database (not the alarm).
 - Alarms: `setAlarm(ms | Date)`, `getAlarm()`, `deleteAlarm()` return promises; one
   alarm per object, persisted with the object (it survives `restart()`).
   `FakeWorkerd.run_alarms()` fires due ones: the alarm is cleared, `alarm(alarmInfo)`
@@ -152,11 +153,22 @@ class SqlStorage(JsProxy):
 
     def __init__(self, path: Path):
         super().__init__("SqlStorage")
-        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        object.__setattr__(self, "_conn", conn)
+        object.__setattr__(self, "_path", Path(path))
         object.__setattr__(self, "_internal", False)
+        self._connect()
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(str(self._path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
         conn.set_authorizer(self._authorize)
+        object.__setattr__(self, "_conn", conn)
+
+    def _wipe(self) -> None:
+        """Drop the whole database (deleteAll): the same object then sees an empty one."""
+        self._conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self._path) + suffix).unlink(missing_ok=True)
+        self._connect()
 
     def _authorize(self, action: int, arg1: Any, arg2: Any, _db: Any, _trigger: Any) -> int:
         if self._internal:
@@ -266,6 +278,13 @@ class DurableObjectStorage(JsProxy):
     def deleteAlarm(self, options: Any = None) -> JsPromise:
         """Cancel the alarm."""
         self._alarms.pop(self._key, None)
+        return JsPromise(jsnull)
+
+    def deleteAll(self, options: Any = None) -> JsPromise:
+        """Delete every table and key (the alarm stays: Cloudflare keeps it too)."""
+        if self._depth:
+            return JsPromise(error=JsException("Error", "deleteAll() cannot run inside a transaction"))
+        self._sql._wipe()
         return JsPromise(jsnull)
 
 
