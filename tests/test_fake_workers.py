@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 
 from tests.fakes import workers as fw
+from tests.fakes.workers import rpc
 from tests.fakes.workers._js import JsException, JsProxy, JsRequest, jsnull
 from tests.fakes.workers.runtime import DurableObjectId, DurableObjectState, DurableObjectStorage
 
@@ -104,6 +105,7 @@ async def test_entry_sql_adapter_under_both_runtimes(storage, wrap):
 
         obj = Probe(_ctx(storage), JsProxy("Object", {}, kind="object"))
         assert type(obj.ctx.storage).__name__ == ("_BindingWrapper" if wrap else "DurableObjectStorage")
+        seen = len(rpc.PROXIED_CALLABLES)
         sql = entry.DurableObjectSql(obj.ctx.storage)
         sql.exec("CREATE TABLE x (v INTEGER, t TEXT)")
         sql.exec("INSERT INTO x VALUES (?, ?)", True, None)
@@ -118,6 +120,9 @@ async def test_entry_sql_adapter_under_both_runtimes(storage, wrap):
             sql.transaction(fail)
         assert sql.exec("SELECT COUNT(*) AS n FROM x") == [{"n": 1}]
         assert sql.transaction(lambda: sql.exec("INSERT INTO x VALUES (4, 'w') RETURNING v")) == [{"v": 4}]
+        # Whatever the SDK proxies to JS (and never frees) is one callable, not per-call data.
+        proxied = rpc.PROXIED_CALLABLES[seen:]
+        assert all(f is sql._run_fn for f in proxied) and len(proxied) == (2 if wrap else 0)
         # Alarms are promises in both runtimes.
         assert await obj.ctx.storage.getAlarm() in (None, jsnull)
         await obj.ctx.storage.setAlarm(123)

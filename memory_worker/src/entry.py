@@ -86,6 +86,11 @@ class DurableObjectSql:
         self._storage = storage
         self._sql = storage.sql
         self._depth = 0
+        self._fn: Callable[[], Any] | None = None
+        self._outcome: dict[str, Any] = {}
+        # One callable for every transactionSync: the SDK (1.9) wraps each callable it
+        # sends to JS in a proxy it never frees, so it must not capture per-call data.
+        self._run_fn = self._run
 
     def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one statement with `ctx.storage.sql.exec`; every row as a plain dict."""
@@ -96,31 +101,34 @@ class DurableObjectSql:
             rows.append({k: (None if _is_null(v) else v) for k, v in row.items()})
         return rows
 
+    def _run(self) -> None:
+        fn, self._fn = self._fn, None
+        self._depth += 1
+        try:
+            self._outcome["result"] = fn()  # type: ignore[misc]
+        except BaseException as err:
+            self._outcome["error"] = err
+            raise  # so the runtime rolls the transaction back
+        finally:
+            self._depth -= 1
+        # Returns None: the result need not cross JS and back.
+
     def transaction(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside `ctx.storage.transactionSync` (a nested call joins the outer one)."""
         if self._depth:
             return fn()
-        outcome: dict[str, Any] = {}
-
-        def run() -> None:
-            self._depth += 1
-            try:
-                outcome["result"] = fn()
-            except BaseException as err:
-                outcome["error"] = err
-                raise  # so the runtime rolls the transaction back
-            finally:
-                self._depth -= 1
-            # Returns None: a Python value would cross JS and back, which it need not.
-
+        self._fn, self._outcome = fn, {}
         try:
-            self._storage.transactionSync(run)
+            self._storage.transactionSync(self._run_fn)
         except BaseException:
-            if "error" in outcome:
+            error = self._outcome.pop("error", None)
+            if error is not None:
                 # The runtime re-raises it as a JS error; the engine wants its own.
-                raise outcome["error"] from None
+                raise error from None
             raise
-        return outcome["result"]
+        finally:
+            self._fn = None
+        return self._outcome.pop("result")
 
 
 async def post_with_fetch(url: str, headers: dict[str, str], body: bytes,

@@ -73,6 +73,11 @@ def _replace_none_with_jsnull(value: Any) -> Any:
     return value
 
 
+# Every callable the SDK proxied to JS: `create_proxy` proxies are never destroyed there,
+# so whatever they reference lives as long as the isolate (tests look at this list).
+PROXIED_CALLABLES: list[Any] = []
+
+
 def python_to_rpc(value: Any) -> Any:
     """A Python value as JS: None -> null, SDK objects -> their JS object, callables proxied."""
     if value is None:
@@ -87,7 +92,8 @@ def python_to_rpc(value: Any) -> Any:
     if hasattr(value, "js_object"):
         return value.js_object
     if callable(value):
-        return value  # create_proxy(value): JS may call it while the proxy lives
+        PROXIED_CALLABLES.append(value)  # create_proxy(value), never destroyed
+        return value
     return to_js_value(value)
 
 
