@@ -18,7 +18,7 @@ chat: $(STAMP)
 	$(VENV)/bin/chatbot chat
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -q -m "not slow"
 
 soak: $(STAMP)
 	$(PY) -m pytest -m slow
