@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from pathlib import Path
-from typing import AsyncIterator, Mapping
+from typing import AsyncIterator, Awaitable, Callable, Mapping
 
 from bot.config import Settings, Tier, load_settings
 from bot.router.fallback import RetryPolicy
@@ -136,7 +137,7 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
 
 
 def run_telegram(data_dir: Path) -> int:
-    """`chatbot telegram`: serve the Telegram bot until interrupted."""
+    """`chatbot telegram`: serve the Telegram bot until interrupted (SIGINT or SIGTERM)."""
     settings = load_settings()
 
     async def main() -> None:
@@ -145,11 +146,11 @@ def run_telegram(data_dir: Path) -> int:
         async with build_router(settings, data_dir) as router:
             await telegram.serve(router, settings)
 
-    return _run_forever(main)
+    return _run_until_signalled(main)
 
 
 def run_discord(data_dir: Path) -> int:
-    """`chatbot discord`: serve the Discord bot until interrupted."""
+    """`chatbot discord`: serve the Discord bot until interrupted (SIGINT or SIGTERM)."""
     settings = load_settings()
 
     async def main() -> None:
@@ -158,12 +159,31 @@ def run_discord(data_dir: Path) -> int:
         async with build_router(settings, data_dir) as router:
             await discord.serve(router, settings)
 
-    return _run_forever(main)
+    return _run_until_signalled(main)
 
 
-def _run_forever(main) -> int:
+def _run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
+    """Run `main` until it ends or SIGINT/SIGTERM cancel it; `async with` blocks then close
+    in order, so the outbox gets its last flush before the process exits."""
+
+    async def guarded() -> int:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+        try:
+            await main()
+        except asyncio.CancelledError:
+            log.info("stopped by a signal")
+            return 0
+        except RuntimeError as exc:  # a missing token or similar: say it, no traceback
+            log.debug("start-up failed", exc_info=True)
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+
     try:
-        asyncio.run(main())
+        return asyncio.run(guarded())
     except KeyboardInterrupt:
         return 0
-    return 0

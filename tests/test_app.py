@@ -74,3 +74,12 @@ def test_platform_adapters_are_imported_lazily():
     code = "import sys, bot.app; print(any(m.startswith(('bot.adapters.telegram', 'bot.adapters.discord', 'telegram', 'discord')) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False"
+
+
+def test_platform_command_without_token_says_so_and_exits_2(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("DISCORD_", "OPENAI_", "MEMORY_"))}
+    env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run([sys.executable, "-m", "bot.cli", "discord", "--data", str(tmp_path / "d")],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert out.returncode == 2
+    assert "DISCORD_BOT_TOKEN" in out.stderr and "Traceback" not in out.stderr

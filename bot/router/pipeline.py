@@ -141,15 +141,19 @@ class Router:
             except Exception:  # never let the replayer die; the records stay in SQLite
                 log.exception("outbox replay failed")
                 continue
-            if delivered and not len(self.outbox):
+            if not len(self.outbox):
                 self._memory_up()
                 log.info("outbox replayed: %d records", delivered)
+            else:
+                self._memory_down(f"outbox replay stopped with {len(self.outbox)} records left")
 
     async def flush_outbox(self) -> int:
         """Replay the outbox now; how many records were delivered."""
         delivered = await self.outbox.flush(self.memory)
         if not len(self.outbox):
             self._memory_up()
+        else:  # flush only stops early when the worker is unavailable
+            self._memory_down(f"outbox replay stopped with {len(self.outbox)} records left")
         return delivered
 
     # -- memory, with the outbox behind it ----------------------------------------------
