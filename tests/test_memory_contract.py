@@ -96,6 +96,9 @@ async def test_status_codes(mem):
         (400, "POST", turn, {"text": 5.5}, None),
         (400, "POST", turn, {"text": "hi", "mode": "fast"}, None),
         (400, "POST", turn, None, b'{"text": "lone \\ud800 surrogate"}'),
+        (400, "POST", turn, None, b'{"text": "ok", "author": "\\udfff"}'),
+        (400, "GET", "/v1/chats/c1/search?q=%ED%A0%80", None, None),  # a surrogate in UTF-8
+        (400, "GET", "/v1/chats/c1/search?q=%FF", None, None),
         (400, "POST", "/v1/chats/bad%20key!/turn", {"text": "hi"}, None),
         (400, "POST", "/v1/chats/" + "k" * 129 + "/turn", {"text": "hi"}, None),
         (400, "PUT", "/v1/chats/c1/settings", {"mode": "x"}, None),

@@ -179,7 +179,7 @@ class ChatMemorySQLite(DurableObject):
         """The chat's ChatMemory, built (and its schema migrated) on first use."""
         if self._memory is None:
             retention = _var(self.env, "RETENTION_MESSAGES")
-            extra = {"retention": int(retention)} if retention else {}
+            extra = {"retention": int(retention)} if retention and retention.isdigit() else {}
             self._memory = ChatMemory(DurableObjectSql(self.ctx.storage), **extra)
         return self._memory
 

@@ -10,6 +10,7 @@ Cloudflare's runtime that the memory worker depends on.
   PRAGMAs outside a small allow-list, SQL functions outside the allowed set, `_cf_`
   tables. Bindings must be string, number, null/undefined or ArrayBuffer (a boolean or a
   BigInt is a TypeError); numbers come back through Pyodide's rule (integral -> int).
+  One statement per `exec` (the real one also runs `;`-separated scripts: stricter here).
 - `DurableObjectStorage.transactionSync(fn)`: all of fn's writes or none (nests).
 - `deleteAll()` empties the whole database (not the alarm).
 - Alarms: `setAlarm(ms | Date)`, `getAlarm()`, `deleteAlarm()` return promises; one
