@@ -149,3 +149,14 @@ def test_offline_model_falls_back_to_retrieved_messages():
     retrieved = ({"id": 3, "role": "user", "author_id": "u1", "text": "by the way, my name is Grace Hopper"},)
     answer = _ask(model, "do you remember my name?", MemoryContext(retrieved=retrieved))
     assert "Your name is Grace Hopper." in answer
+
+
+def test_messages_fit_the_context_window():
+    recent = [{"role": "user", "text": f"old {i} " + "x" * 1000} for i in range(10)]
+    memory = "Relevant chat memory.\n" + "y" * 20000
+    messages = build_messages(text="now", author="ada", memory_prompt=memory, recent=recent, max_chars=6000)
+    assert sum(len(m["content"]) for m in messages) <= 6000
+    assert messages[-1]["content"] == "now" and messages[0]["content"] == SYSTEM_INSTRUCTION
+    assert "cut to fit" in messages[1]["content"]
+    roomy = build_messages(text="now", author="ada", memory_prompt=memory, recent=recent, max_chars=10**6)
+    assert len(roomy) == 13 and "cut to fit" not in roomy[1]["content"]

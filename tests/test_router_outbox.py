@@ -100,3 +100,14 @@ async def test_wrong_token_keeps_records_for_later(tmp_path):
                 reply = await router.handle(msg("hello there my friend", message_id="t1"))
                 assert reply.ok and not reply.with_memory
                 assert len(router.outbox) == 2
+
+
+async def test_a_message_the_worker_refuses_is_still_answered_and_not_queued(tmp_path):
+    async with FakeOpenAI(default=Echo(prefix="")) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            huge = "word " * 14000  # 70 KB: over the worker's 64 KiB limit (413)
+            reply = await router.handle(msg(huge, message_id="big"))
+            assert reply.ok and not reply.with_memory
+            assert len(router.outbox) == 0 and router.outbox.dead() == []
+            later = await router.handle(msg("a normal message again", message_id="small"))
+            assert later.with_memory

@@ -155,6 +155,7 @@ def usage_chart_png(usage: Mapping[str, Any]) -> bytes:
     """A PNG bar chart of calls (ok / errors) and cost per tier (matplotlib, Agg, no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
     names = list(tiers) or ["(none)"]
@@ -169,7 +170,11 @@ def usage_chart_png(usage: Mapping[str, Any]) -> bytes:
     ax1.bar(names, errors, bottom=ok, label="errors", color="#c8553d")
     ax1.set_title("model calls per tier")
     ax1.legend(loc="upper right", fontsize=8)
-    ax2.bar(names, cost, color="#3d6fc8")
+    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax1.set_ylim(0, max(calls + [1]) * 1.2)
+    bars = ax2.bar(names, cost, color="#3d6fc8")
+    ax2.bar_label(bars, labels=[f"${c:.4f}" for c in cost], fontsize=8)
+    ax2.set_ylim(0, max(cost + [0.0]) * 1.25 or 0.01)
     ax2.set_title("cost per tier (USD)")
     fig.tight_layout()
     buf = io.BytesIO()

@@ -282,6 +282,8 @@ class Router:
             memory_prompt=mem.prompt if mem else None,
             recent=mem.recent if mem else (),
             group=message.platform != "console" and not message.chat_key.startswith(("console:",)),
+            # ~3 characters per token, a quarter of the window kept for the answer.
+            max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
         )
         request = ModelRequest(
             messages=messages,

@@ -38,22 +38,36 @@ def build_messages(
     memory_prompt: str | None,
     recent: Iterable[Mapping[str, Any]] = (),
     group: bool = False,
+    max_chars: int | None = None,
 ) -> tuple[dict[str, str], ...]:
-    """System instruction, quoted memory (when any), recent turns, then the current message."""
-    messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_INSTRUCTION}]
-    if memory_prompt and memory_prompt.strip():
-        messages.append({"role": "system", "content": quote_memory(memory_prompt)})
+    """System instruction, quoted memory (when any), recent turns, then the current message.
+
+    With `max_chars` (the smallest context window of the tiers that may answer, in
+    characters) the oldest recent turns are dropped first, then the memory is cut.
+    """
+    head: list[dict[str, str]] = [{"role": "system", "content": SYSTEM_INSTRUCTION}]
+    turns: list[dict[str, str]] = []
     for m in recent:
         content = str(m.get("text") or "")
         if not content:
             continue
         if m.get("role") == "assistant":
-            messages.append({"role": "assistant", "content": content})
+            turns.append({"role": "assistant", "content": content})
         else:
             who = str(m.get("author") or "")
-            messages.append({"role": "user", "content": f"{who}: {content}" if group and who else content})
-    messages.append({"role": "user", "content": f"{author}: {text}" if group and author else text})
-    return tuple(messages)
+            turns.append({"role": "user", "content": f"{who}: {content}" if group and who else content})
+    current = {"role": "user", "content": f"{author}: {text}" if group and author else text}
+    memory = memory_prompt.strip() if memory_prompt else ""
+    if max_chars is not None:
+        fixed = len(SYSTEM_INSTRUCTION) + len(current["content"])
+        while turns and fixed + len(memory) + sum(len(t["content"]) for t in turns) > max_chars:
+            turns.pop(0)
+        room = max_chars - fixed - sum(len(t["content"]) for t in turns) - 200  # markers and quoting
+        if len(memory) > room:
+            memory = memory[: max(0, room)].rstrip() + "\n[memory cut to fit the model's context]"
+    if memory:
+        head.append({"role": "system", "content": quote_memory(memory)})
+    return tuple(head + turns + [current])
 
 
 _SECRET_PATTERNS = (
