@@ -107,6 +107,7 @@ async def over_http(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int,
     from memory_worker.host import EmbeddedMemoryHost
 
     results: dict[int, list[float]] = {}
+    rates: dict[int, float] = {}
     imported, import_s = 0, 0.0
     # Retention above the largest size: the point is N messages searchable in one chat.
     async with EmbeddedMemoryHost(tmp / "host", retention=10 * max(sizes)) as host:
@@ -114,17 +115,19 @@ async def over_http(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int,
         async with httpx.AsyncClient(base_url=host.url, headers=headers, timeout=600) as http:
             for n in sizes:
                 chat = f"bench:latency-{n}"
-                done = 0
+                done, size_s = 0, 0.0
                 while done < n:
                     batch = corpus.take(min(IMPORT_BATCH, n - done), f"h{n}")
                     started = time.perf_counter()
                     r = await http.post(f"/v1/chats/{chat}/import", json={"messages": batch})
                     import_s += time.perf_counter() - started
+                    size_s += time.perf_counter() - started
                     r.raise_for_status()
                     imported += r.json()["imported"]
                     done += len(batch)
                     _progress(f"over HTTP, N={n:,}: imported {done:,} "
                               f"({imported / import_s:,.0f} messages/s so far)")
+                rates[n] = n / size_s
                 await _settle(http, chat, n)
                 out = []
                 for i, m in enumerate(corpus.take(turns_measured + 5, f"ht{n}")):
@@ -140,7 +143,7 @@ async def over_http(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int,
                         _progress(f"over HTTP, N={n:,}: turn {i}/{turns_measured + 5}")
                 results[n] = out
                 _done()
-    return results, {"imported": imported, "seconds": import_s}
+    return results, {"imported": imported, "seconds": import_s, "rates": rates}
 
 
 async def _settle(http: Any, chat: str, n: int, limit_s: float = 600) -> None:
@@ -272,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
           "turns shown, each rebuilding its whole index)")
     rate = imports["imported"] / imports["seconds"]
     print(f"import over HTTP: {imports['imported']:,} messages in {imports['seconds']:.1f} s = "
-          f"{rate:,.0f} messages/s into one chat (batches of {IMPORT_BATCH:,})")
+          f"{rate:,.0f} messages/s into one chat (batches of {IMPORT_BATCH:,}); per chat: "
+          + ", ".join(f"{n:,}: {r:,.0f}/s" for n, r in imports["rates"].items()))
     chart(rows, Path(args.png))
     print(f"plot: {args.png}")
     return 0

@@ -215,3 +215,22 @@ async def test_search_over_http_treats_fts_syntax_as_text_and_uses_context(tmp_p
                 assert r.status_code == 200, (q, r.text)
             r = await http.get("/v1/chats/t:1/search", params={"q": "what did Bob say about NEAR(map)"})
             assert r.json()["results"][0]["message_id"] == "b"
+
+
+def test_bulk_indexing_matches_one_by_one_indexing():
+    one_by_one = memory()
+    rows = [("Ann", "did you see the comet?"), ("Bob", "yes, bright tail"), ("Ann", "lovely"),
+            ("Bob", "comet again tonight")]
+    add(one_by_one, *rows)
+    bulk = memory()
+    bulk.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+                  "VALUES ('user', 'Zed', 'zed', 'before the batch', 't', 'm0')")
+    retrieval.index_message(bulk.sql, 1, "before the batch", "Zed")
+    for n, (a, t) in enumerate(rows, 1):
+        bulk.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+                      "VALUES ('user', ?, ?, ?, 't', ?)", a, a.lower(), t, f"m{n}")
+    retrieval.index_messages(bulk.sql, 2, 5)
+    columns = "SELECT rowid, body, author, context FROM messages_fts WHERE rowid > ? ORDER BY rowid"
+    assert [dict(r, rowid=r["rowid"] - 1) for r in bulk.sql.exec(columns, 2)] == one_by_one.sql.exec(columns, 1)
+    assert bulk.sql.exec(columns, 1)[0]["context"] == "before the batch"
+    assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")

@@ -53,6 +53,19 @@ def index_message(sql: SqlStorage, message_id: int, text: str, author: str) -> N
         message_id, text, author, (prev["text"] if prev else "")[:CONTEXT_CHARS])
 
 
+def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
+    """Index every stored message with first_id <= id <= last_id in one statement (bulk import)."""
+    # One statement instead of one per message: FTS5 flushes its pending terms to a new
+    # segment whenever another statement opens a savepoint (every INSERT INTO messages
+    # does), so indexing after the whole batch roughly doubles import throughput.
+    sql.exec(
+        "INSERT INTO messages_fts(rowid, body, author, context) "
+        "SELECT m.id, m.text, m.author, substr(COALESCE((SELECT p.text FROM messages p "
+        "WHERE p.id < m.id ORDER BY p.id DESC LIMIT 1), ''), 1, ?) "
+        "FROM messages m WHERE m.id >= ? AND m.id <= ? ORDER BY m.id",
+        CONTEXT_CHARS, first_id, last_id)
+
+
 def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
     """Remove from the index the messages selected by `where`, and their words from the next message's context."""
     gone = [int(r["id"]) for r in sql.exec(f"SELECT id FROM messages WHERE {where} ORDER BY id", *params)]
@@ -127,19 +140,22 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     if match is None:
         return []
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    # Only rowid and bm25 here: any other column would be read for every matching row.
     rows = sql.exec(
-        f"SELECT rowid AS id, author, bm25(messages_fts, {weights}) AS rank "
+        f"SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
         "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?",
         match, floor, max(CANDIDATES, k) + len(exclude))
+    candidates = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
     named = set(terms)
+    authors: dict[int, str] = {}
+    if AUTHOR_BOOST and candidates:
+        marks = ",".join("?" * len(candidates))
+        authors = {int(r["id"]): r["author"] or "" for r in sql.exec(
+            f"SELECT id, author FROM messages WHERE id IN ({marks})", *(i for i, _ in candidates))}
     ranked = []
-    for r in rows:
-        i = int(r["id"])
-        if i in exclude:
-            continue
-        # bm25() is negative, lower is better: flip it so that higher is better.
-        score = -float(r["rank"])
-        if AUTHOR_BOOST and named.intersection(tokens(r["author"] or "")):
+    # bm25() is negative, lower is better: the scores above are flipped, higher is better.
+    for i, score in candidates:
+        if named.intersection(tokens(authors.get(i, ""))):
             score *= 1.0 + AUTHOR_BOOST
         if score > 0:
             ranked.append((i, score))
