@@ -49,3 +49,13 @@ async def test_stream_apology_when_all_fail(tmp_path):
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert pieces == [APOLOGY]
             assert sum(c for c, _ in tier_totals(await router.memory.usage("test:chat")).values()) == 6
+
+
+async def test_reader_leaving_early_is_recorded_as_an_error_once(tmp_path):
+    async with FakeOpenAI(default=Answer(LONG, chunk_size=4)) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            stream = router.stream(msg("tell me about streaming please, in short"))
+            assert await stream.__anext__() == "Stre"
+            await stream.aclose()
+            assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (1, 1)}
+            assert (await router.memory.stats("test:chat"))["total_messages"] == 1

@@ -332,11 +332,12 @@ class Router:
             return
         tier, stream, started, number = started_stream
         pieces: list[str] = []
-        error: str | None = None
+        error: str | None = "the reader stopped before the end"  # until the stream completes
         try:
             async for piece in stream:
                 pieces.append(piece)
                 yield piece
+            error = None
         except ModelFailure as failure:
             error = str(failure)
             yield CUT_OFF
