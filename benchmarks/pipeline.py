@@ -72,6 +72,28 @@ class _Pieces:
         """Nothing to release."""
 
 
+class TimedMemory:
+    """Wraps the memory client and times each call, to split the memory host's share out."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.spent_ms = 0.0
+
+    def __getattr__(self, name: str):
+        target = getattr(self.inner, name)
+        if not callable(target):
+            return target
+
+        async def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return await target(*args, **kwargs)
+            finally:
+                self.spent_ms += (time.perf_counter() - started) * 1000
+
+        return timed
+
+
 def pct(values: list[float], q: float) -> float:
     """The q-th percentile (nearest rank) of values."""
     ordered = sorted(values)
@@ -87,18 +109,24 @@ def line(label: str, values_ms: list[float]) -> str:
 async def bench_console(data: Path, messages: int, chats: int) -> dict[str, list[float]]:
     """Console adapter -> router -> memory host over HTTP, with the instant model."""
     settings = load_settings(env={}, env_file=None)
-    out: dict[str, list[float]] = {"handle": [], "first_text": []}
+    out: dict[str, list[float]] = {"handle": [], "first_text": [], "memory": [], "own": []}
     async with build_router(settings, data, models={"standard": InstantModel()},
                             options=RouterOptions()) as router:
+        timed_memory = TimedMemory(router.memory)
+        router.memory = timed_memory  # type: ignore[assignment]
         sessions = [ConsoleSession(router, f"console:bench{c}", data_dir=data) for c in range(chats)]
         for i in range(20):  # warm-up: connections, SQLite caches
             await sessions[0].answer(SENTENCES[i % len(SENTENCES)])
         for i in range(messages):
             session = sessions[i % chats]
             text = f"{SENTENCES[i % len(SENTENCES)]} ({i})"
+            before = timed_memory.spent_ms
             started = time.perf_counter()
             answer = await session.answer(text)
-            out["handle"].append((time.perf_counter() - started) * 1000)
+            total = (time.perf_counter() - started) * 1000
+            out["handle"].append(total)
+            out["memory"].append(timed_memory.spent_ms - before)
+            out["own"].append(total - (timed_memory.spent_ms - before))
             assert answer == "Sure, noted.", answer
         for i in range(messages // 2):
             session = sessions[i % chats]
@@ -183,6 +211,8 @@ async def main() -> int:
     print(f"bot pipeline overhead per message ({args.messages} messages over {args.chats} chats, "
           f"embedded memory host over HTTP on 127.0.0.1, python {sys.version.split()[0]})")
     print(line("console adapter -> router -> memory (instant model)", console["handle"]))
+    print(line("  of which: memory turn + reply over HTTP (host included)", console["memory"]))
+    print(line("  of which: the bot's own code (adapter, router, prompt)", console["own"]))
     print(line("same, with openai SDK + fake HTTP model, model time removed", http["overhead"]))
     print(line("same, with openai SDK + fake HTTP model, total", http["total"]))
     print(line("streaming: time to first visible text (instant model)", console["first_text"]))
