@@ -7,6 +7,8 @@ the same against:
 - `WorkerBackend`: `memory_worker/src/entry.py`'s `Default.fetch` under the fake
   `workers` module (`tests/fakes/workers`), Durable Objects and all. Any exception the
   Worker or an object lets escape fails the call (the runtime would answer 500).
+  With `real_sdk=True` the genuine workers-runtime-sdk code runs instead of the mirror,
+  over the same fake JS layer and runtime (skipped when the SDK is not available).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import httpx
 
 from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes import workers as fake_workers
+from tests.fakes.workers.real_sdk import installed_real_sdk, sdk_dir
 
 TOKEN = "contract-test-token-0123456789"
 WORKER_ORIGIN = "https://chatbot-memory.example.workers.dev"
@@ -120,8 +123,9 @@ class WorkerBackend(Backend):
     """entry.py under the fake workers module (installed only while this backend lives)."""
 
     def __init__(self, data_dir: Path, wrap_storage: bool = True, vars: dict[str, str] | None = None,
-                 wrap_requests: bool = False):
-        self.name = "worker" if wrap_storage else "worker-raw"
+                 wrap_requests: bool = False, real_sdk: bool = False):
+        self.name = "worker-sdk" if real_sdk else "worker" if wrap_storage else "worker-raw"
+        self.real_sdk = real_sdk
         self.data_dir = data_dir
         self.wrap_storage = wrap_storage
         self.vars = {"MEMORY_API_TOKEN": TOKEN, **(vars or {})}
@@ -132,7 +136,12 @@ class WorkerBackend(Backend):
 
     async def start(self) -> "WorkerBackend":
         """Install the fake, import entry.py, start the fake runtime."""
-        self._installed = fake_workers.installed(wrap_storage=self.wrap_storage)
+        if self.real_sdk:
+            path = sdk_dir()
+            assert path is not None, "workers-runtime-sdk not found (set WORKERS_SDK_DIR)"
+            self._installed = installed_real_sdk(path)
+        else:
+            self._installed = fake_workers.installed(wrap_storage=self.wrap_storage)
         self._installed.__enter__()
         self.entry = fake_workers.load_entry()
         self.runtime = fake_workers.FakeWorkerd(self.entry, self.data_dir, vars=self.vars,
@@ -154,7 +163,9 @@ class WorkerBackend(Backend):
 
 
 async def start_backend(kind: str, data_dir: Path, **options: Any) -> Backend:
-    """A started backend: "local", "worker" (SDK 1.9 storage wrapper) or "worker-raw"."""
+    """A started backend: "local", "worker" (the SDK mirror), "worker-raw" (bare JS
+    proxies for storage) or "worker-sdk" (the real SDK code)."""
     if kind == "local":
         return await LocalBackend(data_dir, **options).start()
-    return await WorkerBackend(data_dir, wrap_storage=(kind == "worker"), **options).start()
+    return await WorkerBackend(data_dir, wrap_storage=(kind != "worker-raw"),
+                               real_sdk=(kind == "worker-sdk"), **options).start()

@@ -2,7 +2,9 @@
 
 Each case runs against the local host over real HTTP ("local"), and against
 `memory_worker/src/entry.py` under the fake `workers` module, once with the SDK 1.9
-storage wrapper ("worker") and once with bare JS proxies ("worker-raw"). Then come the
+storage wrapper ("worker"), once with bare JS proxies ("worker-raw"), and, when the real
+workers-runtime-sdk is at hand, with its genuine code over the fake JS layer
+("worker-sdk"). Then come the
 cases only one host can show: a `kill -9` of `chatbot memory serve`, the Worker's own
 forwarding, and compaction driven by the Durable Object's alarm.
 """
@@ -22,11 +24,14 @@ import httpx
 import pytest
 
 from memory_engine.compaction import SECTIONS
+from tests.fakes.workers.real_sdk import sdk_dir
 from tests.memory_backends import TOKEN, Backend, WorkerBackend, start_backend
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 KIB64 = 64 * 1024
-BACKENDS = ["local", "worker", "worker-raw"]
+NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available "
+                            "(pip download --no-deps workers-runtime-sdk; set WORKERS_SDK_DIR)")
+BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -404,7 +409,8 @@ async def test_every_host_answers_exactly_alike(tmp_path):
         ("POST", "/v1/chats/x/turn", {"text": "again"}, ""),
     ]
     answers = {}
-    for kind in BACKENDS:
+    kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else [])
+    for kind in kinds:
         backend = await start_backend(kind, tmp_path / kind)
         try:
             answers[kind] = [(await backend.call(m, p, json=j, token=t)) for m, p, j, t in script]
@@ -412,7 +418,7 @@ async def test_every_host_answers_exactly_alike(tmp_path):
             await backend.close()
     local = _normalised(answers["local"])
     assert [s for s, _ in local][:3] == [200, 200, 200]
-    for kind in BACKENDS[1:]:
+    for kind in kinds[1:]:
         for i, (a, b) in enumerate(zip(local, _normalised(answers[kind]))):
             assert a == b, (kind, script[i][:2], a, b)
 
@@ -567,9 +573,9 @@ async def compacting(tmp_path):
     """A factory of Worker backends with the given vars; all closed at the end."""
     made = []
 
-    async def make(wrap_storage: bool = True, **vars: str) -> WorkerBackend:
+    async def make(wrap_storage: bool = True, real_sdk: bool = False, **vars: str) -> WorkerBackend:
         backend = await WorkerBackend(tmp_path / f"w{len(made)}", wrap_storage=wrap_storage,
-                                      vars=vars).start()
+                                      real_sdk=real_sdk, vars=vars).start()
         made.append(backend)
         return backend
 
@@ -578,9 +584,9 @@ async def compacting(tmp_path):
         await backend.close()
 
 
-@pytest.mark.parametrize("wrap_storage", [True, False], ids=["worker", "worker-raw"])
-async def test_alarm_compacts_with_the_offline_summarizer(compacting, wrap_storage):
-    w = await compacting(wrap_storage)
+@pytest.mark.parametrize("flavour", ["worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)])
+async def test_alarm_compacts_with_the_offline_summarizer(compacting, flavour):
+    w = await compacting(flavour != "worker-raw", real_sdk=flavour == "worker-sdk")
     rt = w.runtime
     await _import(w, "cmp", 20)
     assert rt.alarm_of("cmp") is None  # 20 un-summarized: below the threshold
@@ -603,9 +609,10 @@ async def test_alarm_compacts_with_the_offline_summarizer(compacting, wrap_stora
     assert "story part 3 about the lighthouse" in texts(await w.search("cmp", "part 3", k=5))
 
 
-async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting):
+@pytest.mark.parametrize("real_sdk", [False, pytest.param(True, marks=NO_SDK)], ids=["worker", "worker-sdk"])
+async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting, real_sdk):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
-        w = await compacting(SUMMARY_BASE_URL=fake.url, SUMMARY_MODEL="light-1",
+        w = await compacting(real_sdk=real_sdk, SUMMARY_BASE_URL=fake.url, SUMMARY_MODEL="light-1",
                              SUMMARY_API_KEY="sk-test-key")
         await _import(w, "oa", 30)
         await w.runtime.run_alarms()
@@ -630,11 +637,12 @@ async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting
         assert (await w.stats("oa"))["total_messages"] == 56
 
 
-async def test_summarizer_failures_retry_with_backoff_and_lose_nothing(compacting):
+@pytest.mark.parametrize("real_sdk", [False, pytest.param(True, marks=NO_SDK)], ids=["worker", "worker-sdk"])
+async def test_summarizer_failures_retry_with_backoff_and_lose_nothing(compacting, real_sdk):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
         fake.script(ServerError(500), ServerError(503), RateLimit(retry_after=30), Garbage(),
                     Answer(text="## Objective\nonly one section"))
-        w = await compacting(SUMMARY_BASE_URL=fake.url)
+        w = await compacting(real_sdk=real_sdk, SUMMARY_BASE_URL=fake.url)
         rt = w.runtime
         await _import(w, "bk", 30)
         delays = []

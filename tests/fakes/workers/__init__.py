@@ -14,6 +14,7 @@ globally. Which real file each piece mirrors:
 | `fetch.py`          | `workers/fetch.py` (+ `pyodide.http.pyfetch`)      | fetch (real HTTP via httpx) |
 | `_js.py`            | `pyodide.ffi` and the JS objects                   | JsProxy, jsnull, JsException, Headers/Request/Response/ArrayBuffer/Promise |
 | `runtime.py`        | workerd itself (no SDK file)                       | SqlStorage on sqlite3, transactionSync, alarms, namespace, `FakeWorkerd` harness |
+| `real_sdk.py`       | `js`, `pyodide.ffi`, `pyodide.http`, `_cloudflare_compat_flags`, `_pyodide_entrypoint_helper` | lets the REAL SDK run over `_js.py` + `runtime.py` (tests: backend "worker-sdk") |
 
 Same names, same sync/async-ness as the real API: `sql.exec` and `transactionSync` are
 synchronous; `setAlarm`/`getAlarm`/`deleteAlarm` return promises; `Request.bytes()`,
