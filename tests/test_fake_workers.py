@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from tests.fakes import workers as fw
-from tests.fakes.workers import rpc
+from tests.fakes.workers import real_sdk, rpc
 from tests.fakes.workers._js import JsException, JsProxy, JsRequest, jsnull
 from tests.fakes.workers.runtime import DurableObjectId, DurableObjectState, DurableObjectStorage
 
@@ -211,3 +211,42 @@ async def test_fetch_is_real_http_on_loopback():
                 await fw.fetch(f"http://127.0.0.1:{dead}/p")
     finally:
         await runner.cleanup()
+
+
+async def _probe(workers_mod, storage) -> list:
+    """What entry.py sees of the SDK, in plain values, to compare the mirror with the real one."""
+
+    class Probe(workers_mod.DurableObject):
+        pass
+
+    obj = Probe(_ctx(storage), JsProxy("Object", {"TOKEN": "t"}, kind="object"))
+    st = obj.ctx.storage
+    sql = st.sql
+    sql.exec("CREATE TABLE IF NOT EXISTS x (i INTEGER, r REAL, t TEXT, n TEXT)")
+    sql.exec("DELETE FROM x")
+    sql.exec("INSERT INTO x VALUES (?, ?, ?, ?)", 1, 2.0, "a\u200db", None)
+    rows = sql.exec("SELECT * FROM x").toArray()
+    one = sql.exec("SELECT * FROM x").one()
+    await st.setAlarm(5)
+    alarm = await st.getAlarm()
+    await st.deleteAlarm()
+    req = workers_mod.Request(JsRequest("https://h/p?q=1", "PUT", {"X-A": "b"}, b"body"))
+    clone = req.clone()
+    resp = workers_mod.Response(b'{"a": 1}', status=201, headers={"content-type": "application/json"})
+    return [type(obj.ctx).__name__, type(st).__name__, obj.env.TOKEN,
+            [(type(r).__name__, dict(r)) for r in rows], (type(one).__name__, dict(one)),
+            alarm, await st.getAlarm(), str(req.method), dict(req.headers.items()), req.url,
+            await req.bytes(), await clone.text(), resp.status, dict(resp.headers.items()),
+            await resp.json()]
+
+
+@pytest.mark.skipif(real_sdk.sdk_dir() is None, reason="workers-runtime-sdk not available (WORKERS_SDK_DIR)")
+async def test_the_mirror_behaves_like_the_real_sdk(tmp_path):
+    seen = {}
+    for name, install in (("mirror", fw.installed), ("real", lambda: real_sdk.installed_real_sdk(real_sdk.sdk_dir()))):
+        storage = DurableObjectStorage(tmp_path / f"{name}.sqlite3", {}, "k")
+        with install() as workers_mod:
+            seen[name] = await _probe(workers_mod, storage)
+        storage._sql.close()
+    assert seen["mirror"] == seen["real"]
+    assert seen["real"][3] == [("JsDict", {"i": 1, "r": 2, "t": "a\u200db", "n": None})]
