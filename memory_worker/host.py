@@ -25,7 +25,8 @@ import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
+from memory_engine.compaction import (
+    BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
 
 log = logging.getLogger("memory_worker.host")
 T = TypeVar("T")
@@ -215,7 +216,9 @@ class MemoryHost:
     """
 
     def __init__(self, data_dir: Path, token: str, summarize: Summarize | None = None,
-                 max_open: int = MAX_OPEN_CHATS, retention: int | None = None):
+                 max_open: int = MAX_OPEN_CHATS, retention: int | None = None,
+                 backoff_base_ms: int = BACKOFF_BASE_MS, backoff_max_ms: int = BACKOFF_MAX_MS):
+        self.backoff = (backoff_base_ms, backoff_max_ms)
         self.store = ChatStore(data_dir, max_open=max_open)
         self.store.retention = retention
         self.token = token
@@ -223,6 +226,14 @@ class MemoryHost:
         self.alarms = AlarmTable(data_dir)
         self._wake = asyncio.Event()
         self._running: set[str] = set()
+        self._alarm_tasks: set[asyncio.Task] = set()
+
+    async def stop_alarms(self, loop_task: asyncio.Task) -> None:
+        """Cancel the alarm loop and every compaction in flight (their alarms stay pending)."""
+        loop_task.cancel()
+        for task in list(self._alarm_tasks):
+            task.cancel()
+        await asyncio.gather(loop_task, *self._alarm_tasks, return_exceptions=True)
 
     async def respond(self, req: Request) -> Response:
         """Answer one request."""
@@ -259,7 +270,7 @@ class MemoryHost:
 
     async def run_alarms(self) -> None:
         """Run due compaction alarms until cancelled (a few chats at a time)."""
-        tasks: set[asyncio.Task] = set()
+        tasks = self._alarm_tasks
         while True:
             self._wake.clear()
             free = MAX_ALARMS_IN_FLIGHT - len(self._running)
@@ -287,7 +298,7 @@ class MemoryHost:
                 return
             memory = self.store.open(chat_key)
             try:
-                delay = await on_alarm(memory, self.summarize)
+                delay = await on_alarm(memory, self.summarize, *self.backoff)
             except Exception:
                 log.exception("compaction failed chat=%s", chat_key)
                 delay = 60_000
@@ -344,7 +355,8 @@ class EmbeddedMemoryHost:
                  summarizer: Summarize | None = None, bind: str = "127.0.0.1",
                  summary_base_url: str | None = None, summary_model: str | None = None,
                  summary_api_key: str | None = None, retention: int | None = None,
-                 summary_timeout_s: float = 60.0):
+                 summary_timeout_s: float = 60.0, backoff_base_ms: int = BACKOFF_BASE_MS,
+                 backoff_max_ms: int = BACKOFF_MAX_MS):
         self.data_dir = Path(data_dir)
         self.token = token or secrets.token_urlsafe(32)
         self.port = port
@@ -352,6 +364,7 @@ class EmbeddedMemoryHost:
         self.summarizer = summarizer
         self.summary = (summary_base_url, summary_model, summary_api_key, summary_timeout_s)
         self.retention = retention
+        self.backoff = (backoff_base_ms, backoff_max_ms)
         self.host: MemoryHost | None = None
         self._runner: web.AppRunner | None = None
         self._http: httpx.AsyncClient | None = None
@@ -370,7 +383,8 @@ class EmbeddedMemoryHost:
         summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = MemoryHost(self.data_dir, self.token, summarize=summarize,
-                               retention=self.retention)
+                               retention=self.retention, backoff_base_ms=self.backoff[0],
+                               backoff_max_ms=self.backoff[1])
         self._alarms = asyncio.create_task(self.host.run_alarms())
         self._runner = web.AppRunner(self.host.app(), access_log=None)
         await self._runner.setup()
@@ -383,9 +397,8 @@ class EmbeddedMemoryHost:
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._alarms is not None:
-            self._alarms.cancel()
-            await asyncio.gather(self._alarms, return_exceptions=True)
+        if self._alarms is not None and self.host is not None:
+            await self.host.stop_alarms(self._alarms)
         if self._http is not None:
             await self._http.aclose()
         if self.host is not None:

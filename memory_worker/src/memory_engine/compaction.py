@@ -144,7 +144,9 @@ def alarm_needed(memory: "ChatMemory") -> bool:
     return memory.needs_compaction()
 
 
-async def on_alarm(memory: "ChatMemory", summarize: Summarize) -> int | None:
+async def on_alarm(memory: "ChatMemory", summarize: Summarize,
+                   backoff_base_ms: int = BACKOFF_BASE_MS,
+                   backoff_max_ms: int = BACKOFF_MAX_MS) -> int | None:
     """Run the due compaction; the delay in ms before the next alarm, or None for no alarm."""
     try:
         await compact_once(memory, summarize)
@@ -152,7 +154,7 @@ async def on_alarm(memory: "ChatMemory", summarize: Summarize) -> int | None:
         failures = int(memory._state("compaction_failures", "0") or 0) + 1
         memory._set_state("compaction_failures", str(failures))
         memory._set_state("compaction_last_error", str(err)[:500])
-        delay = min(BACKOFF_BASE_MS * 2 ** min(failures - 1, 20), BACKOFF_MAX_MS)
+        delay = min(backoff_base_ms * 2 ** min(failures - 1, 20), backoff_max_ms)
         return max(delay, err.retry_after_ms or 0)
     return 0 if alarm_needed(memory) else None
 
