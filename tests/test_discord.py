@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from typing import AsyncIterator, Callable
 
+import aiohttp
 import discord
 import pytest
 
@@ -165,6 +166,20 @@ async def bot(fake: FakeDiscord, world: World, router: RecordingRouter) -> Async
     """The client running against the fake with default settings."""
     async with running(router, settings_for(fake, world)) as client:
         yield client
+
+
+# ---- the fake itself --------------------------------------------------------------------------
+
+
+async def test_fake_answers_json_exactly_as_discord_py_needs_and_checks_the_token(fake):
+    async with aiohttp.ClientSession() as http:
+        ok = await http.get(f"{fake.api_base}/users/@me", headers={"Authorization": f"Bot {fake.token}"})
+        bad = await http.get(f"{fake.api_base}/users/@me", headers={"Authorization": "Bot wrong"})
+        unknown = await http.get(f"{fake.api_base}/no/such/route", headers={"Authorization": f"Bot {fake.token}"})
+        assert ok.headers["content-type"] == "application/json"  # discord.py compares exactly
+        assert (await ok.json())["id"] == fake.bot["id"]
+        assert (bad.status, unknown.status) == (401, 404)
+    assert [c.path for c in fake.calls] == ["/users/@me", "/users/@me", "/no/such/route"]
 
 
 # ---- start-up --------------------------------------------------------------------------------
