@@ -8,6 +8,18 @@ drop the gateway connection to exercise reconnects.
 
 Payload shapes follow Discord's API v10 documentation; JSON answers carry
 `content-type: application/json` exactly, because discord.py only parses that.
+
+    async with FakeDiscord() as fake:
+        guild = fake.add_guild(); alice = fake.make_user("alice"); fake.add_member(guild, alice)
+        settings: DISCORD_API_BASE_URL=fake.api_base, DISCORD_GATEWAY_URL=fake.gateway_url,
+                  DISCORD_BOT_TOKEN=fake.token
+        await fake.user_says(guild["channels"][0], alice, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
+        await fake.wait_for(lambda: fake.shown(guild["channels"][0]))
+        iid = await fake.invoke("help", alice, guild["channels"][0]); fake.final_message(iid)
+        await fake.drop_gateway(abort=True)  # the client resumes; missed events are replayed
+
+Events are only delivered within a session: inject them after the client identified
+(`fake.identifies`); while the connection is down they are kept and replayed on RESUME.
 """
 from __future__ import annotations
 
