@@ -235,6 +235,19 @@ async def test_serve_runs_until_cancelled(fake, world, router):
     assert fake.sent_to(world.dm)[0].json["content"] == "echo: hi via serve"
 
 
+async def test_a_rejected_token_says_so(fake, world, router):
+    settings = settings_for(fake, world)
+    settings = replace(settings, discord=replace(settings.discord, token="not-the-token"))
+    with pytest.raises(RuntimeError, match="rejected DISCORD_BOT_TOKEN"):
+        await asyncio.wait_for(adapter.serve(router, settings), 10)
+
+
+async def test_a_disabled_message_content_intent_says_how_to_enable_it(fake, world, router):
+    fake.message_content_enabled = False
+    with pytest.raises(RuntimeError, match="Message Content Intent"):
+        await asyncio.wait_for(adapter.serve(router, settings_for(fake, world)), 10)
+
+
 async def test_serve_without_token_says_what_is_missing(fake, world, router):
     settings = replace(settings_for(fake, world), discord=PlatformSettings())
     with pytest.raises(RuntimeError, match="DISCORD_BOT_TOKEN"):

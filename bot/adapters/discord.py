@@ -473,9 +473,17 @@ def build_client(router: ChatService, settings: Settings, **options) -> DiscordB
 
 async def run_client(client: discord.Client, token: str) -> None:
     """Log in and stay connected (discord.py reconnects and resumes) until cancelled."""
-    async with client:
-        await client.login(token)
-        await client.connect(reconnect=True)
+    try:
+        async with client:
+            await client.login(token)
+            await client.connect(reconnect=True)
+    except discord.LoginFailure:
+        raise RuntimeError("Discord rejected DISCORD_BOT_TOKEN: copy the bot's token again (docs/discord.md)") from None
+    except discord.PrivilegedIntentsRequired:
+        raise RuntimeError(
+            "Discord refused the message content intent: switch on Message Content Intent under "
+            "Bot > Privileged Gateway Intents in the Developer Portal (docs/discord.md)"
+        ) from None
 
 
 async def serve(router: ChatService, settings: Settings) -> None:

@@ -36,6 +36,7 @@ import aiohttp
 from aiohttp import web
 
 MANAGE_GUILD = 1 << 5
+MESSAGE_CONTENT_INTENT = 1 << 15
 ADMINISTRATOR = 1 << 3
 # The permissions @everyone has in a fresh guild (view, send, read history, ...), no manage_guild.
 EVERYONE_PERMISSIONS = 0x0000_0006_3784_0E41 & ~(MANAGE_GUILD | ADMINISTRATOR)
@@ -109,6 +110,7 @@ class FakeDiscord:
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.message_content_enabled = True  # the portal switch of the privileged intent
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -464,6 +466,9 @@ class FakeDiscord:
         elif op == 2:  # identify: a new session
             if d.get("token") != self.token:
                 await conn.ws.close(code=4004, message=b"Authentication failed.")
+                return
+            if d.get("intents", 0) & MESSAGE_CONTENT_INTENT and not self.message_content_enabled:
+                await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
                 return
             self.session_id = self.snowflake()
             self._seq = 0
