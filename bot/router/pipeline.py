@@ -162,7 +162,9 @@ class Router:
         return time.monotonic() < self._memory_down_until
 
     def _memory_down(self, why: str) -> None:
-        log.warning("memory worker unavailable (%s); answering without memory", why)
+        # Warn once per outage; the retries while it lasts are debug noise.
+        level = logging.DEBUG if self._memory_is_down() else logging.WARNING
+        log.log(level, "memory worker unavailable (%s); answering without memory, keeping records", why)
         self._memory_down_until = time.monotonic() + self._memory_backoff
         self._memory_backoff = min(self.options.memory_retry_max_s, self._memory_backoff * 2)
 
