@@ -43,8 +43,13 @@ _FAVORITE = re.compile(r"\bmy fav(?:ou?rite)? (?P<thing>[a-z]+(?: [a-z]+)?) is\s
 _VAGUE = {"it", "that", "this", "them", "you", "him", "her", "to", "so", "too", "the idea", "when", "how", "what", "a lot", "lots"}
 
 
+# Time words that end a statement without being part of its value ("I live in Berlin now").
+_TRAILING = re.compile(r"(?:\s+(?:now|today|currently|nowadays|anymore|any more|these days|at the moment|lately|too|as well|a lot|so much|very much))+$", re.I)
+
+
 def _clean(value: str) -> str:
-    return " ".join(value.split()).strip(" \"'`()[]{}")[:60]
+    value = " ".join(value.split()).strip(" \"'`()[]{}")
+    return _TRAILING.sub("", value)[:60]
 
 
 def extract_facts(text: str) -> list[FactChange]:

@@ -43,7 +43,7 @@ def render_prompt(
             "> " + line for line in summary.splitlines()))
     by_author: dict[str, list[str]] = {}
     for f in facts:
-        by_author.setdefault(f["author"] or f["author_id"], []).append(
+        by_author.setdefault(f["author"] or f["author_id"] or "someone", []).append(
             f"{f['key']} = {_quote(f['value'])}")
     if by_author:
         parts.append("Known facts:\n" + "\n".join(
