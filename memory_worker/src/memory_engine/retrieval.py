@@ -36,10 +36,6 @@ CONTEXT_CHARS = 2000
 SCORE_BUDGET = 3000
 # At most this many terms are scored, the most selective first.
 MAX_SCORED_TERMS = 8
-# How many of the newest rows are sampled to estimate a term's document frequency.
-SAMPLE_ROWS = 1000
-
-
 def _previous(sql: SqlStorage, message_id: int) -> dict[str, Any] | None:
     rows = sql.exec("SELECT id, text FROM messages WHERE id < ? ORDER BY id DESC LIMIT 1", message_id)
     return rows[0] if rows else None
@@ -101,32 +97,31 @@ def _cost(rows: float, terms: int) -> float:
 
 def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
     """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score."""
-    bounds = sql.exec("SELECT (SELECT MAX(id) FROM messages) AS hi, (SELECT MIN(id) FROM messages) AS lo")[0]
-    if bounds["hi"] is None:
-        return terms[:MAX_SCORED_TERMS], 0
-    hi, lo = int(bounds["hi"]), int(bounds["lo"])
-    span = hi - lo + 1
-    sample = min(span, SAMPLE_ROWS)
-    # Document frequency estimated on the newest rows, in one statement: counting a
-    # doclist is far cheaper than scoring it.
+    # Each term's document frequency, counted up to `cap`: a count stops at the cap, so
+    # this costs little even for a word in every message, and a term that reaches it
+    # could not be scored within the budget on its own anyway.
+    cap = SCORE_BUDGET // _cost(1, 1) + 1
     counts = sql.exec(
         "SELECT " + ", ".join(
-            f"(SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ?) AS c{n}"
-            for n in range(len(terms))),
-        *[v for t in terms for v in (fts_query([t]), hi - sample)])[0]
-    by_rarity = sorted((int(counts[f"c{n}"]) * span / sample, n, t) for n, t in enumerate(terms))
+            f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+            f"LIMIT {cap})) AS c{n}" for n in range(len(terms))),
+        *[fts_query([t]) for t in terms])[0]
+    by_rarity = sorted((int(counts[f"c{n}"]), n, t) for n, t in enumerate(terms))
     kept: list[str] = []
-    rows = 0.0
+    rows = 0
     for df, _, t in by_rarity:
         if len(kept) == MAX_SCORED_TERMS or (kept and _cost(rows + df, len(kept) + 1) > SCORE_BUDGET):
             break
         kept.append(t)
         rows += df
-    # Even the rarest term is common (say "great!" in a long chat): score only the newest
-    # part of the archive, where about the budget's worth of rows match.
+    # Only common words (say "great!" in a long chat): score the newest matches only,
+    # from the rowid of the budget's worth-th newest one.
     floor = 0
     if _cost(rows, len(kept)) > SCORE_BUDGET:
-        floor = hi - int(span * SCORE_BUDGET / _cost(rows, len(kept)))
+        newest = sql.exec(
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            fts_query(kept), SCORE_BUDGET // _cost(1, len(kept)))
+        floor = int(newest[0]["rowid"]) if newest else 0
     return kept, floor
 
 
