@@ -12,8 +12,11 @@ is the admin of their own memory.
 from __future__ import annotations
 
 import asyncio
+import codecs
+import os
 import re
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import TextIO
@@ -98,11 +101,12 @@ async def run_console(
         if offline:
             stdout.write("No model is configured (OPENAI_API_KEY unset): the offline model answers from memory.\n")
         stdout.flush()
+    reader = _LineReader(stdin)
     while True:
         if interactive:
             stdout.write("you> ")
             stdout.flush()
-        line = await asyncio.to_thread(stdin.readline)
+        line = await reader.next_line()
         if not line:  # end of input
             if interactive:
                 stdout.write("\n")
@@ -122,3 +126,55 @@ async def run_console(
             text = await session.answer(line)
             stdout.write(("bot> " if interactive else "") + text.rstrip("\n") + "\n\n")
         stdout.flush()
+
+
+
+class _LineReader:
+    """Reads input lines on a daemon thread, one line per request.
+
+    Not asyncio.to_thread and not input(): a default-executor thread blocked on input keeps
+    the process alive after Ctrl-C, and GNU readline in a thread swallows SIGINT. A daemon
+    thread reading the raw file descriptor (no Python buffer lock held at exit) has neither
+    problem; objects without a descriptor (tests' StringIO) are read with readline().
+    """
+
+    def __init__(self, stdin: TextIO) -> None:
+        self._stdin = stdin
+        try:
+            self._fd: int | None = stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._wanted = threading.Semaphore(0)
+        self._loop = asyncio.get_running_loop()
+        self._lines: asyncio.Queue[str] = asyncio.Queue()
+        threading.Thread(target=self._run, name="console-input", daemon=True).start()
+
+    def _read(self) -> str:
+        if self._fd is None:
+            return self._stdin.readline()
+        while "\n" not in self._buffer:
+            chunk = os.read(self._fd, 65536)
+            if not chunk:  # end of input: the last line may lack its newline
+                line, self._buffer = self._buffer + self._decoder.decode(b"", final=True), ""
+                return line
+            self._buffer += self._decoder.decode(chunk)
+        line, _, self._buffer = self._buffer.partition("\n")
+        return line + "\n"
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.acquire()  # read only when asked: the prompt comes after the answer
+            try:
+                line = self._read()
+            except Exception:  # a closed or broken stdin ends the chat like end of input
+                line = ""
+            self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+            if not line:
+                return
+
+    async def next_line(self) -> str:
+        """The next line with its newline, or "" at the end of input."""
+        self._wanted.release()
+        return await self._lines.get()
