@@ -118,3 +118,41 @@ def test_console_command_parsing():
     assert ConsoleSession.parse_command("/Forget  yes ") == ("forget", "yes")
     assert ConsoleSession.parse_command("hello /mode") is None
     assert ConsoleSession.parse_command("//not a command") is None
+
+
+def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_path):
+    import pty
+    import select
+    import signal
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", "console:tty"],
+        stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=_clean_env(),
+    )
+    os.close(slave)
+    seen = ""
+
+    def read_until(marker: str, timeout: float = 30.0) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while marker not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {marker!r} in {seen!r}"
+            ready, _, _ = select.select([master], [], [], left)
+            if ready:
+                seen += os.read(master, 4096).decode(errors="replace")
+
+    try:
+        read_until("you> ")
+        os.write(master, b"my name is Tess\n")
+        read_until("Noted")
+        os.write(master, b"what is my name?\n")
+        read_until("Your name is Tess.")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=5) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
