@@ -21,6 +21,8 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
             assert stats["total_messages"] == 2 and stats["facts"] >= 2
             help_text = (await router.command(member, "help", "")).text
             assert "/facts" not in help_text and "/forgetme" in help_text
+            assert (await router.command(member, "start", "")).text == help_text  # Telegram's /start
+            assert (await router.command(member, "stats", "")).text == NOT_AVAILABLE  # alias of memory
             admin_help = (await router.command(msg("/help"), "help", "")).text
             assert "/facts" in admin_help and "/forget " in admin_help
 

@@ -22,6 +22,7 @@ ADMIN_COMMANDS = frozenset({"facts", "summary", "usage", "memory", "mode", "comp
 ALL_COMMANDS = ("help", "why", "tier", "forgetme", *sorted(ADMIN_COMMANDS))
 NOT_AVAILABLE = "Unknown command. Send /help for the list."
 FORGET_CONFIRM_S = 300.0
+ALIASES = {"start": "help", "commands": "help", "stats": "memory"}
 
 HELP = {
     "help": "this list",
@@ -42,6 +43,7 @@ async def run_command(router: "Router", message: IncomingMessage, name: str, arg
     """Run one command for one message."""
     name = name.strip().lower().lstrip("/")
     name = name.split("@", 1)[0]  # Telegram: /facts@my_bot
+    name = ALIASES.get(name, name)
     args = args.strip()
     if name not in HELP:
         return CommandResult(NOT_AVAILABLE)
