@@ -59,7 +59,10 @@ async def run_command(router: "Router", message: IncomingMessage, name: str, arg
 
 
 async def _help(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
-    lines = ["Commands:"]
+    lines = [
+        "I'm a chat assistant that remembers this chat: what was said, facts people share "
+        "about themselves, and a rolling summary. Commands:"
+    ]
     for cmd in ALL_COMMANDS:
         if cmd in ADMIN_COMMANDS and not message.is_admin:
             continue
