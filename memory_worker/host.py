@@ -8,13 +8,17 @@ used closed first, with their WAL checkpointed on close.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import ipaddress
+import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import sqlite3
+import time
 import uuid
 from collections import OrderedDict
 from contextlib import asynccontextmanager
@@ -25,10 +29,12 @@ import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
+from memory_engine.http_api import VERSION
 from memory_engine.compaction import (
     BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
 
 log = logging.getLogger("memory_worker.host")
+access_log = logging.getLogger("memory_worker.access")
 T = TypeVar("T")
 
 MAX_OPEN_CHATS = 256
@@ -36,6 +42,8 @@ READ_ONLY = {"search", "facts", "summary", "usage", "stats", "settings"}
 FORGETTING = {"forget_chat", "forget_author"}
 GROWING = {"turn", "reply", "import", "forget_author"}  # may call for a compaction
 MAX_ALARMS_IN_FLIGHT = 4
+SHUTDOWN_TIMEOUT_S = 30.0  # in-flight requests get this long to finish on SIGTERM
+SQLITE_MAX_PAGES = 1073741823  # SQLite's default max_page_count: "no limit"
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
@@ -67,7 +75,10 @@ class SqliteStorage:
         try:
             result = fn()
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (SQLITE_FULL, I/O): a second
+            # ROLLBACK would raise and hide the error that says what went wrong.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
         return result
@@ -94,6 +105,16 @@ class ChatStore:
         self._empty: ChatMemory | None = None
         self.pinned: set[str] = set()  # chats with a compaction in flight stay open
         self.retention: int | None = None
+        self.max_pages: int | None = None  # see limit_pages
+
+    def limit_pages(self, max_pages: int | None) -> None:
+        """Cap every chat database at `max_pages` pages (None: no cap): a disk-full switch for tests and quotas."""
+        self.max_pages = max_pages
+        for memory in self._open.values():
+            self._apply_limit(memory.sql)  # type: ignore[arg-type]
+
+    def _apply_limit(self, storage: "SqliteStorage") -> None:
+        storage.conn.execute(f"PRAGMA max_page_count = {int(self.max_pages or SQLITE_MAX_PAGES)}")
 
     def path_for(self, chat_key: str) -> Path:
         """The chat's database file: named by a hash, so no key can escape DIR or collide by case."""
@@ -113,9 +134,15 @@ class ChatStore:
         path = self.path_for(chat_key)
         path.parent.mkdir(parents=True, exist_ok=True)
         storage = SqliteStorage(path)
-        memory = ChatMemory(storage) if self.retention is None else ChatMemory(storage, retention=self.retention)
-        if memory._state("chat_key") is None:
-            memory._set_state("chat_key", chat_key)
+        try:
+            if self.max_pages is not None:
+                self._apply_limit(storage)
+            memory = ChatMemory(storage) if self.retention is None else ChatMemory(storage, retention=self.retention)
+            if memory._state("chat_key") is None:
+                memory._set_state("chat_key", chat_key)
+        except BaseException:
+            storage.conn.close()  # a failed open (disk full) must not leak a connection
+            raise
         self._open[chat_key] = memory
         for old_key in list(self._open):
             if len(self._open) <= self.max_open:
@@ -196,15 +223,38 @@ class AlarmTable:
             "SELECT chat_key, due_ms FROM alarms ORDER BY due_ms LIMIT ?", len(exclude) + 1)
         return next((r["due_ms"] for r in rows if r["chat_key"] not in exclude), None)
 
+    def count(self) -> int:
+        """How many chats have a pending alarm."""
+        return int(self.storage.exec("SELECT COUNT(*) AS n FROM alarms")[0]["n"])
+
     def close(self) -> None:
         """Checkpoint and close."""
         self.storage.close()
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
+
+
+def host_version() -> str:
+    """The installed package version (\"dev\" when running from a bare checkout)."""
+    try:
+        from importlib.metadata import version
+
+        return version("chatbot")
+    except Exception:
+        return "dev"
+
+
+def _storage_error(err: BaseException) -> Response | None:
+    """The answer for a storage failure: 507 when the disk (or the page cap) is full."""
+    full = (isinstance(err, sqlite3.Error) and "full" in str(err).lower()) or (
+        isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT))
+    if full:
+        return Response(507, {"error": "storage is full: nothing was recorded"})
+    if isinstance(err, (sqlite3.Error, OSError)):
+        return Response(503, {"error": "storage is unavailable right now: nothing was recorded"})
+    return None
 
 
 class MemoryHost:
@@ -227,6 +277,10 @@ class MemoryHost:
         self._wake = asyncio.Event()
         self._running: set[str] = set()
         self._alarm_tasks: set[asyncio.Task] = set()
+        self.data_dir = Path(data_dir)
+        self.in_flight = 0
+        self.started = time.monotonic()
+        self.version = host_version()
 
     async def stop_alarms(self, loop_task: asyncio.Task) -> None:
         """Cancel the alarm loop and every compaction in flight (their alarms stay pending)."""
@@ -237,9 +291,42 @@ class MemoryHost:
 
     async def respond(self, req: Request) -> Response:
         """Answer one request."""
+        return (await self._respond(req))[0]
+
+    def health(self, detail: bool = False) -> Response:
+        """`GET /health`: 200 `{"ok", "version"}` as the Worker answers (503 when storage is
+        broken); `?detail=1` adds the storage state. No chat data, no token needed."""
+        storage: dict[str, Any] = {"data_dir_writable": False, "open_chats": len(self.store._open),
+                                   "pending_alarms": None, "compactions_running": len(self._running)}
+        probe = self.data_dir / f".health-{os.getpid()}"
+        try:  # a real write: a full or read-only disk shows up here
+            probe.write_bytes(b"ok")
+            storage["data_dir_writable"] = True
+        except OSError as err:
+            storage["error"] = err.strerror or "not writable"
+        finally:
+            probe.unlink(missing_ok=True)
+        try:
+            storage["disk_free_bytes"] = shutil.disk_usage(self.data_dir).free
+            storage["pending_alarms"] = self.alarms.count()
+        except (OSError, sqlite3.Error) as err:
+            storage["error"] = str(err)
+        ok = storage["data_dir_writable"] and "error" not in storage
+        payload: dict[str, Any] = {"ok": ok, "version": VERSION}
+        if detail or not ok:
+            payload.update(host_version=self.version, storage=storage, in_flight=self.in_flight,
+                           uptime_s=round(time.monotonic() - self.started, 1))
+        return Response(200 if ok else 503, payload)
+
+    async def _respond(self, req: Request) -> tuple[Response, str | None]:
+        if req.path == "/health" and req.method.upper() in ("GET", "HEAD"):
+            return self.health(detail="detail=1" in req.query.split("&")), None
         op = parse(req, self.token)
         if isinstance(op, Response):
-            return op
+            return op, None
+        return await self._execute(op), op.chat_key
+
+    async def _execute(self, op: Any) -> Response:
         if op.name == "compact":  # waits on the summarizer: must not hold up the chat's turns
             if not self.store.exists(op.chat_key):
                 return await execute(op, self.store.empty(), self.summarize)
@@ -254,10 +341,15 @@ class MemoryHost:
             if op.name == "forget_chat":
                 self.store.remove(op.chat_key)
                 self.alarms.delete(op.chat_key)
-            elif op.name in GROWING and response.status == 200 and alarm_needed(memory):
-                if not self.alarms.has(op.chat_key):
-                    self.alarms.set(op.chat_key, _now_ms())
-                    self._wake.set()
+            elif op.name in GROWING and response.status == 200:
+                try:
+                    if alarm_needed(memory) and not self.alarms.has(op.chat_key):
+                        self.alarms.set(op.chat_key, _now_ms())
+                        self._wake.set()
+                except (sqlite3.Error, OSError) as err:
+                    # The write is committed: a compaction that cannot be scheduled now is
+                    # scheduled by the chat's next write, so the answer stays 200.
+                    log.warning("could not schedule compaction: %s", err)
             return response
 
     async def _pinned(self, chat_key: str, work):
@@ -320,21 +412,28 @@ class MemoryHost:
         return app
 
     async def _web_handler(self, request: web.Request) -> web.Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:12]
+        started = time.perf_counter()
+        request_id = _request_id(request.headers.get("x-request-id"))
         path, _, query = request.raw_path.partition("?")
+        chat_key: str | None = None
+        self.in_flight += 1
         try:
             body = await request.read()
-            response = await self.respond(Request(
+            response, chat_key = await self._respond(Request(
                 request.method, path, query, dict(request.headers), body))
-        except sqlite3.OperationalError as err:
-            full = "full" in str(err).lower()
-            log.error("storage error request_id=%s path=%s: %s", request_id, path, err)
-            response = Response(507 if full else 503, {
-                "error": "storage is full: nothing was recorded" if full
-                else "storage is unavailable right now: nothing was recorded"})
-        except Exception:
-            log.exception("internal error request_id=%s path=%s", request_id, path)
-            response = Response(500, {"error": "internal error"})
+        except Exception as err:
+            response = _storage_error(err) or Response(500, {"error": "internal error"})
+            if response.status == 500:
+                log.exception("internal error request_id=%s", request_id)
+            else:
+                log.error("storage error request_id=%s: %s", request_id, err)
+        finally:
+            self.in_flight -= 1
+        # One line per request. Never the token, the body or the query (they carry text).
+        access_log.info("request", extra={"fields": {
+            "request_id": request_id, "method": request.method[:16], "route": _route(path),
+            "chat": chat_key, "status": response.status,
+            "ms": round((time.perf_counter() - started) * 1000, 2)}})
         return web.Response(status=response.status, body=response.body(),
                             headers={"content-type": "application/json; charset=utf-8",
                                      "x-request-id": request_id})
@@ -356,8 +455,9 @@ class EmbeddedMemoryHost:
                  summary_base_url: str | None = None, summary_model: str | None = None,
                  summary_api_key: str | None = None, retention: int | None = None,
                  summary_timeout_s: float = 60.0, backoff_base_ms: int = BACKOFF_BASE_MS,
-                 backoff_max_ms: int = BACKOFF_MAX_MS):
+                 backoff_max_ms: int = BACKOFF_MAX_MS, shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S):
         self.data_dir = Path(data_dir)
+        self.shutdown_timeout_s = shutdown_timeout_s
         self.token = token or secrets.token_urlsafe(32)
         self.port = port
         self.bind = bind
@@ -386,7 +486,9 @@ class EmbeddedMemoryHost:
                                retention=self.retention, backoff_base_ms=self.backoff[0],
                                backoff_max_ms=self.backoff[1])
         self._alarms = asyncio.create_task(self.host.run_alarms())
-        self._runner = web.AppRunner(self.host.app(), access_log=None)
+        # On exit, cleanup() stops accepting, then waits for in-flight requests to answer.
+        self._runner = web.AppRunner(self.host.app(), access_log=None,
+                                     shutdown_timeout=self.shutdown_timeout_s)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)
         await site.start()
@@ -403,6 +505,49 @@ class EmbeddedMemoryHost:
             await self._http.aclose()
         if self.host is not None:
             self.host.close()
+
+
+def _request_id(given: str | None) -> str:
+    """The caller's x-request-id when it is a short plain token, else a fresh one."""
+    if given and len(given) <= 64 and all(c.isalnum() or c in "-_.:" for c in given):
+        return given
+    return uuid.uuid4().hex[:12]
+
+
+def _route(path: str) -> str:
+    """The route's shape for the log: `/v1/chats/{chat}/turn` (the chat is logged apart)."""
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[:3] == ["", "v1", "chats"]:
+        rest = parts[4:]
+        if len(rest) == 2 and rest[0] == "authors":
+            rest = ["authors", "{author_id}"]
+        return "/".join(["", "v1", "chats", "{chat}", *rest])[:80]
+    return path[:80]
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message and any `fields`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON line."""
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        out.update(getattr(record, "fields", None) or {})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def _json_logging() -> None:
+    """Send the host's logs to stderr as JSON lines (for `chatbot memory serve`)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter())
+    for name in ("memory_worker", "aiohttp"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
 
 
 def _is_loopback(host: str) -> bool:
@@ -424,20 +569,30 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
         token = secrets.token_urlsafe(32)
         print(f"MEMORY_API_TOKEN not set; generated one for this run: {token}", flush=True)
 
+    _json_logging()
+
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with EmbeddedMemoryHost(
+        embedded = EmbeddedMemoryHost(
             data_dir, token=token, port=port, bind=host,
             summary_base_url=os.environ.get("SUMMARY_BASE_URL") or None,
             summary_model=os.environ.get("SUMMARY_MODEL") or None,
             summary_api_key=os.environ.get("SUMMARY_API_KEY") or None,
             retention=int(os.environ["MEMORY_RETENTION_MESSAGES"])
-            if os.environ.get("MEMORY_RETENTION_MESSAGES") else None):
+            if os.environ.get("MEMORY_RETENTION_MESSAGES") else None)
+        async with embedded:
             print(f"memory host serving {data_dir} on http://{host}:{port}", flush=True)
+            log.info("serving", extra={"fields": {"data": str(data_dir), "port": port,
+                                                   "version": host_version()}})
             await stop.wait()
+            assert embedded.host is not None
+            log.info("stopping: finishing in-flight requests", extra={"fields": {
+                "in_flight": embedded.host.in_flight}})
+        # __aexit__ answered the in-flight requests, stopped the alarms, checkpointed every WAL.
+        log.info("stopped cleanly")
 
     asyncio.run(run())
     return 0
