@@ -174,3 +174,18 @@ async def test_daily_budget_moves_chat_down_a_tier(tmp_path):
             first = await router.handle(msg("hello, how is it going over there?"))
             second = await router.handle(msg("and how is the weather over there?"))
             assert (first.tier, second.tier) == ("standard", "light")
+
+
+async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tmp_path):
+    import asyncio
+
+    async with FakeOpenAI(default=Echo()) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            replies = await asyncio.gather(*(
+                router.handle(msg(f"parallel message {i} for the record", message_id=f"p{i}")) for i in range(20)))
+            assert [r.text for r in replies] == [f"echo: parallel message {i} for the record" for i in range(20)]
+            # the same messages again (an adapter retrying): acknowledged, not stored twice
+            await asyncio.gather(*(router.record(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
+                                   for i in range(20)))
+            assert (await router.memory.stats("test:chat"))["total_messages"] == 40
+            assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
