@@ -67,16 +67,22 @@ class RecordingService:
         return CommandResult(f"{name} for {message.chat_key} ({args or 'no args'})")
 
 
-def make_settings(tg: FakeTelegram, **changes) -> Settings:
+def make_settings(tg: FakeTelegram, streaming: bool = True, **changes) -> Settings:
     """Settings pointing the adapter at the fake server."""
-    base = Settings(tiers={}, telegram=PlatformSettings(token=tg.token, api_base_url=tg.base_url))
-    return replace(base, **changes)
+    platform = PlatformSettings(token=tg.token, api_base_url=tg.base_url, streaming=streaming)
+    return replace(Settings(tiers={}, telegram=platform), **changes)
 
 
 @contextlib.asynccontextmanager
 async def running_bot(service, settings: Settings, tg: FakeTelegram, **serve_kw) -> AsyncIterator[asyncio.Task]:
     """Run `serve()` in a task until the block ends; wait until it is polling (or set its webhook)."""
-    app = tgad.build_application(service, settings, typing_interval=serve_kw.pop("typing_interval", 0.1))
+    app = tgad.build_application(
+        service,
+        settings,
+        typing_interval=serve_kw.pop("typing_interval", 0.1),
+        # Fast pacing keeps the tests quick; the pacing tests pass their own.
+        edit_intervals=serve_kw.pop("edit_intervals", (0.05, 0.1)),
+    )
     start = len(tg.calls)
     task = asyncio.create_task(tgad.serve(service, settings, app=app, poll_timeout=5, **serve_kw))
     ready = "setWebhook" if settings.telegram.webhook_url else "getUpdates"
@@ -92,6 +98,12 @@ async def running_bot(service, settings: Settings, tg: FakeTelegram, **serve_kw)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@pytest.fixture(params=[True, False], ids=["streaming", "whole"])
+def streaming(request) -> bool:
+    """Run a test with the answer streamed (edited in place) and sent whole."""
+    return request.param
 
 
 @pytest.fixture
@@ -144,10 +156,10 @@ async def test_missing_token_is_a_clear_error(tg):
 # ----------------------------------------------------------------------------- private chats
 
 
-async def test_private_text_is_answered_with_typing_first(tg, alice):
+async def test_private_text_is_answered_with_typing_first(tg, alice, streaming):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         sent = tg.send(chat, alice, "hello there")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: hello there"
@@ -159,11 +171,11 @@ async def test_private_text_is_answered_with_typing_first(tg, alice):
     assert methods[0] == "sendChatAction" and tg.calls_to("sendChatAction")[0].params["action"] == "typing"
 
 
-async def test_typing_is_renewed_while_the_answer_is_made(tg, alice):
+async def test_typing_is_renewed_while_the_answer_is_made(tg, alice, streaming):
     service = RecordingService()
     service.hold = asyncio.Event()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg, typing_interval=0.05):
+    async with running_bot(service, make_settings(tg, streaming), tg, typing_interval=0.05):
         tg.send(chat, alice, "think hard")
         await tg.wait_until(lambda: len(tg.calls_to("sendChatAction", chat["id"])) >= 3)
         assert not tg.calls_to("sendMessage"), "answered before the router returned"
@@ -181,11 +193,11 @@ async def test_typing_is_renewed_while_the_answer_is_made(tg, alice):
     assert len(tg.calls_to("sendChatAction", chat["id"])) == typing_calls
 
 
-async def test_markdown_answer_is_sent_as_html(tg, alice):
+async def test_markdown_answer_is_sent_as_html(tg, alice, streaming):
     service = RecordingService()
     service.answer = lambda m: "**Bold** and `x < y` and a [link](https://example.com)"
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "format please")
         [answer] = await tg.wait_for_message(chat["id"])
     call = tg.calls_to("sendMessage")[-1]
@@ -194,7 +206,7 @@ async def test_markdown_answer_is_sent_as_html(tg, alice):
     assert answer["text"] == "Bold and x < y and a link"
 
 
-async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice):
+async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice, streaming):
     service = RecordingService()
     # Crossed emphasis converts to mis-nested tags, which Telegram refuses.
     bad = "**a *b** c* d"
@@ -202,7 +214,7 @@ async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice):
     chat = tg.private_chat(alice)
     with pytest.raises(Exception, match="can't parse entities"):
         parse_html(tgad.markdown_to_html(bad))
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "hi")
         [answer] = await tg.wait_for_message(chat["id"])
     first, second = tg.calls_to("sendMessage")
@@ -211,13 +223,13 @@ async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice):
     assert answer["text"] == bad
 
 
-async def test_long_answer_is_split_into_valid_parts(tg, alice):
+async def test_long_answer_is_split_into_valid_parts(tg, alice, streaming):
     service = RecordingService()
     paragraph = "This sentence is part of a very long answer about memory. " * 15
     long_answer = "\n\n".join([paragraph.strip()] * 11)[:9000]
     service.answer = lambda m: long_answer
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "tell me everything")
         parts = await tg.wait_for_message(chat["id"], count=3)
         await tg.wait_until(lambda: tg.calls[-1].method == "getUpdates")
@@ -258,12 +270,12 @@ async def test_edited_message_is_neither_answered_nor_recorded_again(tg, alice, 
     assert len(tg.calls_to("sendMessage")) == 1
 
 
-async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_on(tg, alice, caplog):
+async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_on(tg, alice, caplog, streaming):
     service = RecordingService()
     service.fail_on = "explode"
     chat = tg.private_chat(alice)
     caplog.set_level(logging.ERROR, logger="bot.adapters.telegram")
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "explode")
         await tg.wait_for_message(chat["id"])
         tg.send(chat, alice, "still there?")
@@ -273,11 +285,11 @@ async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_
     assert any("error handling update 1000" in r.getMessage() for r in caplog.records), caplog.text
 
 
-async def test_bot_api_429_is_retried_after_retry_after(tg, alice):
+async def test_bot_api_429_is_retried_after_retry_after(tg, alice, streaming):
     service = RecordingService()
     chat = tg.private_chat(alice)
     tg.fail_next("sendMessage", 429, retry_after=1)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "are you there?")
         [answer] = await tg.wait_for_message(chat["id"])
     first, second = tg.calls_to("sendMessage")
@@ -289,9 +301,9 @@ async def test_bot_api_429_is_retried_after_retry_after(tg, alice):
 # ----------------------------------------------------------------------------- groups
 
 
-async def test_group_answers_only_mentions_replies_and_commands_and_records_the_rest(tg, alice, bob, group):
+async def test_group_answers_only_mentions_replies_and_commands_and_records_the_rest(tg, alice, bob, group, streaming):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(group, bob, "I like sailing")
         tg.send(group, alice, "@memo_test_bot what does Bob like?")
         [answer] = await tg.wait_for_message(group["id"])

@@ -62,6 +62,13 @@ TEXT_LIMIT = MessageLimit.MAX_TEXT_LENGTH  # 4096
 CAPTION_LIMIT = MessageLimit.CAPTION_LENGTH  # 1024
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 ADMIN_CACHE_S = 60.0
+# Streaming: Telegram allows about one message (edits included) per second in a chat and 20 a
+# minute in a group; the first message waits for about a sentence so it does not flicker.
+EDIT_INTERVAL_PRIVATE_S = 1.0
+EDIT_INTERVAL_GROUP_S = 3.0
+FIRST_SHOW_CHARS = 80
+FINAL_RENDER_TRIES = 5
+_SENTENCE_END = re.compile(r"[.!?:\n]\s")
 
 EVERYONE_COMMANDS = {
     "start": "what I am and how to talk to me",
@@ -226,6 +233,11 @@ def _emphasis(text: str) -> str:
     return text
 
 
+def has_formatting(text: str) -> bool:
+    """True when the Markdown in `text` would show differently from the plain text."""
+    return markdown_to_html(text) != html.escape(text, quote=False)
+
+
 def split_for_telegram(text: str, limit: int = TEXT_LIMIT) -> list[str]:
     """Split an answer into parts Telegram accepts (at most `limit` characters each)."""
     return split_text(text, limit) or ["…"]
@@ -312,12 +324,23 @@ class AdminCheck:
 class TelegramBot:
     """The handlers: each one translates, calls the router once, and sends what comes back."""
 
-    def __init__(self, router: ChatService, settings: Settings, typing_interval: float = 4.0) -> None:
+    def __init__(
+        self,
+        router: ChatService,
+        settings: Settings,
+        typing_interval: float = 4.0,
+        edit_intervals: tuple[float, float] = (EDIT_INTERVAL_PRIVATE_S, EDIT_INTERVAL_GROUP_S),
+    ) -> None:
         self.router = router
         self.settings = settings
         self.translate = Translator(settings)
         self.admin = AdminCheck(settings.admin_user_ids)
         self.typing_interval = typing_interval  # Telegram shows "typing" for about 5 s
+        self.edit_intervals = edit_intervals
+
+    def edit_interval(self, chat: Chat) -> float:
+        """Seconds between two renders of a streamed answer in this chat."""
+        return self.edit_intervals[0] if chat.type == Chat.PRIVATE else self.edit_intervals[1]
 
     def install(self, app: Application) -> None:
         """Register the handlers on `app` (new messages only: edits are ignored on purpose)."""
@@ -349,14 +372,14 @@ class TelegramBot:
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A text message: answer it when addressed, else record it (groups)."""
         message = update.effective_message
-        await self._converse(message, self.translate.text(message))
+        await self._converse(message, self.translate.text(message), update.update_id)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A sticker, photo, voice...: a caption counts as text; otherwise a polite word in private."""
         message = update.effective_message
         text = self.translate.text(message)
         if text:
-            await self._converse(message, text)
+            await self._converse(message, text, update.update_id)
         elif message.chat.type == Chat.PRIVATE:
             await message.reply_text(NOT_TEXT)
 
@@ -413,7 +436,7 @@ class TelegramBot:
 
     # --- the work
 
-    async def _converse(self, message: Message, text: str) -> None:
+    async def _converse(self, message: Message, text: str, update_id: int) -> None:
         """Answer an addressed message; record an unaddressed one (when allowed)."""
         if not text:
             return
@@ -423,6 +446,11 @@ class TelegramBot:
             return
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
+        if self.settings.telegram.streaming:
+            answer = GrowingAnswer(self, message, update_id)
+            async with self.typing(message.chat, stop=answer.first_shown):
+                await answer.show(self.router.stream(incoming))
+            return
         async with self.typing(message.chat):
             reply = await self.router.handle(incoming)
         await self.send_text(message.chat, reply.text, reply_to=message.message_id)
@@ -456,31 +484,53 @@ class TelegramBot:
         """Send a long text in parts; formatted as HTML, again as plain text if Telegram refuses it."""
         sent = []
         for n, part in enumerate(split_for_telegram(text)):
-            reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and n == 0 else None
+            sent.append(await self.send_part(chat, part, reply_to=reply_to if n == 0 else None, markdown=markdown))
+        return sent
+
+    async def send_part(self, chat: Chat, part: str, *, reply_to: int | None = None, markdown: bool = True) -> Message:
+        """Send one part (<= 4096 characters), formatted when `markdown`, plain if Telegram refuses it."""
+        reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        if markdown:
+            try:
+                return await chat.send_message(markdown_to_html(part), parse_mode=ParseMode.HTML, reply_parameters=reply)
+            except BadRequest as exc:
+                if not is_format_error(exc):
+                    raise
+                log.info("Telegram refused the formatting (%s); sending plain text", exc)
+        return await chat.send_message(part, reply_parameters=reply)
+
+    @staticmethod
+    async def edit_part(message: Message, part: str, *, markdown: bool) -> None:
+        """Replace the text of a sent part (formatted or plain, like `send_part`)."""
+        try:
             if markdown:
                 try:
-                    sent.append(await chat.send_message(markdown_to_html(part), parse_mode=ParseMode.HTML, reply_parameters=reply))
-                    continue
+                    await message.edit_text(markdown_to_html(part), parse_mode=ParseMode.HTML)
+                    return
                 except BadRequest as exc:
                     if not is_format_error(exc):
                         raise
-                    log.info("Telegram refused the formatting (%s); sending plain text", exc)
-            sent.append(await chat.send_message(part, reply_parameters=reply))
-        return sent
+                    log.info("Telegram refused the formatting (%s); editing as plain text", exc)
+            await message.edit_text(part)
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise  # "not modified": it already shows this text, which is what we wanted
 
     @contextlib.asynccontextmanager
-    async def typing(self, chat: Chat) -> AsyncIterator[None]:
-        """Show "typing..." now and renew it until the block ends."""
+    async def typing(self, chat: Chat, stop: asyncio.Event | None = None) -> AsyncIterator[None]:
+        """Show "typing..." now and renew it until the block ends (or `stop` is set)."""
         first_sent = asyncio.Event()
+        stop = stop or asyncio.Event()
 
         async def keep_typing() -> None:
-            while True:
+            while not stop.is_set():
                 try:
                     await chat.send_action(ChatAction.TYPING)
                 except TelegramError as exc:
                     log.debug("typing action failed in %s: %r", chat.id, exc)  # cosmetic only
                 first_sent.set()
-                await asyncio.sleep(self.typing_interval)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.typing_interval)
 
         task = asyncio.create_task(keep_typing())
         try:
@@ -492,6 +542,94 @@ class TelegramBot:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class GrowingAnswer:
+    """An answer shown while the model writes it: sent after about a sentence, then edited in
+    place at a paced rate; past 4096 characters it continues in a new message.
+
+    Intermediate versions are plain text (half-written Markdown rarely parses); the last
+    render carries the final formatting, plain if Telegram refuses it, and is retried until
+    it lands, so the final text is never lost. Each render shows `split_for_telegram(text)`,
+    so the final messages are the ones a non-streamed answer would have been.
+    """
+
+    def __init__(self, bot: "TelegramBot", question: Message, update_id: int) -> None:
+        self.bot, self.question, self.update_id = bot, question, update_id
+        self.interval = bot.edit_interval(question.chat)
+        self.text = ""
+        self.done = False
+        self.changed = asyncio.Event()
+        self.first_shown = asyncio.Event()
+        self.messages: list[Message] = []
+        self.shown: list[tuple[str, bool]] = []  # (text, formatted) of each message
+
+    async def show(self, chunks: AsyncIterator[str]) -> None:
+        """Read the stream to its end while a render loop keeps the messages up to date."""
+        renderer = asyncio.create_task(self._render_loop())
+        try:
+            async for piece in chunks:
+                self.text += piece
+                self.changed.set()
+        except Exception:  # a bug below us: keep what arrived and say so
+            log.exception("error handling update %s: the answer stream failed", self.update_id)
+            self.text = (self.text.rstrip() + "\n\n" + BROKEN).lstrip()
+        finally:
+            self.done = True
+            self.changed.set()
+            await renderer
+
+    async def _render_loop(self) -> None:
+        final_tries = 0
+        while True:
+            await self.changed.wait()
+            self.changed.clear()
+            done, text = self.done, self.text
+            if not done and not self.messages and not _worth_showing(text):
+                continue  # wait for about a sentence before the first message
+            complete = await self._render(text, final=done)
+            if done:
+                final_tries += 1
+                if complete or final_tries >= FINAL_RENDER_TRIES:
+                    if not complete:
+                        log.error("gave up showing the end of the answer to %s", self.question.message_id)
+                    return
+                self.changed.set()  # the final text must land: try again after the pause
+            # Pacing: Telegram's flood limits count edits too.
+            await asyncio.sleep(self.interval)
+
+    async def _render(self, text: str, final: bool) -> bool:
+        """Bring the messages to `text`; True when every part shows what it should."""
+        # Telegram trims each message: compare trimmed parts, or a new trailing newline would
+        # cost an edit that Telegram refuses as "not modified".
+        parts = [p.strip() or "…" for p in split_for_telegram(text)]
+        complete = True
+        for i, part in enumerate(parts):
+            want = (part, final)
+            try:
+                if i >= len(self.messages):
+                    reply_to = self.question.message_id if i == 0 else None
+                    self.messages.append(await self.bot.send_part(self.question.chat, part, reply_to=reply_to, markdown=final))
+                    self.shown.append(want)
+                    self.first_shown.set()
+                elif self.shown[i] == (part, False) and final and not has_formatting(part):
+                    self.shown[i] = want  # formatting would change nothing: spare the edit
+                elif self.shown[i] != want:
+                    await self.bot.edit_part(self.messages[i], part, markdown=final)
+                    self.shown[i] = want
+            except TelegramError as exc:
+                log.warning("showing part %d of the answer to %s failed: %r", i, self.question.message_id, exc)
+                complete = False
+                break  # parts go in order: the next render continues from here
+        for extra in self.messages[len(parts):]:  # the split moved back (a late code block)
+            with contextlib.suppress(TelegramError):
+                await extra.delete()
+        del self.messages[len(parts):], self.shown[len(parts):]
+        return complete
+
+
+def _worth_showing(text: str) -> bool:
+    return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
 
 
 def _button(action: str, asker: str, command: str) -> str:
@@ -513,6 +651,7 @@ def build_application(
     settings: Settings,
     *,
     typing_interval: float = 4.0,
+    edit_intervals: tuple[float, float] = (EDIT_INTERVAL_PRIVATE_S, EDIT_INTERVAL_GROUP_S),
     rate_limiter: AIORateLimiter | None = None,
 ) -> Application:
     """The PTB Application for `router`, with handlers, rate limiter and per-chat ordering."""
@@ -530,7 +669,7 @@ def build_application(
         base = settings.telegram.api_base_url.rstrip("/")
         builder = builder.base_url(base).base_file_url(_file_url(base))
     app = builder.build()
-    bot = TelegramBot(router, settings, typing_interval=typing_interval)
+    bot = TelegramBot(router, settings, typing_interval=typing_interval, edit_intervals=edit_intervals)
     bot.install(app)
     app.bot_data["adapter"] = bot
     return app

@@ -641,8 +641,9 @@ class FakeTelegram:
         text = params.get("text")
         if not text or not str(text).strip():
             raise bad("message text is empty")
-        plain = plain_text(str(text), params.get("parse_mode"))
-        if not plain.strip():
+        # Telegram trims whitespace around a message (after entity parsing).
+        plain = plain_text(str(text), params.get("parse_mode")).strip()
+        if not plain:
             raise bad("message text is empty")
         if len(plain) > MAX_TEXT:
             raise bad("message is too long")
@@ -668,7 +669,9 @@ class FakeTelegram:
         text = params.get("text")
         if not text:
             raise bad("message text is empty")
-        plain = plain_text(str(text), params.get("parse_mode"))
+        plain = plain_text(str(text), params.get("parse_mode")).strip()
+        if not plain:
+            raise bad("message text is empty")
         if len(plain) > MAX_TEXT:
             raise bad("message is too long")
         markup = params.get("reply_markup")
@@ -684,6 +687,12 @@ class FakeTelegram:
             msg.pop("reply_markup", None)
         self.messages[key] = msg
         return {k: v for k, v in msg.items() if not k.startswith("sent_")}
+
+    async def _m_deleteMessage(self, params: dict, files: dict) -> bool:
+        chat = self._chat(params)
+        if self.messages.pop((chat["id"], params.get("message_id")), None) is None:
+            raise bad("message to delete not found")
+        return True
 
     async def _m_sendChatAction(self, params: dict, files: dict) -> bool:
         self._chat(params)
