@@ -24,12 +24,13 @@ from collections import OrderedDict
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, TypeVar
+from urllib.parse import unquote
 
 import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.http_api import VERSION
+from memory_engine.http_api import CHAT_KEY, VERSION
 from memory_engine.compaction import (
     BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
 
@@ -408,7 +409,8 @@ class MemoryHost:
     def app(self) -> web.Application:
         """The aiohttp application: one catch-all route into `respond`."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._web_handler)
+        # [\s\S]: a percent-encoded line break in the path must reach `parse` too
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self._web_handler)
         return app
 
     async def _web_handler(self, request: web.Request) -> web.Response:
@@ -429,6 +431,8 @@ class MemoryHost:
                 log.error("storage error request_id=%s: %s", request_id, err)
         finally:
             self.in_flight -= 1
+        if chat_key is None:  # a refusal: still say which chat it was for, when the key is valid
+            chat_key = _chat_in(path)
         # One line per request. Never the token, the body or the query (they carry text).
         access_log.info("request", extra={"fields": {
             "request_id": request_id, "method": request.method[:16], "route": _route(path),
@@ -512,6 +516,18 @@ def _request_id(given: str | None) -> str:
     if given and len(given) <= 64 and all(c.isalnum() or c in "-_.:" for c in given):
         return given
     return uuid.uuid4().hex[:12]
+
+
+def _chat_in(path: str) -> str | None:
+    """The valid chat key a `/v1/chats/{chat}/...` path names, else None."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[:3] != ["", "v1", "chats"]:
+        return None
+    try:
+        key = unquote(parts[3], errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return key if CHAT_KEY.match(key) else None
 
 
 def _route(path: str) -> str:
