@@ -52,6 +52,9 @@ class _Prepared:
     choice: TierChoice
     order: list[str]
     request: ModelRequest
+    # Failed attempts are keyed per handling, so a platform redelivering the same message
+    # still gets each new attempt recorded, while an outbox replay of one stays single.
+    attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
 
 
 @dataclass
@@ -249,7 +252,8 @@ class Router:
             "ok": attempt.ok,
             "author_id": prep.message.author_id,
             # Each attempt has its own idempotency key; the good one is the reply's id.
-            "message_id": f"{prep.message_id}:reply" if attempt.ok else f"{prep.message_id}:try{attempt.number}",
+            "message_id": (f"{prep.message_id}:reply" if attempt.ok
+                           else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"),
         }
         if attempt.error:
             body["error"] = redact(attempt.error, self.secrets)
