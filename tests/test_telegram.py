@@ -17,7 +17,7 @@ from telegram.error import InvalidToken
 from bot.adapters import telegram as tgad
 from bot.config import PlatformSettings, Settings
 from bot.router.types import CommandResult, IncomingMessage, Reply
-from tests.fakes.telegram_server import TOKEN, FakeTelegram, parse_html
+from tests.fakes.telegram_server import FakeTelegram, parse_html
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 ADMIN_ONLY = set(tgad.ADMIN_COMMANDS)
@@ -517,3 +517,30 @@ async def test_a_failing_command_menu_does_not_stop_the_bot(tg, alice):
         tg.send(chat, alice, "hello")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: hello"
+
+
+async def test_a_late_confirmation_asks_again_with_the_buttons(tg, alice):
+    service = RecordingService()
+    chat = tg.private_chat(alice)
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(chat, alice, "/forget")
+        [question] = await tg.wait_for_message(chat["id"])
+        service.forget_asked.clear()  # as if the router's 5 minutes had passed
+        tg.press(question, alice, question["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
+        await tg.wait_until(lambda: tg.calls_to("editMessageText"))
+        tg.send(chat, alice, "ping")  # handled after the press (one chat, in order)
+        again, pong = await tg.wait_for_message(chat["id"], count=2)
+    # The same question stands, buttons included; "not modified" is no error for the user.
+    assert pong["text"] == "You said: ping"
+    assert "Press the button" in again["text"] and again["reply_markup"]["inline_keyboard"][0][0]["text"] == "Yes, forget"
+    assert [c[2] for c in service.commands] == ["", "yes"]
+
+
+async def test_tier_is_a_command_for_everyone(tg, alice, bob, group):
+    service = RecordingService()
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(group, bob, "/tier")
+        [answer] = await tg.wait_for_message(group["id"])
+        scopes = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]] for c in tg.calls_to("setMyCommands")}
+    assert answer["text"] == "tier for telegram:-100500 (no args)"
+    assert "tier" in scopes["default"]

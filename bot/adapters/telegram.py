@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable
+from typing import Any, AsyncIterator, Awaitable, Iterator
 from urllib.parse import urlsplit
 
 from telegram import (
@@ -75,6 +75,7 @@ EVERYONE_COMMANDS = {
     "help": "the commands",
     "why": "the memory used for my last answer here",
     "forgetme": "forget what you said here and what I know about you",
+    "tier": "show the model tier, or choose one: /tier NAME, /tier auto",
 }
 ADMIN_COMMANDS = {
     "facts": "what I know about the people here (admins)",
@@ -424,7 +425,10 @@ class TelegramBot:
         is_admin = await self.admin(query.message.chat, query.from_user)
         incoming = self.translate.from_button(query.message, query.from_user, command, is_admin)
         result = await self.router.command(incoming, name, args)
-        await query.edit_message_text(result.text)
+        # A late press (the question expired) gets the question again, with its buttons.
+        markup = self.confirm_buttons(asker, result.confirm) if result.confirm else None
+        with _unless_not_modified():
+            await query.edit_message_text(self.confirm_text(result), reply_markup=markup)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Log every handler error with its update id; tell a private chat something went wrong."""
@@ -471,14 +475,24 @@ class TelegramBot:
             if not fits:
                 await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
         elif result.confirm:
-            buttons = InlineKeyboardMarkup([[
-                InlineKeyboardButton("Yes, forget", callback_data=_button("confirm", asker, result.confirm)),
-                InlineKeyboardButton("Cancel", callback_data=_button("cancel", asker, "")),
-            ]])
-            text = result.text.replace(f"Send {result.confirm}", "Press the button")
-            await message.reply_text(text, reply_markup=buttons)
+            await message.reply_text(self.confirm_text(result), reply_markup=self.confirm_buttons(asker, result.confirm))
         else:
             await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
+
+    @staticmethod
+    def confirm_buttons(asker: str, confirm: str) -> InlineKeyboardMarkup:
+        """"Yes" runs the confirming command; only `asker` may press either button."""
+        return InlineKeyboardMarkup([[
+            InlineKeyboardButton("Yes, forget", callback_data=_button("confirm", asker, confirm)),
+            InlineKeyboardButton("Cancel", callback_data=_button("cancel", asker, "")),
+        ]])
+
+    @staticmethod
+    def confirm_text(result: CommandResult) -> str:
+        """The router asks to send the confirming command; here a button does it."""
+        if not result.confirm:
+            return result.text
+        return result.text.replace(f"Send {result.confirm}", f"Press the button (or send {result.confirm})")
 
     async def send_text(self, chat: Chat, text: str, *, reply_to: int | None = None, markdown: bool = True) -> list[Message]:
         """Send a long text in parts; formatted as HTML, again as plain text if Telegram refuses it."""
@@ -502,7 +516,7 @@ class TelegramBot:
     @staticmethod
     async def edit_part(message: Message, part: str, *, markdown: bool) -> None:
         """Replace the text of a sent part (formatted or plain, like `send_part`)."""
-        try:
+        with _unless_not_modified():
             if markdown:
                 try:
                     await message.edit_text(markdown_to_html(part), parse_mode=ParseMode.HTML)
@@ -512,9 +526,6 @@ class TelegramBot:
                         raise
                     log.info("Telegram refused the formatting (%s); editing as plain text", exc)
             await message.edit_text(part)
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
-                raise  # "not modified": it already shows this text, which is what we wanted
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: Chat, stop: asyncio.Event | None = None) -> AsyncIterator[None]:
@@ -630,6 +641,16 @@ class GrowingAnswer:
 
 def _worth_showing(text: str) -> bool:
     return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
+
+
+@contextlib.contextmanager
+def _unless_not_modified() -> Iterator[None]:
+    """An edit Telegram refuses as "not modified" already shows what we wanted: not an error."""
+    try:
+        yield
+    except BadRequest as exc:
+        if "not modified" not in str(exc).lower():
+            raise
 
 
 def _button(action: str, asker: str, command: str) -> str:
