@@ -123,7 +123,7 @@ ADMIN_EXPECT = {
     "summary": "summary",
     "memory": "messages kept",
     "mode": "Memory mode is now full",
-    "compact": "ompact",
+    "compact": "Compacted:",
 }
 
 
