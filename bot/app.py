@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from bot.config import Settings, Tier, load_settings
 from bot.router.fallback import RetryPolicy
@@ -31,9 +31,7 @@ OFFLINE_TIER = Tier(name="offline", model="offline")
 
 async def _open_models(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[dict[str, ChatModel], dict[str, Tier]]:
     """One AsyncOpenAI client per endpoint (base URL + key), shared by the tiers on it."""
-    from openai import AsyncOpenAI
-
-    clients: dict[tuple[str | None, str], AsyncOpenAI] = {}
+    clients: dict[tuple[str | None, str], Any] = {}
     models: dict[str, ChatModel] = {}
     tiers: dict[str, Tier] = {}
     for name, tier in settings.tiers.items():
@@ -42,6 +40,8 @@ async def _open_models(settings: Settings, stack: contextlib.AsyncExitStack) -> 
         key = (tier.base_url, tier.api_key)
         client = clients.get(key)
         if client is None:
+            from openai import AsyncOpenAI  # ~1 s to import: only when a model is configured
+
             # max_retries=0: the tier router retries, so every attempt is seen and recorded.
             client = AsyncOpenAI(
                 api_key=tier.api_key,
