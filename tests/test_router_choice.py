@@ -77,7 +77,8 @@ def test_rules_come_from_config():
 
 def test_fallback_sequence_starts_with_choice():
     assert fallback_sequence("heavy", ("standard", "light", "heavy"), TIERS) == ["heavy", "standard", "light"]
-    assert fallback_sequence("light", ("standard",), TIERS) == ["light", "standard", "heavy"]
+    assert fallback_sequence("light", ("standard",), TIERS) == ["light", "standard"]
+    assert fallback_sequence("heavy", ("standard", "nosuchtier"), TIERS) == ["heavy", "standard"]
 
 
 def test_memory_prompt_is_quoted_data_after_fixed_instruction():

@@ -176,9 +176,10 @@ def choose_tier(
 
 
 def fallback_sequence(chosen: str, fallback_order: Sequence[str], tiers: Mapping[str, Any]) -> list[str]:
-    """The chosen tier first, then the configured fallback order, then any tier left out."""
+    """The chosen tier first, then the configured fallback order (a tier left out of it is
+    never a fallback: leaving `heavy` out keeps failures from landing on the dearest model)."""
     seq: list[str] = []
-    for name in (chosen, *fallback_order, *tiers):
+    for name in (chosen, *fallback_order):
         if name in tiers and name not in seq:
             seq.append(name)
     return seq
