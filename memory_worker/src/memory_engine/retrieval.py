@@ -31,11 +31,14 @@ CANDIDATES = 50
 CONTEXT_CHARS = 2000
 # What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
 # FTS5 scores every row that matches any term, at about 0.4 us per row per term plus
-# about 1 us per row, so this bounds the scoring to ~2-3 ms at any chat size. A short
-# question in a chat of a few thousand messages stays well inside it and keeps every term.
+# about 1 us per row (more when pages are not cached), so this bounds the scoring to a
+# few ms at any chat size. A short question in a chat of a few thousand messages stays
+# inside it and keeps its informative terms.
 SCORE_BUDGET = 3000
 # At most this many terms are scored, the most selective first.
 MAX_SCORED_TERMS = 8
+# A term in this many rows or more is "common" (see `_select`).
+COUNT_CAP = 300
 def _previous(sql: SqlStorage, message_id: int) -> dict[str, Any] | None:
     rows = sql.exec("SELECT id, text FROM messages WHERE id < ? ORDER BY id DESC LIMIT 1", message_id)
     return rows[0] if rows else None
@@ -97,27 +100,28 @@ def _cost(rows: float, terms: int) -> float:
 
 def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
     """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score."""
-    # Each term's document frequency, counted up to `cap`: a count stops at the cap, so
-    # this costs little even for a word in every message, and a term that reaches it
-    # could not be scored within the budget on its own anyway.
-    cap = SCORE_BUDGET // _cost(1, 1) + 1
+    # Each term's document frequency, counted up to COUNT_CAP: a count stops there, so this
+    # costs little even for a word in every message. A term that reaches the cap is too
+    # common to be worth its cost beside rarer ones; it is scored only when nothing rarer
+    # is in the query.
     counts = sql.exec(
         "SELECT " + ", ".join(
             f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-            f"LIMIT {cap})) AS c{n}" for n in range(len(terms))),
+            f"LIMIT {COUNT_CAP})) AS c{n}" for n in range(len(terms))),
         *[fts_query([t]) for t in terms])[0]
     by_rarity = sorted((int(counts[f"c{n}"]), n, t) for n, t in enumerate(terms))
     kept: list[str] = []
     rows = 0
     for df, _, t in by_rarity:
-        if len(kept) == MAX_SCORED_TERMS or (kept and _cost(rows + df, len(kept) + 1) > SCORE_BUDGET):
+        if kept and (df >= COUNT_CAP or len(kept) == MAX_SCORED_TERMS
+                     or _cost(rows + df, len(kept) + 1) > SCORE_BUDGET):
             break
         kept.append(t)
         rows += df
     # Only common words (say "great!" in a long chat): score the newest matches only,
     # from the rowid of the budget's worth-th newest one.
     floor = 0
-    if _cost(rows, len(kept)) > SCORE_BUDGET:
+    if by_rarity[0][0] >= COUNT_CAP:
         newest = sql.exec(
             "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
             fts_query(kept), SCORE_BUDGET // _cost(1, len(kept)))
