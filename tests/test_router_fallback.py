@@ -189,3 +189,31 @@ async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tm
                                    for i in range(20)))
             assert (await router.memory.stats("test:chat"))["total_messages"] == 40
             assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
+
+
+async def test_a_broken_model_adapter_is_skipped_not_fatal(tmp_path):
+    from bot.router.models import ModelAnswer
+
+    class Broken:
+        model = "broken"
+
+        async def complete(self, request, *, timeout):
+            raise ZeroDivisionError("bug")
+
+        async def start_stream(self, request, *, timeout):
+            raise ZeroDivisionError("bug")
+
+    class Fine:
+        model = "fine"
+
+        async def complete(self, request, *, timeout):
+            return ModelAnswer("fine answer", "fine", 1, 1)
+
+        async def start_stream(self, request, *, timeout):
+            raise AssertionError("not used")
+
+    settings = make_settings(None, api_key=None)
+    async with running_router(settings, tmp_path, models={"standard": Broken(), "light": Fine()}) as router:
+        reply = await router.handle(msg("hello there, how is it going today"))
+        assert reply.text == "fine answer" and reply.tier == "light"
+        assert tier_totals(await router.memory.usage("test:chat")) == {"light": (1, 0), "standard": (1, 1)}

@@ -15,12 +15,15 @@ routerUsage row) and the retry policy is explicit:
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -111,10 +114,16 @@ class TierRouter:
                 started = self._clock()
                 timeout = min(self.policy.request_timeout_s, left)
                 try:
-                    if streaming:
-                        stream = await model.start_stream(request, timeout=timeout)
-                        return tier, stream, started, number
-                    answer = await model.complete(request, timeout=timeout)
+                    try:
+                        if streaming:
+                            stream = await model.start_stream(request, timeout=timeout)
+                            return tier, stream, started, number
+                        answer = await model.complete(request, timeout=timeout)
+                    except ModelFailure:
+                        raise
+                    except Exception as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
+                        log.exception("model %s of tier %s failed unexpectedly", model.model, tier)
+                        raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
                 except ModelFailure as failure:
                     latency = (self._clock() - started) * 1000.0
                     await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
