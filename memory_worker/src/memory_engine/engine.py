@@ -197,7 +197,9 @@ class ChatMemory:
                     return {"message_id": message_id, "id": existing and existing["id"],
                             "duplicate": True}
             new_id = None
-            if ok and text:
+            # A failed attempt with text is a stream cut off midway: the user saw that text,
+            # so memory keeps it too.
+            if text:
                 new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
             self._record_usage(ts, tier, model, prompt_tokens, completion_tokens, latency_ms,
                                cost_usd, ok, error, message_id, author_id)
