@@ -30,7 +30,7 @@ import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.http_api import CHAT_KEY, VERSION
+from memory_engine.http_api import CHAT_KEY, MAX_BODY_BYTES, VERSION
 from memory_engine.compaction import (
     BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
 
@@ -408,7 +408,8 @@ class MemoryHost:
 
     def app(self) -> web.Application:
         """The aiohttp application: one catch-all route into `respond`."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        # Bodies over the API's limit are refused while reading, before they fill memory.
+        app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
         # [\s\S]: a percent-encoded line break in the path must reach `parse` too
         app.router.add_route("*", r"/{tail:[\s\S]*}", self._web_handler)
         return app
@@ -423,6 +424,8 @@ class MemoryHost:
             body = await request.read()
             response, chat_key = await self._respond(Request(
                 request.method, path, query, dict(request.headers), body))
+        except web.HTTPRequestEntityTooLarge:
+            response = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
         except Exception as err:
             response = _storage_error(err) or Response(500, {"error": "internal error"})
             if response.status == 500:
