@@ -305,6 +305,7 @@ class FakeTelegram:
         self._runner: web.AppRunner | None = None
         self._webhook_task: asyncio.Task | None = None
         self._webhook_wake = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
         self.port = 0
 
     # --- lifecycle
@@ -496,7 +497,10 @@ class FakeTelegram:
         async def notify() -> None:
             async with self._changed:
                 self._changed.notify_all()
-        asyncio.get_running_loop().create_task(notify())
+        task = asyncio.get_running_loop().create_task(notify())
+        # Keep a reference until it ran: the loop holds tasks only weakly.
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # --- HTTP
 
