@@ -19,6 +19,9 @@ from bot.config import PlatformSettings, Settings
 from bot.router.types import CommandResult, IncomingMessage, Reply
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 
+# PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 ADMIN_ONLY = set(tgad.ADMIN_COMMANDS)
 

@@ -15,6 +15,9 @@ from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import running_bot
 
+# PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
 OWNER_ID = 4242  # listed in ADMIN_USER_IDS
 
 

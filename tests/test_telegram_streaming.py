@@ -16,6 +16,9 @@ from tests.test_telegram import RecordingService, make_settings, running_bot
 from tests.test_telegram_e2e import bot_on_router, e2e_settings, people  # noqa: F401  (fixture)
 from tests.test_telegram_e2e import openai  # noqa: F401  (fixture)
 
+# PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
 
 class ScriptedStream(RecordingService):
     """A ChatService whose stream yields what the test puts in `chunks` (None ends it; an exception is raised)."""
