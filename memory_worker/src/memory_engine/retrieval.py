@@ -39,6 +39,8 @@ SCORE_BUDGET = 3000
 MAX_SCORED_TERMS = 8
 # A term in this many rows or more is "common" (see `_select`).
 COUNT_CAP = 300
+
+
 def _previous(sql: SqlStorage, message_id: int) -> dict[str, Any] | None:
     rows = sql.exec("SELECT id, text FROM messages WHERE id < ? ORDER BY id DESC LIMIT 1", message_id)
     return rows[0] if rows else None
@@ -94,7 +96,7 @@ def _previous_id(sql: SqlStorage, message_id: int) -> int:
     return int(prev["id"]) if prev else message_id
 
 
-def _cost(rows: float, terms: int) -> float:
+def _cost(rows: int, terms: int) -> int:
     return rows * (terms + 2)
 
 

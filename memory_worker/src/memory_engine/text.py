@@ -29,6 +29,8 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+# A long message used as a query keeps its first 16 distinct content words: enough to find
+# its topic, and each one costs a document-frequency count per search (retrieval._select).
 MAX_QUERY_TERMS = 16
 
 
