@@ -234,3 +234,39 @@ def test_bulk_indexing_matches_one_by_one_indexing():
     assert [dict(r, rowid=r["rowid"] - 1) for r in bulk.sql.exec(columns, 2)] == one_by_one.sql.exec(columns, 1)
     assert bulk.sql.exec(columns, 1)[0]["context"] == "before the batch"
     assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")
+
+
+# -- the Durable Object's SQL allow-list ------------------------------------------------------
+
+class AllowListedStorage:
+    """`SqlStorage` over the fake workers runtime's `ctx.storage.sql`, whose authorizer refuses
+    what a Durable Object refuses (functions off the allow-list, BEGIN, most PRAGMAs)."""
+
+    def __init__(self, path):
+        from tests.fakes.workers import runtime
+
+        self.runtime = runtime
+        self.sql = runtime.SqlStorage(path)
+
+    def exec(self, query, *params):
+        cursor = self.sql.exec(query, *params)
+        return [{c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row)}
+                for row in cursor._rows]
+
+    def transaction(self, fn):
+        return fn()
+
+
+def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path):
+    m = ChatMemory(AllowListedStorage(tmp_path / "do.sqlite3"))
+    add(m, ("Ann", "did you go camping?"), ("Bob", "yes, by the lake"), ("Ann", "lovely"))
+    m.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+               "VALUES ('user', 'Bob', 'bob', 'camping again soon', 't', 'm4')")
+    retrieval.index_messages(m.sql, 4, 4)
+    assert ids_of(m, "what did Ann say about camping?")[0] == "m1"
+    m.forget_author("bob")
+    assert ids_of(m, "lake") == []
+    # A long chat takes the budgeted path, the floor for common-only queries included.
+    add(m, *[("Ann", f"wow wow number {n}") for n in range(1200)])
+    assert len(ids_of(m, "wow", 3)) == 3
+    assert retrieval._select(m.sql, ["wow"])[1] > 0
