@@ -9,6 +9,8 @@ import asyncio
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from telegram import Bot, BotCommand, BotCommandScopeAllChatAdministrators, ChatMemberAdministrator, ChatMemberOwner
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter
@@ -172,6 +174,25 @@ async def test_edit_photo_and_callback_answers(tg, bot, chat):
 def test_markdown_to_html_is_accepted_by_telegram(markdown, plain):
     html = markdown_to_html(markdown)
     assert parse_html(html) == plain
+
+
+def test_badly_nested_emphasis_stays_literal_and_valid():
+    assert parse_html(markdown_to_html("**a *b** c* d")) == "**a *b** c* d"
+
+
+def test_link_urls_are_not_touched_by_emphasis():
+    html = markdown_to_html('see [**docs** `x`](https://e.com/*a*_b_?q="1")')
+    assert html == 'see <a href="https://e.com/*a*_b_?q=&quot;1&quot;"><b>docs</b> <code>x</code></a>'
+    assert parse_html(html) == "see docs x"
+
+
+markdownish = st.lists(st.sampled_from(list("ab *_~`#[]()<>&\n") + ["**", "__", "~~", "```", "](https://x.y/", "```py\n"]), max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(markdownish, max_size=6).map("".join))
+def test_property_markdown_to_html_always_parses(text):
+    parse_html(markdown_to_html(text))  # raises like the server when it would be refused
 
 
 def test_code_block_keeps_its_language():

@@ -39,7 +39,7 @@ from telegram import (
     User,
 )
 from telegram.constants import ChatAction, MessageLimit, ParseMode
-from telegram.error import BadRequest, NetworkError, TelegramError
+from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -188,8 +188,8 @@ def _display_name(user: User | None, chat: Chat) -> str:
 
 _FENCE = re.compile(r"```([\w+#.-]*)[^\n]*\n(.*?)(?:\n)?```|```(.*?)```", re.S)
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_INLINE_RULES = [
-    (re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)"), lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>'),
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s)]+)\)")
+_EMPHASIS = [
     (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", re.S), r"<b>\1</b>"),
     (re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)", re.S), r"<b>\1</b>"),
     (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~", re.S), r"<s>\1</s>"),
@@ -197,46 +197,73 @@ _INLINE_RULES = [
     (re.compile(r"(?<!\w)_(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)"), r"<i>\1</i>"),
     (re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", re.M), r"<b>\1</b>"),
 ]
+_KEPT = re.compile("\x00(\\d+)\x00")
+_TAG = re.compile(r"<(/?)([a-z]+)[^>]*>")
 
 
 def markdown_to_html(text: str) -> str:
-    """Convert the Markdown models write into Telegram HTML (code kept verbatim, the rest escaped)."""
+    """Convert the Markdown models write into Telegram HTML (code kept verbatim, the rest escaped).
+
+    Emphasis that would nest badly (`**a *b** c*`) is left as literal characters, so the
+    result always parses; Telegram refusing it anyway is handled by the caller.
+    """
+    text = text.replace("\x00", "")  # the placeholder mark below
     out: list[str] = []
     pos = 0
     for m in _FENCE.finditer(text):
         out.append(_inline_html(text[pos:m.start()]))
         if m.group(3) is not None:
-            out.append(f"<pre>{html.escape(m.group(3), quote=False)}</pre>")
+            out.append(f"<pre>{_esc(m.group(3))}</pre>")
         else:
-            lang, body = m.group(1), m.group(2)
-            code = html.escape(body, quote=False)
-            out.append(f'<pre><code class="language-{lang}">{code}</code></pre>' if lang else f"<pre>{code}</pre>")
+            lang, body = m.group(1), _esc(m.group(2))
+            out.append(f'<pre><code class="language-{lang}">{body}</code></pre>' if lang else f"<pre>{body}</pre>")
         pos = m.end()
     out.append(_inline_html(text[pos:]))
     return "".join(out)
 
 
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
 def _inline_html(text: str) -> str:
-    parts: list[str] = []
-    pos = 0
-    for m in _INLINE_CODE.finditer(text):
-        parts.append(_emphasis(text[pos:m.start()]))
-        parts.append(f"<code>{html.escape(m.group(1), quote=False)}</code>")
-        pos = m.end()
-    parts.append(_emphasis(text[pos:]))
-    return "".join(parts)
+    """Code spans and links are set aside first, so emphasis never reaches into them."""
+    kept: list[str] = []
+
+    def keep(fragment: str) -> str:
+        kept.append(fragment)
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = _INLINE_CODE.sub(lambda m: keep(f"<code>{_esc(m.group(1))}</code>"), text)
+    text = _LINK.sub(lambda m: keep(f'<a href="{html.escape(m.group(2))}">{_emphasis(m.group(1))}</a>'), text)
+    text = _emphasis(text)
+    while "\x00" in text:  # a link's text may hold a code span: restore until none is left
+        text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
+    return text
 
 
 def _emphasis(text: str) -> str:
-    text = html.escape(text, quote=False)
-    for pattern, repl in _INLINE_RULES:
-        text = pattern.sub(repl, text)
-    return text
+    escaped = _esc(text)
+    converted = escaped
+    for pattern, repl in _EMPHASIS:
+        converted = pattern.sub(repl, converted)
+    return converted if _well_nested(converted) else escaped
+
+
+def _well_nested(fragment: str) -> bool:
+    """True when the tags in `fragment` open and close in a proper nesting."""
+    stack: list[str] = []
+    for closing, name in _TAG.findall(fragment):
+        if not closing:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            return False
+    return not stack
 
 
 def has_formatting(text: str) -> bool:
     """True when the Markdown in `text` would show differently from the plain text."""
-    return markdown_to_html(text) != html.escape(text, quote=False)
+    return markdown_to_html(text) != _esc(text.replace("\x00", ""))
 
 
 def split_for_telegram(text: str, limit: int = TEXT_LIMIT) -> list[str]:
@@ -574,6 +601,7 @@ class GrowingAnswer:
         self.first_shown = asyncio.Event()
         self.messages: list[Message] = []
         self.shown: list[tuple[str, bool]] = []  # (text, formatted) of each message
+        self.refused = False  # Telegram refused for good: stop rendering
 
     async def show(self, chunks: AsyncIterator[str]) -> None:
         """Read the stream to its end while a render loop keeps the messages up to date."""
@@ -610,7 +638,9 @@ class GrowingAnswer:
             await asyncio.sleep(self.interval)
 
     async def _render(self, text: str, final: bool) -> bool:
-        """Bring the messages to `text`; True when every part shows what it should."""
+        """Bring the messages to `text`; True when every part shows what it should (or never can)."""
+        if self.refused:
+            return True
         # Telegram trims each message: compare trimmed parts, or a new trailing newline would
         # cost an edit that Telegram refuses as "not modified".
         parts = [p.strip() or "…" for p in split_for_telegram(text)]
@@ -628,6 +658,11 @@ class GrowingAnswer:
                 elif self.shown[i] != want:
                     await self.bot.edit_part(self.messages[i], part, markdown=final)
                     self.shown[i] = want
+            except (BadRequest, Forbidden) as exc:
+                # Final (blocked, chat gone, message deleted): trying again would not help.
+                log.error("error handling update %s: Telegram refused the answer: %r", self.update_id, exc)
+                self.refused = True
+                return True
             except TelegramError as exc:
                 log.warning("showing part %d of the answer to %s failed: %r", i, self.question.message_id, exc)
                 complete = False
