@@ -27,6 +27,7 @@ from bot.router.tiers import ChoiceRules
 log = logging.getLogger(__name__)
 
 OFFLINE_TIER = Tier(name="offline", model="offline")
+SHUTDOWN_GRACE_S = 30.0  # SIGTERM: how long answers in hand may take before they are cut
 
 
 async def _open_models(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[dict[str, ChatModel], dict[str, Tier]]:
@@ -124,9 +125,15 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
     settings = load_settings()
 
     async def main() -> int:
+        stop = asyncio.Event()
+        # SIGTERM (a service manager, `docker stop`): finish the answer being made, then close,
+        # which flushes the outbox. Ctrl-C keeps its at-once meaning.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         async with build_router(settings, data_dir) as router:
             return await run_console(
-                router, chat_key, data_dir=data_dir, offline=router.offline, streaming=settings.console.streaming
+                router, chat_key, data_dir=data_dir, offline=router.offline,
+                streaming=settings.console.streaming, stop=stop,
             )
 
     try:
@@ -140,11 +147,14 @@ def run_telegram(data_dir: Path) -> int:
     """`chatbot telegram`: serve the Telegram bot until interrupted (SIGINT or SIGTERM)."""
     settings = load_settings()
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         from bot.adapters import telegram
 
         async with build_router(settings, data_dir) as router:
-            await telegram.serve(router, settings)
+            await telegram.serve(
+                router, settings, stop=stop,
+                webhook_listen=settings.telegram.webhook_listen, webhook_port=settings.telegram.webhook_port,
+            )
 
     return _run_until_signalled(main)
 
@@ -153,27 +163,42 @@ def run_discord(data_dir: Path) -> int:
     """`chatbot discord`: serve the Discord bot until interrupted (SIGINT or SIGTERM)."""
     settings = load_settings()
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         from bot.adapters import discord
 
         async with build_router(settings, data_dir) as router:
-            await discord.serve(router, settings)
+            await discord.serve(router, settings, stop=stop)
 
     return _run_until_signalled(main)
 
 
-def _run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
-    """Run `main` until it ends or SIGINT/SIGTERM cancel it; `async with` blocks then close
-    in order, so the outbox gets its last flush before the process exits."""
+def _run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]], grace_s: float = SHUTDOWN_GRACE_S) -> int:
+    """Run `main(stop)` until it ends. The first SIGINT/SIGTERM sets `stop`: the adapter takes no
+    new message and finishes the ones in hand; after `grace_s` (or a second signal) `main` is
+    cancelled. Either way the `async with` blocks close in order, so the outbox gets its last flush.
+    """
 
     async def guarded() -> int:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        deadline: list[asyncio.TimerHandle] = []
+
+        def on_signal() -> None:
+            if stop.is_set():
+                log.warning("second signal: stopping now")
+                task.cancel()  # type: ignore[union-attr]
+                return
+            log.info("signal received: finishing the answers in hand (at most %.0f s)", grace_s)
+            stop.set()
+            deadline.append(loop.call_later(grace_s, task.cancel))  # type: ignore[union-attr]
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
-                loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+                loop.add_signal_handler(sig, on_signal)
         try:
-            await main()
+            await main(stop)
         except asyncio.CancelledError:
             log.info("stopped by a signal")
             return 0
@@ -181,6 +206,10 @@ def _run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
             log.debug("start-up failed", exc_info=True)
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        finally:
+            for handle in deadline:
+                handle.cancel()
+        log.info("stopped cleanly")
         return 0
 
     try:

@@ -46,6 +46,11 @@ class PlatformSettings:
     webhook_url: str | None = None  # Telegram only
     dev_guild_id: str | None = None  # Discord only
     streaming: bool = True
+    # How long a reply keeps being retried through a platform outage (5xx, refused, timeouts)
+    # before it is logged as undelivered; the conversation in memory is intact either way.
+    send_budget_s: float = 60.0
+    webhook_listen: str = "0.0.0.0"  # Telegram only: where the webhook server listens
+    webhook_port: int = 8443  # Telegram only
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,9 @@ def settings_from(data: Mapping, env: Mapping[str, str]) -> Settings:
             webhook_url=_blank_to_none(env.get(f"{prefix}_WEBHOOK_URL")),
             dev_guild_id=_blank_to_none(env.get(f"{prefix}_DEV_GUILD_ID")),
             streaming=bool(p.get("streaming", True)),
+            send_budget_s=float(p.get("send_budget_s", 60.0)),
+            webhook_listen=_blank_to_none(env.get(f"{prefix}_WEBHOOK_LISTEN")) or "0.0.0.0",
+            webhook_port=int(_blank_to_none(env.get(f"{prefix}_WEBHOOK_PORT")) or 8443),
         )
 
     return Settings(

@@ -19,7 +19,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import TextIO
+from typing import Awaitable, TextIO
 
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
@@ -88,8 +88,10 @@ async def run_console(
     stdout: TextIO | None = None,
     interactive: bool | None = None,
     streaming: bool = True,
+    stop: asyncio.Event | None = None,
 ) -> int:
-    """Run the console chat until end of input or /quit; the exit status."""
+    """Run the console chat until end of input, /quit or `stop` (the answer in hand is finished
+    first); the exit status."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     if interactive is None:
@@ -106,8 +108,8 @@ async def run_console(
         if interactive:
             stdout.write("you> ")
             stdout.flush()
-        line = await reader.next_line()
-        if not line:  # end of input
+        line = await _unless_stopped(reader.next_line(), stop)
+        if not line:  # end of input, or asked to stop
             if interactive:
                 stdout.write("\n")
             return 0
@@ -126,6 +128,22 @@ async def run_console(
             text = await session.answer(line)
             stdout.write(("bot> " if interactive else "") + text.rstrip("\n") + "\n\n")
         stdout.flush()
+        if stop is not None and stop.is_set():
+            return 0
+
+
+async def _unless_stopped(line: Awaitable[str], stop: asyncio.Event | None) -> str:
+    """The next input line, or "" as soon as `stop` is set (a shutdown does not wait for typing)."""
+    if stop is None:
+        return await line
+    reading = asyncio.ensure_future(line)
+    stopping = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if reading in done:
+        return reading.result()
+    reading.cancel()
+    return ""
 
 
 

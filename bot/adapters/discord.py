@@ -13,8 +13,9 @@ import io
 import logging
 import re
 import secrets
+import time
 from dataclasses import replace
-from typing import AsyncIterator, Literal, Optional
+from typing import AsyncIterator, Iterator, Literal, Optional
 
 import aiohttp
 import discord
@@ -23,6 +24,7 @@ from discord import app_commands
 
 from bot.adapters.split import split_text
 from bot.config import Settings
+from bot.router.commands import refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
 log = logging.getLogger(__name__)
@@ -179,19 +181,30 @@ async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
         task.cancel()
 
 
-async def send_with_retry(channel: discord.abc.Messageable, content: str, **kwargs) -> discord.Message | None:
-    """Send one message; a transient failure is logged and retried once (same nonce: no duplicate)."""
+async def send_with_retry(
+    channel: discord.abc.Messageable, content: str, *, budget_s: float = 60.0, **kwargs
+) -> discord.Message | None:
+    """Send one message; a transient failure is logged and retried (at least once, then with
+    backoff until `budget_s` is spent) with the same nonce, so Discord keeps a single copy."""
     nonce = secrets.randbelow(10**18)
-    for attempt in (1, 2):
+    deadline = time.monotonic() + budget_s
+    delay, attempt = 0.25, 0
+    where = getattr(channel, "id", "?")
+    while True:
+        attempt += 1
         try:
             return await channel.send(content, nonce=nonce, **kwargs)
         except TRANSIENT_ERRORS as exc:
-            log.warning("send to channel %s failed (attempt %d): %r", getattr(channel, "id", "?"), attempt, exc)
+            log.warning("send to channel %s failed (attempt %d): %r", where, attempt, exc)
         except discord.HTTPException as exc:
-            log.error("send to channel %s refused: %s", getattr(channel, "id", "?"), exc)
+            log.error("send to channel %s refused: %s", where, exc)
             return None
-    log.error("send to channel %s failed twice; giving up on this part", getattr(channel, "id", "?"))
-    return None
+        if attempt >= 2 and time.monotonic() + delay > deadline:
+            log.error("send to channel %s failed %d times in a row; giving up on this part (the answer is kept in memory)",
+                      where, attempt)
+            return None
+        await asyncio.sleep(delay if attempt >= 2 else 0)  # the first retry at once, as before
+        delay = min(delay * 2, 5.0) if attempt >= 2 else delay
 
 
 SORRY = "Sorry, something went wrong on my side. Please try again."
@@ -214,8 +227,9 @@ class GrowingAnswer:
     at most once per EDIT_INTERVAL_S; past 2,000 characters it continues in a new message.
     Each render shows `split_text(text)`, so the final messages equal the non-streamed ones."""
 
-    def __init__(self, question: discord.Message) -> None:
+    def __init__(self, question: discord.Message, budget_s: float = 60.0) -> None:
         self.question = question
+        self.budget_s = budget_s
         self.text = ""
         self.done = False
         self.changed = asyncio.Event()
@@ -253,13 +267,15 @@ class GrowingAnswer:
         parts = parts_of(text)
         for i, part in enumerate(parts):
             if i >= len(self.messages):
-                sent = await send_with_retry(self.question.channel, part, reference=_reply_reference(self.question, i))
+                sent = await send_with_retry(
+                    self.question.channel, part, budget_s=self.budget_s, reference=_reply_reference(self.question, i)
+                )
                 if sent is None:
                     return  # logged; the next render tries again
                 self.messages.append(sent)
                 self.shown.append(part)
             elif self.shown[i] != part:
-                if await edit_with_retry(self.messages[i], part):
+                if await edit_with_retry(self.messages[i], part, budget_s=self.budget_s):
                     self.shown[i] = part
         for extra in self.messages[len(parts):]:  # a late code block can pull text back
             with contextlib.suppress(discord.HTTPException, *TRANSIENT_ERRORS):
@@ -271,9 +287,12 @@ def _worth_showing(text: str) -> bool:
     return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
 
 
-async def edit_with_retry(message: discord.Message, content: str) -> bool:
-    """Edit one message; a transient failure is logged and retried once."""
-    for attempt in (1, 2):
+async def edit_with_retry(message: discord.Message, content: str, *, budget_s: float = 60.0) -> bool:
+    """Edit one message; a transient failure is logged and retried like `send_with_retry`."""
+    deadline = time.monotonic() + budget_s
+    delay, attempt = 0.25, 0
+    while True:
+        attempt += 1
         try:
             await message.edit(content=content)
             return True
@@ -282,7 +301,10 @@ async def edit_with_retry(message: discord.Message, content: str) -> bool:
         except discord.HTTPException as exc:
             log.error("edit of message %s refused: %s", message.id, exc)
             return False
-    return False
+        if attempt >= 2 and time.monotonic() + delay > deadline:
+            return False
+        await asyncio.sleep(delay if attempt >= 2 else 0)
+        delay = min(delay * 2, 5.0) if attempt >= 2 else delay
 
 
 class ConfirmView(discord.ui.View):
@@ -326,6 +348,9 @@ class DiscordBot(discord.Client):
         self.translate = Translator(settings)
         self.tree = app_commands.CommandTree(self)
         self.tree.on_error = self.on_command_error
+        self._in_hand = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         add_commands(self)
 
     async def setup_hook(self) -> None:
@@ -345,13 +370,33 @@ class DiscordBot(discord.Client):
         incoming = self.translate.message(message, self.user)
         if incoming is None:
             return
+        with self.in_hand():
+            await self._converse(message, incoming)
+
+    @contextlib.contextmanager
+    def in_hand(self) -> Iterator[None]:
+        """Count a message being handled, so a shutdown can wait for it."""
+        self._in_hand += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._in_hand -= 1
+            if not self._in_hand:
+                self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no message is being handled."""
+        await self._idle.wait()
+
+    async def _converse(self, message: discord.Message, incoming: IncomingMessage) -> None:
         if not incoming.addressed:
             if self.settings.record_group_messages:
                 await self.router.record(incoming)
             return
         async with typing_shown(message.channel):
             if self.settings.discord.streaming:
-                await GrowingAnswer(message).show(self.router.stream(incoming))
+                await GrowingAnswer(message, self.settings.discord.send_budget_s).show(self.router.stream(incoming))
                 return
             try:
                 text = (await self.router.handle(incoming)).text
@@ -363,7 +408,9 @@ class DiscordBot(discord.Client):
     async def send_answer(self, message: discord.Message, text: str) -> None:
         """Send an answer in parts of at most 2,000 characters; the first replies to the user."""
         for i, part in enumerate(parts_of(text)):
-            await send_with_retry(message.channel, part, reference=_reply_reference(message, i))
+            await send_with_retry(
+                message.channel, part, budget_s=self.settings.discord.send_budget_s, reference=_reply_reference(message, i)
+            )
 
     async def on_error(self, event_method: str, /, *args, **kwargs) -> None:
         """Log a failed event handler; the client keeps running."""
@@ -405,7 +452,8 @@ class DiscordBot(discord.Client):
     async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         """Refuse non-admins politely; log anything else and say it failed."""
         if isinstance(error, app_commands.CheckFailure):
-            await say(interaction, "Sorry, only admins of this server can use that command.")
+            # The router's words, so a refusal reads the same on every platform.
+            await say(interaction, refused(interaction.command.name if interaction.command else "that"))
             return
         log.error("slash command failed", exc_info=error)
         await say(interaction, "Sorry, that command failed. Please try again later.")
@@ -471,12 +519,27 @@ def build_client(router: ChatService, settings: Settings, **options) -> DiscordB
     return DiscordBot(router, settings, **options)
 
 
-async def run_client(client: discord.Client, token: str) -> None:
-    """Log in and stay connected (discord.py reconnects and resumes) until cancelled."""
+async def run_client(client: discord.Client, token: str, stop: asyncio.Event | None = None) -> None:
+    """Log in and stay connected (discord.py reconnects and resumes) until `stop` is set (the
+    messages in hand are finished first, for at most the grace the caller allows) or cancelled."""
     try:
         async with client:
             await client.login(token)
-            await client.connect(reconnect=True)
+            connection = asyncio.create_task(client.connect(reconnect=True))
+            stopping = asyncio.create_task((stop or asyncio.Event()).wait())
+            try:
+                await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if connection.done():
+                    connection.result()  # a login or intent failure: raise it
+                    return
+                log.info("stopping: finishing the messages in hand")
+                if isinstance(client, DiscordBot):
+                    await client.wait_idle()
+            finally:
+                stopping.cancel()
+                connection.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await connection
     except discord.LoginFailure:
         raise RuntimeError("Discord rejected DISCORD_BOT_TOKEN: copy the bot's token again (docs/discord.md)") from None
     except discord.PrivilegedIntentsRequired:
@@ -486,8 +549,8 @@ async def run_client(client: discord.Client, token: str) -> None:
         ) from None
 
 
-async def serve(router: ChatService, settings: Settings) -> None:
-    """Run the Discord bot until cancelled."""
+async def serve(router: ChatService, settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run the Discord bot until `stop` is set (messages in hand finished) or cancelled."""
     if not settings.discord.token:
         raise RuntimeError("DISCORD_BOT_TOKEN is not set (see docs/discord.md)")
-    await run_client(build_client(router, settings), settings.discord.token)
+    await run_client(build_client(router, settings), settings.discord.token, stop)

@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
 
 from telegram import (
@@ -54,7 +54,10 @@ from telegram.ext import (
 
 from bot.adapters.split import split_text
 from bot.config import Settings
+from bot.router.commands import refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,6 @@ GREETING = (
     "In groups, mention me or reply to me to ask something."
 )
 NOT_TEXT = "Sorry, I can only read text for now. Please write your message (a caption works too)."
-REFUSED = "Sorry, /{name} is only for admins of this chat."
 BROKEN = "Sorry, something went wrong while answering. Please try again."
 ONLY_ASKER = "Only the person who asked can confirm this."
 
@@ -422,7 +424,7 @@ class TelegramBot:
         args = " ".join(context.args or [])
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         if name in ADMIN_COMMANDS and not is_admin:
-            await message.reply_text(REFUSED.format(name=name))
+            await message.reply_text(refused(name))
             return
         incoming = self.translate.incoming(message, text=message.text, is_admin=is_admin)
         async with self.typing(message.chat):
@@ -434,7 +436,8 @@ class TelegramBot:
         message = update.effective_message
         if self.translate.addressed(message):
             name = message.text.split()[0][1:].split("@")[0].lower()
-            incoming = self.translate.incoming(message, text=message.text, is_admin=False)
+            is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)  # aliases (/stats)
+            incoming = self.translate.incoming(message, text=message.text, is_admin=is_admin)
             await self.deliver(message, await self.router.command(incoming, name, ""), incoming.author_id)
 
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -484,7 +487,11 @@ class TelegramBot:
             return
         async with self.typing(message.chat):
             reply = await self.router.handle(incoming)
-        await self.send_text(message.chat, reply.text, reply_to=message.message_id)
+        try:
+            await self.send_text(message.chat, reply.text, reply_to=message.message_id)
+        except NetworkError as exc:  # BadRequest included: the retry budget is spent or it is final
+            log.error("error handling update %s: the answer was not delivered to chat %s (kept in memory): %r",
+                      update_id, message.chat.id, exc)
 
     async def _command(self, incoming: IncomingMessage, name: str, args: str) -> CommandResult:
         if name == "start":
@@ -529,7 +536,28 @@ class TelegramBot:
         return sent
 
     async def send_part(self, chat: Chat, part: str, *, reply_to: int | None = None, markdown: bool = True) -> Message:
-        """Send one part (<= 4096 characters), formatted when `markdown`, plain if Telegram refuses it."""
+        """Send one part (<= 4096 characters), formatted when `markdown`, plain if Telegram refuses it;
+        retried through an outage for the platform's send budget."""
+        return await self.patiently(f"sending to chat {chat.id}", lambda: self._send_part_once(chat, part, reply_to, markdown))
+
+    async def patiently(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Run one Bot API call, retrying 5xx, refused connections and timeouts with backoff until
+        `send_budget_s` is spent (an outage must not lose an answer); final refusals raise at once."""
+        deadline = time.monotonic() + self.settings.telegram.send_budget_s
+        delay = 0.25
+        while True:
+            try:
+                return await call()
+            except BadRequest:
+                raise  # a NetworkError to PTB, but final: the same call would be refused again
+            except NetworkError as exc:  # 5xx, connection refused or reset, TimedOut
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _send_part_once(self, chat: Chat, part: str, reply_to: int | None, markdown: bool) -> Message:
         reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
         if markdown:
             try:
@@ -540,9 +568,12 @@ class TelegramBot:
                 log.info("Telegram refused the formatting (%s); sending plain text", exc)
         return await chat.send_message(part, reply_parameters=reply)
 
+    async def edit_part(self, message: Message, part: str, *, markdown: bool) -> None:
+        """Replace the text of a sent part (formatted or plain, like `send_part`), retried like it."""
+        await self.patiently(f"editing message {message.message_id}", lambda: self._edit_part_once(message, part, markdown))
+
     @staticmethod
-    async def edit_part(message: Message, part: str, *, markdown: bool) -> None:
-        """Replace the text of a sent part (formatted or plain, like `send_part`)."""
+    async def _edit_part_once(message: Message, part: str, markdown: bool) -> None:
         with _unless_not_modified():
             if markdown:
                 try:
@@ -567,16 +598,19 @@ class TelegramBot:
                 except TelegramError as exc:
                     log.debug("typing action failed in %s: %r", chat.id, exc)  # cosmetic only
                 first_sent.set()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.typing_interval)
+                # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow a cancellation.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.typing_interval):
+                        await stop.wait()
 
         task = asyncio.create_task(keep_typing())
         try:
             yield
         finally:
             # The action must not land after the answer (it would show "typing" under it).
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(first_sent.wait(), 5.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5.0):
+                    await first_sent.wait()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -620,6 +654,7 @@ class GrowingAnswer:
 
     async def _render_loop(self) -> None:
         final_tries = 0
+        final_deadline = 0.0
         while True:
             await self.changed.wait()
             self.changed.clear()
@@ -629,7 +664,9 @@ class GrowingAnswer:
             complete = await self._render(text, final=done)
             if done:
                 final_tries += 1
-                if complete or final_tries >= FINAL_RENDER_TRIES:
+                # Each call is already retried through an outage; this bounds the whole ending.
+                final_deadline = final_deadline or time.monotonic() + self.bot.settings.telegram.send_budget_s
+                if complete or final_tries >= FINAL_RENDER_TRIES or time.monotonic() > final_deadline:
                     if not complete:
                         log.error("gave up showing the end of the answer to %s", self.question.message_id)
                     return
@@ -746,12 +783,21 @@ async def serve(
     router: ChatService,
     settings: Settings,
     *,
-    webhook_listen: str = "0.0.0.0",
-    webhook_port: int = 8443,
+    webhook_listen: str | None = None,
+    webhook_port: int | None = None,
     poll_timeout: int = 30,
     app: Application | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the bot until cancelled: long polling, or a webhook when TELEGRAM_WEBHOOK_URL is set."""
+    """Run the bot until `stop` is set (or cancelled): long polling, or a webhook when
+    TELEGRAM_WEBHOOK_URL is set (listening on TELEGRAM_WEBHOOK_LISTEN:TELEGRAM_WEBHOOK_PORT).
+
+    On `stop` no new update is taken, and the updates being handled are finished (PTB's
+    `Application.stop` waits for them) before it returns.
+    """
+    webhook_listen = webhook_listen or settings.telegram.webhook_listen
+    webhook_port = webhook_port or settings.telegram.webhook_port
+    stop = stop or asyncio.Event()
     app = app or build_application(router, settings)
     adapter: TelegramBot = app.bot_data["adapter"]
     await _initialize(app)
@@ -765,11 +811,12 @@ async def serve(
         try:
             if settings.telegram.webhook_url:
                 async with _webhook_server(app, settings, webhook_listen, webhook_port):
-                    await asyncio.Event().wait()
+                    await stop.wait()
             else:
                 await app.updater.start_polling(timeout=poll_timeout, allowed_updates=ALLOWED_UPDATES)
                 log.info("Telegram bot @%s polling", app.bot.username)
-                await asyncio.Event().wait()
+                await stop.wait()
+            log.info("stopping: finishing the updates in hand")
         finally:
             if app.updater.running:
                 await app.updater.stop()

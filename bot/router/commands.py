@@ -1,7 +1,7 @@
 """Chat commands, the same on every platform: text (and a chart) built from the memory worker.
 
-Admin-only commands (`ADMIN_COMMANDS`) answer a non-admin exactly like an unknown command,
-so a member learns nothing about them. `/forget` only acts on `/forget yes` sent within a
+Admin-only commands (`ADMIN_COMMANDS`) refuse a non-admin with `refused(name)`, the same
+words on every platform, and reveal nothing of the chat. `/forget` only acts on `/forget yes` sent within a
 few minutes of `/forget` in the same chat.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 ADMIN_COMMANDS = frozenset({"facts", "summary", "usage", "memory", "mode", "compact", "forget"})
 ALL_COMMANDS = ("help", "why", "tier", "forgetme", *sorted(ADMIN_COMMANDS))
 NOT_AVAILABLE = "Unknown command. Send /help for the list."
+REFUSED = "Sorry, /{name} is only for admins of this chat."
 FORGET_CONFIRM_S = 300.0
 ALIASES = {"start": "help", "commands": "help", "stats": "memory"}
 
@@ -43,12 +44,12 @@ async def run_command(router: "Router", message: IncomingMessage, name: str, arg
     """Run one command for one message."""
     name = name.strip().lower().lstrip("/")
     name = name.split("@", 1)[0]  # Telegram: /facts@my_bot
-    name = ALIASES.get(name, name)
+    typed, name = name, ALIASES.get(name, name)
     args = args.strip()
     if name not in HELP:
         return CommandResult(NOT_AVAILABLE)
     if name in ADMIN_COMMANDS and not message.is_admin:
-        return CommandResult(NOT_AVAILABLE)  # same words as an unknown command: reveals nothing
+        return CommandResult(refused(typed))
     handler = _HANDLERS[name]
     try:
         return await handler(router, message, args)
@@ -56,6 +57,11 @@ async def run_command(router: "Router", message: IncomingMessage, name: str, arg
         return CommandResult("My memory is unreachable right now; please try again later.")
     except MemoryRefused as exc:
         return CommandResult(f"The memory refused that: {exc.error}")
+
+
+def refused(name: str) -> str:
+    """What a non-admin reads for an admin command, on every platform: it says no, nothing more."""
+    return REFUSED.format(name=name)
 
 
 async def _help(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
