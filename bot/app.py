@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from bot.config import Settings, Tier, load_settings
+from bot.router import logs
 from bot.router.fallback import RetryPolicy
 from bot.router.memory import HttpMemoryClient, MemoryClient
 from bot.router.models import ChatModel, OfflineModel, OpenAICompatModel
@@ -81,6 +82,8 @@ async def build_router(
             url, token = host.url, host.token
         else:
             url, token = settings.memory_url, settings.memory_token
+        # From here on no log record carries a secret, whichever library writes it.
+        stack.callback(logs.install((*settings.secrets(), token or "")))
         memory: MemoryClient = await stack.enter_async_context(HttpMemoryClient(url, token))
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
 

@@ -37,9 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chatbot` console command."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    from bot.router import logs
+
+    logs.configure(
+        logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO,
+        json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
     if args.command == "memory":
         from memory_worker.host import serve_forever

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterable, Mapping
 
 from bot.config import Settings, Tier
+from bot.router import logs
 from bot.router.fallback import Attempt, RetryPolicy, TierRouter
 from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
@@ -314,26 +315,53 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
-        prep = await self._prepare(message)
-        reply_id = f"{prep.message_id}:reply"
-        with_memory = prep.memory is not None
-        outcome = await self.tier_router.complete(
-            prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
+        started = time.monotonic()
+        reply = Reply(text=APOLOGY, ok=False, with_memory=False)
+        request_id = "-"
+        try:
+            with logs.handling(message.chat_key) as request_id:
+                prep = await self._prepare(message)
+                outcome = await self.tier_router.complete(
+                    prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
+                )
+            with_memory = prep.memory is not None
+            if outcome is None:
+                reply = Reply(text=APOLOGY, ok=False, with_memory=with_memory, message_id=None)
+            else:
+                tier, answer = outcome
+                reply = Reply(text=answer.text, tier=tier, model=answer.model, ok=True,
+                              with_memory=with_memory, message_id=f"{prep.message_id}:reply")
+            return reply
+        finally:  # also when cancelled or broken: the line says ok=False
+            self._log_turn(message.chat_key, request_id, reply.tier, started, reply.ok, reply.with_memory)
+
+    @staticmethod
+    def _log_turn(chat: str, request_id: str, tier: str | None, started: float, ok: bool, with_memory: bool) -> None:
+        """The one line per handled message: who, which tier, how long, how it went. No text, no secrets."""
+        latency_ms = round((time.monotonic() - started) * 1000.0)
+        log.info(
+            "turn chat=%s req=%s tier=%s latency_ms=%d ok=%s memory=%s",
+            chat, request_id, tier or "-", latency_ms, ok, with_memory,
+            extra={"tier": tier, "latency_ms": latency_ms, "ok": ok, "with_memory": with_memory,
+                   "turn_chat": chat, "turn_request": request_id},
         )
-        if outcome is None:
-            return Reply(text=APOLOGY, ok=False, with_memory=with_memory, message_id=None)
-        tier, answer = outcome
-        return Reply(text=answer.text, tier=tier, model=answer.model, ok=True,
-                     with_memory=with_memory, message_id=reply_id)
 
     async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
         """Like `handle`, but yields the answer's text as it grows (chunks to append)."""
         if not message.addressed:
             await self.record(message)
             return
-        prep = await self._prepare(message)
-        started_stream = await self.tier_router.start_stream(prep.order, prep.request, lambda a: self._record_attempt(prep, a))
+        begun = time.monotonic()
+        # The request context is held only while nothing is yielded: a context variable set
+        # across the yields of an async generator could be reset from another context.
+        with logs.handling(message.chat_key) as request_id:
+            prep = await self._prepare(message)
+            started_stream = await self.tier_router.start_stream(
+                prep.order, prep.request, lambda a: self._record_attempt(prep, a)
+            )
+        with_memory = prep.memory is not None
         if started_stream is None:
+            self._log_turn(message.chat_key, request_id, None, begun, False, with_memory)
             yield APOLOGY
             return
         tier, stream, started, number = started_stream
@@ -362,6 +390,7 @@ class Router:
             )
             # Shielded: the reader may stop early (generator closed); the record must still land.
             await asyncio.shield(self._record_attempt(prep, attempt, text))
+            self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:
         """Record a message into memory without answering it (group chatter)."""

@@ -1,0 +1,123 @@
+"""Logging for a bot in production: every record knows its chat and request, none carries a secret.
+
+`handling(chat_key)` opens the context of one handled message (a fresh request id);
+`install(secrets)` adds `chat_key` and `request_id` to every log record made inside it and
+redacts the secrets (API keys, bot tokens, the memory token) from every record's text and
+traceback, whichever library logged it (httpx logs Telegram URLs, which hold the bot token).
+`KeyValueFormatter` and `JsonFormatter` print them; the CLI picks one (LOG_FORMAT=json).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import uuid
+from collections import Counter
+from typing import Callable, Iterable, Iterator
+
+from bot.router.prompt import redact
+
+_CONTEXT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("bot_request", default=("", ""))
+# The record factory is process-wide by nature (logging is), so the secrets it hides are too:
+# counted, so two routers in one process (tests) can come and go in any order.
+_SECRETS: Counter[str] = Counter()
+_installed = False
+
+
+@contextlib.contextmanager
+def handling(chat_key: str) -> Iterator[str]:
+    """The context of one handled message; yields its request id."""
+    request_id = uuid.uuid4().hex[:12]
+    token = _CONTEXT.set((chat_key, request_id))
+    try:
+        yield request_id
+    finally:
+        _CONTEXT.reset(token)
+
+
+def current() -> tuple[str, str]:
+    """(chat key, request id) of the message being handled, or ("", "")."""
+    return _CONTEXT.get()
+
+
+def install(secrets: Iterable[str]) -> Callable[[], None]:
+    """Redact `secrets` from every log record from now on; returns the function that stops it."""
+    global _installed
+    values = [s for s in secrets if s and len(s) >= 6]
+    _SECRETS.update(values)
+    if not _installed:
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args, **kwargs) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            record.chat_key, record.request_id = _CONTEXT.get()
+            _scrub(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
+
+    def uninstall() -> None:
+        _SECRETS.subtract(values)
+        for value in [v for v, n in _SECRETS.items() if n <= 0]:
+            del _SECRETS[value]
+
+    return uninstall
+
+
+def _scrub(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: logging reports it at emit time
+        return
+    clean = redact(message, _SECRETS)
+    if clean != message:
+        record.msg, record.args = clean, ()
+    if record.exc_info and record.exc_info[0] is not None:
+        # Formatted now, so every handler prints this redacted text instead of its own.
+        record.exc_text = redact(logging.Formatter().formatException(record.exc_info), _SECRETS)
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`time level logger [chat=... req=...] message`: the context only when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """One line (plus a traceback when there is one)."""
+        chat, req = getattr(record, "chat_key", ""), getattr(record, "request_id", "")
+        record.context = f" [chat={chat} req={req}]" if req else ""
+        return super().format(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, chat_key, request_id (when set)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON."""
+        data = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        # The per-message line is logged after its context closed: it names its own chat and request.
+        data["chat_key"] = getattr(record, "turn_chat", None) or getattr(record, "chat_key", "")
+        data["request_id"] = getattr(record, "turn_request", None) or getattr(record, "request_id", "")
+        for key in ("tier", "latency_ms", "ok", "with_memory"):
+            value = getattr(record, key, None)
+            if value is not None:
+                data[key] = value
+        data = {k: v for k, v in data.items() if v != ""}
+        if record.exc_info:
+            data["error"] = record.exc_text or self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+def configure(level: int, json_lines: bool = False) -> None:
+    """Root logging for the CLI: key=value lines, or JSON lines."""
+    handler = logging.StreamHandler()
+    if json_lines:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s%(context)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
