@@ -1,0 +1,344 @@
+"""Faults on the bot side, each ending with a count that proves nothing was lost or doubled.
+
+A Telegram Bot API outage during a reply (5xx, then refused connections), the same for
+Discord's REST API, every model tier failing in turn over 50 messages, and the memory worker
+out of reach in the middle of a Telegram conversation. Messages are counted in the memory
+worker (GET /stats, /search, /usage) and on the fake platform (the messages it holds).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tomllib
+from dataclasses import replace
+from typing import AsyncIterator
+
+import pytest
+from memory_worker.host import EmbeddedMemoryHost
+
+from bot.adapters import discord as discord_adapter
+from bot.config import DEFAULT_CONFIG, Settings, settings_from
+from bot.router.pipeline import APOLOGY, CUT_OFF
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
+from tests.fakes.telegram_server import FakeTelegram
+from tests.test_discord import World
+from tests.test_discord import running as discord_running
+from tests.test_router_support import make_settings, msg, running_router, tier_totals, wait_until
+from tests.test_telegram import running_bot
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+MEMORY_TOKEN = "memory-token-reliability-0123456789"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+class TcpGate:
+    """A TCP relay on a fixed 127.0.0.1 port that can be shut (connections refused) and opened again."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._pipes: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        """Listen (again, on the same port): connections go through to the target."""
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def shut(self) -> None:
+        """Stop listening and cut every open connection: the next connect is refused."""
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._pipes):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._pipes.update((writer, up_writer))
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort() if dst.transport else None
+
+        try:
+            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        finally:
+            self._pipes.difference_update((writer, up_writer))
+
+
+def telegram_settings(tg: FakeTelegram, openai: FakeOpenAI, *, base_url: str | None = None, streaming: bool = True,
+                      send_budget_s: float = 10.0, memory_url: str | None = None) -> Settings:
+    """The default config/bot.toml on the fakes, from the documented environment variables."""
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        data = tomllib.load(fh)
+    env = {
+        "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
+        "OPENAI_BASE_URL": openai.url,
+        "TELEGRAM_BOT_TOKEN": tg.token,
+        "TELEGRAM_API_BASE_URL": base_url or tg.base_url,
+    }
+    if memory_url:
+        env |= {"MEMORY_URL": memory_url, "MEMORY_API_TOKEN": MEMORY_TOKEN}
+    settings = settings_from(data, env)
+    return replace(settings, telegram=replace(settings.telegram, streaming=streaming, send_budget_s=send_budget_s))
+
+
+@contextlib.asynccontextmanager
+async def telegram_bot(settings: Settings, tg: FakeTelegram, data_dir) -> AsyncIterator:
+    """The real router (embedded memory unless MEMORY_URL) with the Telegram bot on it; yields the router."""
+    async with running_router(settings, data_dir) as router, running_bot(router, settings, tg):
+        yield router
+
+
+def answers(tg: FakeTelegram, chat_id: int) -> list[str]:
+    """The texts the bot shows in a chat, oldest first."""
+    return [m.get("text", "") for m in tg.bot_messages(chat_id)]
+
+
+async def memory_texts(router, chat: str, query: str) -> list[str]:
+    """Every stored message matching `query`, in the order the worker stored them."""
+    results = await router.memory.search(chat, query, k=20)
+    return [r["text"] for r in sorted(results, key=lambda r: r["id"])]
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def openai() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(default=Echo()) as server:
+        yield server
+
+
+# ----------------------------------------------------------------------------- Telegram outage
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "whole"])
+async def test_telegram_5xx_during_a_reply_delivers_it_once_when_back(tg, openai, tmp_path, streaming):
+    alice = tg.user(111, "Alice")
+    chat = tg.private_chat(alice)
+    settings = telegram_settings(tg, openai, streaming=streaming)
+    async with telegram_bot(settings, tg, tmp_path) as router:
+        tg.fail_next("sendMessage", 502, times=2)
+        tg.fail_next("sendMessage", 500, times=1)
+        tg.send(chat, alice, "hello while Telegram is down")
+        await tg.wait_for_message(chat["id"], timeout=15)
+        tg.send(chat, alice, "and once it is back")
+        await tg.wait_for_message(chat["id"], count=2, timeout=15)
+        stats = await router.memory.stats(f"telegram:{chat['id']}")
+    assert [c.status for c in tg.calls_to("sendMessage")] == [502, 502, 500, 200, 200]
+    assert answers(tg, chat["id"]) == ["echo: Alice: hello while Telegram is down", "echo: Alice: and once it is back"]
+    assert stats["total_messages"] == 4  # two questions, two answers: nothing lost, nothing doubled
+
+
+async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_when_back(tg, tmp_path, caplog):
+    alice = tg.user(111, "Alice")
+    chat = tg.private_chat(alice)
+    gate = TcpGate(tg.port)
+    await gate.open()
+    async with FakeOpenAI() as openai:
+        openai.script(Answer("the answer written during the outage", delay=0.3))
+        settings = telegram_settings(tg, openai, base_url=f"http://127.0.0.1:{gate.port}/bot", streaming=False)
+        async with telegram_bot(settings, tg, tmp_path) as router:
+            tg.send(chat, alice, "please answer through the outage")
+            await openai.wait_requests(1, timeout=10)
+            await gate.shut()  # Telegram is gone while the model writes: connections are refused
+            await wait_until(lambda: "sending to chat 111 failed" in caplog.text, timeout=10, what="a refused send")
+            assert tg.bot_messages(chat["id"]) == []
+            await gate.open()
+            [answer] = await tg.wait_for_message(chat["id"], timeout=15)
+            stats = await router.memory.stats("telegram:111")
+        await gate.shut()
+    assert answer["text"] == "the answer written during the outage"
+    assert len(tg.calls_to("sendMessage", ok=True)) == 1  # delivered once
+    assert stats["total_messages"] == 2
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "whole"])
+async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(tg, openai, tmp_path, caplog, streaming):
+    alice = tg.user(111, "Alice")
+    chat = tg.private_chat(alice)
+    settings = telegram_settings(tg, openai, streaming=streaming, send_budget_s=0.6)
+    async with telegram_bot(settings, tg, tmp_path) as router:
+        tg.fail_next("sendMessage", 502, times=1000)
+        tg.send(chat, alice, "an answer nobody will see")
+        await wait_until(lambda: "not delivered" in caplog.text or "gave up showing" in caplog.text,
+                         timeout=15, what="the give-up line")
+        tg.faults.clear()  # Telegram is back
+        tg.send(chat, alice, "are you still there?")
+        [answer] = await tg.wait_for_message(chat["id"], timeout=15)
+        texts = await memory_texts(router, "telegram:111", "answer nobody see still there")
+    assert answer["text"] == "echo: Alice: are you still there?"
+    # The conversation in memory is whole: the undelivered answer too, once.
+    assert texts == ["an answer nobody will see", "echo: Alice: an answer nobody will see",
+                     "are you still there?", "echo: Alice: are you still there?"]
+
+
+# ----------------------------------------------------------------------------- Discord outage
+
+
+@pytest.fixture
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
+    import discord
+
+    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    async with FakeDiscord() as server:
+        yield server
+    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
+
+
+def discord_settings(fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float) -> Settings:
+    """The default config/bot.toml on the fake Discord and the fake model."""
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        data = tomllib.load(fh)
+    env = {
+        "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
+        "OPENAI_BASE_URL": openai.url,
+        "DISCORD_BOT_TOKEN": fake.token,
+        "DISCORD_API_BASE_URL": fake.api_base,
+        "DISCORD_GATEWAY_URL": fake.gateway_url,
+    }
+    settings = settings_from(data, env)
+    return replace(settings, discord=replace(settings.discord, streaming=streaming, send_budget_s=send_budget_s))
+
+
+@pytest.mark.parametrize("how", ["503", "disconnect"])
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "whole"])
+async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(fake_discord, openai, tmp_path, how, streaming):
+    fake = fake_discord
+    world = World(fake)
+    settings = discord_settings(fake, openai, streaming=streaming, send_budget_s=10.0)
+    posts = lambda: fake.calls_to("POST", rf"/channels/{world.dm['id']}/messages")  # noqa: E731
+    async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+        fake.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how=how, times=4)
+        await fake.user_says(world.dm, world.member, "hello while Discord is down")
+        await fake.wait_for(lambda: fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"], timeout=15)
+        stats = await router.memory.stats(f"discord:{world.dm['id']}")
+    assert len(posts()) == 5 and len({c.json["nonce"] for c in posts()}) == 1  # one nonce: Discord keeps one
+    assert all(c.json["enforce_nonce"] for c in posts())
+    assert fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"]  # delivered once
+    assert stats["total_messages"] == 2
+
+
+async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(fake_discord, openai, tmp_path, caplog):
+    fake = fake_discord
+    world = World(fake)
+    settings = discord_settings(fake, openai, streaming=False, send_budget_s=0.5)
+    down = True
+    fake.fail_next(lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000)
+    async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+        await fake.user_says(world.dm, world.member, "an answer nobody will see")
+        await wait_until(lambda: "giving up on this part" in caplog.text, timeout=15, what="the give-up line")
+        down = False
+        await fake.user_says(world.dm, world.member, "are you still there?")
+        await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
+        texts = await memory_texts(router, f"discord:{world.dm['id']}", "answer nobody see still there")
+    assert fake.shown(world.dm) == ["echo: Bob: are you still there?"]
+    assert texts == ["an answer nobody will see", "echo: Bob: an answer nobody will see",
+                     "are you still there?", "echo: Bob: are you still there?"]
+
+
+# ----------------------------------------------------------------------------- models failing in turn
+
+
+def rotating_faults(req) -> object:
+    """Message i: the tiers fail in a pattern that rotates with i (429, 5xx, hang, garbage);
+    every tenth message every tier fails; otherwise the i % 3-th tier tried answers."""
+    text = str(req.messages[-1]["content"])
+    i = int(text.split()[1])
+    # A 429 without Retry-After: with one, the router rightly skips the tier for that long,
+    # which would move the pattern onto the next message.
+    faults = [RateLimit(retry_after=None), ServerError(503), Hang(), Garbage(), ServerError(500)]
+    rotating_faults.seen[i] = n = rotating_faults.seen.get(i, 0) + 1
+    if i % 10 == 9 or n <= (i % 3) * 2:  # two attempts per tier before the next one
+        return faults[(i + n) % len(faults)]
+    return Echo()
+
+
+async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises_and_records_every_attempt(tmp_path):
+    rotating_faults.seen = {}
+    async with FakeOpenAI() as fake:
+        fake.responder = rotating_faults
+        settings = make_settings(fake.url, request_timeout_s=0.15, time_budget_s=5.0)
+        async with running_router(settings, tmp_path) as router:
+            # Short backoffs keep 150 attempts quick; the policy is otherwise the configured one.
+            router.tier_router.policy = replace(router.tier_router.policy, base_backoff_s=0.005, max_backoff_s=0.01)
+            replies: list[str] = []
+            for i in range(50):
+                m = msg(f"message {i} about the weather", message_id=f"w{i}")
+                if i % 2:  # half streamed, half whole: both paths keep the count
+                    replies.append("".join([piece async for piece in router.stream(m)]))
+                else:
+                    replies.append((await router.handle(m)).text)
+            usage = await router.memory.usage("test:chat")
+            stats = await router.memory.stats("test:chat")
+    answered = [i for i, r in enumerate(replies) if r == f"echo: message {i} about the weather"]
+    apologised = [i for i, r in enumerate(replies) if r == APOLOGY]
+    assert sorted(answered + apologised) == list(range(50))  # every message: an answer or the apology
+    assert apologised == [i for i in range(50) if i % 10 == 9]
+    assert not any(CUT_OFF in r for r in replies)
+    totals = tier_totals(usage)
+    assert sum(calls for calls, _ in totals.values()) == len(fake.requests)  # one usage row per attempt
+    assert sum(calls - errors for calls, errors in totals.values()) == len(answered)
+    assert {r.action for r in fake.requests} >= {"RateLimit", "ServerError", "Hang", "Garbage", "Echo"}
+    assert stats["total_messages"] == 50 + len(answered)  # each question once, each answer once
+
+
+# ----------------------------------------------------------------------------- memory out of reach
+
+
+async def test_memory_unreachable_mid_telegram_conversation_replays_without_doubles(tg, openai, tmp_path):
+    alice = tg.user(111, "Alice")
+    chat = tg.private_chat(alice)
+    mem_dir = tmp_path / "memory"
+    worker = contextlib.AsyncExitStack()
+    host = await worker.enter_async_context(EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0))
+    port = int(host.url.rsplit(":", 1)[1])
+    try:
+        async with telegram_bot(telegram_settings(tg, openai, memory_url=host.url), tg, tmp_path / "bot") as router:
+            for n in range(3):
+                tg.send(chat, alice, f"note {n}: the sky is blue")
+                await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
+            assert len(router.outbox) == 0
+            await worker.aclose()  # the worker goes away mid-conversation
+            for n in range(3, 6):  # answers keep coming; the records wait in the outbox
+                tg.send(chat, alice, f"note {n}: the sky is blue")
+                await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
+            assert len(router.outbox) == 6
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
+                await wait_until(lambda: len(router.outbox) == 0, timeout=15, what="outbox replay")
+                for n in range(6, 8):
+                    tg.send(chat, alice, f"note {n}: the sky is blue")
+                    await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
+                stats = await router.memory.stats("telegram:111")
+                texts = await memory_texts(router, "telegram:111", "note sky blue")
+                usage = tier_totals(await router.memory.usage("telegram:111"))
+    finally:
+        await worker.aclose()
+    expected = []
+    for n in range(8):
+        expected += [f"note {n}: the sky is blue", f"echo: Alice: note {n}: the sky is blue"]
+    assert answers(tg, chat["id"]) == expected[1::2]  # every answer shown once, in order
+    assert texts == expected  # every record landed once, in order
+    assert stats["total_messages"] == 16
+    assert sum(calls for calls, _ in usage.values()) == 8 == len(openai.requests)
