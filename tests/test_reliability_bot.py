@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import re
+import signal
+import sys
 import tomllib
 from dataclasses import replace
 from typing import AsyncIterator
@@ -17,7 +19,6 @@ from typing import AsyncIterator
 import pytest
 from memory_worker.host import EmbeddedMemoryHost
 
-from bot.adapters import discord as discord_adapter
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import APOLOGY, CUT_OFF
 from tests.fakes.discord_server import FakeDiscord
@@ -342,3 +343,80 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
     assert texts == expected  # every record landed once, in order
     assert stats["total_messages"] == 16
     assert sum(calls for calls, _ in usage.values()) == 8 == len(openai.requests)
+
+
+# ----------------------------------------------------------------------------- graceful shutdown
+
+
+async def _memory_stats(data_dir, chat: str) -> dict:
+    """The stats of one chat in a stopped bot's embedded memory (opened again to look)."""
+    from bot.router.memory import HttpMemoryClient
+
+    async with EmbeddedMemoryHost(data_dir / "memory") as host, HttpMemoryClient(host.url, host.token) as memory:
+        return await memory.stats(chat)
+
+
+async def _chatbot(tmp_path, *args: str, **env: str) -> asyncio.subprocess.Process:
+    """`chatbot ARGS` as a real process in `tmp_path` (no .env), output piped."""
+    from tests.test_console import _clean_env
+
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", *args,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path, env=_clean_env(**env),
+    )
+
+
+async def test_sigterm_mid_answer_in_chat_finishes_it_and_records_it(tmp_path):
+    answer = "The answer that was being written when SIGTERM came."
+    async with FakeOpenAI(default=Answer(answer, delay=0.8)) as openai:
+        proc = await _chatbot(tmp_path, "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace",
+                              OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef", OPENAI_BASE_URL=openai.url)
+        try:
+            proc.stdin.write(b"please answer slowly\n")  # stdin stays open: only the signal ends the chat
+            await proc.stdin.drain()
+            await openai.wait_requests(1, timeout=60)
+            proc.send_signal(signal.SIGTERM)  # mid-answer: the model is still writing
+            async with asyncio.timeout(60):
+                out, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode() == answer + "\n\n"
+    stats = await _memory_stats(tmp_path / "data", "console:grace")
+    assert stats["total_messages"] == 2  # the question and the answer both landed
+    from bot.router.outbox import Outbox
+
+    with Outbox(tmp_path / "data" / "outbox.sqlite3") as box:
+        assert len(box) == 0
+
+
+async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_line(tg, tmp_path):
+    alice = tg.user(111, "Alice")
+    chat = tg.private_chat(alice)
+    answer = "The answer that was being written when SIGTERM came, in several chunks."
+    api_key = "sk-test-sigterm-0123456789abcdef"
+    async with FakeOpenAI(default=Answer(answer, chunk_size=8, delay=0.08)) as openai:
+        proc = await _chatbot(tmp_path, "telegram", "--data", str(tmp_path / "data"),
+                              OPENAI_API_KEY=api_key, OPENAI_BASE_URL=openai.url,
+                              TELEGRAM_BOT_TOKEN=tg.token, TELEGRAM_API_BASE_URL=tg.base_url)
+        try:
+            await tg.wait_until(lambda: tg.calls_to("getUpdates"), timeout=60)
+            tg.send(chat, alice, "please answer slowly")
+            await openai.wait_requests(1, timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(60):
+                _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+    log = err.decode()
+    assert proc.returncode == 0, log
+    assert answers(tg, chat["id"]) == [answer]  # finished, not cut off
+    assert (await _memory_stats(tmp_path / "data", "telegram:111"))["total_messages"] == 2
+    [turn] = [line for line in log.splitlines() if " turn chat=" in line]
+    assert re.search(r"turn chat=telegram:111 req=[0-9a-f]{12} tier=\w+ latency_ms=\d+ ok=True memory=True$", turn)
+    assert "please answer slowly" not in log and answer not in log  # no message text in logs
+    assert tg.token not in log and api_key not in log  # httpx logs Bot API URLs: redacted
+    assert "/bot[redacted]/getUpdates" in log
