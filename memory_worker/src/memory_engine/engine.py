@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
-from .retrieval import index_message, rank, unindex_messages
+from .retrieval import index_message, index_messages, rank, unindex_messages
 from .storage import SqlStorage, migrate
 
 RING_SIZE = 12
@@ -77,7 +77,7 @@ class ChatMemory:
         return rows[0] if rows else None
 
     def _insert(self, role: str, text: str, author: str, author_id: str,
-                message_id: str | None, ts: str) -> int | None:
+                message_id: str | None, ts: str, index: bool = True) -> int | None:
         """Store one message and index it; None when its message_id is already stored."""
         rows = self.sql.exec(
             "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
@@ -86,7 +86,8 @@ class ChatMemory:
         if not rows:
             return None
         new_id = int(rows[0]["id"])
-        index_message(self.sql, new_id, text, author)
+        if index:
+            index_message(self.sql, new_id, text, author)
         return new_id
 
     def _apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
@@ -324,18 +325,26 @@ class ChatMemory:
 
         def run() -> dict[str, int]:
             imported = skipped = 0
+            first_id = last_id = None
             for m in messages:
                 role = m["role"]
                 author = m.get("author") or ("assistant" if role == "assistant" else "")
                 author_id = m.get("author_id") or ""
                 ts = m.get("ts") or now
-                new_id = self._insert(role, m["text"], author, author_id, m.get("message_id"), ts)
+                new_id = self._insert(role, m["text"], author, author_id, m.get("message_id"),
+                                      ts, index=False)
                 if new_id is None:
                     skipped += 1
                     continue
                 imported += 1
+                first_id = new_id if first_id is None else first_id
+                last_id = new_id
                 if role == "user":
                     self._apply_facts(m["text"], author, author_id, new_id, ts)
+            if first_id is not None:
+                # One statement for the batch: ids in [first, last] are all this import's,
+                # since one chat runs one request at a time.
+                index_messages(self.sql, first_id, last_id)
             return {"imported": imported, "skipped": skipped}
 
         return self.sql.transaction(run)

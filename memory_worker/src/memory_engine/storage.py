@@ -89,6 +89,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT)",
         ],
     ),
+    (
+        2,
+        "index of current facts in insertion order (the prompt's facts query)",
+        ["CREATE INDEX facts_current_by_id ON facts(id) WHERE superseded_at IS NULL"],
+    ),
 ]
 
 
