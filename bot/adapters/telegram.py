@@ -447,12 +447,16 @@ class TelegramBot:
         if str(query.from_user.id) != asker:
             await query.answer(ONLY_ASKER, show_alert=True)
             return
+        name, _, args = command.lstrip("/").partition(" ")
+        is_admin = await self.admin(query.message.chat, query.from_user)
+        if action == "confirm" and name in ADMIN_COMMANDS and not is_admin:
+            # Callback data comes from the client: a forged button must not touch the question.
+            await query.answer(refused(name), show_alert=True)
+            return
         await query.answer()
         if action == "cancel":
             await query.edit_message_text("Cancelled: nothing was forgotten.")
             return
-        name, _, args = command.lstrip("/").partition(" ")
-        is_admin = await self.admin(query.message.chat, query.from_user)
         incoming = self.translate.from_button(query.message, query.from_user, command, is_admin)
         result = await self.router.command(incoming, name, args)
         # A late press (the question expired) gets the question again, with its buttons.
