@@ -565,3 +565,19 @@ async def test_tier_is_a_command_for_everyone(tg, alice, bob, group):
         scopes = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]] for c in tg.calls_to("setMyCommands")}
     assert answer["text"] == "tier for telegram:-100500 (no args)"
     assert "tier" in scopes["default"]
+
+
+async def test_webhook_listen_address_and_port_are_settings(tg, alice, unused_tcp_port):
+    from bot.config import settings_from
+
+    url = f"http://127.0.0.1:{unused_tcp_port}/hook"
+    settings = settings_from({}, {
+        "TELEGRAM_BOT_TOKEN": tg.token, "TELEGRAM_API_BASE_URL": tg.base_url, "TELEGRAM_WEBHOOK_URL": url,
+        "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1", "TELEGRAM_WEBHOOK_PORT": str(unused_tcp_port),
+    })
+    assert (settings.telegram.webhook_listen, settings.telegram.webhook_port) == ("127.0.0.1", unused_tcp_port)
+    chat = tg.private_chat(alice)
+    async with running_bot(RecordingService(), settings, tg):  # no listen/port given to serve(): the settings'
+        tg.send(chat, alice, "via the configured port")
+        [answer] = await tg.wait_for_message(chat["id"])
+    assert answer["text"] == "You said: via the configured port" and tg.webhook_url == url
