@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import re
 import signal
 import sys
@@ -420,3 +422,43 @@ async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_lin
     assert "please answer slowly" not in log and answer not in log  # no message text in logs
     assert tg.token not in log and api_key not in log  # httpx logs Bot API URLs: redacted
     assert "/bot[redacted]/getUpdates" in log
+
+
+async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_discord, tmp_path):
+    from bot.adapters import discord as adapter
+
+    fake = fake_discord
+    world = World(fake)
+    async with FakeOpenAI(default=Answer("Finished before the door closed.", delay=0.5)) as openai:
+        settings = discord_settings(fake, openai, streaming=False, send_budget_s=5.0)
+        stop = asyncio.Event()
+        async with running_router(settings, tmp_path) as router:
+            serving = asyncio.create_task(adapter.serve(router, settings, stop=stop))
+            await fake.wait_for(lambda: fake.identifies, timeout=15)
+            await fake.user_says(world.dm, world.member, "answer me before you go")
+            await openai.wait_requests(1, timeout=10)
+            stop.set()  # what SIGTERM does in `chatbot discord`
+            async with asyncio.timeout(15):
+                await serving  # returns by itself: not cancelled
+            stats = await router.memory.stats(f"discord:{world.dm['id']}")
+    assert fake.shown(world.dm) == ["Finished before the door closed."]
+    assert stats["total_messages"] == 2
+
+
+async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_path, caplog):
+    from bot.router.logs import JsonFormatter, KeyValueFormatter
+
+    caplog.set_level(logging.INFO)
+    async with FakeOpenAI(default=Echo()) as openai:
+        async with running_router(make_settings(openai.url), tmp_path) as router:
+            await router.handle(msg("a private thought about cheese", chat="test:logs"))
+            await router.handle(msg("another private thought", chat="test:logs"))
+    turns = [r for r in caplog.records if r.getMessage().startswith("turn ")]
+    assert len(turns) == 2 and turns[0].turn_request != turns[1].turn_request
+    line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
+    assert re.fullmatch(r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
+                        r"latency_ms=\d+ ok=True memory=True", line)
+    data = json.loads(JsonFormatter().format(turns[1]))
+    assert (data["chat_key"], data["tier"], data["ok"], data["with_memory"]) == ("test:logs", "standard", True, True)
+    assert data["request_id"] == turns[1].turn_request and isinstance(data["latency_ms"], int)
+    assert "cheese" not in caplog.text and "private thought" not in caplog.text
