@@ -24,10 +24,12 @@ FTS_SYNTAX = [
 
 
 def memory(tmp_path=None) -> ChatMemory:
+    """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""
     return ChatMemory(SqliteStorage(":memory:" if tmp_path is None else tmp_path / "chat.sqlite3"))
 
 
 def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
+    """The message_ids `search` returns for `query`, best first."""
     return [r["message_id"] for r in m.search(query, k)["results"]]
 
 
@@ -152,6 +154,7 @@ def test_rank_excludes_ids_and_returns_positive_scores_best_first():
 # -- forgetting ------------------------------------------------------------------------------
 
 def fts_hits(m: ChatMemory, word: str) -> int:
+    """How many index rows hold `word` in any column (body, author or context)."""
     return int(m.sql.exec("SELECT COUNT(*) AS n FROM messages_fts WHERE messages_fts MATCH ?",
                           f'"{word}"')[0]["n"])
 
@@ -249,11 +252,13 @@ class AllowListedStorage:
         self.sql = runtime.SqlStorage(path)
 
     def exec(self, query, *params):
+        """Run one statement through the allow-list; rows as dicts."""
         cursor = self.sql.exec(query, *params)
         return [{c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row)}
                 for row in cursor._rows]
 
     def transaction(self, fn):
+        """Run `fn` (atomicity is not what these tests check)."""
         return fn()
 
 
