@@ -462,3 +462,34 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     assert (data["chat_key"], data["tier"], data["ok"], data["with_memory"]) == ("test:logs", "standard", True, True)
     assert data["request_id"] == turns[1].turn_request and isinstance(data["latency_ms"], int)
     assert "cheese" not in caplog.text and "private thought" not in caplog.text
+
+
+async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path):
+    from bot.router.memory import HttpMemoryClient
+
+    mem_dir = tmp_path / "memory"
+    async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
+        url = host.url  # a free port, closed again: the worker is down when the bot starts
+    async with FakeOpenAI(default=Echo()) as openai:
+        proc = await _chatbot(tmp_path, "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace",
+                              OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef", OPENAI_BASE_URL=openai.url,
+                              MEMORY_URL=url, MEMORY_API_TOKEN=MEMORY_TOKEN)
+        try:
+            proc.stdin.write(b"remember that I live in Oslo\n")
+            await proc.stdin.drain()
+            async with asyncio.timeout(60):
+                first = await proc.stdout.readuntil(b"\n\n")  # answered without memory
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=int(url.rsplit(":", 1)[1])) as back:
+                proc.send_signal(signal.SIGTERM)
+                async with asyncio.timeout(60):
+                    _, err = await proc.communicate()
+                async with HttpMemoryClient(back.url, MEMORY_TOKEN) as memory:
+                    stats = await memory.stats("console:grace")
+                    facts = await memory.facts("console:grace")
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert first == b"echo: remember that I live in Oslo\n\n"
+    assert stats["total_messages"] == 2  # the question and the answer, replayed once each
+    assert ("location", "Oslo") in {(f["key"], f["value"]) for f in facts}
