@@ -493,3 +493,21 @@ async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path)
     assert first == b"echo: remember that I live in Oslo\n\n"
     assert stats["total_messages"] == 2  # the question and the answer, replayed once each
     assert ("location", "Oslo") in {(f["key"], f["value"]) for f in facts}
+
+
+async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_request(tmp_path, caplog):
+    from bot.router.logs import KeyValueFormatter
+
+    caplog.set_level(logging.INFO)
+    async with EmbeddedMemoryHost(tmp_path / "memory", token=MEMORY_TOKEN, port=0) as host:
+        url = host.url  # closed again: the worker is out of reach
+    async with FakeOpenAI(default=Echo()) as openai:
+        settings = make_settings(openai.url, memory_url=url, memory_token=MEMORY_TOKEN)
+        async with running_router(settings, tmp_path / "bot") as router:
+            await router.handle(msg("hello without memory", chat="test:ctx"))
+    [down] = [r for r in caplog.records if "memory worker unavailable" in r.getMessage()]
+    [turn] = [r for r in caplog.records if r.getMessage().startswith("turn ")]
+    assert (down.bot_chat, down.bot_request) == ("test:ctx", turn.turn_request)
+    line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
+    assert line.startswith(f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable")
+    assert "memory=False" in turn.getMessage()

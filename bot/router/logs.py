@@ -1,7 +1,8 @@
 """Logging for a bot in production: every record knows its chat and request, none carries a secret.
 
 `handling(chat_key)` opens the context of one handled message (a fresh request id);
-`install(secrets)` adds `chat_key` and `request_id` to every log record made inside it and
+`install(secrets)` adds `bot_chat` and `bot_request` to every log record made inside it (names
+no library passes in `extra`, which would clash) and
 redacts the secrets (API keys, bot tokens, the memory token) from every record's text and
 traceback, whichever library logged it (httpx logs Telegram URLs, which hold the bot token).
 `KeyValueFormatter` and `JsonFormatter` print them; the CLI picks one (LOG_FORMAT=json).
@@ -51,7 +52,7 @@ def install(secrets: Iterable[str]) -> Callable[[], None]:
 
         def factory(*args, **kwargs) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            record.chat_key, record.request_id = _CONTEXT.get()
+            record.bot_chat, record.bot_request = _CONTEXT.get()
             _scrub(record)
             return record
 
@@ -84,7 +85,7 @@ class KeyValueFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """One line (plus a traceback when there is one)."""
-        chat, req = getattr(record, "chat_key", ""), getattr(record, "request_id", "")
+        chat, req = getattr(record, "bot_chat", ""), getattr(record, "bot_request", "")
         record.context = f" [chat={chat} req={req}]" if req else ""
         return super().format(record)
 
@@ -101,8 +102,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         # The per-message line is logged after its context closed: it names its own chat and request.
-        data["chat_key"] = getattr(record, "turn_chat", None) or getattr(record, "chat_key", "")
-        data["request_id"] = getattr(record, "turn_request", None) or getattr(record, "request_id", "")
+        data["chat_key"] = getattr(record, "turn_chat", None) or getattr(record, "bot_chat", "")
+        data["request_id"] = getattr(record, "turn_request", None) or getattr(record, "bot_request", "")
         for key in ("tier", "latency_ms", "ok", "with_memory"):
             value = getattr(record, key, None)
             if value is not None:
