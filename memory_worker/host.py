@@ -280,6 +280,8 @@ class MemoryHost:
         self._alarm_tasks: set[asyncio.Task] = set()
         self.data_dir = Path(data_dir)
         self.in_flight = 0
+        self.stopping = False  # set by drain: answers then carry Connection: close
+        self._idle = asyncio.Event()
         self.started = time.monotonic()
         self.version = host_version()
 
@@ -434,6 +436,8 @@ class MemoryHost:
                 log.error("storage error request_id=%s: %s", request_id, err)
         finally:
             self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
         if chat_key is None:  # a refusal: still say which chat it was for, when the key is valid
             chat_key = _chat_in(path)
         # One line per request. Never the token, the body or the query (they carry text).
@@ -441,9 +445,23 @@ class MemoryHost:
             "request_id": request_id, "method": request.method[:16], "route": _route(path),
             "chat": chat_key, "status": response.status,
             "ms": round((time.perf_counter() - started) * 1000, 2)}})
-        return web.Response(status=response.status, body=response.body(),
-                            headers={"content-type": "application/json; charset=utf-8",
-                                     "x-request-id": request_id})
+        answer = web.Response(status=response.status, body=response.body(),
+                              headers={"content-type": "application/json; charset=utf-8",
+                                       "x-request-id": request_id})
+        if self.stopping:
+            answer.force_close()  # the client reconnects, and finds the port closed
+        return answer
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait (up to `timeout_s`) until no request is in flight; True when none is left."""
+        self.stopping = True
+        while self.in_flight:
+            self._idle.clear()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                return False
+        return True
 
     def close(self) -> None:
         """Close every chat database."""
@@ -493,9 +511,10 @@ class EmbeddedMemoryHost:
                                retention=self.retention, backoff_base_ms=self.backoff[0],
                                backoff_max_ms=self.backoff[1])
         self._alarms = asyncio.create_task(self.host.run_alarms())
-        # On exit, cleanup() stops accepting, then waits for in-flight requests to answer.
-        self._runner = web.AppRunner(self.host.app(), access_log=None,
-                                     shutdown_timeout=self.shutdown_timeout_s)
+        # The graceful wait is our own `drain`, before cleanup(): aiohttp's shutdown drops the
+        # bytes that arrive after it starts, so a request whose body was still on its way would
+        # hang until its timeout. What is left for cleanup() is at most such a stray request.
+        self._runner = web.AppRunner(self.host.app(), access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)
         await site.start()
@@ -505,6 +524,11 @@ class EmbeddedMemoryHost:
 
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
+            for site in list(self._runner.sites):
+                await site.stop()  # no new connections
+            if self.host is not None and not await self.host.drain(self.shutdown_timeout_s):
+                log.warning("shutdown: %d requests still in flight after %.0fs",
+                            self.host.in_flight, self.shutdown_timeout_s)
             await self._runner.cleanup()
         if self._alarms is not None and self.host is not None:
             await self.host.stop_alarms(self._alarms)
@@ -562,11 +586,12 @@ def _json_logging() -> None:
     """Send the host's logs to stderr as JSON lines (for `chatbot memory serve`)."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLogFormatter())
-    for name in ("memory_worker", "aiohttp"):
+    for name in ("memory_worker", "aiohttp", "httpx"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.propagate = False
-        logger.setLevel(logging.INFO)
+        # httpx logs every summarizer call at INFO: only its warnings are worth a line
+        logger.setLevel(logging.WARNING if name == "httpx" else logging.INFO)
 
 
 def _is_loopback(host: str) -> bool:
