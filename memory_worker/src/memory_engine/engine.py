@@ -290,7 +290,11 @@ class ChatMemory:
 
     def needs_compaction(self) -> bool:
         """True when the un-summarized history has grown past the threshold."""
-        return self.active_count() > COMPACT_THRESHOLD
+        # Looks for the one message past the threshold instead of counting them all: on
+        # the turn path, a long backlog (summarizer down for days) must not cost O(backlog).
+        return bool(self.sql.exec(
+            "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?",
+            self.summarized_upto(), COMPACT_THRESHOLD))
 
     def stats(self) -> dict[str, Any]:
         """Counts of kept, active and archived messages, facts, the mode, the last prompt."""
