@@ -252,9 +252,13 @@ def _storage_error(err: BaseException) -> Response | None:
     full = (isinstance(err, sqlite3.Error) and "full" in str(err).lower()) or (
         isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT))
     if full:
-        return Response(507, {"error": "storage is full: nothing was recorded"})
-    if isinstance(err, (sqlite3.Error, OSError)):
-        return Response(503, {"error": "storage is unavailable right now: nothing was recorded"})
+        # Not "nothing was recorded": the engine may have committed the message before a later
+        # statement of the same request hit the limit. A retry with its message_id is safe.
+        return Response(507, {"error": "storage is full: retry later with the same message_id "
+                                       "(a repeat is never stored twice)"})
+    # Locked, I/O, read-only: the storage's trouble. A constraint error is a bug: a 500.
+    if isinstance(err, (sqlite3.OperationalError, OSError)):
+        return Response(503, {"error": "storage is unavailable right now: retry later with the same message_id"})
     return None
 
 

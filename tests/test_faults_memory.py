@@ -233,6 +233,7 @@ async def test_sigkill_under_load_loses_and_doubles_nothing(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 async def test_sigkill_under_load_soak(tmp_path, capsys):
     seed = random.randrange(10**6)
     r = await _exactly_once_under_kills(tmp_path, chats=32, turns=60, kills=12, seed=seed)
@@ -320,7 +321,7 @@ async def _turn(client: httpx.AsyncClient, chat: str, mid: str, size: int = 2000
                                                           "message_id": mid})
     if r.status_code != 200:
         assert r.status_code == 507, (r.status_code, r.text)
-        assert r.json() == {"error": "storage is full: nothing was recorded"}
+        assert r.json()["error"].startswith("storage is full")
     return r.status_code
 
 

@@ -299,10 +299,23 @@ def test_fuzz_parse_and_execute(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_fuzz_parse_and_execute_soak(tmp_path, capsys):
     ran = _engine_property(tmp_path, 20_000)
     assert ran >= 20_000
     _report(capsys, "parse+execute (engine, soak)", ran)
+
+
+def test_import_with_a_null_role_is_a_user_message_not_a_crash(tmp_path):
+    """Found by the soak fuzzer: `"role": null` passed validation and hit NOT NULL in SQLite."""
+    engine = Engine(tmp_path / "e.sqlite3")
+    body = json.dumps({"messages": [{"role": None, "text": "hello", "message_id": "m1"},
+                                    {"text": "no role at all", "message_id": "m2"}]}).encode()
+    resp = engine.run(Request("POST", "/v1/chats/c1/import", "", AUTH, body))
+    assert resp.status == 200 and resp.payload == {"imported": 2, "skipped": 0}
+    roles = [r["role"] for r in engine.storage.exec("SELECT role FROM messages ORDER BY id")]
+    assert roles == ["user", "user"]
+    engine.close()
 
 
 def test_oversized_bodies_and_fields_are_413_or_400():
@@ -432,6 +445,7 @@ def test_fuzz_http(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_fuzz_http_soak(tmp_path, capsys):
     ran = _http_property(tmp_path, 5_000)
     assert ran >= 5_000

@@ -320,7 +320,7 @@ def _import_args(body: dict[str, Any]) -> list[dict[str, Any]]:
             raise ApiError(400, f"messages[{i}] must be an object")
         try:
             out.append({
-                "role": _choice(m.get("role", "user"), "role", ROLES),
+                "role": _choice("user" if m.get("role") is None else m["role"], "role", ROLES),  # null = absent
                 "text": _text(m),
                 "author": _optional(m, "author"),
                 "author_id": _optional(m, "author_id"),
