@@ -184,8 +184,8 @@ async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
 async def send_with_retry(
     channel: discord.abc.Messageable, content: str, *, budget_s: float = 60.0, **kwargs
 ) -> discord.Message | None:
-    """Send one message; a transient failure is logged and retried (at least once, then with
-    backoff until `budget_s` is spent) with the same nonce, so Discord keeps a single copy."""
+    """Send one message, retrying transient failures (once, then until `budget_s` is spent); None if not sent."""
+    # The same nonce with enforce_nonce on every try: Discord keeps one copy if an earlier try got through.
     nonce = secrets.randbelow(10**18)
     deadline = time.monotonic() + budget_s
     delay, attempt = 0.25, 0
@@ -520,8 +520,8 @@ def build_client(router: ChatService, settings: Settings, **options) -> DiscordB
 
 
 async def run_client(client: discord.Client, token: str, stop: asyncio.Event | None = None) -> None:
-    """Log in and stay connected (discord.py reconnects and resumes) until `stop` is set (the
-    messages in hand are finished first, for at most the grace the caller allows) or cancelled."""
+    """Log in and stay connected (discord.py reconnects and resumes) until `stop` is set or cancelled."""
+    # On `stop` the messages in hand are finished first; the caller bounds how long that may take.
     try:
         async with client:
             await client.login(token)

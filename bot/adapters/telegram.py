@@ -540,13 +540,12 @@ class TelegramBot:
         return sent
 
     async def send_part(self, chat: Chat, part: str, *, reply_to: int | None = None, markdown: bool = True) -> Message:
-        """Send one part (<= 4096 characters), formatted when `markdown`, plain if Telegram refuses it;
-        retried through an outage for the platform's send budget."""
+        """Send one part (<= 4096 chars), formatted when `markdown`, plain if refused; retried through outages."""
         return await self.patiently(f"sending to chat {chat.id}", lambda: self._send_part_once(chat, part, reply_to, markdown))
 
     async def patiently(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one Bot API call, retrying 5xx, refused connections and timeouts with backoff until
-        `send_budget_s` is spent (an outage must not lose an answer); final refusals raise at once."""
+        """Run one Bot API call, retrying 5xx, refused connections and timeouts until the send budget is spent."""
+        # An outage must not lose an answer; a final refusal (BadRequest) raises at once.
         deadline = time.monotonic() + self.settings.telegram.send_budget_s
         delay = 0.25
         while True:
