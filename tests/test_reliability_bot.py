@@ -266,12 +266,10 @@ async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(fake_d
 
 def rotating_faults(req) -> object:
     """Message i: the tiers fail in a pattern that rotates with i (429, 5xx, hang, garbage);
-    every tenth message every tier fails; otherwise the i % 3-th tier tried answers."""
+    every tenth message every tier fails; otherwise the attempt after the first (i % 3) * 2 answers."""
     text = str(req.messages[-1]["content"])
     i = int(text.split()[1])
-    # A 429 without Retry-After: with one, the router rightly skips the tier for that long,
-    # which would move the pattern onto the next message.
-    faults = [RateLimit(retry_after=None), ServerError(503), Hang(), Garbage(), ServerError(500)]
+    faults = [RateLimit(retry_after=0.01), ServerError(503), Hang(), Garbage(), ServerError(500), RateLimit(None)]
     rotating_faults.seen[i] = n = rotating_faults.seen.get(i, 0) + 1
     if i % 10 == 9 or n <= (i % 3) * 2:  # two attempts per tier before the next one
         return faults[(i + n) % len(faults)]
@@ -511,3 +509,16 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
     assert line.startswith(f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable")
     assert "memory=False" in turn.getMessage()
+
+
+async def test_a_tier_pausing_for_a_short_retry_after_gets_a_last_try_before_the_apology(tmp_path):
+    async with FakeOpenAI() as fake:
+        fake.script(RateLimit(retry_after=0.3), RateLimit(retry_after=0.3), Echo(), model="m-standard")
+        fake.script(ServerError(500), ServerError(500), model="m-light")
+        fake.script(ServerError(500), ServerError(500), model="m-heavy")
+        async with running_router(make_settings(fake.url, max_retry_wait_s=1.0), tmp_path) as router:
+            reply = await router.handle(msg("hello there, anyone?"))
+            usage = tier_totals(await router.memory.usage("test:chat"))
+    assert reply.ok and reply.tier == "standard" and reply.text == "echo: hello there, anyone?"
+    assert fake.models_called() == ["m-standard"] * 2 + ["m-light"] * 2 + ["m-heavy"] * 2 + ["m-standard"]
+    assert usage == {"standard": (3, 2), "light": (2, 2), "heavy": (2, 2)}  # every attempt recorded

@@ -9,6 +9,8 @@ routerUsage row) and the retry policy is explicit:
   that tier again before then: the router moves on to the next tier at once, and later
   messages skip the tier until its cool-down ends;
 - a refusal (400/401/403/404) moves on to the next tier at once;
+- when every tier failed, a tier that is only pausing (its Retry-After ends within
+  `max_wait_s` and the budget) gets one last try after the pause, instead of an apology;
 - every attempt gets `min(request_timeout_s, budget left)`; when the budget is spent or
   every tier failed, the caller gets `None` and tells the user plainly.
 """
@@ -101,51 +103,79 @@ class TierRouter:
 
     async def _run(self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool) -> Any:
         deadline = self._clock() + self.policy.time_budget_s
-        number = 0
+        count = [0]  # attempt numbers run on over the whole message
+        cooling: list[str] = []
         for tier in order:
-            model = self.models.get(tier)
-            if model is None or self.cooling(tier) > 0:
+            if self.models.get(tier) is None:
                 continue
-            for try_index in range(max(1, self.policy.max_attempts_per_tier)):
-                left = deadline - self._clock()
-                if left <= 0.01:
-                    return None
-                number += 1
-                started = self._clock()
-                timeout = min(self.policy.request_timeout_s, left)
+            if self.cooling(tier) > 0:
+                cooling.append(tier)
+                continue
+            result = await self._try_tier(tier, request, on_attempt, streaming, deadline, count)
+            if result is not None:
+                return result
+            if self.cooling(tier) > 0:
+                cooling.append(tier)  # it asked for a pause on its last attempt
+        # Every tier failed: one that is only pausing (a short Retry-After) gets a last try,
+        # rather than an apology a few hundred milliseconds too early.
+        for tier in sorted(cooling, key=self.cooling):
+            wait = self.cooling(tier)
+            if wait > self.policy.max_wait_s or self._clock() + wait >= deadline - 0.01:
+                continue
+            await asyncio.sleep(wait)
+            result = await self._try_tier(tier, request, on_attempt, streaming, deadline, count, tries=1)
+            if result is not None:
+                return result
+        return None
+
+    async def _try_tier(
+        self, tier: str, request: ModelRequest, on_attempt: OnAttempt, streaming: bool, deadline: float,
+        count: list[int], tries: int | None = None,
+    ) -> Any:
+        """Up to `tries` (default: the policy's) attempts on one tier; the result, or None."""
+        model = self.models[tier]
+        tries = tries or max(1, self.policy.max_attempts_per_tier)
+        for try_index in range(tries):
+            left = deadline - self._clock()
+            if left <= 0.01:
+                return None
+            count[0] += 1
+            number = count[0]
+            started = self._clock()
+            timeout = min(self.policy.request_timeout_s, left)
+            try:
                 try:
-                    try:
-                        if streaming:
-                            stream = await model.start_stream(request, timeout=timeout)
-                            return tier, stream, started, number
-                        answer = await model.complete(request, timeout=timeout)
-                    except ModelFailure:
-                        raise
-                    except Exception as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
-                        log.exception("model %s of tier %s failed unexpectedly", model.model, tier)
-                        raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
-                except ModelFailure as failure:
-                    latency = (self._clock() - started) * 1000.0
-                    await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
-                    if not failure.retryable:
-                        break
-                    wait = self._backoff(try_index, failure)
-                    leave = (
-                        try_index + 1 >= self.policy.max_attempts_per_tier
-                        or wait > self.policy.max_wait_s
-                        or self._clock() + wait >= deadline  # no time to wait: the next tier may answer
-                    )
-                    if leave:
-                        if failure.retry_after is not None:
-                            # Honour Retry-After without waiting: skip this tier until then.
-                            self._cool_until[tier] = self._clock() + failure.retry_after
-                        break
-                    await asyncio.sleep(wait)
-                    continue
+                    if streaming:
+                        stream = await model.start_stream(request, timeout=timeout)
+                        return tier, stream, started, number
+                    answer = await model.complete(request, timeout=timeout)
+                except ModelFailure:
+                    raise
+                except Exception as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
+                    log.exception("model %s of tier %s failed unexpectedly", model.model, tier)
+                    raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
+            except ModelFailure as failure:
                 latency = (self._clock() - started) * 1000.0
-                await on_attempt(
-                    Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens,
-                            text=answer.text)
+                await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
+                if not failure.retryable:
+                    return None
+                wait = self._backoff(try_index, failure)
+                leave = (
+                    try_index + 1 >= tries
+                    or wait > self.policy.max_wait_s
+                    or self._clock() + wait >= deadline  # no time to wait: the next tier may answer
                 )
-                return tier, answer
+                if leave:
+                    if failure.retry_after is not None:
+                        # Honour Retry-After without waiting: skip this tier until then.
+                        self._cool_until[tier] = self._clock() + failure.retry_after
+                    return None
+                await asyncio.sleep(wait)
+                continue
+            latency = (self._clock() - started) * 1000.0
+            await on_attempt(
+                Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens,
+                        text=answer.text)
+            )
+            return tier, answer
         return None
