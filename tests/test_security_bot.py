@@ -169,3 +169,26 @@ async def test_secrets_never_in_logs_answers_or_why_over_a_full_telegram_run(ope
         assert secret not in caplog.text
         assert not any(secret in text for text in shown)
         assert secret not in errors
+
+
+async def test_secrets_never_in_logs_or_answers_over_a_full_discord_run(fake, openai, world, tmp_path, caplog):  # noqa: F811
+    from tests.test_discord import running
+    from tests.test_discord_e2e import e2e_settings
+
+    caplog.set_level(logging.DEBUG)
+    api_key = "sk-proj-secret-key-0123456789abcdefXYZ"
+    settings = e2e_settings(fake, openai, world)
+    settings = replace(settings, tiers={n: replace(t, api_key=api_key) for n, t in settings.tiers.items()})
+    openai.script(ServerError(401, f"Incorrect API key provided: {api_key}"))  # an error quoting the key
+    async with running_router(settings, tmp_path) as router, running(router, settings):
+        await fake.user_says(world.dm, world.member, "hello, what can you do?")
+        await answered(fake, world.dm, "hello, what can you do?")
+        why = await slash(fake, "why", world.member, world.dm)
+        usage = await router.memory.usage(f"discord:{world.dm['id']}")
+    assert why["content"].startswith("Memory prompt")
+    errors = " ".join(str(r.get("error") or "") for r in usage["recent"])
+    assert "401" in errors and openai.requests[0].headers["Authorization"] == f"Bearer {api_key}"
+    for secret in (fake.token, api_key):
+        assert secret not in errors and secret not in why["content"]
+        assert secret not in caplog.text
+        assert not any(secret in text for text in fake.shown(world.dm))
