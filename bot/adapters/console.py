@@ -90,8 +90,7 @@ async def run_console(
     streaming: bool = True,
     stop: asyncio.Event | None = None,
 ) -> int:
-    """Run the console chat until end of input, /quit or `stop` (the answer in hand is finished
-    first); the exit status."""
+    """Run the console chat until end of input, /quit or `stop` (after the answer in hand); the exit status."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     if interactive is None:
