@@ -243,6 +243,29 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(fak
     assert stats["total_messages"] == 2
 
 
+async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when_back(fake_discord, tmp_path, caplog):
+    fake = fake_discord
+    world = World(fake)
+    gate = TcpGate(fake.port)  # REST goes through the gate; the gateway websocket stays direct
+    await gate.open()
+    async with FakeOpenAI(default=Answer("the answer written during the outage", delay=0.3)) as openai:
+        settings = discord_settings(fake, openai, streaming=False, send_budget_s=10.0)
+        settings = replace(settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10"))
+        async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+            await fake.user_says(world.dm, world.member, "please answer through the outage")
+            await openai.wait_requests(1, timeout=10)
+            await gate.shut()  # Discord's REST API is gone while the model writes
+            await wait_until(lambda: "failed (attempt 2)" in caplog.text, timeout=10, what="refused sends")
+            assert fake.shown(world.dm) == []
+            await gate.open()
+            await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
+            stats = await router.memory.stats(f"discord:{world.dm['id']}")
+        await gate.shut()
+    assert fake.shown(world.dm) == ["the answer written during the outage"]  # delivered once
+    assert len(fake.sent_to(world.dm)) == 1
+    assert stats["total_messages"] == 2
+
+
 async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(fake_discord, openai, tmp_path, caplog):
     fake = fake_discord
     world = World(fake)
