@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -114,15 +114,18 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                             stdout=log, stderr=log)
     run = HostRun()
     base = f"http://127.0.0.1:{port}"
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {TOKEN}"},
-                                 trust_env=False, timeout=60, limits=limits) as client:
+    # aiohttp's client: with 2 CPUs, httpx's per-request cost made the load generator,
+    # not the host, the bottleneck (the host sat idle half the time under cProfile).
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(base, headers={"authorization": f"Bearer {TOKEN}"}, connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=60)) as client:
         deadline = time.monotonic() + 30
         while True:  # poll the port with a deadline until the host answers
             try:
-                if (await client.get("/health")).status_code == 200:
-                    break
-            except httpx.TransportError:
+                async with client.get("/health") as r:
+                    if r.status == 200:
+                        break
+            except aiohttp.ClientError:
                 pass
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise SystemExit("the memory host did not start; see serve.log")
@@ -142,13 +145,15 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
         async def post(path: str, body: dict, sink: list[float]) -> bool:
             t0 = time.perf_counter()
             try:
-                r = await client.post(path, json=body)
-            except httpx.HTTPError as err:
+                async with client.post(path, json=body) as r:
+                    await r.read()
+                    status = r.status
+            except (aiohttp.ClientError, asyncio.TimeoutError) as err:
                 error(type(err).__name__)
                 return False
             sink.append((time.perf_counter() - t0) * 1000)
-            if r.status_code != 200:
-                error(f"HTTP {r.status_code}")
+            if status != 200:
+                error(f"HTTP {status}")
                 return False
             return True
 
@@ -190,10 +195,15 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
         await mon
 
         # Count every chat: what the host holds against what was sent.
+        async def get(path: str) -> dict:
+            async with client.get(path) as r:
+                assert r.status == 200, (path, r.status)
+                return await r.json()
+
         for c in range(chats):
-            stats = (await client.get(f"/v1/chats/load:{c}/stats")).json()
-            usage = (await client.get(f"/v1/chats/load:{c}/usage")).json()
-            summary = (await client.get(f"/v1/chats/load:{c}/summary")).json()
+            stats = await get(f"/v1/chats/load:{c}/stats")
+            usage = await get(f"/v1/chats/load:{c}/usage")
+            summary = await get(f"/v1/chats/load:{c}/summary")
             held = stats["total_messages"]
             run.lost += max(0, 2 * turns - held)
             run.doubled += max(0, held - 2 * turns)

@@ -56,7 +56,10 @@ class SqliteStorage:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
-        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # 32 cached statements, not sqlite3's 128: prepared FTS5 statements dominate an open
+        # chat's memory (0.77 MiB -> 0.45 MiB per open chat, measured; turn latency unchanged).
+        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                    cached_statements=32)
         self.conn.row_factory = _dict_row
         if self.path != ":memory:":
             self.conn.execute("PRAGMA journal_mode=WAL")
