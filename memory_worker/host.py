@@ -285,6 +285,7 @@ class MemoryHost:
         self._wake = asyncio.Event()
         self._running: set[str] = set()
         self._alarm_tasks: set[asyncio.Task] = set()
+        self._held: dict[str, int] = {}  # chat -> ms: alarms that could not be rescheduled
         self.data_dir = Path(data_dir)
         self.in_flight = 0
         self.stopping = False  # set by drain: answers then carry Connection: close
@@ -375,16 +376,26 @@ class MemoryHost:
         tasks = self._alarm_tasks
         while True:
             self._wake.clear()
-            free = MAX_ALARMS_IN_FLIGHT - len(self._running)
-            for chat_key in self.alarms.due(_now_ms(), self._running, free) if free > 0 else []:
-                self._running.add(chat_key)
-                task = asyncio.create_task(self._run_alarm(chat_key))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            timeout = None  # all slots busy: a finishing alarm wakes us
-            if len(self._running) < MAX_ALARMS_IN_FLIGHT:
-                nxt = self.alarms.next_due(self._running)
-                timeout = None if nxt is None else max(0.0, (nxt - _now_ms()) / 1000)
+            now = _now_ms()
+            self._held = {k: until for k, until in self._held.items() if until > now}
+            busy = self._running | set(self._held)
+            timeout: float | None = None  # all slots busy: a finishing alarm wakes us
+            try:
+                free = MAX_ALARMS_IN_FLIGHT - len(self._running)
+                for chat_key in self.alarms.due(now, busy, free) if free > 0 else []:
+                    self._running.add(chat_key)
+                    task = asyncio.create_task(self._run_alarm(chat_key))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if len(self._running) < MAX_ALARMS_IN_FLIGHT:
+                    nxt = self.alarms.next_due(busy | self._running)
+                    timeout = None if nxt is None else max(0.0, (nxt - _now_ms()) / 1000)
+            except (sqlite3.Error, OSError) as err:  # the alarm table cannot be read: try again soon
+                log.warning("alarm table unavailable: %s", err)
+                timeout = 5.0
+            if self._held:
+                until = (min(self._held.values()) - now) / 1000
+                timeout = until if timeout is None else min(timeout, until)
             if timeout == 0:
                 continue
             try:
@@ -394,12 +405,13 @@ class MemoryHost:
 
     async def _run_alarm(self, chat_key: str) -> None:
         self.store.pinned.add(chat_key)
+        delay: int | None = 60_000
         try:
             if not self.store.exists(chat_key):
                 self.alarms.delete(chat_key)
                 return
-            memory = self.store.open(chat_key)
             try:
+                memory = self.store.open(chat_key)
                 delay = await on_alarm(memory, self.summarize, *self.backoff)
             except Exception:
                 log.exception("compaction failed chat=%s", chat_key)
@@ -410,6 +422,11 @@ class MemoryHost:
                 self.alarms.delete(chat_key)
             else:
                 self.alarms.set(chat_key, _now_ms() + delay)
+        except (sqlite3.Error, OSError) as err:
+            # The alarm table cannot be written (a full disk): its row stays due, so hold the
+            # chat back in memory for the delay, or the loop would run it again at once.
+            log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
+            self._held[chat_key] = _now_ms() + (delay or 60_000)
         finally:
             self._running.discard(chat_key)
             self.store.pinned.discard(chat_key)

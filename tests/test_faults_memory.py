@@ -479,3 +479,41 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
         a = audit(data, chat)
         assert a.integrity == "ok" and set(a.message_ids) == {f"m{i}" for i in range(30)}
         assert set(a.message_ids.values()) == {1} and a.messages == a.fts_rows == 30
+
+
+async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_path):
+    """The alarm table on a full disk: a failed reschedule must not rerun the compaction at once."""
+    from memory_engine.compaction import SummarizerError
+    import memory_worker.host as host_module
+
+    calls = 0
+
+    async def down(previous, messages):
+        nonlocal calls
+        calls += 1
+        raise SummarizerError("down")
+
+    async with EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=down,
+                                  backoff_base_ms=10**6, backoff_max_ms=10**6) as host:
+        real_set = host.host.alarms.set
+
+        def full_disk_set(chat_key, due_ms, keep_earlier=False):
+            if due_ms > host_module._now_ms() + 1000:  # a reschedule, not the first alarm
+                raise sqlite3.OperationalError("database or disk is full")
+            return real_set(chat_key, due_ms, keep_earlier)
+
+        host.host.alarms.set = full_disk_set
+        async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
+            for i in range(26):
+                r = await client.post("/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"})
+                assert r.status_code == 200
+
+            async def compacted_once() -> bool:
+                return calls >= 1
+            await poll(compacted_once, what="the first (failed) compaction")
+            for i in range(26, 56):  # each turn gives the alarm loop its chance to spin
+                r = await client.post("/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"})
+                assert r.status_code == 200
+            assert calls == 1, f"the compaction was rerun {calls - 1} times at once"
+            assert "held" in host.host._held
+            assert (await client.get("/v1/chats/held/stats")).json()["total_messages"] == 56

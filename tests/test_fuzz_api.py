@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sqlite3
 import threading
 from collections import Counter
 from pathlib import Path
