@@ -27,6 +27,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/memory_latency.py
 	$(PY) benchmarks/locomo_recall.py --data ../shared/locomo/locomo-dev.json
 	$(PY) benchmarks/pipeline.py
+	$(PY) benchmarks/compaction_cost.py
+	$(PY) benchmarks/load.py
+	$(PY) benchmarks/load_bot.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
