@@ -440,45 +440,46 @@ async def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
 # -- the summarizer down, several chats, a restart in the middle ------------------------------------------
 
 async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path, capsys):
-    data = tmp_path / "data"
-    chats = [f"sum:{c}" for c in range(3)]
-    async with FakeOpenAI(default=ServerError(503)) as fake:
-        opts = dict(token=TOKEN, summary_base_url=fake.url, summary_model="light", summary_timeout_s=5,
-                    backoff_base_ms=1, backoff_max_ms=10)
-        async with EmbeddedMemoryHost(data, **opts) as host:
-            async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
-                for i in range(30):
+    async with asyncio.timeout(90):  # a hang fails here, clearly, not at pytest's timeout
+        data = tmp_path / "data"
+        chats = [f"sum:{c}" for c in range(3)]
+        async with FakeOpenAI(default=ServerError(503)) as fake:
+            opts = dict(token=TOKEN, summary_base_url=fake.url, summary_model="light", summary_timeout_s=5,
+                        backoff_base_ms=1, backoff_max_ms=10)
+            async with EmbeddedMemoryHost(data, **opts) as host:
+                async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
+                    for i in range(30):
+                        for chat in chats:
+                            r = await client.post(f"/v1/chats/{chat}/turn", json={"text": f"{chat} note {i}",
+                                                                                 "message_id": f"m{i}"})
+                            assert r.status_code == 200
+                    await fake.wait_requests(60, timeout=30)
+                    health = (await client.get("/health", params={"detail": "1"})).json()
+                    assert health["storage"]["pending_alarms"] == 3
+            # Restarted with the summarizer still down: the persisted alarms keep retrying.
+            async with EmbeddedMemoryHost(data, **opts) as host:
+                async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
+                    await fake.wait_requests(100, timeout=30)
                     for chat in chats:
-                        r = await client.post(f"/v1/chats/{chat}/turn", json={"text": f"{chat} note {i}",
-                                                                             "message_id": f"m{i}"})
-                        assert r.status_code == 200
-                await fake.wait_requests(60, timeout=30)
-                health = (await client.get("/health", params={"detail": "1"})).json()
-                assert health["storage"]["pending_alarms"] == 3
-        # Restarted with the summarizer still down: the persisted alarms keep retrying.
-        async with EmbeddedMemoryHost(data, **opts) as host:
-            async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
-                await fake.wait_requests(100, timeout=30)
-                for chat in chats:
-                    s = (await client.get(f"/v1/chats/{chat}/stats")).json()
-                    assert (s["total_messages"], s["archived_messages"]) == (30, 0)
-                fake.default = Answer(text=_summary_text())
+                        s = (await client.get(f"/v1/chats/{chat}/stats")).json()
+                        assert (s["total_messages"], s["archived_messages"]) == (30, 0)
+                    fake.default = Answer(text=_summary_text())
 
-                async def all_compacted() -> bool:
-                    sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
-                    return all(s["compactions"] >= 1 for s in sums)
-                await poll(all_compacted, what="compaction after the summarizer came back")
-                health = (await client.get("/health", params={"detail": "1"})).json()
-                assert health["storage"]["pending_alarms"] == 0
-    failed = sum(1 for r in fake.requests if r.action == "ServerError")
-    assert failed >= 100
-    with capsys.disabled():
-        print(f"\n[faults] summarizer down: {failed} failed compactions over 3 chats and a restart, "
-              f"then all compacted; 90 messages, 0 lost, 0 doubled")
-    for chat in chats:
-        a = audit(data, chat)
-        assert a.integrity == "ok" and set(a.message_ids) == {f"m{i}" for i in range(30)}
-        assert set(a.message_ids.values()) == {1} and a.messages == a.fts_rows == 30
+                    async def all_compacted() -> bool:
+                        sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
+                        return all(s["compactions"] >= 1 for s in sums)
+                    await poll(all_compacted, what="compaction after the summarizer came back")
+                    health = (await client.get("/health", params={"detail": "1"})).json()
+                    assert health["storage"]["pending_alarms"] == 0
+        failed = sum(1 for r in fake.requests if r.action == "ServerError")
+        assert failed >= 100
+        with capsys.disabled():
+            print(f"\n[faults] summarizer down: {failed} failed compactions over 3 chats and a restart, "
+                  f"then all compacted; 90 messages, 0 lost, 0 doubled")
+        for chat in chats:
+            a = audit(data, chat)
+            assert a.integrity == "ok" and set(a.message_ids) == {f"m{i}" for i in range(30)}
+            assert set(a.message_ids.values()) == {1} and a.messages == a.fts_rows == 30
 
 
 async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_path):
@@ -517,3 +518,17 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
             assert calls == 1, f"the compaction was rerun {calls - 1} times at once"
             assert "held" in host.host._held
             assert (await client.get("/v1/chats/held/stats")).json()["total_messages"] == 56
+
+
+async def test_health_says_503_when_the_data_folder_cannot_be_written(tmp_path):
+    async with EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host:
+        async with httpx.AsyncClient(base_url=host.url, trust_env=False) as client:
+            assert (await client.get("/health")).json() == {"ok": True, "version": "1"}
+            host.host.data_dir = tmp_path / "gone" / "data"  # as if the disk went away
+            r = await client.get("/health")
+            assert r.status_code == 503
+            body = r.json()
+            assert body["ok"] is False and body["storage"]["data_dir_writable"] is False
+            assert body["storage"]["error"]
+            host.host.data_dir = tmp_path / "data"
+            assert (await client.get("/health")).status_code == 200
