@@ -206,13 +206,6 @@ def expected_growth(op: Operation, memory: ChatMemory) -> set[int] | None:
     return {0}
 
 
-def _has_huge_word(memory: ChatMemory) -> bool:
-    return bool(memory.sql.exec("SELECT 1 AS x FROM messages WHERE length(text) > 4000 AND instr(text, ' ') = 0"))
-
-
-@pytest.mark.xfail(strict=True, reason="engine: compaction.offline_summary puts every topic word in the "
-                   "Objective line uncapped; one 12k+ character word pushes the other sections past "
-                   "MAX_SUMMARY_CHARS, so offline compaction of that chat fails forever (found by the fuzzer)")
 def test_offline_summary_survives_a_huge_word():
     from memory_engine.compaction import offline_summary, validate_summary
 
@@ -239,9 +232,6 @@ class Engine:
         before = counts(self.memory)
         grow = expected_growth(op, self.memory)
         resp = self.loop.run_until_complete(execute(op, self.memory))
-        if op.name == "compact" and resp.status == 502 and _has_huge_word(self.memory):
-            CASES["known-bug:offline-summary-huge-word"] += 1  # see test_offline_summary_survives_a_huge_word
-            return resp
         check_refusal(resp)
         assert resp.status == 200, (op.name, resp.status, resp.payload)
         after = counts(self.memory)

@@ -253,8 +253,9 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     """The offline summarizer's text (synchronous core of `offline_summarize`)."""
     old = _sections_of(previous) if previous else {h: [] for h in SECTIONS}
     speakers = Counter(m.get("author") or m.get("role") for m in messages if m.get("role") == "user")
+    # Topic words are bounded in length: one 60k-character "word" must not fill the summary.
     words = Counter(t for m in messages for t in tokens(m.get("text", ""))
-                    if t not in STOPWORDS and len(t) > 2 and not t.isdigit())
+                    if t not in STOPWORDS and 2 < len(t) <= 32 and not t.isdigit())
     topics = ", ".join(w for w, _ in words.most_common(6))
     who = ", ".join(s for s, _ in speakers.most_common(5) if s) or "the user"
     objective = [f"- Conversation with {who} about {topics or 'various things'}."]
@@ -284,7 +285,7 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
             "- Active: " + (topics or "general conversation") + ".",
             "- Blocked: " + ("open questions below." if questions else "nothing known.")]
     next_move = questions or ["- Continue the conversation; answer from memory when asked."]
-    files = sorted({f for m in messages for f in _FILE.findall(m.get("text", ""))})[:10]
+    files = sorted({f[:200] for m in messages for f in _FILE.findall(m.get("text", ""))})[:10]
 
     merged = {
         SECTIONS[0]: objective,

@@ -132,15 +132,25 @@ class ChatMemory:
             self._apply_facts(text, author, author_id, new_id, ts)
             return new_id
 
-        current_id = self.sql.transaction(record)
-        mode = mode or self.mode()
-        recent = self._recent_before(current_id, RECENT_BY_MODE.get(mode, 4))
-        exclude = {current_id, *(m["id"] for m in recent)}
-        retrieved = self._retrieve(text, RETRIEVE_K, exclude)
-        facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
-        summary = self._state("summary") or ""
-        prompt = render_prompt(recent, retrieved, summary, facts)
-        self._set_state("last_prompt", prompt)
+        def build() -> dict[str, Any]:
+            # One transaction: an answer is sent only for a turn whose every write landed
+            # (a full disk fails the whole turn, never half of it).
+            current_id = record()
+            chosen = mode or self.mode()
+            recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4))
+            exclude = {current_id, *(m["id"] for m in recent)}
+            retrieved = self._retrieve(text, RETRIEVE_K, exclude)
+            facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
+            summary = self._state("summary") or ""
+            prompt = render_prompt(recent, retrieved, summary, facts)
+            self._set_state("last_prompt", prompt)
+            return {"current_id": current_id, "mode": chosen, "recent": recent,
+                    "retrieved": retrieved, "facts": facts, "summary": summary, "prompt": prompt}
+
+        built = self.sql.transaction(build)
+        current_id, mode = built["current_id"], built["mode"]
+        prompt, recent, retrieved = built["prompt"], built["recent"], built["retrieved"]
+        facts, summary = built["facts"], built["summary"]
         return {
             "prompt": prompt,
             "recent": recent,

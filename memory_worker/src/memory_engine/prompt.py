@@ -7,16 +7,28 @@ from typing import Any, Iterable
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 
 
+# Line breaks that json.dumps leaves as they are, but that readers may still break on.
+_BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
 def _quote(text: str) -> str:
     # A JSON string keeps each message on one line inside quotes, so remembered text can
     # neither fake a section of this prompt nor read as an instruction of its own.
-    return json.dumps(text, ensure_ascii=False)
+    quoted = json.dumps(text, ensure_ascii=False)
+    for char, escaped in _BREAKS.items():
+        quoted = quoted.replace(char, escaped)
+    return quoted
+
+
+def _name(name: str) -> str:
+    # Names are chosen by users too: one line, bounded, never a line of its own.
+    return " ".join(name.split())[:64]
 
 
 def _speaker(msg: dict[str, Any]) -> str:
     if msg["role"] == "assistant":
         return "assistant"
-    return msg.get("author") or msg["role"]
+    return _name(msg.get("author") or "") or msg["role"]
 
 
 def _line(msg: dict[str, Any]) -> str:
@@ -43,7 +55,7 @@ def render_prompt(
             "> " + line for line in summary.splitlines()))
     by_author: dict[str, list[str]] = {}
     for f in facts:
-        by_author.setdefault(f["author"] or f["author_id"] or "someone", []).append(
+        by_author.setdefault(_name(f["author"] or f["author_id"]) or "someone", []).append(
             f"{f['key']} = {_quote(f['value'])}")
     if by_author:
         parts.append("Known facts:\n" + "\n".join(
