@@ -398,9 +398,12 @@ class MemoryHost:
                 timeout = until if timeout is None else min(timeout, until)
             if timeout == 0:
                 continue
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancellation
+            # that stops this loop, and the host's shutdown then waits for ever.
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
 
     async def _run_alarm(self, chat_key: str) -> None:
@@ -482,8 +485,9 @@ class MemoryHost:
         while self.in_flight:
             self._idle.clear()
             try:
-                await asyncio.wait_for(self._idle.wait(), timeout_s)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout_s):  # not wait_for: see run_alarms
+                    await self._idle.wait()
+            except TimeoutError:
                 return False
         return True
 

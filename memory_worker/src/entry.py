@@ -140,8 +140,10 @@ async def post_with_fetch(url: str, headers: dict[str, str], body: bytes,
         data = await resp.bytes()
         return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
 
-    # `fetch` has no timeout of its own in Workers.
-    return await asyncio.wait_for(go(), timeout_s)
+    # `fetch` has no timeout of its own in Workers. asyncio.timeout rather than wait_for,
+    # which on CPython 3.11 (the tests) can swallow a cancellation.
+    async with asyncio.timeout(timeout_s):
+        return await go()
 
 
 def _sdk_request(request: Any) -> Request:

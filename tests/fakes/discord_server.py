@@ -881,7 +881,8 @@ class FakeDiscord:
                     await self._changed.wait()
                 return value
 
-        return await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
+            return await until()
 
     def calls_to(self, method: str, pattern: str) -> list[Call]:
         """Recorded calls whose method matches and whose path fully matches `pattern`."""

@@ -483,8 +483,9 @@ class FakeTelegram:
                     await self._changed.wait()
                 return result
         try:
-            return await asyncio.wait_for(check(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
+                return await check()
+        except TimeoutError:
             raise AssertionError(f"timed out after {timeout}s waiting; calls: {[c.method for c in self.calls]}") from None
 
     async def wait_for_message(self, chat_id: int, count: int = 1, timeout: float = 10.0) -> list[dict]:
@@ -612,8 +613,9 @@ class FakeTelegram:
                 if left <= 0:
                     return []
                 try:
-                    await asyncio.wait_for(self._changed.wait(), left)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(left):
+                        await self._changed.wait()
+                except TimeoutError:
                     return []
         return batch
 
@@ -790,8 +792,9 @@ class FakeTelegram:
                     else:
                         # The real server retries later; tests get a prompt retry.
                         try:
-                            await asyncio.wait_for(self._webhook_wake.wait(), 0.2)
-                        except asyncio.TimeoutError:
+                            async with asyncio.timeout(0.2):
+                                await self._webhook_wake.wait()
+                        except TimeoutError:
                             pass
                         self._webhook_wake.clear()
 
