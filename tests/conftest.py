@@ -54,3 +54,12 @@ def _no_network():
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = _real_connect_ex
     socket.getaddrinfo = _real_getaddrinfo
+
+
+# Property tests draw the same examples on every run of `make test` (a red CI must mean
+# a regression, not a lucky draw); `HYPOTHESIS_PROFILE=explore` draws new ones.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("repeatable", derandomize=True, deadline=None)
+_hypothesis_settings.register_profile("explore", deadline=None)
+_hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "repeatable"))

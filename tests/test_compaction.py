@@ -190,6 +190,7 @@ async def test_offline_summarizer_compacts_without_an_endpoint(tmp_path):
     async with EmbeddedMemoryHost(tmp_path) as host:
         async with httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as client:
             r = await client.post(f"/v1/chats/{CHAT}/turn", json={"text": "My name is Ann and I live in Oslo. See notes.md", "author": "Ann", "author_id": "1"})
+            assert r.status_code == 200
             await say(client, 30, start=1)
             done = await until(lambda: _compactions(client, 1))
             validate_summary(done["summary"])

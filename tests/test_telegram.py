@@ -17,7 +17,7 @@ from telegram.error import InvalidToken
 from bot.adapters import telegram as tgad
 from bot.config import PlatformSettings, Settings
 from bot.router.types import CommandResult, IncomingMessage, Reply
-from tests.fakes.telegram_server import FakeTelegram, parse_html
+from tests.fakes.telegram_server import FakeTelegram
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")

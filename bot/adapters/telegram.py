@@ -237,7 +237,9 @@ def _inline_html(text: str) -> str:
         return f"\x00{len(kept) - 1}\x00"
 
     text = _INLINE_CODE.sub(lambda m: keep(f"<code>{_esc(m.group(1))}</code>"), text)
-    text = _LINK.sub(lambda m: keep(f'<a href="{html.escape(m.group(2))}">{_emphasis(m.group(1))}</a>'), text)
+    # A URL holding a code span is no link (the span would become a tag inside href).
+    text = _LINK.sub(lambda m: m.group(0) if "\x00" in m.group(2) else
+                     keep(f'<a href="{html.escape(m.group(2))}">{_emphasis(m.group(1))}</a>'), text)
     text = _emphasis(text)
     while "\x00" in text:  # a link's text may hold a code span: restore until none is left
         text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)

@@ -5,7 +5,7 @@ never sees a platform type, and the adapters never see the memory worker or a mo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import AsyncIterator, Protocol
 
 

@@ -260,7 +260,7 @@ def plain_text(text: str, parse_mode: str | None) -> str:
         return parse_markdown(text)
     if mode == "markdownv2":
         return parse_markdown_v2(text)
-    raise bad(f"unsupported parse_mode")
+    raise bad("unsupported parse_mode")
 
 
 def detect_entities(text: str) -> list[dict]:
