@@ -30,7 +30,7 @@ import httpx
 from aiohttp import web
 
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.http_api import CHAT_KEY, MAX_BODY_BYTES, VERSION
+from memory_engine.http_api import CHAT_KEY, JSON_HEADERS, MAX_BODY_BYTES, VERSION
 from memory_engine.compaction import (
     BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
 
@@ -473,8 +473,7 @@ class MemoryHost:
             "chat": chat_key, "status": response.status,
             "ms": round((time.perf_counter() - started) * 1000, 2)}})
         answer = web.Response(status=response.status, body=response.body(),
-                              headers={"content-type": "application/json; charset=utf-8",
-                                       "x-request-id": request_id})
+                              headers={**JSON_HEADERS, "x-request-id": request_id})
         if self.stopping:
             answer.force_close()  # the client reconnects, and finds the port closed
         return answer

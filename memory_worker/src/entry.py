@@ -30,6 +30,7 @@ from memory_engine import ChatMemory, execute, parse
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
+from memory_engine.http_api import JSON_HEADERS
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from pyodide.ffi import jsnull as _JSNULL
@@ -39,7 +40,6 @@ except ImportError:  # pragma: no cover - only outside a Worker without the test
 log = logging.getLogger("memory_worker.entry")
 T = TypeVar("T")
 
-JSON_HEADERS = {"content-type": "application/json; charset=utf-8"}
 # Calls after which the un-summarized history may have outgrown the threshold.
 GROWING = {"turn", "reply", "import", "forget_author"}
 # When a compaction run fails in a way the engine did not plan for, try again later

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote
 
 from .compaction import Summarize, SummarizerError, compact_once, offline_summarize
@@ -376,12 +376,3 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
             return Response(200, dict(m.summary(), compacted=committed, error=str(err)))
         return Response(200, dict(m.summary(), compacted=committed))
     return Response(404, {"error": "unknown route"})
-
-
-async def handle(req: Request, token: str, open_memory: Callable[[str], ChatMemory],
-                 summarize: Summarize | None = None) -> Response:
-    """Parse and run one request against the chat memory `open_memory(chat_key)` gives."""
-    op = parse(req, token)
-    if isinstance(op, Response):
-        return op
-    return await execute(op, open_memory(op.chat_key), summarize)
