@@ -36,9 +36,15 @@ class Answer:
 
 @dataclass(frozen=True)
 class Echo:
-    """Answer with the last user message, prefixed: handy to see what the bot sent."""
+    """Answer with the last user message, prefixed: handy to see what the bot sent.
+
+    Streamed in one chunk unless `chunk_size` says otherwise, so a streamed echo is shown
+    whole from its first message on: tests of memory and commands never read a half-shown
+    answer. Streaming pace is tested with chunked `Answer`s.
+    """
 
     prefix: str = "echo: "
+    chunk_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +208,8 @@ class FakeOpenAI:
     async def _perform(self, request: web.Request, req: RecordedRequest, action: Action) -> web.StreamResponse:
         if isinstance(action, Echo):
             last = next((m for m in reversed(req.messages) if m.get("role") == "user"), {})
-            action = Answer(text=action.prefix + str(last.get("content", "")))
+            text = action.prefix + str(last.get("content", ""))
+            action = Answer(text=text, chunk_size=action.chunk_size or max(len(text), 1))
         if isinstance(action, Answer):
             if action.delay and not req.stream:
                 await self._wait_stop(action.delay)
