@@ -23,6 +23,7 @@ import yarl
 from discord import app_commands
 
 from bot.adapters.split import split_text
+from bot.adapters.streaming import GrowingText
 from bot.config import Settings
 from bot.router.commands import refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
@@ -34,10 +35,8 @@ TYPING_REFRESH_S = 8.0  # one typing trigger shows for ~10 s
 DEFER_AFTER_S = 2.0  # Discord drops an interaction not acknowledged within 3 s
 CONFIRM_TIMEOUT_S = 300.0
 # Streaming: Discord allows about 5 edits per 5 s per channel; one update a second stays well
-# inside that, and the first message waits for about a sentence so it does not flicker.
+# inside that.
 EDIT_INTERVAL_S = 1.0
-FIRST_SHOW_CHARS = 80
-_SENTENCE_END = re.compile(r"[.!?:\n]\s")
 SLOW_COMMANDS = frozenset({"compact", "usage"})  # model call / chart rendering: defer at once
 # Failures worth one more try; 4xx answers (forbidden, too long, unknown channel) are final.
 TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
@@ -222,42 +221,25 @@ def _reply_reference(message: discord.Message, part: int) -> discord.MessageRefe
     return None
 
 
-class GrowingAnswer:
+class GrowingAnswer(GrowingText):
     """An answer shown while it is written: sent after about a sentence, then edited in place
     at most once per EDIT_INTERVAL_S; past 2,000 characters it continues in a new message.
     Each render shows `split_text(text)`, so the final messages equal the non-streamed ones."""
 
     def __init__(self, question: discord.Message, budget_s: float = 60.0) -> None:
+        super().__init__()
         self.question = question
         self.budget_s = budget_s
-        self.text = ""
-        self.done = False
-        self.changed = asyncio.Event()
         self.messages: list[discord.Message] = []
         self.shown: list[str] = []
 
-    async def show(self, chunks: AsyncIterator[str]) -> None:
-        """Read the stream to its end while a render loop keeps the messages up to date."""
-        renderer = asyncio.create_task(self._render_loop())
-        try:
-            async for piece in chunks:
-                self.text += piece
-                self.changed.set()
-        except Exception:  # a bug below us: keep what arrived and say so
-            log.exception("router stream failed on message %s", self.question.id)
-            self.text += ("\n\n" if self.text else "") + SORRY
-        finally:
-            self.done = True
-            self.changed.set()
-            await renderer
+    def _stream_failed(self) -> None:
+        log.exception("router stream failed on message %s", self.question.id)
+        self.text += ("\n\n" if self.text else "") + SORRY
 
     async def _render_loop(self) -> None:
         while True:
-            await self.changed.wait()
-            self.changed.clear()
-            done, text = self.done, self.text
-            if not done and not self.messages and not _worth_showing(text):
-                continue  # wait for about a sentence before the first message
+            text, done = await self._next_version()
             await self._render(text)
             if done:
                 return
@@ -281,10 +263,6 @@ class GrowingAnswer:
             with contextlib.suppress(discord.HTTPException, *TRANSIENT_ERRORS):
                 await extra.delete()
         del self.messages[len(parts):], self.shown[len(parts):]
-
-
-def _worth_showing(text: str) -> bool:
-    return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
 
 
 async def edit_with_retry(message: discord.Message, content: str, *, budget_s: float = 60.0) -> bool:

@@ -53,6 +53,7 @@ from telegram.ext import (
 )
 
 from bot.adapters.split import split_text
+from bot.adapters.streaming import GrowingText
 from bot.config import Settings
 from bot.router.commands import refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
@@ -66,12 +67,10 @@ CAPTION_LIMIT = MessageLimit.CAPTION_LENGTH  # 1024
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 ADMIN_CACHE_S = 60.0
 # Streaming: Telegram allows about one message (edits included) per second in a chat and 20 a
-# minute in a group; the first message waits for about a sentence so it does not flicker.
+# minute in a group.
 EDIT_INTERVAL_PRIVATE_S = 1.0
 EDIT_INTERVAL_GROUP_S = 3.0
-FIRST_SHOW_CHARS = 80
 FINAL_RENDER_TRIES = 5
-_SENTENCE_END = re.compile(r"[.!?:\n]\s")
 
 EVERYONE_COMMANDS = {
     "start": "what I am and how to talk to me",
@@ -621,7 +620,7 @@ class TelegramBot:
                 await task
 
 
-class GrowingAnswer:
+class GrowingAnswer(GrowingText):
     """An answer shown while the model writes it: sent after about a sentence, then edited in
     place at a paced rate; past 4096 characters it continues in a new message.
 
@@ -632,40 +631,23 @@ class GrowingAnswer:
     """
 
     def __init__(self, bot: "TelegramBot", question: Message, update_id: int) -> None:
+        super().__init__()
         self.bot, self.question, self.update_id = bot, question, update_id
         self.interval = bot.edit_interval(question.chat)
-        self.text = ""
-        self.done = False
-        self.changed = asyncio.Event()
         self.first_shown = asyncio.Event()
         self.messages: list[Message] = []
         self.shown: list[tuple[str, bool]] = []  # (text, formatted) of each message
         self.refused = False  # Telegram refused for good: stop rendering
 
-    async def show(self, chunks: AsyncIterator[str]) -> None:
-        """Read the stream to its end while a render loop keeps the messages up to date."""
-        renderer = asyncio.create_task(self._render_loop())
-        try:
-            async for piece in chunks:
-                self.text += piece
-                self.changed.set()
-        except Exception:  # a bug below us: keep what arrived and say so
-            log.exception("error handling update %s: the answer stream failed", self.update_id)
-            self.text = (self.text.rstrip() + "\n\n" + BROKEN).lstrip()
-        finally:
-            self.done = True
-            self.changed.set()
-            await renderer
+    def _stream_failed(self) -> None:
+        log.exception("error handling update %s: the answer stream failed", self.update_id)
+        self.text = (self.text.rstrip() + "\n\n" + BROKEN).lstrip()
 
     async def _render_loop(self) -> None:
         final_tries = 0
         final_deadline = 0.0
         while True:
-            await self.changed.wait()
-            self.changed.clear()
-            done, text = self.done, self.text
-            if not done and not self.messages and not _worth_showing(text):
-                continue  # wait for about a sentence before the first message
+            text, done = await self._next_version()
             complete = await self._render(text, final=done)
             if done:
                 final_tries += 1
@@ -714,10 +696,6 @@ class GrowingAnswer:
                 await extra.delete()
         del self.messages[len(parts):], self.shown[len(parts):]
         return complete
-
-
-def _worth_showing(text: str) -> bool:
-    return len(text) >= FIRST_SHOW_CHARS or _SENTENCE_END.search(text) is not None
 
 
 @contextlib.contextmanager
