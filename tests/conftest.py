@@ -63,3 +63,36 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("repeatable", derandomize=True, deadline=None)
 _hypothesis_settings.register_profile("explore", deadline=None)
 _hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+# The fakes of the outside services: one running server per test, on 127.0.0.1.
+@pytest.fixture
+async def tg():
+    """A running fake Telegram Bot API."""
+    from tests.fakes.telegram_server import FakeTelegram
+
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def openai():
+    """A running fake OpenAI-compatible server; its answers echo the user's words."""
+    from tests.fakes.openai_server import Echo, FakeOpenAI
+
+    async with FakeOpenAI(default=Echo()) as server:
+        yield server
+
+
+@pytest.fixture
+async def fake_discord():
+    """A running fake Discord REST API + gateway; discord.py's process-wide endpoints are
+    restored afterwards (the adapter points them at the fake)."""
+    import discord
+
+    from tests.fakes.discord_server import FakeDiscord
+
+    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    async with FakeDiscord() as server:
+        yield server
+    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved

@@ -8,50 +8,33 @@ import tomllib
 from dataclasses import replace
 from typing import AsyncIterator
 
-import discord
 import pytest
 
 from bot.adapters import discord as adapter
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
-from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, StreamBreak
+from tests.fakes.openai_server import Answer, FakeOpenAI, StreamBreak
 from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, running
 from bot.app import build_router
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    """A running fake Discord; discord.py's process-wide endpoints are restored afterwards."""
-    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    async with FakeDiscord() as server:
-        yield server
-    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
-
-
-@pytest.fixture
-async def openai() -> AsyncIterator[FakeOpenAI]:
-    """The fake model server; answers echo the user's words."""
-    async with FakeOpenAI(default=Echo()) as server:
-        yield server
-
-
-@pytest.fixture
-def world(fake: FakeDiscord) -> World:
+def world(fake_discord: FakeDiscord) -> World:
     """A guild with an admin and a member, and the member's DM."""
-    return World(fake)
+    return World(fake_discord)
 
 
-def e2e_settings(fake: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
+def e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
     """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
     with open(DEFAULT_CONFIG, "rb") as fh:
         data = tomllib.load(fh)
     env = {
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": openai.url,
-        "DISCORD_BOT_TOKEN": fake.token,
-        "DISCORD_API_BASE_URL": fake.api_base,
-        "DISCORD_GATEWAY_URL": fake.gateway_url,
+        "DISCORD_BOT_TOKEN": fake_discord.token,
+        "DISCORD_API_BASE_URL": fake_discord.api_base,
+        "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
         "ADMIN_USER_IDS": world.owner_listed["id"],
     }
     return settings_from(data, env)
@@ -65,176 +48,176 @@ async def running_router(settings: Settings, data_dir) -> AsyncIterator:
 
 
 @pytest.fixture
-async def bot(fake, openai, world, tmp_path) -> AsyncIterator[adapter.DiscordBot]:
+async def bot(fake_discord, openai, world, tmp_path) -> AsyncIterator[adapter.DiscordBot]:
     """The adapter on the real router, connected to the fake Discord."""
-    settings = e2e_settings(fake, openai, world)
+    settings = e2e_settings(fake_discord, openai, world)
     async with running_router(settings, tmp_path) as router, running(router, settings) as client:
         yield client
 
 
-async def answered(fake: FakeDiscord, channel: dict, words: str, count: int = 1) -> list[str]:
+async def answered(fake_discord: FakeDiscord, channel: dict, words: str, count: int = 1) -> list[str]:
     """Wait until `count` bot answers in `channel` are complete, the last echoing `words`."""
-    done = lambda: len(shown := fake.shown(channel)) == count and shown[-1].endswith(words)  # noqa: E731
-    await fake.wait_for(done, timeout=15)
-    return fake.shown(channel)
+    done = lambda: len(shown := fake_discord.shown(channel)) == count and shown[-1].endswith(words)  # noqa: E731
+    await fake_discord.wait_for(done, timeout=15)
+    return fake_discord.shown(channel)
 
 
-async def slash(fake: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
+async def slash(fake_discord: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
     """Run a slash command and wait for its final (non-loading) answer."""
-    iid = await fake.invoke(name, user, channel, options or None)
-    done = lambda: (m := fake.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])  # noqa: E731
-    await fake.wait_for(done, timeout=15)
-    return {**fake.final_message(iid), "iid": iid}
+    iid = await fake_discord.invoke(name, user, channel, options or None)
+    done = lambda: (m := fake_discord.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])  # noqa: E731
+    await fake_discord.wait_for(done, timeout=15)
+    return {**fake_discord.final_message(iid), "iid": iid}
 
 
-async def test_dm_round_trip_with_typing_and_memory(fake, openai, world, bot):
-    await fake.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
+async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world, bot):
+    await fake_discord.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
     # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
-    await answered(fake, world.dm, "My name is Ada and I live in Paris.")
-    order = [c.path for c in fake.calls if c.path.startswith(f"/channels/{world.dm['id']}/")]
+    await answered(fake_discord, world.dm, "My name is Ada and I live in Paris.")
+    order = [c.path for c in fake_discord.calls if c.path.startswith(f"/channels/{world.dm['id']}/")]
     assert order[0].endswith("/typing") and "/messages" in order[-1]
-    facts = await slash(fake, "facts", world.member, world.dm)  # in a DM the user is admin
+    facts = await slash(fake_discord, "facts", world.member, world.dm)  # in a DM the user is admin
     assert "Ada" in facts["content"] and facts["flags"] & EPHEMERAL
 
 
-async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake, openai, world, bot):
+async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake_discord, openai, world, bot):
     ch = world.general
-    await fake.user_says(ch, world.admin, "The secret launch code word is pineapple.")
-    await fake.user_says(ch, world.member, f"{fake.mention(fake.bot)} what is the code word?", mentions=[fake.bot])
-    await answered(fake, ch, "what is the code word?")
+    await fake_discord.user_says(ch, world.admin, "The secret launch code word is pineapple.")
+    await fake_discord.user_says(ch, world.member, f"{fake_discord.mention(fake_discord.bot)} what is the code word?", mentions=[fake_discord.bot])
+    await answered(fake_discord, ch, "what is the code word?")
     assert len(openai.requests) == 1  # the chatter was recorded, not answered
     prompt = "\n".join(str(m.get("content")) for m in openai.requests[0].messages)
     assert "pineapple" in prompt  # the recorded chatter is in the memory the model saw
-    answer = next(m for m in reversed(list(fake.messages.values())) if m["author"]["id"] == fake.bot["id"])
-    await fake.user_says(ch, world.member, "thanks, and again?", reply_to=answer)
-    await answered(fake, ch, "thanks, and again?", count=2)
-    stats = await slash(fake, "memory", world.admin, ch)
+    answer = next(m for m in reversed(list(fake_discord.messages.values())) if m["author"]["id"] == fake_discord.bot["id"])
+    await fake_discord.user_says(ch, world.member, "thanks, and again?", reply_to=answer)
+    await answered(fake_discord, ch, "thanks, and again?", count=2)
+    stats = await slash(fake_discord, "memory", world.admin, ch)
     assert "messages kept: 5" in stats["content"]  # chatter + 2 questions + 2 answers
 
 
-async def test_a_5000_character_answer_arrives_in_three_parts(fake, openai, world, bot):
+async def test_a_5000_character_answer_arrives_in_three_parts(fake_discord, openai, world, bot):
     long = "\n\n".join(["Memory keeps the chat coherent over many days. " * 10] * 11).strip()
     openai.script(Answer(long))
-    await fake.user_says(world.dm, world.member, "Tell me everything about memory please.")
-    parts = await answered(fake, world.dm, long[-40:], count=3)
+    await fake_discord.user_says(world.dm, world.member, "Tell me everything about memory please.")
+    parts = await answered(fake_discord, world.dm, long[-40:], count=3)
     assert len(long) > 5000 and all(len(p) <= 2000 for p in parts)
     assert " ".join(parts).split() == long.split()  # nothing lost, nothing added but whitespace
 
 
 @pytest.mark.parametrize("name", ADMIN_NAMES)
-async def test_admin_commands_as_admin_and_as_member(fake, openai, world, bot, name):
-    await fake.user_says(world.general, world.admin, "My name is Alice.")
-    await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello", mentions=[fake.bot])
-    await answered(fake, world.general, "hello")
-    refused = await slash(fake, name, world.member, world.general)
+async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world, bot, name):
+    await fake_discord.user_says(world.general, world.admin, "My name is Alice.")
+    await fake_discord.user_says(world.general, world.admin, f"{fake_discord.mention(fake_discord.bot)} hello", mentions=[fake_discord.bot])
+    await answered(fake_discord, world.general, "hello")
+    refused = await slash(fake_discord, name, world.member, world.general)
     assert refused["flags"] & EPHEMERAL and refused["content"] == f"Sorry, /{name} is only for admins of this chat."
-    shown = await slash(fake, name, world.admin, world.general)
+    shown = await slash(fake_discord, name, world.admin, world.general)
     assert shown["flags"] & EPHEMERAL and "only for admins" not in shown["content"].lower()
     assert "Unknown command" not in shown["content"]
 
 
-async def test_admin_command_answers_carry_the_real_content(fake, openai, world, bot):
-    await fake.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
-    await fake.user_says(world.general, world.admin, f"{fake.mention(fake.bot)} hello there", mentions=[fake.bot])
-    await answered(fake, world.general, "hello there")
-    facts = await slash(fake, "facts", world.admin, world.general)
+async def test_admin_command_answers_carry_the_real_content(fake_discord, openai, world, bot):
+    await fake_discord.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
+    await fake_discord.user_says(world.general, world.admin, f"{fake_discord.mention(fake_discord.bot)} hello there", mentions=[fake_discord.bot])
+    await answered(fake_discord, world.general, "hello there")
+    facts = await slash(fake_discord, "facts", world.admin, world.general)
     assert "Alice" in facts["content"] and "Lyon" in facts["content"]
-    usage = await slash(fake, "usage", world.admin, world.general)
-    assert fake.responses(usage["iid"])[0].json["type"] == 5  # deferred before the chart is drawn
-    (edit,) = fake.interactions[usage["iid"]]["edits"]
+    usage = await slash(fake_discord, "usage", world.admin, world.general)
+    assert fake_discord.responses(usage["iid"])[0].json["type"] == 5  # deferred before the chart is drawn
+    (edit,) = fake_discord.interactions[usage["iid"]]["edits"]
     assert edit.files[0][0] == "usage.png" and edit.files[0][1].startswith(b"\x89PNG")
     assert usage["content"].count("```") == 2 and re.search(r"total +1 ", usage["content"])
-    mode = await slash(fake, "mode", world.admin, world.general, mode="full")
+    mode = await slash(fake_discord, "mode", world.admin, world.general, mode="full")
     assert "full" in mode["content"]
-    memory = await slash(fake, "memory", world.admin, world.general)
+    memory = await slash(fake_discord, "memory", world.admin, world.general)
     assert "mode: full" in memory["content"]
-    compact = await slash(fake, "compact", world.admin, world.general)
-    assert fake.responses(compact["iid"])[0].json["type"] == 5 and "ompact" in compact["content"]
+    compact = await slash(fake_discord, "compact", world.admin, world.general)
+    assert fake_discord.responses(compact["iid"])[0].json["type"] == 5 and "ompact" in compact["content"]
 
 
 @pytest.mark.parametrize("name", EVERYONE_NAMES)
-async def test_everyone_commands_as_member(fake, openai, world, bot, name):
-    shown = await slash(fake, name, world.member, world.general)
+async def test_everyone_commands_as_member(fake_discord, openai, world, bot, name):
+    shown = await slash(fake_discord, name, world.member, world.general)
     assert shown["flags"] & EPHEMERAL and shown["content"]
     assert "only for admins" not in shown["content"].lower() and "Unknown command" not in shown["content"]
 
 
-async def test_help_lists_admin_commands_only_to_admins(fake, openai, world, bot):
-    member = await slash(fake, "help", world.member, world.general)
-    admin = await slash(fake, "help", world.admin, world.general)
+async def test_help_lists_admin_commands_only_to_admins(fake_discord, openai, world, bot):
+    member = await slash(fake_discord, "help", world.member, world.general)
+    admin = await slash(fake_discord, "help", world.admin, world.general)
     assert "/facts" not in member["content"] and "/forgetme" in member["content"]
     assert "/facts" in admin["content"]
 
 
-async def test_forgetme_forgets_only_the_caller(fake, openai, world, bot):
+async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, bot):
     ch = world.general
-    await fake.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
-    await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
-    await answered(fake, ch, "hi")
-    before = await slash(fake, "facts", world.admin, ch)
+    await fake_discord.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
+    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
+    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+    await answered(fake_discord, ch, "hi")
+    before = await slash(fake_discord, "facts", world.admin, ch)
     assert "Oslo" in before["content"] and "Lyon" in before["content"]
-    done = await slash(fake, "forgetme", world.member, ch)
+    done = await slash(fake_discord, "forgetme", world.member, ch)
     assert done["flags"] & EPHEMERAL and "forgot" in done["content"]
-    after = await slash(fake, "facts", world.admin, ch)
+    after = await slash(fake_discord, "facts", world.admin, ch)
     assert "Oslo" not in after["content"] and "Lyon" in after["content"]
 
 
-async def test_forget_button_erases_the_chat(fake, openai, world, bot):
+async def test_forget_button_erases_the_chat(fake_discord, openai, world, bot):
     ch = world.general
-    await fake.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake.user_says(ch, world.admin, f"{fake.mention(fake.bot)} hi", mentions=[fake.bot])
-    await answered(fake, ch, "hi")
-    question = await slash(fake, "forget", world.admin, ch)
+    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
+    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+    await answered(fake_discord, ch, "hi")
+    question = await slash(fake_discord, "forget", world.admin, ch)
     button = question["components"][0]["components"][0]
-    click = await fake.click(fake.final_message(question["iid"]), button["custom_id"], world.admin)
-    await fake.wait_for(lambda: fake.responses(click), timeout=15)
-    assert "erased" in fake.final_message(question["iid"])["content"]
-    memory = await slash(fake, "memory", world.admin, ch)
+    click = await fake_discord.click(fake_discord.final_message(question["iid"]), button["custom_id"], world.admin)
+    await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
+    assert "erased" in fake_discord.final_message(question["iid"])["content"]
+    memory = await slash(fake_discord, "memory", world.admin, ch)
     assert "messages kept: 0" in memory["content"]
 
 
-async def test_the_answer_streams_into_one_growing_message(fake, openai, world, bot, monkeypatch):
+async def test_the_answer_streams_into_one_growing_message(fake_discord, openai, world, bot, monkeypatch):
     monkeypatch.setattr(adapter, "EDIT_INTERVAL_S", 0.05)
     text = "Streaming works. " * 20
     openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
-    await fake.user_says(world.dm, world.member, "Please stream something to me.")
-    await fake.wait_for(lambda: fake.shown(world.dm) == [text.strip()], timeout=15)
-    assert len(fake.sent_to(world.dm)) == 1 and fake.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+    await fake_discord.user_says(world.dm, world.member, "Please stream something to me.")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == [text.strip()], timeout=15)
+    assert len(fake_discord.sent_to(world.dm)) == 1 and fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
     assert openai.requests[0].body.get("stream") is True
 
 
-async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake, openai, world, bot):
+async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake_discord, openai, world, bot):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
-    await fake.user_says(world.dm, world.member, "Tell me a story please.")
-    await fake.wait_for(lambda: fake.shown(world.dm) and "cut off" in fake.shown(world.dm)[-1], timeout=15)
-    assert fake.shown(world.dm) == ["The answer start" + CUT_OFF]  # two 8-character chunks arrived
+    await fake_discord.user_says(world.dm, world.member, "Tell me a story please.")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) and "cut off" in fake_discord.shown(world.dm)[-1], timeout=15)
+    assert fake_discord.shown(world.dm) == ["The answer start" + CUT_OFF]  # two 8-character chunks arrived
 
 
-async def test_streaming_off_answers_in_whole_messages(fake, openai, world, tmp_path):
-    on = e2e_settings(fake, openai, world)
+async def test_streaming_off_answers_in_whole_messages(fake_discord, openai, world, tmp_path):
+    on = e2e_settings(fake_discord, openai, world)
     settings = replace(on, discord=replace(on.discord, streaming=False))
     async with running_router(settings, tmp_path) as router, running(router, settings):
-        await fake.user_says(world.dm, world.member, "One whole message please.")
-        await answered(fake, world.dm, "One whole message please.")
-    assert not fake.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+        await fake_discord.user_says(world.dm, world.member, "One whole message please.")
+        await answered(fake_discord, world.dm, "One whole message please.")
+    assert not fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
     assert openai.requests[0].body.get("stream") in (None, False)
 
 
-async def test_commands_are_synced_at_start_up(fake, openai, world, bot):
-    (put,) = fake.calls_to("PUT", r"/applications/\d+/commands")
+async def test_commands_are_synced_at_start_up(fake_discord, openai, world, bot):
+    (put,) = fake_discord.calls_to("PUT", r"/applications/\d+/commands")
     assert sorted(c["name"] for c in put.json) == sorted([*ADMIN_NAMES, *EVERYONE_NAMES])
 
 
-async def test_reconnect_after_the_gateway_drops(fake, openai, world, bot):
-    await fake.drop_gateway(abort=True)
-    await fake.user_says(world.dm, world.member, "Are you back online?")
-    await answered(fake, world.dm, "Are you back online?")
-    assert fake.resumes and len(fake.identifies) == 1
+async def test_reconnect_after_the_gateway_drops(fake_discord, openai, world, bot):
+    await fake_discord.drop_gateway(abort=True)
+    await fake_discord.user_says(world.dm, world.member, "Are you back online?")
+    await answered(fake_discord, world.dm, "Are you back online?")
+    assert fake_discord.resumes and len(fake_discord.identifies) == 1
 
 
-async def test_app_serve_path_runs_the_bot(fake, openai, world, tmp_path):
-    settings = e2e_settings(fake, openai, world)
+async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path):
+    settings = e2e_settings(fake_discord, openai, world)
 
     async def main() -> None:  # what bot.app.run_discord does, minus the process-level loop
         async with running_router(settings, tmp_path) as router:
@@ -242,9 +225,9 @@ async def test_app_serve_path_runs_the_bot(fake, openai, world, tmp_path):
 
     task = asyncio.create_task(main())
     try:
-        await fake.wait_for(lambda: fake.identifies, timeout=15)
-        await fake.user_says(world.dm, world.member, "Hello from serve!")
-        await answered(fake, world.dm, "Hello from serve!")
+        await fake_discord.wait_for(lambda: fake_discord.identifies, timeout=15)
+        await fake_discord.user_says(world.dm, world.member, "Hello from serve!")
+        await answered(fake_discord, world.dm, "Hello from serve!")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

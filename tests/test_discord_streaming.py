@@ -8,13 +8,7 @@ from typing import AsyncIterator
 import pytest
 
 from bot.adapters import discord as adapter
-from tests.test_discord import (  # noqa: F401  (fake, router, world are fixtures)
-    fake,
-    router,
-    running,
-    settings_for,
-    world,
-)
+from tests.test_discord import router, running, settings_for, world  # noqa: F401  (router, world: fixtures)
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 
@@ -26,21 +20,21 @@ def fast_pace(monkeypatch):
 
 
 @pytest.fixture
-async def bot(fake, world, router) -> AsyncIterator[adapter.DiscordBot]:
+async def bot(fake_discord, world, router) -> AsyncIterator[adapter.DiscordBot]:
     """The client with streaming on."""
-    async with running(router, settings_for(fake, world, streaming=True)) as client:
+    async with running(router, settings_for(fake_discord, world, streaming=True)) as client:
         yield client
 
 
-def edits_of(fake, channel) -> dict[str, list]:
+def edits_of(fake_discord, channel) -> dict[str, list]:
     """PATCH calls per message id in `channel`."""
     by_message: dict[str, list] = {}
-    for call in fake.calls_to("PATCH", rf"/channels/{channel['id']}/messages/\d+"):
+    for call in fake_discord.calls_to("PATCH", rf"/channels/{channel['id']}/messages/\d+"):
         by_message.setdefault(call.path.rsplit("/", 1)[1], []).append(call)
     return by_message
 
 
-async def test_first_sentence_is_shown_before_the_answer_is_finished(fake, world, router, bot):
+async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discord, world, router, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -49,16 +43,16 @@ async def test_first_sentence_is_shown_before_the_answer_is_finished(fake, world
         yield "Here is the rest of the answer."
 
     router.streamer = pieces
-    await fake.user_says(world.dm, world.member, "hi")
-    await fake.wait_for(lambda: fake.shown(world.dm))
-    assert fake.shown(world.dm) == ["Hello there."]
+    await fake_discord.user_says(world.dm, world.member, "hi")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
+    assert fake_discord.shown(world.dm) == ["Hello there."]
     go_on.set()
-    await fake.wait_for(lambda: fake.shown(world.dm) == ["Hello there. Here is the rest of the answer."])
-    assert len(fake.sent_to(world.dm)) == 1  # grown in place, not a second message
-    assert fake.calls_to("POST", rf"/channels/{world.dm['id']}/typing")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == ["Hello there. Here is the rest of the answer."])
+    assert len(fake_discord.sent_to(world.dm)) == 1  # grown in place, not a second message
+    assert fake_discord.calls_to("POST", rf"/channels/{world.dm['id']}/typing")
 
 
-async def test_a_few_words_wait_for_more_before_the_first_message(fake, world, router, bot):
+async def test_a_few_words_wait_for_more_before_the_first_message(fake_discord, world, router, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -67,15 +61,15 @@ async def test_a_few_words_wait_for_more_before_the_first_message(fake, world, r
         yield ", that depends."
 
     router.streamer = pieces
-    await fake.user_says(world.dm, world.member, "hi")
+    await fake_discord.user_says(world.dm, world.member, "hi")
     await router.wait_for(lambda: router.handled)
-    assert fake.shown(world.dm) == []  # "Well" alone would flicker; nothing is sent yet
+    assert fake_discord.shown(world.dm) == []  # "Well" alone would flicker; nothing is sent yet
     go_on.set()
-    await fake.wait_for(lambda: fake.shown(world.dm) == ["Well, that depends."])
-    assert len(fake.sent_to(world.dm)) == 1 and not edits_of(fake, world.dm)
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == ["Well, that depends."])
+    assert len(fake_discord.sent_to(world.dm)) == 1 and not edits_of(fake_discord, world.dm)
 
 
-async def test_a_long_stream_is_paced_split_and_loses_no_character(fake, world, router, bot):
+async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord, world, router, bot):
     words = (f"word{i}" for i in itertools.count())
     sentences = [" ".join(next(words) for _ in range(12)) + "." for _ in range(100)]
     full = " ".join(sentences)
@@ -87,22 +81,22 @@ async def test_a_long_stream_is_paced_split_and_loses_no_character(fake, world, 
             await asyncio.sleep(0.01)  # the model's own pace: about a second in all
 
     router.streamer = pieces
-    await fake.user_says(world.general, world.member, f"{fake.mention(fake.bot)} go", mentions=[fake.bot])
+    await fake_discord.user_says(world.general, world.member, f"{fake_discord.mention(fake_discord.bot)} go", mentions=[fake_discord.bot])
     want = adapter.parts_of(full)
-    await fake.wait_for(lambda: fake.shown(world.general) == want, timeout=15)
-    assert len(want) >= 4 and all(len(p) <= 2000 for p in fake.shown(world.general))
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.general) == want, timeout=15)
+    assert len(want) >= 4 and all(len(p) <= 2000 for p in fake_discord.shown(world.general))
     # Within the limits: edits of one message are at least the interval apart.
-    for calls in edits_of(fake, world.general).values():
+    for calls in edits_of(fake_discord, world.general).values():
         gaps = [b.at - a.at for a, b in zip(calls, calls[1:])]
         assert all(gap >= INTERVAL * 0.9 for gap in gaps), gaps
-    total_edits = sum(len(c) for c in edits_of(fake, world.general).values())
-    elapsed = fake.calls[-1].at - fake.sent_to(world.general)[0].at
+    total_edits = sum(len(c) for c in edits_of(fake_discord, world.general).values())
+    elapsed = fake_discord.calls[-1].at - fake_discord.sent_to(world.general)[0].at
     assert total_edits <= len(want) * (elapsed / INTERVAL + 2)
-    first = fake.sent_to(world.general)[0].json
+    first = fake_discord.sent_to(world.general)[0].json
     assert str(first["message_reference"]["message_id"])  # the first part replies to the question
 
 
-async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake, world, router, bot):
+async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_discord, world, router, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -111,29 +105,29 @@ async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake, wo
         yield "And the last one arrives later."
 
     router.streamer = pieces
-    fake.fail_next(lambda c: c.method == "PATCH", how="429")
-    await fake.user_says(world.dm, world.member, "hi")
-    await fake.wait_for(lambda: fake.shown(world.dm))
+    fake_discord.fail_next(lambda c: c.method == "PATCH", how="429")
+    await fake_discord.user_says(world.dm, world.member, "hi")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
     go_on.set()
     final = "The first sentence arrives quickly. And the last one arrives later."
-    await fake.wait_for(lambda: fake.shown(world.dm) == [final])
-    assert [c.status for c in fake.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")] == [429, 200]
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == [final])
+    assert [c.status for c in fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")] == [429, 200]
 
 
-async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake, world, router, bot, caplog):
+async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, world, router, bot, caplog):
     async def pieces(message):
         yield "Part of an answer. "
         raise RuntimeError("the router broke")
 
     router.streamer = pieces
-    await fake.user_says(world.dm, world.member, "hi")
-    await fake.wait_for(lambda: fake.shown(world.dm) and "Sorry" in fake.shown(world.dm)[-1])
-    assert fake.shown(world.dm)[0].startswith("Part of an answer.")
+    await fake_discord.user_says(world.dm, world.member, "hi")
+    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) and "Sorry" in fake_discord.shown(world.dm)[-1])
+    assert fake_discord.shown(world.dm)[0].startswith("Part of an answer.")
     assert "router stream failed" in caplog.text
 
 
-async def test_streaming_off_sends_whole_answers(fake, world, router):
-    async with running(router, settings_for(fake, world, streaming=False)):
-        await fake.user_says(world.dm, world.member, "hi")
-        await fake.wait_for(lambda: fake.shown(world.dm))
-    assert fake.shown(world.dm) == ["echo: hi"] and not edits_of(fake, world.dm)
+async def test_streaming_off_sends_whole_answers(fake_discord, world, router):
+    async with running(router, settings_for(fake_discord, world, streaming=False)):
+        await fake_discord.user_says(world.dm, world.member, "hi")
+        await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
+    assert fake_discord.shown(world.dm) == ["echo: hi"] and not edits_of(fake_discord, world.dm)

@@ -121,18 +121,6 @@ async def memory_texts(router, chat: str, query: str) -> list[str]:
     return [r["text"] for r in sorted(results, key=lambda r: r["id"])]
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def openai() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(default=Echo()) as server:
-        yield server
-
-
 # ----------------------------------------------------------------------------- Telegram outage
 
 
@@ -198,16 +186,6 @@ async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(tg, o
 
 
 # ----------------------------------------------------------------------------- Discord outage
-
-
-@pytest.fixture
-async def fake_discord() -> AsyncIterator[FakeDiscord]:
-    import discord
-
-    saved = discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
-    async with FakeDiscord() as server:
-        yield server
-    discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
 
 
 def discord_settings(fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float) -> Settings:

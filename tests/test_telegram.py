@@ -110,12 +110,6 @@ def streaming(request) -> bool:
 
 
 @pytest.fixture
-async def tg():
-    async with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
 def alice(tg):
     return tg.user(111, "Alice", "alice")
 

@@ -11,7 +11,7 @@ import pytest
 from bot.adapters import telegram as tgad
 from bot.app import build_router
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
-from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
+from tests.fakes.openai_server import Answer, FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import running_bot
 
@@ -19,19 +19,6 @@ from tests.test_telegram import running_bot
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 OWNER_ID = 4242  # listed in ADMIN_USER_IDS
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-async def openai() -> AsyncIterator[FakeOpenAI]:
-    """The fake model server; answers echo the user's words."""
-    async with FakeOpenAI(default=Echo()) as server:
-        yield server
 
 
 def e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:

@@ -14,7 +14,6 @@ from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 from tests.test_telegram import RecordingService, make_settings, running_bot
 from tests.test_telegram_e2e import bot_on_router, e2e_settings, people  # noqa: F401  (fixture)
-from tests.test_telegram_e2e import openai  # noqa: F401  (fixture)
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -33,12 +32,6 @@ class ScriptedStream(RecordingService):
             if isinstance(piece, Exception):
                 raise piece
             yield piece
-
-
-@pytest.fixture
-async def tg():
-    async with FakeTelegram() as server:
-        yield server
 
 
 def renders(tg: FakeTelegram, chat_id: int) -> list:
