@@ -9,6 +9,7 @@ from typing import AsyncIterator
 import pytest
 
 from bot.adapters import telegram as tgad
+from bot.adapters.streaming import worth_showing
 from bot.router.types import IncomingMessage
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
@@ -37,6 +38,15 @@ class ScriptedStream(RecordingService):
 def renders(tg: FakeTelegram, chat_id: int) -> list:
     """sendMessage and editMessageText calls to one chat, in order."""
     return [c for c in tg.calls if c.method in ("sendMessage", "editMessageText") and c.params.get("chat_id") == chat_id]
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("Hello there. ", True), ("Hi! ", True), ('He said "no." ', True), ("Here is the list:\n", True),
+    ("x" * 80, True), ("Well", False), ("echo: Al", False), ("Sure: h", False), ("pi is 3.14", False),
+])
+def test_the_first_message_waits_for_about_a_sentence(text, shown):
+    """A sentence end, a line break or 80 characters; a colon or a decimal point is not enough."""
+    assert worth_showing(text) is shown
 
 
 async def test_first_text_after_a_sentence_then_edits_then_final_formatting(tg):

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 # The first message waits for about a sentence, so it does not flicker from a few letters.
+# A colon alone is not enough ("Sure: h…"); a line break is ("Here is the list:\n").
 FIRST_SHOW_CHARS = 80
-_SENTENCE_END = re.compile(r"[.!?:\n]\s")
+_SENTENCE_END = re.compile(r"[.!?…][)\]\"'»”’]*\s|\n")
 
 
 def worth_showing(text: str) -> bool:
