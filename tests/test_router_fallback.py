@@ -51,7 +51,7 @@ async def test_long_retry_after_moves_on_and_cools_the_tier(tmp_path):
         async with running_router(make_settings(fake.url, max_retry_wait_s=2.0), tmp_path) as router:
             started = time.monotonic()
             first = await router.handle(msg("hello, how is it going over there?"))
-            assert time.monotonic() - started < 2.0  # did not wait 30 s
+            assert time.monotonic() - started < 8.0  # did not wait 30 s
             assert first.tier == "light" and first.ok
             second = await router.handle(msg("and how is the weather over there?"))
             assert second.tier == "light"
@@ -81,7 +81,7 @@ async def test_hang_past_timeout_then_next_tier(tmp_path):
             reply = await router.handle(msg("hello, how is it going over there?"))
             elapsed = time.monotonic() - started
             assert reply.ok and reply.tier == "light"
-            assert 0.6 <= elapsed < 3.0
+            assert 0.6 <= elapsed < 8.0  # two timeouts, not the 10 s budget
             usage = await router.memory.usage("test:chat")
             failed = [r for r in usage["recent"] if not r["ok"]]
             assert len(failed) == 2 and all(r["latency_ms"] >= 250 for r in failed)
@@ -121,12 +121,12 @@ async def test_every_tier_failing_gives_a_plain_apology_and_loses_nothing(tmp_pa
 
 async def test_time_budget_caps_the_whole_answer(tmp_path):
     async with FakeOpenAI(default=Hang()) as fake:
-        settings = make_settings(fake.url, time_budget_s=1.0, request_timeout_s=0.4)
+        settings = make_settings(fake.url, time_budget_s=1.0, request_timeout_s=2.0)
         async with running_router(settings, tmp_path) as router:
             started = time.monotonic()
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert not reply.ok and "sorry" in reply.text.lower()
-            assert time.monotonic() - started < 2.0
+            assert time.monotonic() - started < 6.0  # the 1 s budget, not 6 attempts x 2 s
             usage = await router.memory.usage("test:chat")
             assert sum(c for c, _ in tier_totals(usage).values()) == len(fake.requests)
 
@@ -138,7 +138,7 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
 
     async with FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)()
-        settings = make_settings(fake.url, request_timeout_s=0.2, time_budget_s=5.0)
+        settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
         async with running_router(settings, tmp_path) as router:
             replies = []
             for i in range(30):

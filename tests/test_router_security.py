@@ -37,7 +37,7 @@ async def test_secrets_never_in_logs_errors_or_why(tmp_path, caplog):
     async with EmbeddedMemoryHost(tmp_path / "memory", token=token, port=0) as host:
         async with FakeOpenAI() as fake:
             fake.script(RateLimit(0.01), ServerError(500), Garbage(), Hang(), ServerError(401, f"bad key {API_KEY}"))
-            settings = make_settings(fake.url, memory_url=host.url, memory_token=token, request_timeout_s=0.2)
+            settings = make_settings(fake.url, memory_url=host.url, memory_token=token, request_timeout_s=0.5)
             async with running_router(settings, tmp_path / "bot") as router:
                 await router.handle(msg(f"my key is {API_KEY} and the token {token}"))
                 await router.handle(msg("what was my key again?"))

@@ -25,7 +25,7 @@ async def test_stream_yields_pieces_and_records_once_with_usage(tmp_path):
 async def test_no_first_token_falls_back_before_anything_is_shown(tmp_path):
     async with FakeOpenAI(default=Answer(LONG)) as fake:
         fake.script(NoFirstToken(), ServerError(500), model="m-standard")
-        async with running_router(make_settings(fake.url, request_timeout_s=0.3), tmp_path) as router:
+        async with running_router(make_settings(fake.url, request_timeout_s=1.0), tmp_path) as router:
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert "".join(pieces) == LONG
             assert fake.models_called() == ["m-standard", "m-standard", "m-light"]

@@ -23,7 +23,7 @@ def make_settings(
     api_key: str | None = API_KEY,
     fallback: tuple[str, ...] = ("standard", "light", "heavy"),
     time_budget_s: float = 10.0,
-    request_timeout_s: float = 0.5,
+    request_timeout_s: float = 10.0,  # tests of timeouts pass their own
     attempts: int = 2,
     max_retry_wait_s: float = 2.0,
     daily_budget_usd: float = 1.0,

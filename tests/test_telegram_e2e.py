@@ -98,14 +98,16 @@ async def test_group_gating_records_chatter_and_answers_with_it(tg, openai, peop
 
 async def test_a_9000_character_answer_arrives_in_valid_parts(tg, openai, people, tmp_path):
     long = "\n\n".join(["Memory keeps a chat coherent over many days, **even weeks**. " * 14] * 11).strip()[:9000]
+    plain = long.replace("**", "")
     openai.script(Answer(long))
     async with bot_on_router(tg, openai, tmp_path):
         tg.send(people.alice_dm, people.alice, "Tell me everything about memory please.")
-        parts = await tg.wait_for_message(people.alice_dm["id"], count=3, timeout=15)
+        # Streamed: wait for the final render (formatted), not the first version of each part.
+        parts = await tg.wait_until(
+            lambda: (ms := tg.bot_messages(people.alice_dm["id"])) and len(ms) == 3
+            and " ".join(m["text"] for m in ms).split() == plain.split() and ms, timeout=15)
     assert len(long) == 9000 and len(parts) == 3
     assert all(c.status == 200 for c in tg.calls_to("sendMessage"))  # the fake refuses > 4096 and bad HTML
-    plain = long.replace("**", "")
-    assert " ".join(p["text"] for p in parts).split() == plain.split()
 
 
 ADMIN_EXPECT = {

@@ -486,9 +486,8 @@ class TelegramBot:
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
         if self.settings.telegram.streaming:
-            answer = GrowingAnswer(self, message, update_id)
-            async with self.typing(message.chat, stop=answer.first_shown):
-                await answer.show(self.router.stream(incoming))
+            async with self.typing(message.chat) as stop_typing:
+                await GrowingAnswer(self, message, update_id, before_first=stop_typing).show(self.router.stream(incoming))
             return
         async with self.typing(message.chat):
             reply = await self.router.handle(incoming)
@@ -590,34 +589,38 @@ class TelegramBot:
             await message.edit_text(part)
 
     @contextlib.asynccontextmanager
-    async def typing(self, chat: Chat, stop: asyncio.Event | None = None) -> AsyncIterator[None]:
-        """Show "typing..." now and renew it until the block ends (or `stop` is set)."""
-        first_sent = asyncio.Event()
-        stop = stop or asyncio.Event()
+    async def typing(self, chat: Chat) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+        """Show "typing..." now and renew it until the block ends or the yielded `stop()` returns."""
+        stopping = asyncio.Event()
 
         async def keep_typing() -> None:
-            while not stop.is_set():
+            while True:
                 try:
                     await chat.send_action(ChatAction.TYPING)
                 except TelegramError as exc:
                     log.debug("typing action failed in %s: %r", chat.id, exc)  # cosmetic only
-                first_sent.set()
                 # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow a cancellation.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.typing_interval):
-                        await stop.wait()
+                        await stopping.wait()
+                if stopping.is_set():
+                    return
 
         task = asyncio.create_task(keep_typing())
-        try:
-            yield
-        finally:
-            # The action must not land after the answer (it would show "typing" under it).
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5.0):
-                    await first_sent.wait()
+
+        async def stop() -> None:
+            # No action may land after the answer (it would show "typing" under it): let the
+            # one in flight finish rather than cancel it after it may have reached Telegram.
+            stopping.set()
+            await asyncio.wait({task}, timeout=5.0)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+        try:
+            yield stop
+        finally:
+            await stop()
 
 
 class GrowingAnswer(GrowingText):
@@ -630,11 +633,12 @@ class GrowingAnswer(GrowingText):
     so the final messages are the ones a non-streamed answer would have been.
     """
 
-    def __init__(self, bot: "TelegramBot", question: Message, update_id: int) -> None:
+    def __init__(self, bot: "TelegramBot", question: Message, update_id: int,
+                 before_first: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__()
         self.bot, self.question, self.update_id = bot, question, update_id
         self.interval = bot.edit_interval(question.chat)
-        self.first_shown = asyncio.Event()
+        self.before_first = before_first  # stops "typing..." before the answer shows
         self.messages: list[Message] = []
         self.shown: list[tuple[str, bool]] = []  # (text, formatted) of each message
         self.refused = False  # Telegram refused for good: stop rendering
@@ -674,9 +678,10 @@ class GrowingAnswer(GrowingText):
             try:
                 if i >= len(self.messages):
                     reply_to = self.question.message_id if i == 0 else None
+                    if i == 0 and self.before_first:
+                        await self.before_first()
                     self.messages.append(await self.bot.send_part(self.question.chat, part, reply_to=reply_to, markdown=final))
                     self.shown.append(want)
-                    self.first_shown.set()
                 elif self.shown[i] == (part, False) and final and not has_formatting(part):
                     self.shown[i] = want  # formatting would change nothing: spare the edit
                 elif self.shown[i] != want:
