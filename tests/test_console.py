@@ -151,7 +151,7 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
         os.write(master, b"what is my name?\n")
         read_until("Your name is Tess.")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=5) == 130
+        assert proc.wait(timeout=30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

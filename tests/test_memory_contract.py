@@ -669,7 +669,7 @@ async def test_a_hanging_summarizer_times_out(compacting):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
         fake.script(Hang())
         w = await compacting(SUMMARY_BASE_URL=fake.url)
-        w.entry.SUMMARY_TIMEOUT_S = 0.3  # read when the object builds its summarizer
+        w.entry.SUMMARY_TIMEOUT_S = 1.0  # read when the object builds its summarizer
         await _import(w, "hg", 30)
         started = time.monotonic()
         await w.runtime.run_alarms()

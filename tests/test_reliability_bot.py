@@ -326,7 +326,8 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
             for n in range(3, 6):  # answers keep coming; the records wait in the outbox
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
-            assert len(router.outbox) == 6
+            # The last answer's record joins the outbox once its stream has ended.
+            await wait_until(lambda: len(router.outbox) == 6, timeout=15, what="6 records in the outbox")
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
                 await wait_until(lambda: len(router.outbox) == 0, timeout=15, what="outbox replay")
                 for n in range(6, 8):
