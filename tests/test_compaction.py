@@ -14,6 +14,7 @@ import pytest
 from memory_engine.compaction import SECTIONS, offline_summary, validate_summary, SummarizerError
 from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
+from tests.test_router_support import wait_until
 
 CHAT = "telegram:-100"
 
@@ -50,18 +51,6 @@ async def say(client: httpx.AsyncClient, n: int, start: int = 0, author: str = "
         assert r.status_code == 200, r.text
 
 
-async def until(check, timeout: float = 10.0):
-    """Poll an async check with a deadline; its last truthy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.01)
-
-
 async def summary_state(client):
     return (await client.get(f"/v1/chats/{CHAT}/summary")).json()
 
@@ -75,14 +64,14 @@ async def test_two_cycles_merge_the_previous_summary_and_keep_five(tmp_path):
         fake.responder = summary_echo
         async with host_with(fake, tmp_path) as (host, client):
             await say(client, 26)
-            first = await until(lambda: _compactions(client, 1))
+            first = await wait_until(lambda: _compactions(client, 1), timeout=10)
             assert first["summarized_upto"] == 21
             assert (await stats(client))["active_messages"] == 5
             for heading in SECTIONS:
                 assert heading in first["summary"]
             assert "note 20 from Ann" in first["summary"] and "note 21 from" not in first["summary"]
             await say(client, 21, start=26)
-            second = await until(lambda: _compactions(client, 2))
+            second = await wait_until(lambda: _compactions(client, 2), timeout=10)
             assert second["summarized_upto"] == 42
             # The second request carried the first summary, and the merge kept it.
             assert "cycle-mark 1" in fake.requests[1].messages[-1]["content"]
@@ -103,7 +92,7 @@ async def test_the_summary_is_in_the_memory_prompt(tmp_path):
         fake.responder = summary_echo
         async with host_with(fake, tmp_path) as (host, client):
             await say(client, 26)
-            await until(lambda: _compactions(client, 1))
+            await wait_until(lambda: _compactions(client, 1), timeout=10)
             r = (await client.post(f"/v1/chats/{CHAT}/turn", json={"text": "hello again"})).json()
             prompt = r["prompt"]
             assert prompt.index("Recent messages") < prompt.index("## Objective")
@@ -126,7 +115,7 @@ async def test_a_summarizer_down_for_many_cycles_loses_nothing_then_recovers(tmp
             assert (await summary_state(client))["summary"] == ""
             fake.default = Answer()  # unused: the responder answers from now on
             fake.responder = summary_echo
-            done = await until(lambda: _compactions(client, 1), timeout=20)
+            done = await wait_until(lambda: _compactions(client, 1), timeout=20)
             assert "## Next Move" in done["summary"]
             s = await stats(client)
             assert s["total_messages"] == 46
@@ -154,7 +143,7 @@ async def test_messages_arriving_during_a_compaction_stay_unsummarized(tmp_path)
             await say(client, 26)
             await fake.wait_requests(1)
             await say(client, 10, start=26)  # arrive while the summarizer is answering
-            done = await until(lambda: _compactions(client, 1))
+            done = await wait_until(lambda: _compactions(client, 1), timeout=10)
             assert done["summarized_upto"] == 21
             s = await stats(client)
             assert (s["total_messages"], s["active_messages"]) == (36, 15)
@@ -169,7 +158,7 @@ async def test_a_restart_with_a_pending_compaction_runs_it(tmp_path):
             assert (await stats(client))["archived_messages"] == 0
         fake.responder = summary_echo
         async with host_with(fake, tmp_path) as (host, client):
-            done = await until(lambda: _compactions(client, 1))
+            done = await wait_until(lambda: _compactions(client, 1), timeout=10)
             assert done["summarized_upto"] == 21
 
 
@@ -192,7 +181,7 @@ async def test_offline_summarizer_compacts_without_an_endpoint(tmp_path):
             r = await client.post(f"/v1/chats/{CHAT}/turn", json={"text": "My name is Ann and I live in Oslo. See notes.md", "author": "Ann", "author_id": "1"})
             assert r.status_code == 200
             await say(client, 30, start=1)
-            done = await until(lambda: _compactions(client, 1))
+            done = await wait_until(lambda: _compactions(client, 1), timeout=10)
             validate_summary(done["summary"])
             assert "location = Oslo" in done["summary"] and "notes.md" in done["summary"]
 
@@ -203,7 +192,7 @@ async def test_forgetting_a_person_rebuilds_the_summary_without_their_words(tmp_
         async with host_with(fake, tmp_path) as (host, client):
             await say(client, 13, author="Ann", author_id="1")
             await say(client, 13, start=100, author="Bob", author_id="2")
-            first = await until(lambda: _compactions(client, 1))
+            first = await wait_until(lambda: _compactions(client, 1), timeout=10)
             assert "from Ann" in first["summary"]
             before = len(fake.requests)
             r = await client.delete(f"/v1/chats/{CHAT}/authors/1")
@@ -229,7 +218,7 @@ async def test_retention_caps_the_archive(tmp_path):
                 s = await stats(client)
                 # the cap applies at each compaction; newer un-summarized messages come on top
                 return s if s["active_messages"] <= 25 and s["archived_messages"] <= 60 - 5 else None
-            s = await until(capped, timeout=20)
+            s = await wait_until(capped, timeout=20)
             assert s["total_messages"] >= s["active_messages"]
             # the newest messages survive, the oldest summarized ones went
             found = (await client.get(f"/v1/chats/{CHAT}/search", params={"q": "message 299", "k": 3})).json()

@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import replace
 from typing import AsyncIterator, Callable
 
@@ -16,6 +15,7 @@ from bot.adapters import discord as adapter
 from bot.config import PlatformSettings, Settings
 from bot.router.types import CommandResult, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
+from tests.test_router_support import wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted([*adapter.ADMIN_COMMANDS, "mode", "forget"])
@@ -86,16 +86,6 @@ class RecordingRouter:
         return await asyncio.wait_for(until(), timeout)
 
 
-async def eventually(predicate: Callable[[], object], timeout: float = 10.0):
-    """Poll `predicate` until truthy or the deadline passes (for state with no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0.01)
-    return value
-
-
 class World:
     """A guild with an admin, a member and an owner-listed user, plus a DM channel."""
 
@@ -136,7 +126,7 @@ async def running(router, settings: Settings) -> AsyncIterator[adapter.DiscordBo
     client = adapter.build_client(router, settings, guild_ready_timeout=0.05)
     task = asyncio.create_task(adapter.run_client(client, settings.discord.token))
     try:
-        await eventually(lambda: client.is_ready() or task.done())
+        await wait_until(lambda: client.is_ready() or task.done(), timeout=10)
         if task.done():
             task.result()  # surface a start-up failure
         yield client
@@ -453,7 +443,7 @@ async def test_a_session_that_cannot_resume_identifies_again(fake_discord, world
     fake_discord.session_id = "forgotten"  # the server lost the session: RESUME gets INVALID_SESSION
     await fake_discord.drop_gateway(code=4000)
     await fake_discord.wait_for(lambda: len(fake_discord.identifies) == 2, timeout=15)
-    await eventually(lambda: bot.is_ready(), timeout=15)
+    await wait_until(lambda: bot.is_ready(), timeout=15)
     await fake_discord.user_says(world.dm, world.member, "new session")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert router.handled[-1].text == "new session"

@@ -21,7 +21,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import pytest
 from memory_engine.compaction import SECTIONS
 from memory_worker.host import ChatStore, EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
+from tests.test_router_support import wait_until
 
 TOKEN = "faults-token-9d2e7b41"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -42,18 +42,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-async def poll(check, timeout: float = 20.0, what: str = "condition"):
-    """Poll an async check until truthy, with a deadline; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 class Served:
@@ -87,7 +75,7 @@ class Served:
                     return (await client.get("/health")).status_code == 200
                 except TRANSPORT:
                     return False
-            await poll(healthy, what="host health")
+            await wait_until(healthy, timeout=20, what="host health")
 
     def kill9(self) -> None:
         """SIGKILL, and reap."""
@@ -281,7 +269,7 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
                 # A compaction waiting on the (slow) summarizer: surely in flight at SIGTERM.
                 compact = asyncio.create_task(client.post("/v1/chats/term:slow/compact"))
                 await fake.wait_requests(1)
-                await poll(lambda: _any(acked), what="writes flowing")
+                await wait_until(lambda: _any(acked), timeout=20, what="writes flowing")
                 served.proc.send_signal(signal.SIGTERM)
                 code = await asyncio.to_thread(served.proc.wait, 30)
                 stop_sending.set()
@@ -469,7 +457,7 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
                     async def all_compacted() -> bool:
                         sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
                         return all(s["compactions"] >= 1 for s in sums)
-                    await poll(all_compacted, what="compaction after the summarizer came back")
+                    await wait_until(all_compacted, timeout=20, what="compaction after the summarizer came back")
                     health = (await client.get("/health", params={"detail": "1"})).json()
                     assert health["storage"]["pending_alarms"] == 0
         failed = sum(1 for r in fake.requests if r.action == "ServerError")
@@ -512,7 +500,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
 
             async def compacted_once() -> bool:
                 return calls >= 1
-            await poll(compacted_once, what="the first (failed) compaction")
+            await wait_until(compacted_once, timeout=20, what="the first (failed) compaction")
             for i in range(26, 56):  # each turn gives the alarm loop its chance to spin
                 r = await client.post("/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"})
                 assert r.status_code == 200

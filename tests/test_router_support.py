@@ -77,15 +77,18 @@ def msg(text: str, *, chat: str = "test:chat", author: str = "ada", author_id: s
                            message_id=message_id, is_admin=admin, **extra)
 
 
-async def wait_until(predicate: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0, what: str = "condition") -> None:
-    """Poll `predicate` (sync or async) until true, failing after `timeout` seconds."""
+async def wait_until(predicate: Callable[[], Awaitable[Any] | Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    """Poll `predicate` (sync or async) until truthy, failing after `timeout` seconds; its value.
+
+    For state with no event to wait on; where a fake offers an event (`wait_for`), use that.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if asyncio.iscoroutine(value):
             value = await value
         if value:
-            return
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)  # a poll step with a deadline, not a wait-for-luck sleep
