@@ -70,6 +70,19 @@ async def slash(fake_discord: FakeDiscord, name: str, user: dict, channel: dict,
     return {**fake_discord.final_message(iid), "iid": iid}
 
 
+async def forget_clicked_by(fake_discord: FakeDiscord, world: World, clicker: dict) -> tuple[dict, object]:
+    """The admin talks in #general and asks /forget; `clicker` presses its button. The question and the click."""
+    ch = world.general
+    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
+    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+    await answered(fake_discord, ch, "hi")
+    question = await slash(fake_discord, "forget", world.admin, ch)
+    button = question["components"][0]["components"][0]
+    click = await fake_discord.click(fake_discord.final_message(question["iid"]), button["custom_id"], clicker)
+    await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
+    return question, click
+
+
 async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world, bot):
     await fake_discord.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
     # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
@@ -164,16 +177,9 @@ async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, bot
 
 
 async def test_forget_button_erases_the_chat(fake_discord, openai, world, bot):
-    ch = world.general
-    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
-    await answered(fake_discord, ch, "hi")
-    question = await slash(fake_discord, "forget", world.admin, ch)
-    button = question["components"][0]["components"][0]
-    click = await fake_discord.click(fake_discord.final_message(question["iid"]), button["custom_id"], world.admin)
-    await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
+    question, _ = await forget_clicked_by(fake_discord, world, world.admin)
     assert "erased" in fake_discord.final_message(question["iid"])["content"]
-    memory = await slash(fake_discord, "memory", world.admin, ch)
+    memory = await slash(fake_discord, "memory", world.admin, world.general)
     assert "messages kept: 0" in memory["content"]
 
 

@@ -16,7 +16,7 @@ from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
 from tests.fakes.discord_server import EPHEMERAL
 from tests.fakes.openai_server import ServerError
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_discord_e2e import answered, slash
+from tests.test_discord_e2e import answered, forget_clicked_by, slash
 from tests.test_discord_e2e import bot as discord_bot  # noqa: F401  (fixture)
 from tests.test_discord_e2e import world  # noqa: F401  (fixture)
 from tests.test_router_support import running_router
@@ -73,13 +73,7 @@ async def test_telegram_member_reaches_no_admin_command_by_any_door(tg, openai, 
 
 async def test_discord_member_cannot_confirm_an_admins_forget_nor_type_commands(fake_discord, openai, world, discord_bot):
     ch = world.general
-    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
-    await answered(fake_discord, ch, "hi")
-    question = await slash(fake_discord, "forget", world.admin, ch)
-    button = question["components"][0]["components"][0]
-    click = await fake_discord.click(fake_discord.final_message(question["iid"]), button["custom_id"], world.member)
-    await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
+    question, click = await forget_clicked_by(fake_discord, world, world.member)
     [said] = [c.json for c in fake_discord.responses(click)]
     assert said["data"]["flags"] & EPHEMERAL and "Only the person who asked" in said["data"]["content"]
     confirm = await slash(fake_discord, "forget", world.member, ch, confirm="yes")  # Alice's question is pending
