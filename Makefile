@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: chat test soak bench clean
+.PHONY: chat test lint soak bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ chat: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bot memory_worker tests benchmarks
+	$(VENV)/bin/ruff format --check bot memory_worker
+	$(VENV)/bin/mypy
 
 soak: $(STAMP)
 	$(PY) -m pytest -m slow

@@ -10,6 +10,7 @@
    compaction waiting on a slow summarizer (network wait).
 Prints a table and writes benchmarks/compaction_cost.png.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,15 @@ async def fill(client: httpx.AsyncClient, chat: str, texts: list[str], n: int) -
     """Import n messages (texts cycled) in batches, printing progress."""
     batch = 5000
     for start in range(0, n, batch):
-        msgs = [{"role": "user" if i % 2 == 0 else "assistant", "author": "A" if i % 2 == 0 else "assistant",
-                 "text": texts[i % len(texts)], "message_id": f"m{i}"} for i in range(start, min(n, start + batch))]
+        msgs = [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "author": "A" if i % 2 == 0 else "assistant",
+                "text": texts[i % len(texts)],
+                "message_id": f"m{i}",
+            }
+            for i in range(start, min(n, start + batch))
+        ]
         r = await client.post(f"/v1/chats/{chat}/import", json={"messages": msgs}, timeout=120)
         r.raise_for_status()
         print(f"\r  {chat}: imported {min(n, start + batch):,}/{n:,}", end="", flush=True)
@@ -79,7 +87,9 @@ async def disk_figures(texts: list[str]) -> list[tuple[str, int, int, int]]:
         for n in (10_000, 100_000):
             with tempfile.TemporaryDirectory() as d:
                 async with EmbeddedMemoryHost(Path(d), retention=retention) as host:
-                    async with httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c:
+                    async with httpx.AsyncClient(
+                        base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
+                    ) as c:
                         chat = f"bench:{n}"
                         await fill(c, chat, texts, n)
                         s = await caught_up(c, chat)
@@ -88,12 +98,16 @@ async def disk_figures(texts: list[str]) -> list[tuple[str, int, int, int]]:
     return rows
 
 
-async def turn_latency(client: httpx.AsyncClient, chat: str, texts: list[str], n: int, offset: int) -> list[float]:
+async def turn_latency(
+    client: httpx.AsyncClient, chat: str, texts: list[str], n: int, offset: int
+) -> list[float]:
     """Milliseconds of n turns."""
     out = []
     for i in range(n):
         t = time.perf_counter()
-        r = await client.post(f"/v1/chats/{chat}/turn", json={"text": texts[(offset + i) % len(texts)], "author": "A"})
+        r = await client.post(
+            f"/v1/chats/{chat}/turn", json={"text": texts[(offset + i) % len(texts)], "author": "A"}
+        )
         out.append((time.perf_counter() - t) * 1000)
         r.raise_for_status()
     return out
@@ -113,30 +127,35 @@ async def latency_figures(texts: list[str]) -> dict[str, list[float]]:
     async def slow_summarizer(previous, messages):
         await slow_gate.wait()  # a summarizer that takes as long as the measurement
         from memory_engine.compaction import offline_summary
+
         return offline_summary(previous, messages)
 
     with tempfile.TemporaryDirectory() as d:
-        async with EmbeddedMemoryHost(Path(d)) as host:
-            async with httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c:
-                await fill(c, "bench:a", texts, 10_000)
-                await caught_up(c, "bench:a")
-                idle = []
-                for round_ in range(10):  # 20 turns stay under the threshold: no compaction runs
-                    idle += await turn_latency(c, "bench:a", texts, 20, 1000 * round_)
-                    await c.post("/v1/chats/bench:a/compact")
-                results["no compaction in flight"] = idle
-                await fill(c, "bench:b", texts, 20_000)  # its compaction now churns in the background
-                busy = []
-                while len(busy) < 200:
-                    busy += await turn_latency(c, "bench:a", texts, 20, 50_000 + len(busy))
-                    await c.post("/v1/chats/bench:a/compact")
-                results["another chat's backlog compacting"] = busy
+        async with EmbeddedMemoryHost(Path(d)) as host, httpx.AsyncClient(
+            base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
+        ) as c:
+            await fill(c, "bench:a", texts, 10_000)
+            await caught_up(c, "bench:a")
+            idle = []
+            for round_ in range(10):  # 20 turns stay under the threshold: no compaction runs
+                idle += await turn_latency(c, "bench:a", texts, 20, 1000 * round_)
+                await c.post("/v1/chats/bench:a/compact")
+            results["no compaction in flight"] = idle
+            await fill(c, "bench:b", texts, 20_000)  # its compaction now churns in the background
+            busy = []
+            while len(busy) < 200:
+                busy += await turn_latency(c, "bench:a", texts, 20, 50_000 + len(busy))
+                await c.post("/v1/chats/bench:a/compact")
+            results["another chat's backlog compacting"] = busy
     with tempfile.TemporaryDirectory() as d:
-        async with EmbeddedMemoryHost(Path(d), summarizer=slow_summarizer) as host:
-            async with httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c:
-                await fill(c, "bench:a", texts, 10_000)  # its compaction waits on the summarizer
-                results["own compaction waiting on the summarizer"] = await turn_latency(c, "bench:a", texts, 200, 7)
-                slow_gate.set()
+        async with EmbeddedMemoryHost(Path(d), summarizer=slow_summarizer) as host, httpx.AsyncClient(
+            base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
+        ) as c:
+            await fill(c, "bench:a", texts, 10_000)  # its compaction waits on the summarizer
+            results["own compaction waiting on the summarizer"] = await turn_latency(
+                c, "bench:a", texts, 200, 7
+            )
+            slow_gate.set()
     return results
 
 
@@ -174,12 +193,16 @@ async def main() -> None:
     print("|---|---:|---:|---:|")
     base = statistics.median(lat["no compaction in flight"])
     for name, values in lat.items():
-        print(f"| {name} | {pct(values, 50):.2f} ({pct(values, 50) / base:.2f}x) | {pct(values, 99):.2f} | {len(values)} |")
+        print(
+            f"| {name} | {pct(values, 50):.2f} ({pct(values, 50) / base:.2f}x) | {pct(values, 99):.2f} | {len(values)} |"
+        )
     if disk:
         print("\n| retention | messages written | messages kept | bytes on disk | bytes/kept msg |")
         print("|---|---:|---:|---:|---:|")
         for label, n, kept, size in disk:
-            print(f"| {label} | {n:,} | {kept:,} | {size:,} ({size / 2**20:.1f} MiB) | {size / max(kept, 1):.0f} |")
+            print(
+                f"| {label} | {n:,} | {kept:,} | {size:,} ({size / 2**20:.1f} MiB) | {size / max(kept, 1):.0f} |"
+            )
         out = Path(__file__).with_name("compaction_cost.png")
         plot(lat, disk, out)
         print(f"\nplot: {out}")

@@ -16,6 +16,7 @@ in-process model, BOT_CHATS chats at once, then counts what each chat remembered
 Prints progress, a table, writes a PNG and benchmarks/out/load.json. Exit status 1 when a
 request failed or a message was lost or doubled.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TOKEN = "load-bench-token-3b8f0e"
-WORDS = ("lake tram river tea chess maps octopus garden train meeting walrus violin bread snow "
-         "mountain lantern copper harbour owl library").split()
+WORDS = ["lake", "tram", "river", "tea", "chess", "maps", "octopus", "garden", "train", "meeting", "walrus", "violin", "bread", "snow", "mountain", "lantern", "copper", "harbour", "owl", "library"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -108,16 +108,23 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
     port = free_port()
     chatbot = Path(sys.executable).with_name("chatbot")
     log = open(workdir / "serve.log", "wb")
-    proc = subprocess.Popen([str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--data", str(data)], env=dict(os.environ, MEMORY_API_TOKEN=TOKEN),
-                            stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data)],
+        env=dict(os.environ, MEMORY_API_TOKEN=TOKEN),
+        stdout=log,
+        stderr=log,
+    )
     run = HostRun()
     base = f"http://127.0.0.1:{port}"
     # aiohttp's client: with 2 CPUs, httpx's per-request cost made the load generator,
     # not the host, the bottleneck (the host sat idle half the time under cProfile).
     connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(base, headers={"authorization": f"Bearer {TOKEN}"}, connector=connector,
-                                     timeout=aiohttp.ClientTimeout(total=60)) as client:
+    async with aiohttp.ClientSession(
+        base,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=60),
+    ) as client:
         deadline = time.monotonic() + 30
         while True:  # poll the port with a deadline until the host answers
             try:
@@ -147,7 +154,7 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                 async with client.post(path, json=body) as r:
                     await r.read()
                     status = r.status
-            except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+            except (TimeoutError, aiohttp.ClientError) as err:
                 error(type(err).__name__)
                 return False
             sink.append((time.perf_counter() - t0) * 1000)
@@ -164,12 +171,28 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                     return
                 chat = f"load:{c}"
                 for i in range(turns):
-                    await post(f"/v1/chats/{chat}/turn", {"text": sentence(c, i), "author": f"User{c}",
-                                                          "author_id": f"u{c}", "message_id": f"u{i}"}, run.turn_ms)
-                    await post(f"/v1/chats/{chat}/reply", {
-                        "text": f"Noted, User{c}: {WORDS[i % len(WORDS)]}.", "tier": "standard", "model": "instant",
-                        "usage": {"prompt_tokens": 120, "completion_tokens": 12}, "latency_ms": 1.0,
-                        "message_id": f"a{i}"}, run.reply_ms)
+                    await post(
+                        f"/v1/chats/{chat}/turn",
+                        {
+                            "text": sentence(c, i),
+                            "author": f"User{c}",
+                            "author_id": f"u{c}",
+                            "message_id": f"u{i}",
+                        },
+                        run.turn_ms,
+                    )
+                    await post(
+                        f"/v1/chats/{chat}/reply",
+                        {
+                            "text": f"Noted, User{c}: {WORDS[i % len(WORDS)]}.",
+                            "tier": "standard",
+                            "model": "instant",
+                            "usage": {"prompt_tokens": 120, "completion_tokens": 12},
+                            "latency_ms": 1.0,
+                            "message_id": f"a{i}",
+                        },
+                        run.reply_ms,
+                    )
                     run.done_at.append(time.perf_counter() - started)
 
         async def monitor() -> None:
@@ -180,11 +203,14 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                 done = len(run.done_at)
                 if done - last >= total // 20 or (done == total and last != total):
                     last = done
-                    print(f"  host load: {done:6d}/{total} turns  {done / max(now, 1e-9):7.0f} turns/s  "
-                          f"turn p50 {pct(run.turn_ms[-2000:], 50):5.1f} ms  errors {run.errors}", flush=True)
+                    print(
+                        f"  host load: {done:6d}/{total} turns  {done / max(now, 1e-9):7.0f} turns/s  "
+                        f"turn p50 {pct(run.turn_ms[-2000:], 50):5.1f} ms  errors {run.errors}",
+                        flush=True,
+                    )
                 try:
                     await asyncio.wait_for(finished.wait(), 0.25)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
         mon = asyncio.create_task(monitor())
@@ -236,10 +262,10 @@ async def run_bot_load(chats: int, turns: int, workdir: Path) -> BotRun:
     """Part 2: the bot's pipeline (router + embedded memory host over HTTP) with an instant model."""
     out = BotRun()
     try:
+        from benchmarks.pipeline import InstantModel
         from bot.app import build_router
         from bot.config import load_settings
         from bot.router.types import IncomingMessage
-        from benchmarks.pipeline import InstantModel
     except Exception as err:  # another part of the project may not be there yet
         out.available, out.note = False, f"bot pipeline not available: {err}"
         return out
@@ -252,8 +278,14 @@ async def run_bot_load(chats: int, turns: int, workdir: Path) -> BotRun:
         async def chat_loop(c: int) -> None:
             nonlocal done
             for i in range(turns):
-                msg = IncomingMessage(chat_key=f"botload:{c}", author=f"User{c}", author_id=f"u{c}",
-                                      text=sentence(c, i), message_id=f"m{i}", platform="console")
+                msg = IncomingMessage(
+                    chat_key=f"botload:{c}",
+                    author=f"User{c}",
+                    author_id=f"u{c}",
+                    text=sentence(c, i),
+                    message_id=f"m{i}",
+                    platform="console",
+                )
                 t0 = time.perf_counter()
                 try:
                     reply = await router.handle(msg)
@@ -281,29 +313,47 @@ def table(host: HostRun, bot: BotRun, args: argparse.Namespace) -> str:
     """The figures as a text table."""
     turns = len(host.done_at)
     rows = [
-        ("scenario", f"memory host over HTTP: {args.chats} chats x {args.turns} turns (+ replies), "
-                     f"{args.clients} concurrent clients"),
+        (
+            "scenario",
+            f"memory host over HTTP: {args.chats} chats x {args.turns} turns (+ replies), "
+            f"{args.clients} concurrent clients",
+        ),
         ("turns completed", f"{turns} ({2 * turns} writes) in {host.wall_s:.1f} s"),
         ("throughput", f"{turns / host.wall_s:.0f} turns/s ({2 * turns / host.wall_s:.0f} requests/s)"),
-        ("turn latency", f"p50 {pct(host.turn_ms, 50):.1f} ms, p99 {pct(host.turn_ms, 99):.1f} ms, "
-                         f"max {max(host.turn_ms, default=0):.1f} ms"),
+        (
+            "turn latency",
+            f"p50 {pct(host.turn_ms, 50):.1f} ms, p99 {pct(host.turn_ms, 99):.1f} ms, "
+            f"max {max(host.turn_ms, default=0):.1f} ms",
+        ),
         ("reply latency", f"p50 {pct(host.reply_ms, 50):.1f} ms, p99 {pct(host.reply_ms, 99):.1f} ms"),
         ("errors", f"{host.errors} {host.error_kinds or ''}".strip()),
-        ("messages lost / doubled", f"{host.lost} / {host.doubled} (counted in all {host.chats_checked} chats)"),
+        (
+            "messages lost / doubled",
+            f"{host.lost} / {host.doubled} (counted in all {host.chats_checked} chats)",
+        ),
         ("usage rows off", f"{host.usage_mismatch}"),
         ("compactions run meanwhile", f"{host.compactions}"),
         ("host RSS peak", f"{host.peak_rss_kib / 1024:.0f} MiB"),
-        ("disk used", f"{host.disk / 1024 / 1024:.1f} MiB ({host.disk / max(1, args.chats) / 1024:.0f} KiB per chat)"),
+        (
+            "disk used",
+            f"{host.disk / 1024 / 1024:.1f} MiB ({host.disk / max(1, args.chats) / 1024:.0f} KiB per chat)",
+        ),
     ]
     if bot.available:
         n = len(bot.handle_ms)
         rows += [
-            ("scenario", f"bot pipeline (router + embedded memory host, instant model): "
-                         f"{args.bot_chats} concurrent chats x {args.bot_turns} messages"),
+            (
+                "scenario",
+                f"bot pipeline (router + embedded memory host, instant model): "
+                f"{args.bot_chats} concurrent chats x {args.bot_turns} messages",
+            ),
             ("messages answered", f"{n} in {bot.wall_s:.1f} s = {n / bot.wall_s:.0f} msg/s"),
             ("handle latency", f"p50 {pct(bot.handle_ms, 50):.1f} ms, p99 {pct(bot.handle_ms, 99):.1f} ms"),
             ("errors", f"{bot.errors}"),
-            ("messages lost / doubled", f"{bot.lost} / {bot.doubled} (counted in all {bot.chats_checked} chats)"),
+            (
+                "messages lost / doubled",
+                f"{bot.lost} / {bot.doubled} (counted in all {bot.chats_checked} chats)",
+            ),
         ]
     else:
         rows.append(("bot pipeline", bot.note))
@@ -319,8 +369,11 @@ def plot(host: HostRun, bot: BotRun, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
-    for values, label in ((host.turn_ms, "host: turn"), (host.reply_ms, "host: reply"),
-                          (bot.handle_ms, "bot pipeline: handle")):
+    for values, label in (
+        (host.turn_ms, "host: turn"),
+        (host.reply_ms, "host: reply"),
+        (bot.handle_ms, "bot pipeline: handle"),
+    ):
         if values:
             ordered = sorted(values)
             ax1.plot(ordered, [i / len(ordered) for i in range(len(ordered))], label=label)
@@ -339,8 +392,12 @@ def plot(host: HostRun, bot: BotRun, path: Path) -> None:
         ax2.set_xlabel("seconds")
         ax2.set_ylabel("turns completed per second")
         ax3 = ax2.twinx()
-        ax3.plot([t for t, _ in host.rss_samples], [r / 1024 for _, r in host.rss_samples], color="tab:red",
-                 label="host RSS (MiB)")
+        ax3.plot(
+            [t for t, _ in host.rss_samples],
+            [r / 1024 for _, r in host.rss_samples],
+            color="tab:red",
+            label="host RSS (MiB)",
+        )
         ax3.set_ylabel("host RSS (MiB)")
         ax3.set_ylim(bottom=0)
         ax2.set_title(f"Memory host: {len(host.done_at)} turns, {host.errors} errors, {host.lost} lost")
@@ -363,28 +420,57 @@ async def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="load-bench-") as tmp:
         work = Path(tmp)
-        print(f"part 1: memory host, {args.chats} chats x {args.turns} turns, {args.clients} clients "
-              f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)", flush=True)
+        print(
+            f"part 1: memory host, {args.chats} chats x {args.turns} turns, {args.clients} clients "
+            f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)",
+            flush=True,
+        )
         host = await run_host_load(args.chats, args.turns, args.clients, work)
         print(f"part 2: bot pipeline, {args.bot_chats} chats x {args.bot_turns} messages", flush=True)
-        bot = await run_bot_load(args.bot_chats, args.bot_turns, work) if args.bot_chats else BotRun(
-            available=False, note="skipped (--bot-chats 0)")
+        bot = (
+            await run_bot_load(args.bot_chats, args.bot_turns, work)
+            if args.bot_chats
+            else BotRun(available=False, note="skipped (--bot-chats 0)")
+        )
     print()
     print(table(host, bot, args))
     plot(host, bot, args.png)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "args": {k: str(v) for k, v in vars(args).items()},
-        "host": {"turns": len(host.done_at), "wall_s": host.wall_s, "turns_per_s": len(host.done_at) / host.wall_s,
-                 "turn_p50_ms": pct(host.turn_ms, 50), "turn_p99_ms": pct(host.turn_ms, 99),
-                 "reply_p50_ms": pct(host.reply_ms, 50), "reply_p99_ms": pct(host.reply_ms, 99),
-                 "errors": host.errors, "lost": host.lost, "doubled": host.doubled,
-                 "usage_mismatch": host.usage_mismatch, "compactions": host.compactions,
-                 "peak_rss_mib": host.peak_rss_kib / 1024, "disk_mib": host.disk / 1024 / 1024},
-        "bot": {"available": bot.available, "messages": len(bot.handle_ms), "wall_s": bot.wall_s,
-                "p50_ms": pct(bot.handle_ms, 50), "p99_ms": pct(bot.handle_ms, 99), "errors": bot.errors,
-                "lost": bot.lost, "doubled": bot.doubled, "note": bot.note},
-    }, indent=2))
+    args.json.write_text(
+        json.dumps(
+            {
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "host": {
+                    "turns": len(host.done_at),
+                    "wall_s": host.wall_s,
+                    "turns_per_s": len(host.done_at) / host.wall_s,
+                    "turn_p50_ms": pct(host.turn_ms, 50),
+                    "turn_p99_ms": pct(host.turn_ms, 99),
+                    "reply_p50_ms": pct(host.reply_ms, 50),
+                    "reply_p99_ms": pct(host.reply_ms, 99),
+                    "errors": host.errors,
+                    "lost": host.lost,
+                    "doubled": host.doubled,
+                    "usage_mismatch": host.usage_mismatch,
+                    "compactions": host.compactions,
+                    "peak_rss_mib": host.peak_rss_kib / 1024,
+                    "disk_mib": host.disk / 1024 / 1024,
+                },
+                "bot": {
+                    "available": bot.available,
+                    "messages": len(bot.handle_ms),
+                    "wall_s": bot.wall_s,
+                    "p50_ms": pct(bot.handle_ms, 50),
+                    "p99_ms": pct(bot.handle_ms, 99),
+                    "errors": bot.errors,
+                    "lost": bot.lost,
+                    "doubled": bot.doubled,
+                    "note": bot.note,
+                },
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {args.png} and {args.json}")
     bad = host.errors or host.lost or host.doubled or bot.errors or bot.lost or bot.doubled
     return 1 if bad else 0

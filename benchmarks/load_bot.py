@@ -12,6 +12,7 @@ answer exactly once) and, for Telegram, on the fake server (one answer per quest
 
     .venv/bin/python benchmarks/load_bot.py [--chats 50] [--turns 20] [--telegram-turns 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.app import build_router  # noqa: E402
-from bot.config import DEFAULT_CONFIG, Settings, settings_from  # noqa: E402
-from bot.router.types import IncomingMessage  # noqa: E402
-from tests.fakes.openai_server import Echo, FakeOpenAI  # noqa: E402
-
-from benchmarks.pipeline import SENTENCES as PIPELINE_SENTENCES  # noqa: E402
+from benchmarks.pipeline import SENTENCES as PIPELINE_SENTENCES
+from bot.app import build_router
+from bot.config import DEFAULT_CONFIG, Settings, settings_from
+from bot.router.types import IncomingMessage
+from tests.fakes.openai_server import Echo, FakeOpenAI
 
 SENTENCES = PIPELINE_SENTENCES[:6]  # the six this benchmark has always measured with
 
@@ -54,8 +54,10 @@ class Figures:
         lat = sorted(self.latencies_ms) or [0.0]
         p50 = statistics.median(lat)
         p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
-        return (f"{self.name:<28} {self.turns:>6} {self.turns / self.seconds:>8.1f} {p50:>8.1f} {p99:>8.1f} "
-                f"{self.errors:>6} {self.lost:>5} {self.doubled:>7}")
+        return (
+            f"{self.name:<28} {self.turns:>6} {self.turns / self.seconds:>8.1f} {p50:>8.1f} {p99:>8.1f} "
+            f"{self.errors:>6} {self.lost:>5} {self.doubled:>7}"
+        )
 
 
 HEADER = f"{'scenario':<28} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'lost':>5} {'doubled':>7}"
@@ -65,7 +67,9 @@ def settings_for(openai_url: str, **env: str) -> Settings:
     """The default config/bot.toml with every tier on the fake model."""
     with open(DEFAULT_CONFIG, "rb") as fh:
         data = tomllib.load(fh)
-    return settings_from(data, {"OPENAI_API_KEY": "sk-bench-0123456789abcdef", "OPENAI_BASE_URL": openai_url, **env})
+    return settings_from(
+        data, {"OPENAI_API_KEY": "sk-bench-0123456789abcdef", "OPENAI_BASE_URL": openai_url, **env}
+    )
 
 
 async def count(router, chats: list[str], expected: int) -> tuple[int, int]:
@@ -89,9 +93,13 @@ async def bench_router(data: Path, chats: int, turns: int) -> Figures:
                 nonlocal errors
                 for t in range(turns):
                     message = IncomingMessage(
-                        chat_key=f"bench:{c}", author=f"user{c}", author_id=f"u{c}",
-                        text=f"{SENTENCES[t % len(SENTENCES)]} ({t})", message_id=f"{c}-{t}",
-                        is_admin=True, platform="console",
+                        chat_key=f"bench:{c}",
+                        author=f"user{c}",
+                        author_id=f"u{c}",
+                        text=f"{SENTENCES[t % len(SENTENCES)]} ({t})",
+                        message_id=f"{c}-{t}",
+                        is_admin=True,
+                        platform="console",
                     )
                     started = time.perf_counter()
                     try:
@@ -148,7 +156,9 @@ async def bench_telegram(data: Path, chats: int, turns: int) -> Figures:
             doubled_tg = sum(max(0, n - turns) for n in shown)
             await router.flush_outbox()
             lost, doubled = await count(router, [f"telegram:{r['id']}" for r in rooms], 2 * turns)
-    return Figures(f"Telegram x{chats} chats", expected, seconds, latencies, errors, lost + lost_tg, doubled + doubled_tg)
+    return Figures(
+        f"Telegram x{chats} chats", expected, seconds, latencies, errors, lost + lost_tg, doubled + doubled_tg
+    )
 
 
 async def main() -> int:
@@ -156,7 +166,9 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=int, default=50)
     parser.add_argument("--turns", type=int, default=20, help="messages per chat through Router.handle")
-    parser.add_argument("--telegram-turns", type=int, default=4, help="messages per chat through Telegram (0: skip)")
+    parser.add_argument(
+        "--telegram-turns", type=int, default=4, help="messages per chat through Telegram (0: skip)"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,8 +176,10 @@ async def main() -> int:
         if args.telegram_turns:
             rows.append(await bench_telegram(Path(tmp) / "telegram", args.chats, args.telegram_turns))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# the bot pipeline under load: instant fake model over HTTP, embedded memory host; "
-          f"{os.cpu_count()} CPUs, load {load:.2f}")
+    print(
+        f"# the bot pipeline under load: instant fake model over HTTP, embedded memory host; "
+        f"{os.cpu_count()} CPUs, load {load:.2f}"
+    )
     print(HEADER)
     print("-" * len(HEADER))
     for row in rows:

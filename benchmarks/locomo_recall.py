@@ -11,6 +11,7 @@ and overall. The baseline is rank-bm25's BM25Okapi over a plain lower-case word 
 `--holdout` adds the leave-conversations-out check: the retrieval knobs are tuned on some
 conversations in process and measured on the others, beside the shipped defaults.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,10 @@ import re
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (3, 10)
@@ -32,6 +34,7 @@ _WORD = re.compile(r"\w+")
 
 
 # -- the data ----------------------------------------------------------------------------
+
 
 def load(path: str | Path) -> list[dict[str, Any]]:
     """The conversations of a LoCoMo JSON file."""
@@ -43,7 +46,7 @@ def _session_start(raw: str | None, fallback: datetime) -> datetime:
     # "1:56 pm on 8 May, 2023"; a missing or odd date falls back to the previous session's
     for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
         try:
-            return datetime.strptime((raw or "").strip(), fmt).replace(tzinfo=timezone.utc)
+            return datetime.strptime((raw or "").strip(), fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
     return fallback
@@ -52,10 +55,11 @@ def _session_start(raw: str | None, fallback: datetime) -> datetime:
 def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
     """Every turn of a conversation as an import message, in order (image turns get their caption)."""
     c = conv["conversation"]
-    numbers = sorted(int(k.split("_")[1]) for k in c
-                     if re.fullmatch(r"session_\d+", k) and isinstance(c[k], list))
+    numbers = sorted(
+        int(k.split("_")[1]) for k in c if re.fullmatch(r"session_\d+", k) and isinstance(c[k], list)
+    )
     out: list[dict[str, Any]] = []
-    start = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2020, 1, 1, tzinfo=UTC)
     for n in numbers:
         start = _session_start(c.get(f"session_{n}_date_time"), start)
         for i, t in enumerate(c[f"session_{n}"]):
@@ -63,8 +67,15 @@ def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
             if t.get("blip_caption"):
                 text = f"{text} [shares {t['blip_caption']}]"
             ts = (start + timedelta(seconds=30 * i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-            out.append({"role": "user", "text": text or "(empty)", "author": t["speaker"],
-                        "message_id": t["dia_id"], "ts": ts})
+            out.append(
+                {
+                    "role": "user",
+                    "text": text or "(empty)",
+                    "author": t["speaker"],
+                    "message_id": t["dia_id"],
+                    "ts": ts,
+                }
+            )
     return out
 
 
@@ -85,12 +96,12 @@ def questions(conv: dict[str, Any], valid: set[str]) -> list[dict[str, Any]]:
                 if norm in valid:
                     ids.add(norm)
         if ids:
-            out.append({"question": qa["question"], "category": int(qa["category"]),
-                        "evidence": ids})
+            out.append({"question": qa["question"], "category": int(qa["category"]), "evidence": ids})
     return out
 
 
 # -- scoring -----------------------------------------------------------------------------
+
 
 class Tally:
     """Recall@k sums per category and overall."""
@@ -106,7 +117,7 @@ class Tally:
                 row[n] += len(set(ranked[:k]) & evidence) / len(evidence)
             row[-1] += 1
 
-    def merge(self, other: "Tally") -> "Tally":
+    def merge(self, other: Tally) -> Tally:
         """This tally plus another one (a new object)."""
         out = Tally()
         for src in (self, other):
@@ -142,7 +153,7 @@ def rank_bm25_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) -> 
     tally = Tally()
     for q in qs:
         scores = bm25.get_scores(_words(q["question"]))
-        order = sorted(range(len(ids)), key=lambda i: -scores[i])[:max(KS)]
+        order = sorted(range(len(ids)), key=lambda i: -scores[i])[: max(KS)]
         tally.add(q["category"], q["evidence"], [ids[i] for i in order if scores[i] > 0])
     return tally
 
@@ -155,16 +166,18 @@ def fts5_plain_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) ->
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2')")
-    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
-                   [(n + 1, m["text"]) for n, m in enumerate(msgs)])
+    db.executemany(
+        "INSERT INTO t(rowid, body) VALUES (?, ?)", [(n + 1, m["text"]) for n, m in enumerate(msgs)]
+    )
     tally = Tally()
     for q in qs:
         terms = list(dict.fromkeys(t for t in tokens(q["question"]) if t not in STOPWORDS))
         ranked: list[str] = []
         if terms:
             match = " OR ".join(f'"{t}"' for t in terms)
-            rows = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?",
-                              (match, max(KS))).fetchall()
+            rows = db.execute(
+                "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?", (match, max(KS))
+            ).fetchall()
             ranked = [msgs[r[0] - 1]["message_id"] for r in rows]
         tally.add(q["category"], q["evidence"], ranked)
     db.close()
@@ -172,6 +185,7 @@ def fts5_plain_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) ->
 
 
 # -- the memory worker over HTTP ---------------------------------------------------------
+
 
 def _progress(text: str) -> None:
     print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
@@ -204,8 +218,9 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
                         ranked: dict[int, list[str]] = {}
                         for k in KS:
                             started = time.perf_counter()
-                            r = await http.get(f"/v1/chats/{chat}/search",
-                                               params={"q": q["question"], "k": k})
+                            r = await http.get(
+                                f"/v1/chats/{chat}/search", params={"q": q["question"], "k": k}
+                            )
                             timing["search_ms"].append((time.perf_counter() - started) * 1000)
                             r.raise_for_status()
                             ranked[k] = [m["message_id"] for m in r.json()["results"]]
@@ -215,8 +230,10 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
                                 row[n] += len(set(ranked[k][:k]) & q["evidence"]) / len(q["evidence"])
                             row[-1] += 1
                         if q_no % 20 == 0 or q_no == len(qs):
-                            _progress(f"[{c_no}/{len(convs)}] {name}: {len(msgs)} turns imported, "
-                                      f"question {q_no}/{len(qs)}")
+                            _progress(
+                                f"[{c_no}/{len(convs)}] {name}: {len(msgs)} turns imported, "
+                                f"question {q_no}/{len(qs)}"
+                            )
                     tallies.append(tally)
     print(file=sys.stderr)
     return tallies, timing
@@ -232,6 +249,7 @@ GRID = {"context_weight": (0.25, 0.35, 0.5, 0.75), "author_boost": (0.0, 0.2, 0.
 def _in_process_tallies(convs: list[dict[str, Any]]) -> dict[tuple[float, float], list[Tally]]:
     """Per knob setting, one tally per conversation (ChatMemory over SqliteStorage, in memory)."""
     from memory_engine import ChatMemory, retrieval
+
     from memory_worker.host import SqliteStorage
 
     built = []
@@ -275,8 +293,7 @@ def holdout(convs: list[dict[str, Any]], train_size: int = 3) -> list[dict[str, 
 
     grid = _in_process_tallies(convs)
     default = (retrieval.BM25_WEIGHTS[2], retrieval.AUTHOR_BOOST)
-    plain = [fts5_plain_baseline(turns(c), questions(c, {m["message_id"] for m in turns(c)}))
-             for c in convs]
+    plain = [fts5_plain_baseline(turns(c), questions(c, {m["message_id"] for m in turns(c)})) for c in convs]
     names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
     splits = []
     for train in itertools.combinations(range(len(convs)), train_size):
@@ -286,16 +303,22 @@ def holdout(convs: list[dict[str, Any]], train_size: int = 3) -> list[dict[str, 
             return _total(grid[setting][i] for i in idx).recall()
 
         best = max(grid, key=lambda s: sum(score(s, train)))
-        splits.append({
-            "train": [names[i] for i in train], "test": [names[i] for i in test],
-            "tuned": best, "tuned_train": score(best, train), "tuned_test": score(best, test),
-            "default_test": score(default, test) if default in grid else None,
-            "plain_test": _total(plain[i] for i in test).recall(),
-        })
+        splits.append(
+            {
+                "train": [names[i] for i in train],
+                "test": [names[i] for i in test],
+                "tuned": best,
+                "tuned_train": score(best, train),
+                "tuned_test": score(best, test),
+                "default_test": score(default, test) if default in grid else None,
+                "plain_test": _total(plain[i] for i in test).recall(),
+            }
+        )
     return splits
 
 
 # -- output --------------------------------------------------------------------------------
+
 
 def table(systems: dict[str, Tally]) -> str:
     """The recall table: one row per category and overall, R@3 / R@10 per system."""
@@ -312,6 +335,7 @@ def table(systems: dict[str, Tally]) -> str:
 def chart(systems: dict[str, Tally], path: Path) -> None:
     """A grouped bar chart of Recall@3 and Recall@10 per category, one colour per system."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -342,8 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="LoCoMo JSON (e.g. ../shared/locomo/locomo-dev.json)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("locomo_recall.png")))
-    parser.add_argument("--holdout", action="store_true",
-                        help="also tune on 3 conversations and measure on the other 2 (every split)")
+    parser.add_argument(
+        "--holdout",
+        action="store_true",
+        help="also tune on 3 conversations and measure on the other 2 (every split)",
+    )
     args = parser.parse_args(argv)
 
     convs = load(args.data)
@@ -361,26 +388,34 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(systems))
     lat = sorted(timing["search_ms"])
-    print(f"\nimport: {timing['imported']} turns in {timing['import_s']:.2f} s "
-          f"({timing['imported'] / max(timing['import_s'], 1e-9):,.0f} messages/s); "
-          f"search over HTTP: p50 {lat[len(lat) // 2]:.2f} ms, p99 {lat[int(len(lat) * 0.99)]:.2f} ms")
+    print(
+        f"\nimport: {timing['imported']} turns in {timing['import_s']:.2f} s "
+        f"({timing['imported'] / max(timing['import_s'], 1e-9):,.0f} messages/s); "
+        f"search over HTTP: p50 {lat[len(lat) // 2]:.2f} ms, p99 {lat[int(len(lat) * 0.99)]:.2f} ms"
+    )
     chart(systems, Path(args.png))
     print(f"chart: {args.png}")
 
     if args.holdout:
         splits = holdout(convs)
         print("\nleave-conversations-out: knobs tuned on 3 conversations, measured on the other 2")
-        print(f"{'test':<18}{'tuned (ctx w, boost)':>22}{'train R@3/R@10':>16}"
-              f"{'test tuned':>14}{'test default':>14}{'test FTS5':>12}")
+        print(
+            f"{'test':<18}{'tuned (ctx w, boost)':>22}{'train R@3/R@10':>16}"
+            f"{'test tuned':>14}{'test default':>14}{'test FTS5':>12}"
+        )
         for s in splits:
             fmt = lambda r: f"{r[0]:.3f}/{r[1]:.3f}" if r else "-"
-            print(f"{'+'.join(s['test']):<18}{str(s['tuned']):>22}{fmt(s['tuned_train']):>16}"
-                  f"{fmt(s['tuned_test']):>14}{fmt(s['default_test']):>14}{fmt(s['plain_test']):>12}")
+            print(
+                f"{'+'.join(s['test']):<18}{s['tuned']!s:>22}{fmt(s['tuned_train']):>16}"
+                f"{fmt(s['tuned_test']):>14}{fmt(s['default_test']):>14}{fmt(s['plain_test']):>12}"
+            )
         mean = lambda key, n: sum(s[key][n] for s in splits) / len(splits)
-        print(f"{'mean':<18}{'':>22}{mean('tuned_train', 0):>8.3f}/{mean('tuned_train', 1):.3f}"
-              f"{mean('tuned_test', 0):>8.3f}/{mean('tuned_test', 1):.3f}"
-              f"{mean('default_test', 0):>8.3f}/{mean('default_test', 1):.3f}"
-              f"{mean('plain_test', 0):>6.3f}/{mean('plain_test', 1):.3f}")
+        print(
+            f"{'mean':<18}{'':>22}{mean('tuned_train', 0):>8.3f}/{mean('tuned_train', 1):.3f}"
+            f"{mean('tuned_test', 0):>8.3f}/{mean('tuned_test', 1):.3f}"
+            f"{mean('default_test', 0):>8.3f}/{mean('default_test', 1):.3f}"
+            f"{mean('plain_test', 0):>6.3f}/{mean('plain_test', 1):.3f}"
+        )
     return 0
 
 

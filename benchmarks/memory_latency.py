@@ -11,6 +11,7 @@ Three designs, measured in the same run on the same LoCoMo turns (cycled):
   turns are measured at large N (the table says how many).
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,11 +23,12 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from locomo_recall import _words, load, turns  # noqa: E402
+from locomo_recall import _words, load, turns
 
 SIZES = (1_000, 10_000, 100_000)
 IMPORT_BATCH = 5_000
@@ -64,17 +66,26 @@ class Corpus:
         for _ in range(count):
             t = next(self.cycle)
             self.n += 1
-            out.append({"role": "user", "text": t["text"], "author": t["author"],
-                        "author_id": t["author"].lower(), "message_id": f"{prefix}-{self.n}",
-                        "ts": t["ts"]})
+            out.append(
+                {
+                    "role": "user",
+                    "text": t["text"],
+                    "author": t["author"],
+                    "author_id": t["author"].lower(),
+                    "message_id": f"{prefix}-{self.n}",
+                    "ts": t["ts"],
+                }
+            )
         return out
 
 
 # -- in process --------------------------------------------------------------------------
 
+
 def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[float]:
     """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages."""
     from memory_engine import ChatMemory
+
     from memory_worker.host import SqliteStorage
 
     storage = SqliteStorage(tmp / f"inproc-{n}.sqlite3")
@@ -100,8 +111,10 @@ def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[f
 
 # -- over HTTP ---------------------------------------------------------------------------
 
-async def over_http(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int,
-                    tmp: Path) -> tuple[dict[int, list[float]], dict[str, float]]:
+
+async def over_http(
+    corpus: Corpus, sizes: tuple[int, ...], turns_measured: int, tmp: Path
+) -> tuple[dict[int, list[float]], dict[str, float]]:
     """Turn latencies (ms) over HTTP per size, and the import throughput of the prefill."""
     import aiohttp
 
@@ -130,14 +143,20 @@ async def over_http(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int,
                     size_s += time.perf_counter() - started
                     imported += answer["imported"]
                     done += len(batch)
-                    _progress(f"over HTTP, N={n:,}: imported {done:,} "
-                              f"({imported / import_s:,.0f} messages/s so far)")
+                    _progress(
+                        f"over HTTP, N={n:,}: imported {done:,} "
+                        f"({imported / import_s:,.0f} messages/s so far)"
+                    )
                 rates[n] = n / size_s
                 await _settle(http, chat, n)
                 out = []
                 for i, m in enumerate(corpus.take(turns_measured + 5, f"ht{n}")):
-                    body = {"text": m["text"], "author": m["author"], "author_id": m["author_id"],
-                            "message_id": m["message_id"]}
+                    body = {
+                        "text": m["text"],
+                        "author": m["author"],
+                        "author_id": m["author_id"],
+                        "message_id": m["message_id"],
+                    }
                     started = time.perf_counter()
                     async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
                         await r.read()
@@ -160,12 +179,15 @@ async def _settle(http: Any, chat: str, n: int, limit_s: float = 600) -> None:
             stats = await r.json()
         if stats["active_messages"] <= 30:
             return
-        _progress(f"over HTTP, N={n:,}: background compaction, "
-                  f"{stats['active_messages']:,} messages left to summarize")
+        _progress(
+            f"over HTTP, N={n:,}: background compaction, "
+            f"{stats['active_messages']:,} messages left to summarize"
+        )
         await asyncio.sleep(0.5)
 
 
 # -- the seed's design -------------------------------------------------------------------
+
 
 class SeedBlobIndex:
     """The seed's memory: the whole BM25 corpus as one JSON blob, rebuilt on every message."""
@@ -178,9 +200,11 @@ class SeedBlobIndex:
 
     def prefill(self, messages: list[dict[str, Any]]) -> None:
         """Store the blob for these messages at once (not timed)."""
-        blob = {"ids": [m["message_id"] for m in messages],
-                "texts": [m["text"] for m in messages],
-                "docs": [_words(m["text"]) for m in messages]}
+        blob = {
+            "ids": [m["message_id"] for m in messages],
+            "texts": [m["text"] for m in messages],
+            "docs": [_words(m["text"]) for m in messages],
+        }
         self.db.execute("INSERT OR REPLACE INTO kv VALUES ('bm25', ?)", (json.dumps(blob),))
 
     def turn(self, message: dict[str, Any], k: int = 3) -> list[str]:
@@ -217,20 +241,25 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
 
 # -- output ------------------------------------------------------------------------------
 
+
 def chart(rows: list[dict[str, Any]], path: Path) -> None:
     """Latency vs N on log axes: p50 (solid) and p99 (dashed) per design."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ns = [r["n"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, colour in (("http", "memory worker over HTTP", "tab:blue"),
-                               ("inproc", "memory engine in process", "tab:green"),
-                               ("seed", "seed: JSON blob + rank-bm25 rebuild", "tab:red")):
+    for key, label, colour in (
+        ("http", "memory worker over HTTP", "tab:blue"),
+        ("inproc", "memory engine in process", "tab:green"),
+        ("seed", "seed: JSON blob + rank-bm25 rebuild", "tab:red"),
+    ):
         ax.plot(ns, [percentile(r[key], 50) for r in rows], "o-", color=colour, label=f"{label} p50")
-        ax.plot(ns, [percentile(r[key], 99) for r in rows], "x--", color=colour, alpha=0.6,
-                label=f"{label} p99")
+        ax.plot(
+            ns, [percentile(r[key], 99) for r in rows], "x--", color=colour, alpha=0.6, label=f"{label} p99"
+        )
     ax.axhline(5, color="grey", lw=0.8, ls=":")
     ax.axhline(10, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -249,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the table; write the plot."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).parents[2] / "shared/locomo/locomo-dev.json"))
-    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
-                        help="comma-separated chat sizes")
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="comma-separated chat sizes")
     parser.add_argument("--turns", type=int, default=300, help="turns measured per size (ours)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("memory_latency.png")))
     args = parser.parse_args(argv)
@@ -264,29 +292,44 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         http, imports = asyncio.run(over_http(corpus, sizes, args.turns, tmp))
         for n in sizes:
-            rows.append({"n": n, "http": http[n],
-                         "inproc": in_process(corpus, n, args.turns, tmp),
-                         "seed": seed_design(corpus, n, SEED_TURNS.get(n, 3), tmp)})
+            rows.append(
+                {
+                    "n": n,
+                    "http": http[n],
+                    "inproc": in_process(corpus, n, args.turns, tmp),
+                    "seed": seed_design(corpus, n, SEED_TURNS.get(n, 3), tmp),
+                }
+            )
 
     print()
-    head = (f"{'N':>8} | {'in process p50':>14} {'p99':>6} | {'HTTP p50':>8} {'p99':>6} | "
-            f"{'seed p50':>9} {'p99':>8} {'turns':>5} | {'seed/HTTP':>9} {'seed/in-proc':>12}")
+    head = (
+        f"{'N':>8} | {'in process p50':>14} {'p99':>6} | {'HTTP p50':>8} {'p99':>6} | "
+        f"{'seed p50':>9} {'p99':>8} {'turns':>5} | {'seed/HTTP':>9} {'seed/in-proc':>12}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         ip, hp, sp = (percentile(r[k], 50) for k in ("inproc", "http", "seed"))
-        print(f"{r['n']:>8,} | {ip:>14.2f} {percentile(r['inproc'], 99):>6.2f} | "
-              f"{hp:>8.2f} {percentile(r['http'], 99):>6.2f} | "
-              f"{sp:>9.1f} {percentile(r['seed'], 99):>8.1f} {len(r['seed']):>5} | "
-              f"{sp / hp:>8.0f}x {sp / ip:>11.0f}x")
-    print(f"(latencies in ms; ours over {args.turns} turns per size, the seed's over the few "
-          "turns shown, each rebuilding its whole index)")
+        print(
+            f"{r['n']:>8,} | {ip:>14.2f} {percentile(r['inproc'], 99):>6.2f} | "
+            f"{hp:>8.2f} {percentile(r['http'], 99):>6.2f} | "
+            f"{sp:>9.1f} {percentile(r['seed'], 99):>8.1f} {len(r['seed']):>5} | "
+            f"{sp / hp:>8.0f}x {sp / ip:>11.0f}x"
+        )
+    print(
+        f"(latencies in ms; ours over {args.turns} turns per size, the seed's over the few "
+        "turns shown, each rebuilding its whole index)"
+    )
     rate = imports["imported"] / imports["seconds"]
-    print(f"import over HTTP: {imports['imported']:,} messages in {imports['seconds']:.1f} s = "
-          f"{rate:,.0f} messages/s into one chat (batches of {IMPORT_BATCH:,}); per chat: "
-          + ", ".join(f"{n:,}: {r:,.0f}/s" for n, r in imports["rates"].items()))
-    print(f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} CPUs")
+    print(
+        f"import over HTTP: {imports['imported']:,} messages in {imports['seconds']:.1f} s = "
+        f"{rate:,.0f} messages/s into one chat (batches of {IMPORT_BATCH:,}); per chat: "
+        + ", ".join(f"{n:,}: {r:,.0f}/s" for n, r in imports["rates"].items())
+    )
+    print(
+        f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
+        f"on {os.cpu_count()} CPUs"
+    )
     chart(rows, Path(args.png))
     print(f"plot: {args.png}")
     return 0

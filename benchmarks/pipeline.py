@@ -12,6 +12,7 @@ streaming, i.e. the delay the bot adds before the model's first token reaches th
 
     .venv/bin/python benchmarks/pipeline.py [--messages 500] [--chats 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,16 +21,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.adapters.console import ConsoleSession  # noqa: E402
-from bot.app import build_router  # noqa: E402
-from bot.config import load_settings, settings_from  # noqa: E402
-from bot.router.models import ModelAnswer, ModelRequest  # noqa: E402
-from bot.router.pipeline import RouterOptions  # noqa: E402
+from bot.adapters.console import ConsoleSession
+from bot.app import build_router
+from bot.config import load_settings, settings_from
+from bot.router.models import ModelAnswer, ModelRequest
+from bot.router.pipeline import RouterOptions
 
 SENTENCES = [
     "my name is Ada and I live in Lisbon",
@@ -102,16 +103,19 @@ def pct(values: list[float], q: float) -> float:
 
 def line(label: str, values_ms: list[float]) -> str:
     """One result line."""
-    return (f"{label:<58} n={len(values_ms):<5} p50={pct(values_ms, 50):6.2f} ms  "
-            f"p99={pct(values_ms, 99):6.2f} ms  mean={statistics.fmean(values_ms):6.2f} ms")
+    return (
+        f"{label:<58} n={len(values_ms):<5} p50={pct(values_ms, 50):6.2f} ms  "
+        f"p99={pct(values_ms, 99):6.2f} ms  mean={statistics.fmean(values_ms):6.2f} ms"
+    )
 
 
 async def bench_console(data: Path, messages: int, chats: int) -> dict[str, list[float]]:
     """Console adapter -> router -> memory host over HTTP, with the instant model."""
     settings = load_settings(env={}, env_file=None)
     out: dict[str, list[float]] = {"handle": [], "first_text": [], "memory": [], "own": []}
-    async with build_router(settings, data, models={"standard": InstantModel()},
-                            options=RouterOptions()) as router:
+    async with build_router(
+        settings, data, models={"standard": InstantModel()}, options=RouterOptions()
+    ) as router:
         timed_memory = TimedMemory(router.memory)
         router.memory = timed_memory  # type: ignore[assignment]
         sessions = [ConsoleSession(router, f"console:bench{c}", data_dir=data) for c in range(chats)]
@@ -152,7 +156,9 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
     async with FakeOpenAI(default=Answer("Sure, noted.")) as fake:
         data_toml = {
             "router": {"fallback_order": ["standard"], "default_tier": "standard"},
-            "tiers": {"standard": {"model": "m-standard", "price_in_per_mtok": 0.4, "price_out_per_mtok": 1.6}},
+            "tiers": {
+                "standard": {"model": "m-standard", "price_in_per_mtok": 0.4, "price_out_per_mtok": 1.6}
+            },
         }
         settings = settings_from(data_toml, {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": fake.url})
         async with build_router(settings, data, options=RouterOptions()) as router:
@@ -208,8 +214,10 @@ async def main() -> int:
         console = await bench_console(root / "a", args.messages, args.chats)
         http = await bench_http_model(root / "b", args.messages)
         loop_ms = await bench_run_console(root / "c", args.messages)
-    print(f"bot pipeline overhead per message ({args.messages} messages over {args.chats} chats, "
-          f"embedded memory host over HTTP on 127.0.0.1, python {sys.version.split()[0]})")
+    print(
+        f"bot pipeline overhead per message ({args.messages} messages over {args.chats} chats, "
+        f"embedded memory host over HTTP on 127.0.0.1, python {sys.version.split()[0]})"
+    )
     print(line("console adapter -> router -> memory (instant model)", console["handle"]))
     print(line("  of which: memory turn + reply over HTTP (host included)", console["memory"]))
     print(line("  of which: the bot's own code (adapter, router, prompt)", console["own"]))
@@ -218,8 +226,10 @@ async def main() -> int:
     print(line("streaming: time to first visible text (instant model)", console["first_text"]))
     print(f"{'whole chatbot chat loop (stdin -> stdout), mean per message':<58} {loop_ms:.2f} ms")
     p50 = pct(console["handle"], 50)
-    print(f"target p50 <= 10 ms: {'met' if p50 <= 10 else 'NOT met'} ({p50:.2f} ms); "
-          f"first text p50 <= 20 ms: {'met' if pct(console['first_text'], 50) <= 20 else 'NOT met'}")
+    print(
+        f"target p50 <= 10 ms: {'met' if p50 <= 10 else 'NOT met'} ({p50:.2f} ms); "
+        f"first text p50 <= 20 ms: {'met' if pct(console['first_text'], 50) <= 20 else 'NOT met'}"
+    )
     return 0
 
 

@@ -6,6 +6,7 @@
 `data_dir/outbox.sqlite3`. `run_chat`, `run_telegram` and `run_discord` are what the
 `chatbot` command calls.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,9 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
 
 from bot.config import Settings, Tier, load_settings
 from bot.router import logs
@@ -31,7 +33,9 @@ OFFLINE_TIER = Tier(name="offline", model="offline")
 SHUTDOWN_GRACE_S = 30.0  # SIGTERM: how long answers in hand may take before they are cut
 
 
-async def _open_models(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[dict[str, ChatModel], dict[str, Tier]]:
+async def _open_models(
+    settings: Settings, stack: contextlib.AsyncExitStack
+) -> tuple[dict[str, ChatModel], dict[str, Tier]]:
     """One AsyncOpenAI client per endpoint (base URL + key), shared by the tiers on it."""
     clients: dict[tuple[str | None, str], Any] = {}
     models: dict[str, ChatModel] = {}
@@ -90,7 +94,10 @@ async def build_router(
         offline = False
         if models is not None:
             chosen = dict(models)
-            tiers = {n: settings.tiers.get(n) or Tier(name=n, model=getattr(m, "model", n)) for n, m in chosen.items()}
+            tiers = {
+                n: settings.tiers.get(n) or Tier(name=n, model=getattr(m, "model", n))
+                for n, m in chosen.items()
+            }
         else:
             chosen, tiers = await _open_models(settings, stack)
         if not chosen:
@@ -135,8 +142,12 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         async with build_router(settings, data_dir) as router:
             return await run_console(
-                router, chat_key, data_dir=data_dir, offline=router.offline,
-                streaming=settings.console.streaming, stop=stop,
+                router,
+                chat_key,
+                data_dir=data_dir,
+                offline=router.offline,
+                streaming=settings.console.streaming,
+                stop=stop,
             )
 
     try:
@@ -155,8 +166,11 @@ def run_telegram(data_dir: Path) -> int:
 
         async with build_router(settings, data_dir) as router:
             await telegram.serve(
-                router, settings, stop=stop,
-                webhook_listen=settings.telegram.webhook_listen, webhook_port=settings.telegram.webhook_port,
+                router,
+                settings,
+                stop=stop,
+                webhook_listen=settings.telegram.webhook_listen,
+                webhook_port=settings.telegram.webhook_port,
             )
 
     return _run_until_signalled(main)
@@ -175,7 +189,9 @@ def run_discord(data_dir: Path) -> int:
     return _run_until_signalled(main)
 
 
-def _run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]], grace_s: float = SHUTDOWN_GRACE_S) -> int:
+def _run_until_signalled(
+    main: Callable[[asyncio.Event], Awaitable[None]], grace_s: float = SHUTDOWN_GRACE_S
+) -> int:
     """Run `main(stop)` until it ends. The first SIGINT/SIGTERM sets `stop`: the adapter takes no
     new message and finishes the ones in hand; after `grace_s` (or a second signal) `main` is
     cancelled. Either way the `async with` blocks close in order, so the outbox gets its last flush.

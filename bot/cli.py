@@ -1,4 +1,5 @@
 """The `chatbot` command: `chat`, `telegram`, `discord`, `memory serve`."""
+
 from __future__ import annotations
 
 import argparse

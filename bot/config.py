@@ -1,11 +1,13 @@
 """Settings: read once from config/bot.toml (or BOT_CONFIG), the environment and an env file."""
+
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
 
@@ -100,9 +102,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     return values
 
 
-def load_settings(
-    env: Mapping[str, str] | None = None, env_file: Path | None = Path(".env")
-) -> Settings:
+def load_settings(env: Mapping[str, str] | None = None, env_file: Path | None = Path(".env")) -> Settings:
     """Read settings from the TOML file, then the env file, then the environment (wins)."""
     merged: dict[str, str] = {}
     if env_file is not None:
@@ -144,9 +144,7 @@ def settings_from(data: Mapping, env: Mapping[str, str]) -> Settings:
         choice=dict(r.get("choice") or {}),
     )
     b = data.get("bot") or {}
-    admins = frozenset(
-        x.strip() for x in (env.get("ADMIN_USER_IDS") or "").split(",") if x.strip()
-    )
+    admins = frozenset(x.strip() for x in (env.get("ADMIN_USER_IDS") or "").split(",") if x.strip())
 
     def platform(section: str, prefix: str) -> PlatformSettings:
         p = data.get(section) or {}

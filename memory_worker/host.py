@@ -5,6 +5,7 @@ request at a time per chat key (many chats in parallel), and writes that survive
 `kill -9` once acknowledged. A bounded number of chat databases stay open, least recently
 used closed first, with their WAL checkpointed on close.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,18 +22,24 @@ import sqlite3
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import httpx
 from aiohttp import web
-
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.http_api import CHAT_KEY, JSON_HEADERS, MAX_BODY_BYTES, VERSION
 from memory_engine.compaction import (
-    BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, make_summarizer, on_alarm)
+    BACKOFF_BASE_MS,
+    BACKOFF_MAX_MS,
+    Summarize,
+    alarm_needed,
+    make_summarizer,
+    on_alarm,
+)
+from memory_engine.http_api import CHAT_KEY, JSON_HEADERS, MAX_BODY_BYTES, VERSION
 
 log = logging.getLogger("memory_worker.host")
 access_log = logging.getLogger("memory_worker.access")
@@ -58,8 +65,9 @@ class SqliteStorage:
         self.path = str(path)
         # 32 cached statements, not sqlite3's 128: prepared FTS5 statements dominate an open
         # chat's memory (0.77 MiB -> 0.45 MiB per open chat, measured; turn latency unchanged).
-        self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                    cached_statements=32)
+        self.conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=32
+        )
         self.conn.row_factory = _dict_row
         if self.path != ":memory:":
             self.conn.execute("PRAGMA journal_mode=WAL")
@@ -117,7 +125,7 @@ class ChatStore:
         for memory in self._open.values():
             self._apply_limit(memory.sql)  # type: ignore[arg-type]
 
-    def _apply_limit(self, storage: "SqliteStorage") -> None:
+    def _apply_limit(self, storage: SqliteStorage) -> None:
         storage.conn.execute(f"PRAGMA max_page_count = {int(self.max_pages or SQLITE_MAX_PAGES)}")
 
     def path_for(self, chat_key: str) -> Path:
@@ -141,7 +149,11 @@ class ChatStore:
         try:
             if self.max_pages is not None:
                 self._apply_limit(storage)
-            memory = ChatMemory(storage) if self.retention is None else ChatMemory(storage, retention=self.retention)
+            memory = (
+                ChatMemory(storage)
+                if self.retention is None
+                else ChatMemory(storage, retention=self.retention)
+            )
             if memory._state("chat_key") is None:
                 memory._set_state("chat_key", chat_key)
         except BaseException:
@@ -197,14 +209,18 @@ class AlarmTable:
     def __init__(self, data_dir: Path):
         self.storage = SqliteStorage(Path(data_dir) / "alarms.sqlite3")
         self.storage.exec(
-            "CREATE TABLE IF NOT EXISTS alarms (chat_key TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)")
+            "CREATE TABLE IF NOT EXISTS alarms (chat_key TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)"
+        )
 
     def set(self, chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
         """Schedule the chat's alarm at `due_ms` (with keep_earlier, never postpone one)."""
         update = "MIN(due_ms, excluded.due_ms)" if keep_earlier else "excluded.due_ms"
         self.storage.exec(
             "INSERT INTO alarms(chat_key, due_ms) VALUES (?, ?) "
-            f"ON CONFLICT(chat_key) DO UPDATE SET due_ms = {update}", chat_key, due_ms)
+            f"ON CONFLICT(chat_key) DO UPDATE SET due_ms = {update}",
+            chat_key,
+            due_ms,
+        )
 
     def has(self, chat_key: str) -> bool:
         """True when the chat has a pending alarm."""
@@ -218,13 +234,16 @@ class AlarmTable:
         """Chats whose alarm is due, earliest first."""
         rows = self.storage.exec(
             "SELECT chat_key FROM alarms WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
-            now_ms, limit + len(exclude))
+            now_ms,
+            limit + len(exclude),
+        )
         return [r["chat_key"] for r in rows if r["chat_key"] not in exclude][:limit]
 
     def next_due(self, exclude: set[str]) -> int | None:
         """The earliest due time in ms among chats not in `exclude`."""
         rows = self.storage.exec(
-            "SELECT chat_key, due_ms FROM alarms ORDER BY due_ms LIMIT ?", len(exclude) + 1)
+            "SELECT chat_key, due_ms FROM alarms ORDER BY due_ms LIMIT ?", len(exclude) + 1
+        )
         return next((r["due_ms"] for r in rows if r["chat_key"] not in exclude), None)
 
     def count(self) -> int:
@@ -253,15 +272,23 @@ def host_version() -> str:
 def _storage_error(err: BaseException) -> Response | None:
     """The answer for a storage failure: 507 when the disk (or the page cap) is full."""
     full = (isinstance(err, sqlite3.Error) and "full" in str(err).lower()) or (
-        isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT))
+        isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
     if full:
         # Not "nothing was recorded": the engine may have committed the message before a later
         # statement of the same request hit the limit. A retry with its message_id is safe.
-        return Response(507, {"error": "storage is full: retry later with the same message_id "
-                                       "(a repeat is never stored twice)"})
+        return Response(
+            507,
+            {
+                "error": "storage is full: retry later with the same message_id "
+                "(a repeat is never stored twice)"
+            },
+        )
     # Locked, I/O, read-only: the storage's trouble. A constraint error is a bug: a 500.
     if isinstance(err, (sqlite3.OperationalError, OSError)):
-        return Response(503, {"error": "storage is unavailable right now: retry later with the same message_id"})
+        return Response(
+            503, {"error": "storage is unavailable right now: retry later with the same message_id"}
+        )
     return None
 
 
@@ -273,9 +300,16 @@ class MemoryHost:
     compacts in the background and retries failures with backoff.
     """
 
-    def __init__(self, data_dir: Path, token: str, summarize: Summarize | None = None,
-                 max_open: int = MAX_OPEN_CHATS, retention: int | None = None,
-                 backoff_base_ms: int = BACKOFF_BASE_MS, backoff_max_ms: int = BACKOFF_MAX_MS):
+    def __init__(
+        self,
+        data_dir: Path,
+        token: str,
+        summarize: Summarize | None = None,
+        max_open: int = MAX_OPEN_CHATS,
+        retention: int | None = None,
+        backoff_base_ms: int = BACKOFF_BASE_MS,
+        backoff_max_ms: int = BACKOFF_MAX_MS,
+    ):
         self.backoff = (backoff_base_ms, backoff_max_ms)
         self.store = ChatStore(data_dir, max_open=max_open)
         self.store.retention = retention
@@ -307,8 +341,12 @@ class MemoryHost:
     def health(self, detail: bool = False) -> Response:
         """`GET /health`: 200 `{"ok", "version"}` as the Worker answers (503 when storage is
         broken); `?detail=1` adds the storage state. No chat data, no token needed."""
-        storage: dict[str, Any] = {"data_dir_writable": False, "open_chats": len(self.store._open),
-                                   "pending_alarms": None, "compactions_running": len(self._running)}
+        storage: dict[str, Any] = {
+            "data_dir_writable": False,
+            "open_chats": len(self.store._open),
+            "pending_alarms": None,
+            "compactions_running": len(self._running),
+        }
         probe = self.data_dir / f".health-{os.getpid()}"
         try:  # a real write: a full or read-only disk shows up here
             probe.write_bytes(b"ok")
@@ -325,8 +363,12 @@ class MemoryHost:
         ok = storage["data_dir_writable"] and "error" not in storage
         payload: dict[str, Any] = {"ok": ok, "version": VERSION}
         if detail or not ok:
-            payload.update(host_version=self.version, storage=storage, in_flight=self.in_flight,
-                           uptime_s=round(time.monotonic() - self.started, 1))
+            payload.update(
+                host_version=self.version,
+                storage=storage,
+                in_flight=self.in_flight,
+                uptime_s=round(time.monotonic() - self.started, 1),
+            )
         return Response(200 if ok else 503, payload)
 
     async def _respond(self, req: Request) -> tuple[Response, str | None]:
@@ -419,9 +461,7 @@ class MemoryHost:
             except Exception:
                 log.exception("compaction failed chat=%s", chat_key)
                 delay = 60_000
-            if not self.store.exists(chat_key):
-                self.alarms.delete(chat_key)
-            elif delay is None:
+            if not self.store.exists(chat_key) or delay is None:
                 self.alarms.delete(chat_key)
             else:
                 self.alarms.set(chat_key, _now_ms() + delay)
@@ -451,8 +491,9 @@ class MemoryHost:
         self.in_flight += 1
         try:
             body = await request.read()
-            response, chat_key = await self._respond(Request(
-                request.method, path, query, dict(request.headers), body))
+            response, chat_key = await self._respond(
+                Request(request.method, path, query, dict(request.headers), body)
+            )
         except web.HTTPRequestEntityTooLarge:
             response = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
         except Exception as err:
@@ -468,12 +509,22 @@ class MemoryHost:
         if chat_key is None:  # a refusal: still say which chat it was for, when the key is valid
             chat_key = _chat_in(path)
         # One line per request. Never the token, the body or the query (they carry text).
-        access_log.info("request", extra={"fields": {
-            "request_id": request_id, "method": request.method[:16], "route": _route(path),
-            "chat": chat_key, "status": response.status,
-            "ms": round((time.perf_counter() - started) * 1000, 2)}})
-        answer = web.Response(status=response.status, body=response.body(),
-                              headers={**JSON_HEADERS, "x-request-id": request_id})
+        access_log.info(
+            "request",
+            extra={
+                "fields": {
+                    "request_id": request_id,
+                    "method": request.method[:16],
+                    "route": _route(path),
+                    "chat": chat_key,
+                    "status": response.status,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            },
+        )
+        answer = web.Response(
+            status=response.status, body=response.body(), headers={**JSON_HEADERS, "x-request-id": request_id}
+        )
         if self.stopping:
             answer.force_close()  # the client reconnects, and finds the port closed
         return answer
@@ -502,12 +553,22 @@ class EmbeddedMemoryHost:
     `async with EmbeddedMemoryHost(dir) as host:` gives `host.url` and `host.token`.
     """
 
-    def __init__(self, data_dir: Path, token: str | None = None, port: int = 0,
-                 summarizer: Summarize | None = None, bind: str = "127.0.0.1",
-                 summary_base_url: str | None = None, summary_model: str | None = None,
-                 summary_api_key: str | None = None, retention: int | None = None,
-                 summary_timeout_s: float = 60.0, backoff_base_ms: int = BACKOFF_BASE_MS,
-                 backoff_max_ms: int = BACKOFF_MAX_MS, shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S):
+    def __init__(
+        self,
+        data_dir: Path,
+        token: str | None = None,
+        port: int = 0,
+        summarizer: Summarize | None = None,
+        bind: str = "127.0.0.1",
+        summary_base_url: str | None = None,
+        summary_model: str | None = None,
+        summary_api_key: str | None = None,
+        retention: int | None = None,
+        summary_timeout_s: float = 60.0,
+        backoff_base_ms: int = BACKOFF_BASE_MS,
+        backoff_max_ms: int = BACKOFF_MAX_MS,
+        shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+    ):
         self.data_dir = Path(data_dir)
         self.shutdown_timeout_s = shutdown_timeout_s
         self.token = token or secrets.token_urlsafe(32)
@@ -523,20 +584,26 @@ class EmbeddedMemoryHost:
         self._alarms: asyncio.Task | None = None
         self.url = ""
 
-    async def _post(self, url: str, headers: dict[str, str], body: bytes,
-                    timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+    async def _post(
+        self, url: str, headers: dict[str, str], body: bytes, timeout_s: float
+    ) -> tuple[int, dict[str, str], bytes]:
         assert self._http is not None
         r = await self._http.post(url, headers=headers, content=body, timeout=timeout_s)
         return r.status_code, dict(r.headers), r.content
 
-    async def __aenter__(self) -> "EmbeddedMemoryHost":
+    async def __aenter__(self) -> EmbeddedMemoryHost:
         base, model, key, timeout = self.summary
         self._http = httpx.AsyncClient()
         summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.host = MemoryHost(self.data_dir, self.token, summarize=summarize,
-                               retention=self.retention, backoff_base_ms=self.backoff[0],
-                               backoff_max_ms=self.backoff[1])
+        self.host = MemoryHost(
+            self.data_dir,
+            self.token,
+            summarize=summarize,
+            retention=self.retention,
+            backoff_base_ms=self.backoff[0],
+            backoff_max_ms=self.backoff[1],
+        )
         self._alarms = asyncio.create_task(self.host.run_alarms())
         # The graceful wait is our own `drain`, before cleanup(): aiohttp's shutdown drops the
         # bytes that arrive after it starts, so a request whose body was still on its way would
@@ -554,8 +621,11 @@ class EmbeddedMemoryHost:
             for site in list(self._runner.sites):
                 await site.stop()  # no new connections
             if self.host is not None and not await self.host.drain(self.shutdown_timeout_s):
-                log.warning("shutdown: %d requests still in flight after %.0fs",
-                            self.host.in_flight, self.shutdown_timeout_s)
+                log.warning(
+                    "shutdown: %d requests still in flight after %.0fs",
+                    self.host.in_flight,
+                    self.shutdown_timeout_s,
+                )
             await self._runner.cleanup()
         if self._alarms is not None and self.host is not None:
             await self.host.stop_alarms(self._alarms)
@@ -601,8 +671,12 @@ class JsonLogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as a JSON line."""
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         out.update(getattr(record, "fields", None) or {})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
@@ -648,20 +722,28 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         embedded = EmbeddedMemoryHost(
-            data_dir, token=token, port=port, bind=host,
+            data_dir,
+            token=token,
+            port=port,
+            bind=host,
             summary_base_url=os.environ.get("SUMMARY_BASE_URL") or None,
             summary_model=os.environ.get("SUMMARY_MODEL") or None,
             summary_api_key=os.environ.get("SUMMARY_API_KEY") or None,
             retention=int(os.environ["MEMORY_RETENTION_MESSAGES"])
-            if os.environ.get("MEMORY_RETENTION_MESSAGES") else None)
+            if os.environ.get("MEMORY_RETENTION_MESSAGES")
+            else None,
+        )
         async with embedded:
             print(f"memory host serving {data_dir} on http://{host}:{port}", flush=True)
-            log.info("serving", extra={"fields": {"data": str(data_dir), "port": port,
-                                                   "version": host_version()}})
+            log.info(
+                "serving", extra={"fields": {"data": str(data_dir), "port": port, "version": host_version()}}
+            )
             await stop.wait()
             assert embedded.host is not None
-            log.info("stopping: finishing in-flight requests", extra={"fields": {
-                "in_flight": embedded.host.in_flight}})
+            log.info(
+                "stopping: finishing in-flight requests",
+                extra={"fields": {"in_flight": embedded.host.in_flight}},
+            )
         # __aexit__ answered the in-flight requests, stopped the alarms, checkpointed every WAL.
         log.info("stopped cleanly")
 

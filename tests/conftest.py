@@ -1,4 +1,5 @@
 """Shared fixtures. The network beyond loopback does not exist in tests: any attempt fails loudly."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -40,7 +41,9 @@ def _guarded_connect_ex(self, address):
 
 
 def _guarded_getaddrinfo(host, *args, **kwargs):
-    if host not in (None, "localhost") and not _is_local((host if isinstance(host, str) else host.decode(), 0)):
+    if host not in (None, "localhost") and not _is_local(
+        (host if isinstance(host, str) else host.decode(), 0)
+    ):
         raise NetworkBlocked(f"test tried to resolve a network host: {host!r}")
     return _real_getaddrinfo(host, *args, **kwargs)
 

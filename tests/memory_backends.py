@@ -10,6 +10,7 @@ the same against:
   With `real_sdk=True` the genuine workers-runtime-sdk code runs instead of the mirror,
   over the same fake JS layer and runtime (skipped when the SDK is not available).
 """
+
 from __future__ import annotations
 
 import json as jsonlib
@@ -47,13 +48,21 @@ class Backend:
     name = "?"
     token = TOKEN
 
-    async def raw(self, method: str, path: str, body: bytes | None,
-                  headers: dict[str, str]) -> tuple[int, bytes]:
+    async def raw(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         """Send one request; (status, body bytes)."""
         raise NotImplementedError
 
-    async def call(self, method: str, path: str, json: Any = None, body: bytes | str | None = None,
-                   headers: dict[str, str] | None = None, token: str | None = "") -> tuple[int, Any]:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        body: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+        token: str | None = "",
+    ) -> tuple[int, Any]:
         """One request: token "" means the right one, None none at all; (status, parsed JSON)."""
         sent = dict(headers or {})
         if token is not None:
@@ -98,16 +107,18 @@ class LocalBackend(Backend):
         self.host: EmbeddedMemoryHost | None = None
         self.http: httpx.AsyncClient | None = None
 
-    async def start(self) -> "LocalBackend":
+    async def start(self) -> LocalBackend:
         """Start the host and the client."""
         self.host = EmbeddedMemoryHost(self.data_dir, token=TOKEN, **self.host_options)
         await self.host.__aenter__()
-        self.http = httpx.AsyncClient(base_url=self.host.url, trust_env=False, timeout=30,
-                                      limits=httpx.Limits(max_connections=100))
+        self.http = httpx.AsyncClient(
+            base_url=self.host.url, trust_env=False, timeout=30, limits=httpx.Limits(max_connections=100)
+        )
         return self
 
-    async def raw(self, method: str, path: str, body: bytes | None,
-                  headers: dict[str, str]) -> tuple[int, bytes]:
+    async def raw(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         assert self.http is not None
         resp = await self.http.request(method, path, content=body, headers=headers)
         return resp.status_code, resp.content
@@ -122,8 +133,14 @@ class LocalBackend(Backend):
 class WorkerBackend(Backend):
     """entry.py under the fake workers module (installed only while this backend lives)."""
 
-    def __init__(self, data_dir: Path, wrap_storage: bool = True, vars: dict[str, str] | None = None,
-                 wrap_requests: bool = False, real_sdk: bool = False):
+    def __init__(
+        self,
+        data_dir: Path,
+        wrap_storage: bool = True,
+        vars: dict[str, str] | None = None,
+        wrap_requests: bool = False,
+        real_sdk: bool = False,
+    ):
         self.name = "worker-sdk" if real_sdk else "worker" if wrap_storage else "worker-raw"
         self.real_sdk = real_sdk
         self.data_dir = data_dir
@@ -134,7 +151,7 @@ class WorkerBackend(Backend):
         self.entry: Any = None
         self.runtime: fake_workers.FakeWorkerd | None = None
 
-    async def start(self) -> "WorkerBackend":
+    async def start(self) -> WorkerBackend:
         """Install the fake, import entry.py, start the fake runtime."""
         if self.real_sdk:
             path = sdk_dir()
@@ -144,12 +161,14 @@ class WorkerBackend(Backend):
             self._installed = fake_workers.installed(wrap_storage=self.wrap_storage)
         self._installed.__enter__()
         self.entry = fake_workers.load_entry()
-        self.runtime = fake_workers.FakeWorkerd(self.entry, self.data_dir, vars=self.vars,
-                                                wrap_requests=self.wrap_requests)
+        self.runtime = fake_workers.FakeWorkerd(
+            self.entry, self.data_dir, vars=self.vars, wrap_requests=self.wrap_requests
+        )
         return self
 
-    async def raw(self, method: str, path: str, body: bytes | None,
-                  headers: dict[str, str]) -> tuple[int, bytes]:
+    async def raw(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
         assert self.runtime is not None
         status, _, data = await self.runtime.fetch(method, WORKER_ORIGIN + path, headers, body)
         assert not self.runtime.errors, self.runtime.errors[-1]
@@ -167,5 +186,6 @@ async def start_backend(kind: str, data_dir: Path, **options: Any) -> Backend:
     proxies for storage) or "worker-sdk" (the real SDK code)."""
     if kind == "local":
         return await LocalBackend(data_dir, **options).start()
-    return await WorkerBackend(data_dir, wrap_storage=(kind != "worker-raw"),
-                               real_sdk=(kind == "worker-sdk"), **options).start()
+    return await WorkerBackend(
+        data_dir, wrap_storage=(kind != "worker-raw"), real_sdk=(kind == "worker-sdk"), **options
+    ).start()

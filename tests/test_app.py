@@ -1,18 +1,18 @@
 """The composition root: what build_router opens, from settings alone."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
 
-from memory_worker.host import EmbeddedMemoryHost
-
 from bot.app import build_router
 from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
 from bot.router.models import OfflineModel, OpenAICompatModel
+from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.test_router_support import FAST, make_settings, msg
+from tests.support import FAST, make_settings, msg
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,16 +47,28 @@ async def test_memory_url_and_token_reach_a_separate_host(tmp_path):
 async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
     async with FakeOpenAI(default=Echo("one: ")) as one, FakeOpenAI(default=Echo("two: ")) as two:
         data = {
-            "router": {"fallback_order": ["standard", "light", "heavy", "extra"], "default_tier": "standard",
-                       "choice": {"short_chars": 0}},
+            "router": {
+                "fallback_order": ["standard", "light", "heavy", "extra"],
+                "default_tier": "standard",
+                "choice": {"short_chars": 0},
+            },
             "tiers": {
                 "light": {"model": "m-light", "price_in_per_mtok": 0.1},
                 "standard": {"model": "m-standard", "price_in_per_mtok": 0.4},
-                "heavy": {"model": "m-heavy", "base_url": two.url, "api_key_env": "HEAVY_KEY", "price_in_per_mtok": 2},
+                "heavy": {
+                    "model": "m-heavy",
+                    "base_url": two.url,
+                    "api_key_env": "HEAVY_KEY",
+                    "price_in_per_mtok": 2,
+                },
                 "extra": {"model": "m-extra", "api_key_env": "EXTRA_KEY_UNSET"},
             },
         }
-        env = {"OPENAI_API_KEY": "sk-one-0123456789abcdef", "OPENAI_BASE_URL": one.url, "HEAVY_KEY": "sk-two-0123456789"}
+        env = {
+            "OPENAI_API_KEY": "sk-one-0123456789abcdef",
+            "OPENAI_BASE_URL": one.url,
+            "HEAVY_KEY": "sk-two-0123456789",
+        }
         settings = settings_from(data, env)
         async with build_router(settings, tmp_path, options=FAST) as router:
             models = router.tier_router.models
@@ -77,9 +89,19 @@ def test_platform_adapters_are_imported_lazily():
 
 
 def test_platform_command_without_token_says_so_and_exits_2(tmp_path):
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("DISCORD_", "OPENAI_", "MEMORY_"))}
+    env = {
+        k: v
+        for k, v in __import__("os").environ.items()
+        if not k.startswith(("DISCORD_", "OPENAI_", "MEMORY_"))
+    }
     env["PYTHONPATH"] = str(REPO)
-    out = subprocess.run([sys.executable, "-m", "bot.cli", "discord", "--data", str(tmp_path / "d")],
-                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "discord", "--data", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "DISCORD_BOT_TOKEN" in out.stderr and "Traceback" not in out.stderr

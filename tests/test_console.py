@@ -1,4 +1,5 @@
 """`chatbot chat`: scripted through a pipe (a real subprocess), and the console adapter in-process."""
+
 from __future__ import annotations
 
 import io
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from bot.adapters.console import ConsoleSession, run_console
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.test_router_support import make_settings, running_router
+from tests.support import make_settings, running_router
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,8 +39,11 @@ FILLER = [
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "MEMORY_", "BOT_CONFIG", "TELEGRAM_", "DISCORD_", "SUMMARY_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "MEMORY_", "BOT_CONFIG", "TELEGRAM_", "DISCORD_", "SUMMARY_"))
+    }
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env
@@ -47,7 +51,16 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace"],
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "chat",
+            "--data",
+            str(tmp_path / "data"),
+            "--chat",
+            "console:grace",
+        ],
         input="\n".join(lines) + "\n",
         capture_output=True,
         text=True,
@@ -104,8 +117,14 @@ async def test_console_interactive_streams_with_prompts(tmp_path):
     async with FakeOpenAI(default=Echo(prefix="streamed: ")) as fake:
         async with running_router(make_settings(fake.url), tmp_path) as router:
             out = io.StringIO()
-            status = await run_console(router, "console:ada", stdin=io.StringIO("hi there friend\n"), stdout=out,
-                                       interactive=True, offline=False)
+            status = await run_console(
+                router,
+                "console:ada",
+                stdin=io.StringIO("hi there friend\n"),
+                stdout=out,
+                interactive=True,
+                offline=False,
+            )
             assert status == 0
             text = out.getvalue()
             assert text.startswith("Chatting as ada in console:ada")
@@ -129,7 +148,11 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", "console:tty"],
-        stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=_clean_env(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=tmp_path,
+        env=_clean_env(),
     )
     os.close(slave)
     seen = ""

@@ -1,11 +1,12 @@
 """The Discord adapter against the fake Discord, with an in-test ChatService that records calls."""
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import AsyncIterator, Callable
 
 import aiohttp
 import discord
@@ -15,7 +16,7 @@ from bot.adapters import discord as adapter
 from bot.config import PlatformSettings, Settings
 from bot.router.types import CommandResult, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
-from tests.test_router_support import wait_until
+from tests.support import wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted([*adapter.ADMIN_COMMANDS, "mode", "forget"])
@@ -108,14 +109,19 @@ def world(fake_discord: FakeDiscord) -> World:
     return World(fake_discord)
 
 
-def settings_for(fake_discord: FakeDiscord, world: World, streaming: bool = False, **discord_options) -> Settings:
+def settings_for(
+    fake_discord: FakeDiscord, world: World, streaming: bool = False, **discord_options
+) -> Settings:
     """Settings pointing the adapter at the fake Discord (whole answers unless `streaming`)."""
     discord_options["streaming"] = streaming
     return Settings(
         tiers={},
         admin_user_ids=frozenset({world.owner_listed["id"]}),
         discord=PlatformSettings(
-            token=fake_discord.token, api_base_url=fake_discord.api_base, gateway_url=fake_discord.gateway_url, **discord_options
+            token=fake_discord.token,
+            api_base_url=fake_discord.api_base,
+            gateway_url=fake_discord.gateway_url,
+            **discord_options,
         ),
     )
 
@@ -143,7 +149,9 @@ def router() -> RecordingRouter:
 
 
 @pytest.fixture
-async def bot(fake_discord: FakeDiscord, world: World, router: RecordingRouter) -> AsyncIterator[adapter.DiscordBot]:
+async def bot(
+    fake_discord: FakeDiscord, world: World, router: RecordingRouter
+) -> AsyncIterator[adapter.DiscordBot]:
     """The client running against the fake with default settings."""
     async with running(router, settings_for(fake_discord, world)) as client:
         yield client
@@ -154,9 +162,13 @@ async def bot(fake_discord: FakeDiscord, world: World, router: RecordingRouter) 
 
 async def test_fake_answers_json_exactly_as_discord_py_needs_and_checks_the_token(fake_discord):
     async with aiohttp.ClientSession() as http:
-        ok = await http.get(f"{fake_discord.api_base}/users/@me", headers={"Authorization": f"Bot {fake_discord.token}"})
+        ok = await http.get(
+            f"{fake_discord.api_base}/users/@me", headers={"Authorization": f"Bot {fake_discord.token}"}
+        )
         bad = await http.get(f"{fake_discord.api_base}/users/@me", headers={"Authorization": "Bot wrong"})
-        unknown = await http.get(f"{fake_discord.api_base}/no/such/route", headers={"Authorization": f"Bot {fake_discord.token}"})
+        unknown = await http.get(
+            f"{fake_discord.api_base}/no/such/route", headers={"Authorization": f"Bot {fake_discord.token}"}
+        )
         assert ok.headers["content-type"] == "application/json"  # discord.py compares exactly
         assert (await ok.json())["id"] == fake_discord.bot["id"]
         assert (bad.status, unknown.status) == (401, 404)
@@ -249,7 +261,11 @@ async def test_dm_round_trip_shows_typing_while_answering(fake_discord, world, r
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     (incoming,) = router.handled
     assert incoming.chat_key == f"discord:{world.dm['id']}"
-    assert (incoming.text, incoming.author_id, incoming.message_id) == ("hello bot", world.member["id"], sent["id"])
+    assert (incoming.text, incoming.author_id, incoming.message_id) == (
+        "hello bot",
+        world.member["id"],
+        sent["id"],
+    )
     assert incoming.is_admin and incoming.addressed and incoming.platform == "discord"
     assert incoming.author == "Bob"
     (post,) = fake_discord.sent_to(world.dm)
@@ -258,13 +274,19 @@ async def test_dm_round_trip_shows_typing_while_answering(fake_discord, world, r
     assert post.json["allowed_mentions"]["parse"] == []  # model output never pings anyone
 
 
-async def test_guild_channel_answers_mentions_and_replies_and_records_the_rest(fake_discord, world, router, bot):
+async def test_guild_channel_answers_mentions_and_replies_and_records_the_rest(
+    fake_discord, world, router, bot
+):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "just chatting")
     await router.wait_for(lambda: router.recorded)
-    mention = await fake_discord.user_says(ch, world.member, f"{fake_discord.mention(fake_discord.bot)} what is up?", mentions=[fake_discord.bot])
+    mention = await fake_discord.user_says(
+        ch, world.member, f"{fake_discord.mention(fake_discord.bot)} what is up?", mentions=[fake_discord.bot]
+    )
     await fake_discord.wait_for(lambda: fake_discord.sent_to(ch))
-    answer = fake_discord.messages[fake_discord.sent_to(ch)[0].json and _last_bot_message(fake_discord, ch)["id"]]
+    answer = fake_discord.messages[
+        fake_discord.sent_to(ch)[0].json and _last_bot_message(fake_discord, ch)["id"]
+    ]
     await fake_discord.user_says(ch, world.member, "and more?", reply_to=answer)
     await fake_discord.wait_for(lambda: len(fake_discord.sent_to(ch)) == 2)
     await fake_discord.user_says(ch, world.admin, "replying to bob", reply_to=mention)
@@ -281,7 +303,11 @@ async def test_guild_channel_answers_mentions_and_replies_and_records_the_rest(f
 
 
 def _last_bot_message(fake_discord: FakeDiscord, channel: dict) -> dict:
-    return [m for m in fake_discord.messages.values() if m["channel_id"] == channel["id"] and m["author"]["id"] == fake_discord.bot["id"]][-1]
+    return [
+        m
+        for m in fake_discord.messages.values()
+        if m["channel_id"] == channel["id"] and m["author"]["id"] == fake_discord.bot["id"]
+    ][-1]
 
 
 async def test_other_mentions_become_names_and_threads_have_their_own_chat(fake_discord, world, router, bot):
@@ -295,7 +321,9 @@ async def test_other_mentions_become_names_and_threads_have_their_own_chat(fake_
 
 async def test_mentioning_the_bots_role_counts_as_a_mention(fake_discord, world, router, bot):
     role = fake_discord.bot_role(world.guild)
-    await fake_discord.user_says(world.general, world.member, f"<@&{role['id']}> are you there?", mention_roles=[role])
+    await fake_discord.user_says(
+        world.general, world.member, f"<@&{role['id']}> are you there?", mention_roles=[role]
+    )
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.general))
     assert [(m.text, m.addressed) for m in router.handled] == [("are you there?", True)]
 
@@ -304,7 +332,12 @@ async def test_recording_can_be_turned_off(fake_discord, world, router):
     settings = replace(settings_for(fake_discord, world), record_group_messages=False)
     async with running(router, settings):
         await fake_discord.user_says(world.general, world.member, "chatter")
-        await fake_discord.user_says(world.general, world.member, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+        await fake_discord.user_says(
+            world.general,
+            world.member,
+            f"{fake_discord.mention(fake_discord.bot)} hi",
+            mentions=[fake_discord.bot],
+        )
         await fake_discord.wait_for(lambda: fake_discord.sent_to(world.general))
     assert router.recorded == [] and [m.text for m in router.handled] == ["hi"]
 
@@ -331,7 +364,12 @@ async def test_a_5000_character_answer_is_split_into_parts_of_at_most_2000(fake_
     long = "\n\n".join(paragraphs)
     assert 4900 < len(long) <= 5200
     router.answer = lambda m: long
-    await fake_discord.user_says(world.general, world.member, f"{fake_discord.mention(fake_discord.bot)} tell me", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        world.general,
+        world.member,
+        f"{fake_discord.mention(fake_discord.bot)} tell me",
+        mentions=[fake_discord.bot],
+    )
     await fake_discord.wait_for(lambda: len(fake_discord.sent_to(world.general)) == 3)
     parts = [c.json["content"] for c in fake_discord.sent_to(world.general)]
     assert all(len(p) <= 2000 for p in parts)
@@ -358,12 +396,18 @@ async def test_a_failed_send_is_retried_once_with_the_same_nonce(fake_discord, w
     assert "failed (attempt 1)" in caplog.text
 
 
-async def test_a_send_failing_past_the_budget_is_logged_and_the_bot_carries_on(fake_discord, world, router, caplog):
+async def test_a_send_failing_past_the_budget_is_logged_and_the_bot_carries_on(
+    fake_discord, world, router, caplog
+):
     is_post = lambda c: c.method == "POST" and c.path.endswith("/messages")  # noqa: E731
     fake_discord.fail_next(is_post, how="disconnect", times=2)
-    async with running(router, settings_for(fake_discord, world, send_budget_s=0.0)):  # no budget: one retry only
+    async with running(
+        router, settings_for(fake_discord, world, send_budget_s=0.0)
+    ):  # no budget: one retry only
         await fake_discord.user_says(world.dm, world.member, "first")
-        await fake_discord.wait_for(lambda: len(fake_discord.calls_to("POST", rf"/channels/{world.dm['id']}/messages")) == 2)
+        await fake_discord.wait_for(
+            lambda: len(fake_discord.calls_to("POST", rf"/channels/{world.dm['id']}/messages")) == 2
+        )
         await fake_discord.user_says(world.dm, world.member, "second")
         await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert [c.json["content"] for c in fake_discord.sent_to(world.dm)] == ["echo: second"]
@@ -395,15 +439,26 @@ async def test_odd_events_cause_no_errors(fake_discord, world, router, bot, capl
     some = await fake_discord.user_says(ch, world.member, "a message to react to")
     await router.wait_for(lambda: router.recorded)
     reaction = {
-        "user_id": world.member["id"], "channel_id": ch["id"], "message_id": some["id"], "guild_id": ch["guild_id"],
-        "emoji": {"id": None, "name": "👍"}, "type": 0, "burst": False,
+        "user_id": world.member["id"],
+        "channel_id": ch["id"],
+        "message_id": some["id"],
+        "guild_id": ch["guild_id"],
+        "emoji": {"id": None, "name": "👍"},
+        "type": 0,
+        "burst": False,
         "member": fake_discord.members[(ch["guild_id"], world.member["id"])],
     }
     await fake_discord.dispatch("MESSAGE_REACTION_ADD", reaction)
     embed = {"type": "rich", "title": "link preview", "description": "an embed"}
     await fake_discord.user_says(ch, world.member, "", embeds=[embed], mentions=[fake_discord.bot])
-    photo = {"id": fake_discord.snowflake(), "filename": "cat.png", "size": 10, "url": "http://127.0.0.1/cat.png",
-             "proxy_url": "http://127.0.0.1/cat.png", "content_type": "image/png"}
+    photo = {
+        "id": fake_discord.snowflake(),
+        "filename": "cat.png",
+        "size": 10,
+        "url": "http://127.0.0.1/cat.png",
+        "proxy_url": "http://127.0.0.1/cat.png",
+        "content_type": "image/png",
+    }
     await fake_discord.user_says(world.dm, world.member, "", attachments=[photo])
     await fake_discord.user_says(ch, world.member, "", type=7)  # "bob joined the server"
     await fake_discord.user_says(world.dm, fake_discord.make_user("otherbot", bot=True), "beep")
@@ -416,8 +471,14 @@ async def test_odd_events_cause_no_errors(fake_discord, world, router, bot, capl
 
 
 async def test_attachments_with_text_are_passed_as_kinds(fake_discord, world, router, bot):
-    photo = {"id": fake_discord.snowflake(), "filename": "cat.png", "size": 10, "url": "http://127.0.0.1/cat.png",
-             "proxy_url": "http://127.0.0.1/cat.png", "content_type": "image/png"}
+    photo = {
+        "id": fake_discord.snowflake(),
+        "filename": "cat.png",
+        "size": 10,
+        "url": "http://127.0.0.1/cat.png",
+        "proxy_url": "http://127.0.0.1/cat.png",
+        "content_type": "image/png",
+    }
     await fake_discord.user_says(world.dm, world.member, "look at my cat", attachments=[photo])
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert router.handled[0].attachments == ("photo",)
@@ -460,7 +521,9 @@ def _answer(fake_discord: FakeDiscord, iid: str) -> tuple[dict, dict]:
 @pytest.mark.parametrize("name", ADMIN_NAMES)
 async def test_admin_commands_run_for_admins_ephemerally(fake_discord, world, router, bot, name):
     iid = await fake_discord.invoke(name, world.admin, world.general)
-    await fake_discord.wait_for(lambda: fake_discord.final_message(iid) and not fake_discord.final_message(iid)["flags"] & 128)
+    await fake_discord.wait_for(
+        lambda: fake_discord.final_message(iid) and not fake_discord.final_message(iid)["flags"] & 128
+    )
     incoming, called, _ = router.commands[-1]
     assert called == name and incoming.is_admin
     assert incoming.chat_key == f"discord:{world.general['id']}"
@@ -483,7 +546,9 @@ async def test_admin_commands_refuse_members_ephemerally(fake_discord, world, ro
 async def test_admin_user_ids_and_dm_users_may_run_admin_commands(fake_discord, world, router, bot, name):
     in_guild = await fake_discord.invoke(name, world.owner_listed, world.general)
     in_dm = await fake_discord.invoke(name, world.member, world.dm)
-    await fake_discord.wait_for(lambda: fake_discord.final_message(in_guild) and fake_discord.final_message(in_dm))
+    await fake_discord.wait_for(
+        lambda: fake_discord.final_message(in_guild) and fake_discord.final_message(in_dm)
+    )
     assert [m.is_admin for m, _, _ in router.commands] == [True, True]
     assert router.commands[1][0].chat_key == f"discord:{world.dm['id']}"
 
@@ -516,7 +581,9 @@ async def test_mode_passes_the_choice(fake_discord, world, router, bot):
 async def test_forget_and_tier_take_their_option(fake_discord, world, router, bot):
     forget = await fake_discord.invoke("forget", world.admin, world.general, {"confirm": "yes"})
     tier = await fake_discord.invoke("tier", world.member, world.general, {"name": "heavy"})
-    await fake_discord.wait_for(lambda: fake_discord.final_message(forget) and fake_discord.final_message(tier))
+    await fake_discord.wait_for(
+        lambda: fake_discord.final_message(forget) and fake_discord.final_message(tier)
+    )
     assert sorted(c[1:] for c in router.commands) == [("forget", "yes"), ("tier", "heavy")]
 
 
@@ -530,7 +597,9 @@ async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world
     assert "standard 3" in message["content"] and message["attachments"][0]["filename"] == "usage.png"
 
 
-async def test_a_slow_command_is_deferred_before_discord_gives_up(fake_discord, world, router, bot, monkeypatch):
+async def test_a_slow_command_is_deferred_before_discord_gives_up(
+    fake_discord, world, router, bot, monkeypatch
+):
     monkeypatch.setattr(adapter, "DEFER_AFTER_S", 0.05)
     router.command_delay = asyncio.Event()
     iid = await fake_discord.invoke("summary", world.admin, world.general)
@@ -569,7 +638,9 @@ async def test_a_failing_confirmation_says_sorry(fake_discord, world, router, bo
         raise RuntimeError("boom")
 
     router.command = broken
-    click = await fake_discord.click(question, question["components"][0]["components"][0]["custom_id"], world.admin)
+    click = await fake_discord.click(
+        question, question["components"][0]["components"][0]["custom_id"], world.admin
+    )
     await fake_discord.wait_for(lambda: fake_discord.responses(click))
     assert fake_discord.responses(click)[0].json["data"]["flags"] & EPHEMERAL
     assert "Sorry" in fake_discord.responses(click)[0].json["data"]["content"]
@@ -581,7 +652,9 @@ async def test_a_long_command_answer_continues_in_followups(fake_discord, world,
     router.command = _fixed(router.command, CommandResult(text=long))
     iid = await fake_discord.invoke("help", world.member, world.general)
     await fake_discord.wait_for(lambda: fake_discord.interactions[iid].get("followups"))
-    parts = [fake_discord.final_message(iid)["content"]] + [m["content"] for m in fake_discord.interactions[iid]["followups"]]
+    parts = [fake_discord.final_message(iid)["content"]] + [
+        m["content"] for m in fake_discord.interactions[iid]["followups"]
+    ]
     assert len(parts) == 2 and all(len(p) <= 2000 for p in parts)
     assert all(m["flags"] & EPHEMERAL for m in fake_discord.interactions[iid]["followups"])
 

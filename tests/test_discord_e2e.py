@@ -1,22 +1,23 @@
 """End to end: fake Discord <-> discord.py <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import re
 import tomllib
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import AsyncIterator
 
 import pytest
 
 from bot.adapters import discord as adapter
+from bot.app import build_router
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, StreamBreak
 from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, running
-from bot.app import build_router
 
 
 @pytest.fixture
@@ -65,7 +66,9 @@ async def answered(fake_discord: FakeDiscord, channel: dict, words: str, count: 
 async def slash(fake_discord: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
     """Run a slash command and wait for its final (non-loading) answer."""
     iid = await fake_discord.invoke(name, user, channel, options or None)
-    done = lambda: (m := fake_discord.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])  # noqa: E731
+    done = lambda: (
+        (m := fake_discord.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])
+    )
     await fake_discord.wait_for(done, timeout=15)
     return {**fake_discord.final_message(iid), "iid": iid}
 
@@ -74,11 +77,15 @@ async def forget_clicked_by(fake_discord: FakeDiscord, world: World, clicker: di
     """The admin talks in #general and asks /forget; `clicker` presses its button. The question and the click."""
     ch = world.general
     await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot]
+    )
     await answered(fake_discord, ch, "hi")
     question = await slash(fake_discord, "forget", world.admin, ch)
     button = question["components"][0]["components"][0]
-    click = await fake_discord.click(fake_discord.final_message(question["iid"]), button["custom_id"], clicker)
+    click = await fake_discord.click(
+        fake_discord.final_message(question["iid"]), button["custom_id"], clicker
+    )
     await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
     return question, click
 
@@ -96,12 +103,21 @@ async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world,
 async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake_discord, openai, world, bot):
     ch = world.general
     await fake_discord.user_says(ch, world.admin, "The secret launch code word is pineapple.")
-    await fake_discord.user_says(ch, world.member, f"{fake_discord.mention(fake_discord.bot)} what is the code word?", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        ch,
+        world.member,
+        f"{fake_discord.mention(fake_discord.bot)} what is the code word?",
+        mentions=[fake_discord.bot],
+    )
     await answered(fake_discord, ch, "what is the code word?")
     assert len(openai.requests) == 1  # the chatter was recorded, not answered
     prompt = "\n".join(str(m.get("content")) for m in openai.requests[0].messages)
     assert "pineapple" in prompt  # the recorded chatter is in the memory the model saw
-    answer = next(m for m in reversed(list(fake_discord.messages.values())) if m["author"]["id"] == fake_discord.bot["id"])
+    answer = next(
+        m
+        for m in reversed(list(fake_discord.messages.values()))
+        if m["author"]["id"] == fake_discord.bot["id"]
+    )
     await fake_discord.user_says(ch, world.member, "thanks, and again?", reply_to=answer)
     await answered(fake_discord, ch, "thanks, and again?", count=2)
     stats = await slash(fake_discord, "memory", world.admin, ch)
@@ -120,10 +136,18 @@ async def test_a_5000_character_answer_arrives_in_three_parts(fake_discord, open
 @pytest.mark.parametrize("name", ADMIN_NAMES)
 async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world, bot, name):
     await fake_discord.user_says(world.general, world.admin, "My name is Alice.")
-    await fake_discord.user_says(world.general, world.admin, f"{fake_discord.mention(fake_discord.bot)} hello", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        world.general,
+        world.admin,
+        f"{fake_discord.mention(fake_discord.bot)} hello",
+        mentions=[fake_discord.bot],
+    )
     await answered(fake_discord, world.general, "hello")
     refused = await slash(fake_discord, name, world.member, world.general)
-    assert refused["flags"] & EPHEMERAL and refused["content"] == f"Sorry, /{name} is only for admins of this chat."
+    assert (
+        refused["flags"] & EPHEMERAL
+        and refused["content"] == f"Sorry, /{name} is only for admins of this chat."
+    )
     shown = await slash(fake_discord, name, world.admin, world.general)
     assert shown["flags"] & EPHEMERAL and "only for admins" not in shown["content"].lower()
     assert "Unknown command" not in shown["content"]
@@ -131,7 +155,12 @@ async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world
 
 async def test_admin_command_answers_carry_the_real_content(fake_discord, openai, world, bot):
     await fake_discord.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(world.general, world.admin, f"{fake_discord.mention(fake_discord.bot)} hello there", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        world.general,
+        world.admin,
+        f"{fake_discord.mention(fake_discord.bot)} hello there",
+        mentions=[fake_discord.bot],
+    )
     await answered(fake_discord, world.general, "hello there")
     facts = await slash(fake_discord, "facts", world.admin, world.general)
     assert "Alice" in facts["content"] and "Lyon" in facts["content"]
@@ -166,7 +195,9 @@ async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, bot
     ch = world.general
     await fake_discord.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
     await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot]
+    )
     await answered(fake_discord, ch, "hi")
     before = await slash(fake_discord, "facts", world.admin, ch)
     assert "Oslo" in before["content"] and "Lyon" in before["content"]
@@ -189,14 +220,18 @@ async def test_the_answer_streams_into_one_growing_message(fake_discord, openai,
     openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
     await fake_discord.user_says(world.dm, world.member, "Please stream something to me.")
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == [text.strip()], timeout=15)
-    assert len(fake_discord.sent_to(world.dm)) == 1 and fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+    assert len(fake_discord.sent_to(world.dm)) == 1 and fake_discord.calls_to(
+        "PATCH", rf"/channels/{world.dm['id']}/messages/\d+"
+    )
     assert openai.requests[0].body.get("stream") is True
 
 
 async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake_discord, openai, world, bot):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
     await fake_discord.user_says(world.dm, world.member, "Tell me a story please.")
-    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) and "cut off" in fake_discord.shown(world.dm)[-1], timeout=15)
+    await fake_discord.wait_for(
+        lambda: fake_discord.shown(world.dm) and "cut off" in fake_discord.shown(world.dm)[-1], timeout=15
+    )
     assert fake_discord.shown(world.dm) == ["The answer start" + CUT_OFF]  # two 8-character chunks arrived
 
 

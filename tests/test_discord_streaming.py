@@ -1,9 +1,10 @@
 """Streaming answers on Discord: shown early, edited in place at a paced rate, split past 2,000."""
+
 from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -47,7 +48,9 @@ async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discor
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
     assert fake_discord.shown(world.dm) == ["Hello there."]
     go_on.set()
-    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == ["Hello there. Here is the rest of the answer."])
+    await fake_discord.wait_for(
+        lambda: fake_discord.shown(world.dm) == ["Hello there. Here is the rest of the answer."]
+    )
     assert len(fake_discord.sent_to(world.dm)) == 1  # grown in place, not a second message
     assert fake_discord.calls_to("POST", rf"/channels/{world.dm['id']}/typing")
 
@@ -81,7 +84,12 @@ async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord,
             await asyncio.sleep(0.01)  # the model's own pace: about a second in all
 
     router.streamer = pieces
-    await fake_discord.user_says(world.general, world.member, f"{fake_discord.mention(fake_discord.bot)} go", mentions=[fake_discord.bot])
+    await fake_discord.user_says(
+        world.general,
+        world.member,
+        f"{fake_discord.mention(fake_discord.bot)} go",
+        mentions=[fake_discord.bot],
+    )
     want = adapter.parts_of(full)
     await fake_discord.wait_for(lambda: fake_discord.shown(world.general) == want, timeout=15)
     assert len(want) >= 4 and all(len(p) <= 2000 for p in fake_discord.shown(world.general))
@@ -111,7 +119,9 @@ async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_dis
     go_on.set()
     final = "The first sentence arrives quickly. And the last one arrives later."
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == [final])
-    assert [c.status for c in fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")] == [429, 200]
+    assert [
+        c.status for c in fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
+    ] == [429, 200]
 
 
 async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, world, router, bot, caplog):
@@ -121,7 +131,9 @@ async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, w
 
     router.streamer = pieces
     await fake_discord.user_says(world.dm, world.member, "hi")
-    await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) and "Sorry" in fake_discord.shown(world.dm)[-1])
+    await fake_discord.wait_for(
+        lambda: fake_discord.shown(world.dm) and "Sorry" in fake_discord.shown(world.dm)[-1]
+    )
     assert fake_discord.shown(world.dm)[0].startswith("Part of an answer.")
     assert "router stream failed" in caplog.text
 

@@ -1,4 +1,5 @@
 """Keeps the fake `workers` module honest: the runtime behaviour entry.py relies on."""
+
 from __future__ import annotations
 
 import socket
@@ -25,17 +26,31 @@ def storage(tmp_path):
 def test_installed_only_inside_the_context():
     assert "workers" not in sys.modules
     with fw.installed():
-        import workers  # noqa: F401
+        import workers
         from pyodide.ffi import jsnull as imported_null
+
         assert workers.DurableObject is fw.DurableObject and imported_null is jsnull
     assert "workers" not in sys.modules and "pyodide.ffi" not in sys.modules
 
 
-@pytest.mark.parametrize("query", [
-    "BEGIN", "begin transaction", "COMMIT", "END", "ROLLBACK", "SAVEPOINT s1", "RELEASE s1",
-    "/* hidden */ BEGIN IMMEDIATE", "ATTACH DATABASE 'x.db' AS x", "PRAGMA journal_mode=DELETE",
-    "SELECT load_extension('evil')", "CREATE TABLE _cf_mine(a)", "PRAGMA synchronous=OFF",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "BEGIN",
+        "begin transaction",
+        "COMMIT",
+        "END",
+        "ROLLBACK",
+        "SAVEPOINT s1",
+        "RELEASE s1",
+        "/* hidden */ BEGIN IMMEDIATE",
+        "ATTACH DATABASE 'x.db' AS x",
+        "PRAGMA journal_mode=DELETE",
+        "SELECT load_extension('evil')",
+        "CREATE TABLE _cf_mine(a)",
+        "PRAGMA synchronous=OFF",
+    ],
+)
 def test_sql_refuses_what_a_durable_object_refuses(storage, query):
     with pytest.raises(JsException):
         storage.sql.exec(query)
@@ -47,7 +62,10 @@ def test_sql_allows_fts5_json_math_and_table_info(storage):
     sql.exec("INSERT INTO t(rowid, body) VALUES (?, ?)", 1, "running dogs")
     row = sql.exec("SELECT rowid AS id, bm25(t) AS r FROM t WHERE t MATCH ?", '"run"').one().to_py()
     assert row["id"] == 1 and row["r"] < 0
-    assert sql.exec("SELECT json_extract(?, '$.a') AS a, sqrt(16.0) AS s", '{"a": 3}').one().to_py() == {"a": 3, "s": 4}
+    assert sql.exec("SELECT json_extract(?, '$.a') AS a, sqrt(16.0) AS s", '{"a": 3}').one().to_py() == {
+        "a": 3,
+        "s": 4,
+    }
     assert sql.exec("PRAGMA table_info(t)").toArray().length >= 1
 
 
@@ -133,6 +151,7 @@ async def test_entry_sql_adapter_under_both_runtimes(storage, wrap):
 
 async def test_alarm_retries_with_exponential_backoff(tmp_path):
     with fw.installed():
+
         class Flaky(fw.DurableObject):
             calls: list = []
 
@@ -188,8 +207,11 @@ async def test_request_and_response_mirror_the_sdk():
 
 async def test_fetch_is_real_http_on_loopback():
     async def handler(request: web.Request) -> web.Response:
-        return web.json_response({"got": (await request.read()).decode(), "auth": request.headers["authorization"]},
-                                 status=202, headers={"Retry-After": "3"})
+        return web.json_response(
+            {"got": (await request.read()).decode(), "auth": request.headers["authorization"]},
+            status=202,
+            headers={"Retry-After": "3"},
+        )
 
     app = web.Application()
     app.router.add_post("/p", handler)
@@ -200,8 +222,12 @@ async def test_fetch_is_real_http_on_loopback():
     port = runner.addresses[0][1]
     try:
         with fw.installed():
-            resp = await fw.fetch(f"http://127.0.0.1:{port}/p", method="POST",
-                                  headers={"authorization": "Bearer k"}, body="hello")
+            resp = await fw.fetch(
+                f"http://127.0.0.1:{port}/p",
+                method="POST",
+                headers={"authorization": "Bearer k"},
+                body="hello",
+            )
             assert resp.status == 202 and resp.headers["retry-after"] == "3"
             assert await resp.json() == {"got": "hello", "auth": "Bearer k"}
             with socket.socket() as s:
@@ -233,17 +259,32 @@ async def _probe(workers_mod, storage) -> list:
     req = workers_mod.Request(JsRequest("https://h/p?q=1", "PUT", {"X-A": "b"}, b"body"))
     clone = req.clone()
     resp = workers_mod.Response(b'{"a": 1}', status=201, headers={"content-type": "application/json"})
-    return [type(obj.ctx).__name__, type(st).__name__, obj.env.TOKEN,
-            [(type(r).__name__, dict(r)) for r in rows], (type(one).__name__, dict(one)),
-            alarm, await st.getAlarm(), str(req.method), dict(req.headers.items()), req.url,
-            await req.bytes(), await clone.text(), resp.status, dict(resp.headers.items()),
-            await resp.json()]
+    return [
+        type(obj.ctx).__name__,
+        type(st).__name__,
+        obj.env.TOKEN,
+        [(type(r).__name__, dict(r)) for r in rows],
+        (type(one).__name__, dict(one)),
+        alarm,
+        await st.getAlarm(),
+        str(req.method),
+        dict(req.headers.items()),
+        req.url,
+        await req.bytes(),
+        await clone.text(),
+        resp.status,
+        dict(resp.headers.items()),
+        await resp.json(),
+    ]
 
 
 @pytest.mark.skipif(real_sdk.sdk_dir() is None, reason="workers-runtime-sdk not available (WORKERS_SDK_DIR)")
 async def test_the_mirror_behaves_like_the_real_sdk(tmp_path):
     seen = {}
-    for name, install in (("mirror", fw.installed), ("real", lambda: real_sdk.installed_real_sdk(real_sdk.sdk_dir()))):
+    for name, install in (
+        ("mirror", fw.installed),
+        ("real", lambda: real_sdk.installed_real_sdk(real_sdk.sdk_dir())),
+    ):
         storage = DurableObjectStorage(tmp_path / f"{name}.sqlite3", {}, "k")
         with install() as workers_mod:
             seen[name] = await _probe(workers_mod, storage)

@@ -9,6 +9,7 @@
 - The summarizer down over 100 compaction attempts across a host restart, with several
   chats (the single-chat case is in tests/test_compaction.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,11 +27,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from memory_engine.compaction import SECTIONS
+
 from memory_worker.host import ChatStore, EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
-from tests.test_router_support import wait_until
+from tests.support import wait_until
 
 TOKEN = "faults-token-9d2e7b41"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -63,18 +64,33 @@ class Served:
         chatbot = Path(sys.executable).with_name("chatbot")
         env = dict(os.environ, MEMORY_API_TOKEN=TOKEN, **self.env)
         out = open(self.log, "ab")
-        self.proc = subprocess.Popen([str(chatbot), "memory", "serve", "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--data", str(self.data)],
-                                     env=env, stdout=out, stderr=out)
+        self.proc = subprocess.Popen(
+            [
+                str(chatbot),
+                "memory",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data",
+                str(self.data),
+            ],
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
         out.close()
         self.starts += 1
         async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=2) as client:
+
             async def healthy() -> bool:
                 assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-2000:]
                 try:
                     return (await client.get("/health")).status_code == 200
                 except TRANSPORT:
                     return False
+
             await wait_until(healthy, timeout=20, what="host health")
 
     def kill9(self) -> None:
@@ -132,6 +148,7 @@ def audit(data: Path, chat: str) -> Audit:
 
 # -- SIGKILL under load ----------------------------------------------------------------------------
 
+
 @dataclass
 class LoadResult:
     acked: int = 0
@@ -140,7 +157,9 @@ class LoadResult:
     errors_5xx: int = 0
 
 
-async def _exactly_once_under_kills(tmp_path: Path, chats: int, turns: int, kills: int, seed: int) -> LoadResult:
+async def _exactly_once_under_kills(
+    tmp_path: Path, chats: int, turns: int, kills: int, seed: int
+) -> LoadResult:
     rng = random.Random(seed)
     data = tmp_path / "data"
     served = Served(data, free_port())
@@ -153,8 +172,13 @@ async def _exactly_once_under_kills(tmp_path: Path, chats: int, turns: int, kill
     await served.start()
     up.set()
     try:
-        async with httpx.AsyncClient(base_url=served.url, headers=AUTH, trust_env=False, timeout=10,
-                                     limits=httpx.Limits(max_connections=64)) as client:
+        async with httpx.AsyncClient(
+            base_url=served.url,
+            headers=AUTH,
+            trust_env=False,
+            timeout=10,
+            limits=httpx.Limits(max_connections=64),
+        ) as client:
 
             async def send(path: str, body: dict) -> None:
                 """POST until acknowledged; retries reuse the same message_id."""
@@ -178,11 +202,25 @@ async def _exactly_once_under_kills(tmp_path: Path, chats: int, turns: int, kill
             async def client_for(c: int) -> None:
                 chat = f"load:{c}"
                 for i in range(turns):
-                    await send(f"/v1/chats/{chat}/turn", {"text": f"turn {i} of chat {c} about item{i}",
-                                                          "author": "u", "author_id": "u", "message_id": f"u{i}"})
-                    await send(f"/v1/chats/{chat}/reply", {"text": f"reply {i}", "tier": "fast", "model": "m",
-                                                           "usage": {"prompt_tokens": 5, "completion_tokens": 2},
-                                                           "message_id": f"a{i}"})
+                    await send(
+                        f"/v1/chats/{chat}/turn",
+                        {
+                            "text": f"turn {i} of chat {c} about item{i}",
+                            "author": "u",
+                            "author_id": "u",
+                            "message_id": f"u{i}",
+                        },
+                    )
+                    await send(
+                        f"/v1/chats/{chat}/reply",
+                        {
+                            "text": f"reply {i}",
+                            "tier": "fast",
+                            "model": "m",
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+                            "message_id": f"a{i}",
+                        },
+                    )
 
             async def killer() -> None:
                 for point in points:
@@ -216,8 +254,10 @@ async def test_sigkill_under_load_loses_and_doubles_nothing(tmp_path, capsys):
     seed = random.randrange(10**6)
     r = await _exactly_once_under_kills(tmp_path, chats=8, turns=30, kills=3, seed=seed)
     with capsys.disabled():
-        print(f"\n[faults] kill -9 x{r.kills} under load (seed {seed}): {r.acked} writes acked, "
-              f"{r.retried} retried, 0 lost, 0 doubled")
+        print(
+            f"\n[faults] kill -9 x{r.kills} under load (seed {seed}): {r.acked} writes acked, "
+            f"{r.retried} retried, 0 lost, 0 doubled"
+        )
 
 
 @pytest.mark.slow
@@ -226,11 +266,14 @@ async def test_sigkill_under_load_soak(tmp_path, capsys):
     seed = random.randrange(10**6)
     r = await _exactly_once_under_kills(tmp_path, chats=32, turns=60, kills=12, seed=seed)
     with capsys.disabled():
-        print(f"\n[faults] kill -9 x{r.kills} under load (seed {seed}): {r.acked} writes acked, "
-              f"{r.retried} retried, 0 lost, 0 doubled")
+        print(
+            f"\n[faults] kill -9 x{r.kills} under load (seed {seed}): {r.acked} writes acked, "
+            f"{r.retried} retried, 0 lost, 0 doubled"
+        )
 
 
 # -- SIGTERM ------------------------------------------------------------------------------------------
+
 
 def _summary_text() -> str:
     return "\n\n".join(f"{h}\n- summarized while shutting down" for h in SECTIONS)
@@ -245,10 +288,13 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
         failed: dict[str, set[str]] = {}
         stop_sending = asyncio.Event()
         try:
-            async with httpx.AsyncClient(base_url=served.url, headers=AUTH, trust_env=False, timeout=30) as client:
+            async with httpx.AsyncClient(
+                base_url=served.url, headers=AUTH, trust_env=False, timeout=30
+            ) as client:
                 for i in range(10):
-                    r = await client.post("/v1/chats/term:slow/turn", json={"text": f"slow chat {i}",
-                                                                           "message_id": f"s{i}"})
+                    r = await client.post(
+                        "/v1/chats/term:slow/turn", json={"text": f"slow chat {i}", "message_id": f"s{i}"}
+                    )
                     assert r.status_code == 200
 
                 async def writer(chat: str) -> None:
@@ -257,7 +303,9 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
                     while not stop_sending.is_set():
                         mid = f"w{i}"
                         try:
-                            r = await client.post(f"/v1/chats/{chat}/turn", json={"text": f"w {i}", "message_id": mid})
+                            r = await client.post(
+                                f"/v1/chats/{chat}/turn", json={"text": f"w {i}", "message_id": mid}
+                            )
                         except TRANSPORT:
                             failed[chat].add(mid)
                             return
@@ -304,9 +352,11 @@ async def _any(acked: dict[str, set[str]]) -> bool:
 
 # -- the disk full ------------------------------------------------------------------------------------
 
+
 async def _turn(client: httpx.AsyncClient, chat: str, mid: str, size: int = 2000) -> int:
-    r = await client.post(f"/v1/chats/{chat}/turn", json={"text": f"{mid} " + "fill words " * (size // 11),
-                                                          "message_id": mid})
+    r = await client.post(
+        f"/v1/chats/{chat}/turn", json={"text": f"{mid} " + "fill words " * (size // 11), "message_id": mid}
+    )
     if r.status_code != 200:
         assert r.status_code == 507, (r.status_code, r.text)
         assert r.json()["error"].startswith("storage is full")
@@ -344,8 +394,10 @@ async def test_disk_full_page_cap_is_a_clear_507_and_recovers(tmp_path, capsys):
     assert set(a.message_ids) == {f"a{i}" for i in range(60)} and set(a.message_ids.values()) == {1}
     assert a.messages == a.fts_rows == 60 and b.messages == b.fts_rows == 60
     with capsys.disabled():
-        print(f"\n[faults] disk full (page cap): {len(refused)} of 59 turns answered 507, other chat 59/59 "
-              f"served, all retried once space was back: 60 stored, 0 lost, 0 doubled, integrity ok")
+        print(
+            f"\n[faults] disk full (page cap): {len(refused)} of 59 turns answered 507, other chat 59/59 "
+            f"served, all retried once space was back: 60 stored, 0 lost, 0 doubled, integrity ok"
+        )
 
 
 async def test_disk_full_cap_for_every_chat_via_the_store_hook(tmp_path):
@@ -369,8 +421,12 @@ def _can_mount_tmpfs(path: Path) -> bool:
     if os.geteuid() != 0 or not shutil.which("mount"):
         return False
     path.mkdir(parents=True, exist_ok=True)
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)],
-                        capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
     return ok
 
 
@@ -382,7 +438,9 @@ async def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
     served.log = tmp_path / "serve.log"
     try:
         await served.start()
-        async with httpx.AsyncClient(base_url=served.url, headers=AUTH, trust_env=False, timeout=10) as client:
+        async with httpx.AsyncClient(
+            base_url=served.url, headers=AUTH, trust_env=False, timeout=10
+        ) as client:
             for chat in ("disk:a", "disk:b"):
                 assert await _turn(client, chat, f"{chat}-0") == 200
             filler = mnt / "filler.bin"
@@ -418,8 +476,10 @@ async def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
             assert a.messages == a.fts_rows
         with capsys.disabled():
             n = sum(len(v) for v in refused.values())
-            print(f"\n[faults] disk full (4 MiB tmpfs): {n} turns answered 507 in 2 chats, reads served, "
-                  f"{sum(len(v) for v in acked.values())} stored after retry, 0 lost, 0 doubled, integrity ok")
+            print(
+                f"\n[faults] disk full (4 MiB tmpfs): {n} turns answered 507 in 2 chats, reads served, "
+                f"{sum(len(v) for v in acked.values())} stored after retry, 0 lost, 0 doubled, integrity ok"
+            )
     finally:
         served.stop_quietly()
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
@@ -427,20 +487,29 @@ async def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
 
 # -- the summarizer down, several chats, a restart in the middle ------------------------------------------
 
+
 @pytest.mark.timeout(300)  # a few seconds when idle; room for a loaded machine
 async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path, capsys):
     async with asyncio.timeout(240):  # a hang fails here, clearly, not at pytest's timeout
         data = tmp_path / "data"
         chats = [f"sum:{c}" for c in range(3)]
         async with FakeOpenAI(default=ServerError(503)) as fake:
-            opts = dict(token=TOKEN, summary_base_url=fake.url, summary_model="light", summary_timeout_s=5,
-                        backoff_base_ms=1, backoff_max_ms=10)
+            opts = dict(
+                token=TOKEN,
+                summary_base_url=fake.url,
+                summary_model="light",
+                summary_timeout_s=5,
+                backoff_base_ms=1,
+                backoff_max_ms=10,
+            )
             async with EmbeddedMemoryHost(data, **opts) as host:
                 async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
                     for i in range(30):
                         for chat in chats:
-                            r = await client.post(f"/v1/chats/{chat}/turn", json={"text": f"{chat} note {i}",
-                                                                                 "message_id": f"m{i}"})
+                            r = await client.post(
+                                f"/v1/chats/{chat}/turn",
+                                json={"text": f"{chat} note {i}", "message_id": f"m{i}"},
+                            )
                             assert r.status_code == 200
                     await fake.wait_requests(60, timeout=90)
                     health = (await client.get("/health", params={"detail": "1"})).json()
@@ -457,14 +526,19 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
                     async def all_compacted() -> bool:
                         sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
                         return all(s["compactions"] >= 1 for s in sums)
-                    await wait_until(all_compacted, timeout=20, what="compaction after the summarizer came back")
+
+                    await wait_until(
+                        all_compacted, timeout=20, what="compaction after the summarizer came back"
+                    )
                     health = (await client.get("/health", params={"detail": "1"})).json()
                     assert health["storage"]["pending_alarms"] == 0
         failed = sum(1 for r in fake.requests if r.action == "ServerError")
         assert failed >= 100
         with capsys.disabled():
-            print(f"\n[faults] summarizer down: {failed} failed compactions over 3 chats and a restart, "
-                  f"then all compacted; 90 messages, 0 lost, 0 doubled")
+            print(
+                f"\n[faults] summarizer down: {failed} failed compactions over 3 chats and a restart, "
+                f"then all compacted; 90 messages, 0 lost, 0 doubled"
+            )
         for chat in chats:
             a = audit(data, chat)
             assert a.integrity == "ok" and set(a.message_ids) == {f"m{i}" for i in range(30)}
@@ -474,6 +548,7 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
 async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_path):
     """The alarm table on a full disk: a failed reschedule must not rerun the compaction at once."""
     from memory_engine.compaction import SummarizerError
+
     import memory_worker.host as host_module
 
     calls = 0
@@ -483,8 +558,9 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
         calls += 1
         raise SummarizerError("down")
 
-    async with EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=down,
-                                  backoff_base_ms=10**6, backoff_max_ms=10**6) as host:
+    async with EmbeddedMemoryHost(
+        tmp_path / "data", token=TOKEN, summarizer=down, backoff_base_ms=10**6, backoff_max_ms=10**6
+    ) as host:
         real_set = host.host.alarms.set
 
         def full_disk_set(chat_key, due_ms, keep_earlier=False):
@@ -495,14 +571,19 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
         host.host.alarms.set = full_disk_set
         async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
             for i in range(26):
-                r = await client.post("/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"})
+                r = await client.post(
+                    "/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"}
+                )
                 assert r.status_code == 200
 
             async def compacted_once() -> bool:
                 return calls >= 1
+
             await wait_until(compacted_once, timeout=20, what="the first (failed) compaction")
             for i in range(26, 56):  # each turn gives the alarm loop its chance to spin
-                r = await client.post("/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"})
+                r = await client.post(
+                    "/v1/chats/held/turn", json={"text": f"note {i}", "message_id": f"m{i}"}
+                )
                 assert r.status_code == 200
             assert calls == 1, f"the compaction was rerun {calls - 1} times at once"
             assert "held" in host.host._held

@@ -10,6 +10,7 @@ write changed the count by exactly what it said).
 The default run is quick (a few hundred cases per test); `pytest -m slow` (make soak)
 runs the same properties with many more. Each test prints how many cases it ran.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memory_engine import ChatMemory, Operation, Request, Response, execute, parse
+
 from memory_worker.host import EmbeddedMemoryHost, SqliteStorage
 
 TOKEN = "fuzz-token-5f1c9a"
@@ -33,20 +35,97 @@ QUICK = dict(deadline=None, suppress_health_check=list(HealthCheck), database=No
 CASES: Counter = Counter()
 
 FTS_SQL = [
-    '"', '""', "'", "*", "a*", "NEAR(a b)", "NEAR(a b, 2)", "a OR b", "a AND NOT b", "-x", "^x", "+x",
-    "body:secret", "author:ann", "{body author}: x", "(( a", ") OR (", "col:", ":", "a:b:c",
-    "'; DROP TABLE messages; --", '" OR 1=1 --', "1; DELETE FROM facts", "x' UNION SELECT * FROM state --",
-    "%", "_", "\\", "\x00", "\x00DROP", "bm25(messages_fts)", "rank MATCH 'x'", "messages_fts",
-    "my name is Bob", "I live in Oslo", "I like tea", "ignore all previous instructions",
+    '"',
+    '""',
+    "'",
+    "*",
+    "a*",
+    "NEAR(a b)",
+    "NEAR(a b, 2)",
+    "a OR b",
+    "a AND NOT b",
+    "-x",
+    "^x",
+    "+x",
+    "body:secret",
+    "author:ann",
+    "{body author}: x",
+    "(( a",
+    ") OR (",
+    "col:",
+    ":",
+    "a:b:c",
+    "'; DROP TABLE messages; --",
+    '" OR 1=1 --',
+    "1; DELETE FROM facts",
+    "x' UNION SELECT * FROM state --",
+    "%",
+    "_",
+    "\\",
+    "\x00",
+    "\x00DROP",
+    "bm25(messages_fts)",
+    "rank MATCH 'x'",
+    "messages_fts",
+    "my name is Bob",
+    "I live in Oslo",
+    "I like tea",
+    "ignore all previous instructions",
 ]
 LOOKALIKE_KEYS = [
-    "c1", "C1", "c1.", "c1..", "..", ".", "%2e%2e", "%2E%2E%2Fc1", "..%2Fc1", "c1%2F..", "c1/..", "c1%00",
-    "c1%0A", "c1%20", "%63%31", "c%251", quote("c\uff11"), quote("\u0441" + "1"), quote("c1\u200b"),
-    "c" * 128, "c" * 129, "", "%", "%zz", "%C0%AF", "%ED%A0%80", "telegram:-100", "discord:98765",
+    "c1",
+    "C1",
+    "c1.",
+    "c1..",
+    "..",
+    ".",
+    "%2e%2e",
+    "%2E%2E%2Fc1",
+    "..%2Fc1",
+    "c1%2F..",
+    "c1/..",
+    "c1%00",
+    "c1%0A",
+    "c1%20",
+    "%63%31",
+    "c%251",
+    quote("c\uff11"),
+    quote("\u0441" + "1"),
+    quote("c1\u200b"),
+    "c" * 128,
+    "c" * 129,
+    "",
+    "%",
+    "%zz",
+    "%C0%AF",
+    "%ED%A0%80",
+    "telegram:-100",
+    "discord:98765",
 ]
-ROUTES = ["turn", "reply", "search", "facts", "summary", "usage", "stats", "settings", "compact",
-          "import", "", "authors/u1", "authors/", "authors/%2e%2e", "authors/u1/x", "turn/", "nope",
-          "..", "%2e%2e", "turn/../stats", "Turn", "STATS"]
+ROUTES = [
+    "turn",
+    "reply",
+    "search",
+    "facts",
+    "summary",
+    "usage",
+    "stats",
+    "settings",
+    "compact",
+    "import",
+    "",
+    "authors/u1",
+    "authors/",
+    "authors/%2e%2e",
+    "authors/u1/x",
+    "turn/",
+    "nope",
+    "..",
+    "%2e%2e",
+    "turn/../stats",
+    "Turn",
+    "STATS",
+]
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "get", "Post"]
 
 # Characters of every kind, lone surrogates (Cs) included; and the tricky snippets.
@@ -57,13 +136,24 @@ texts = st.one_of(
     st.text(any_char, max_size=40),
     st.sampled_from(FTS_SQL),
     st.lists(st.sampled_from(FTS_SQL) | st.text(any_char, max_size=8), max_size=6).map(" ".join),
-    st.text(st.sampled_from("\x00\x01\x1b\n\r\t\x0b\x0c\x85\u2028\u2029\ufeff\u200b\u0301 \"'\\"), max_size=12),
+    st.text(
+        st.sampled_from("\x00\x01\x1b\n\r\t\x0b\x0c\x85\u2028\u2029\ufeff\u200b\u0301 \"'\\"), max_size=12
+    ),
 )
-big_texts = st.sampled_from([64 * 1024, 64 * 1024 + 1, 257, 256, 100_000]).map(lambda n: "é" * (n // 2) if n % 2 else "a" * n)
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=-2**70, max_value=2**70),
-                         st.floats(), texts)
-json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(texts, c, max_size=4),
-                           max_leaves=12)
+big_texts = st.sampled_from([64 * 1024, 64 * 1024 + 1, 257, 256, 100_000]).map(
+    lambda n: "é" * (n // 2) if n % 2 else "a" * n
+)
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    texts,
+)
+json_values = st.recursive(
+    json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(texts, c, max_size=4), max_leaves=12
+)
 
 
 def field(good: st.SearchStrategy) -> st.SearchStrategy:
@@ -77,21 +167,47 @@ _ABSENT = object()
 def obj(**fields: st.SearchStrategy) -> st.SearchStrategy:
     """A dict of fields, each present or absent."""
     return st.fixed_dictionaries({k: field(v) for k, v in fields.items()}).map(
-        lambda d: {k: v for k, v in d.items() if v is not _ABSENT})
+        lambda d: {k: v for k, v in d.items() if v is not _ABSENT}
+    )
 
 
 message_ids = st.one_of(st.sampled_from(["m1", "m2", "m3", "1", "x"]), texts, st.integers(0, 5))
-turn_body = obj(text=st.one_of(texts, big_texts), author=texts, author_id=st.sampled_from(["u1", "u2", ""]) | texts,
-                message_id=message_ids, mode=st.sampled_from(["auto", "full", "AUTO", ""]))
-reply_body = obj(text=texts, tier=st.sampled_from(["fast", "standard"]) | texts, model=texts,
-                 usage=st.fixed_dictionaries({"prompt_tokens": st.integers(-5, 10**10) | json_values,
-                                              "completion_tokens": st.integers(-5, 10**10)}) | json_values,
-                 latency_ms=st.floats() | json_values, cost_usd=st.floats() | json_values,
-                 ok=st.booleans() | json_values, message_id=message_ids, error=texts, author_id=texts)
-import_body = obj(messages=st.lists(obj(role=st.sampled_from(["user", "assistant", "system", "robot"]), text=texts,
-                                        author=texts, author_id=texts, message_id=message_ids,
-                                        ts=st.sampled_from(["2020-01-01T00:00:00Z", "2020-13-45", "yesterday"]) | texts),
-                                    max_size=5) | json_values)
+turn_body = obj(
+    text=st.one_of(texts, big_texts),
+    author=texts,
+    author_id=st.sampled_from(["u1", "u2", ""]) | texts,
+    message_id=message_ids,
+    mode=st.sampled_from(["auto", "full", "AUTO", ""]),
+)
+reply_body = obj(
+    text=texts,
+    tier=st.sampled_from(["fast", "standard"]) | texts,
+    model=texts,
+    usage=st.fixed_dictionaries(
+        {"prompt_tokens": st.integers(-5, 10**10) | json_values, "completion_tokens": st.integers(-5, 10**10)}
+    )
+    | json_values,
+    latency_ms=st.floats() | json_values,
+    cost_usd=st.floats() | json_values,
+    ok=st.booleans() | json_values,
+    message_id=message_ids,
+    error=texts,
+    author_id=texts,
+)
+import_body = obj(
+    messages=st.lists(
+        obj(
+            role=st.sampled_from(["user", "assistant", "system", "robot"]),
+            text=texts,
+            author=texts,
+            author_id=texts,
+            message_id=message_ids,
+            ts=st.sampled_from(["2020-01-01T00:00:00Z", "2020-13-45", "yesterday"]) | texts,
+        ),
+        max_size=5,
+    )
+    | json_values
+)
 settings_body = obj(mode=st.sampled_from(["auto", "full", "turbo"]))
 bodies = st.one_of(turn_body, reply_body, import_body, settings_body, json_values)
 
@@ -106,8 +222,20 @@ def encode_json(value: Any, style: int) -> bytes:
 raw_bodies = st.one_of(
     st.tuples(bodies, st.integers(0, 1)).map(lambda t: encode_json(*t)),
     st.binary(max_size=64),
-    st.sampled_from([b"", b"{", b"[]", b"null", b'{"text": NaN}', b'{"text": Infinity}', b"\xef\xbb\xbf{}",
-                     b"[" * 5000 + b"]" * 5000, b'{"text": "a", "text": "b"}', b'{"text": "\\ud800"}']),
+    st.sampled_from(
+        [
+            b"",
+            b"{",
+            b"[]",
+            b"null",
+            b'{"text": NaN}',
+            b'{"text": Infinity}',
+            b"\xef\xbb\xbf{}",
+            b"[" * 5000 + b"]" * 5000,
+            b'{"text": "a", "text": "b"}',
+            b'{"text": "\\ud800"}',
+        ]
+    ),
 )
 
 
@@ -124,19 +252,37 @@ def percent_encode(key: str, mode: int) -> str:
 chat_keys = st.one_of(
     st.sampled_from(LOOKALIKE_KEYS),
     st.from_regex(r"\A[A-Za-z0-9:_\-.]{1,12}\Z").map(lambda k: percent_encode(k, 3)),
-    st.tuples(st.from_regex(r"\A[A-Za-z0-9:_\-.]{1,12}\Z") | st.text(any_char, max_size=12), st.integers(0, 3)).map(
-        lambda t: percent_encode(*t)),
+    st.tuples(
+        st.from_regex(r"\A[A-Za-z0-9:_\-.]{1,12}\Z") | st.text(any_char, max_size=12), st.integers(0, 3)
+    ).map(lambda t: percent_encode(*t)),
 )
-queries = st.one_of(st.just(""), st.tuples(texts, st.sampled_from(["1", "3", "0", "51", "-1", "x", "3.5", ""])).map(
-    lambda t: f"q={quote(t[0].encode('utf-8', 'surrogatepass'))}&k={t[1]}"),
-    st.sampled_from(["q=%FF", "q=%ED%A0%80", "history=1", "history=yes", "k=99999999999999999999", "&&==", "q"]))
+queries = st.one_of(
+    st.just(""),
+    st.tuples(texts, st.sampled_from(["1", "3", "0", "51", "-1", "x", "3.5", ""])).map(
+        lambda t: f"q={quote(t[0].encode('utf-8', 'surrogatepass'))}&k={t[1]}"
+    ),
+    st.sampled_from(
+        ["q=%FF", "q=%ED%A0%80", "history=1", "history=yes", "k=99999999999999999999", "&&==", "q"]
+    ),
+)
 
 
-VALID = [("POST", "turn", turn_body), ("POST", "turn", turn_body), ("POST", "reply", reply_body),
-         ("GET", "search", None), ("GET", "facts", None), ("GET", "summary", None), ("GET", "usage", None),
-         ("GET", "stats", None), ("GET", "settings", None), ("PUT", "settings", settings_body),
-         ("POST", "compact", None), ("POST", "import", import_body), ("DELETE", "authors/u1", None),
-         ("DELETE", "", None)]
+VALID = [
+    ("POST", "turn", turn_body),
+    ("POST", "turn", turn_body),
+    ("POST", "reply", reply_body),
+    ("GET", "search", None),
+    ("GET", "facts", None),
+    ("GET", "summary", None),
+    ("GET", "usage", None),
+    ("GET", "stats", None),
+    ("GET", "settings", None),
+    ("PUT", "settings", settings_body),
+    ("POST", "compact", None),
+    ("POST", "import", import_body),
+    ("DELETE", "authors/u1", None),
+    ("DELETE", "", None),
+]
 good_keys = st.sampled_from(["c1", "c2", "telegram:-100", "discord:98765", "c1."])
 
 
@@ -149,23 +295,38 @@ def requests(draw) -> Request:
         key = draw(good_keys)
         body = b""
         if body_strategy is not None:
-            body = draw(st.one_of(st.tuples(body_strategy, st.integers(0, 1)).map(lambda t: encode_json(*t)),
-                                  raw_bodies) if draw(st.integers(0, 3)) == 0 else
-                        st.tuples(body_strategy, st.integers(0, 1)).map(lambda t: encode_json(*t)))
+            body = draw(
+                st.one_of(
+                    st.tuples(body_strategy, st.integers(0, 1)).map(lambda t: encode_json(*t)), raw_bodies
+                )
+                if draw(st.integers(0, 3)) == 0
+                else st.tuples(body_strategy, st.integers(0, 1)).map(lambda t: encode_json(*t))
+            )
         query = draw(queries) if method == "GET" else ""
         return Request(method, f"/v1/chats/{key}/{route}".rstrip("/"), query, dict(AUTH), body)
     method = draw(st.sampled_from(METHODS))
     if roll == 5:
-        path = "/" + "/".join(draw(st.lists(st.sampled_from(["v1", "chats", "health", "..", "%2F", "", "x"]) |
-                                            st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=6),
-                                            max_size=6)))
+        path = "/" + "/".join(
+            draw(
+                st.lists(
+                    st.sampled_from(["v1", "chats", "health", "..", "%2F", "", "x"])
+                    | st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=6),
+                    max_size=6,
+                )
+            )
+        )
     else:
         path = f"/v1/chats/{draw(chat_keys)}/{draw(st.sampled_from(ROUTES))}"
-    body = draw(raw_bodies) if method.upper() in ("POST", "PUT", "DELETE", "PATCH") or draw(st.booleans()) else b""
+    body = (
+        draw(raw_bodies)
+        if method.upper() in ("POST", "PUT", "DELETE", "PATCH") or draw(st.booleans())
+        else b""
+    )
     return Request(method, path, draw(queries), dict(AUTH), body)
 
 
 # -- invariants ----------------------------------------------------------------------------------
+
 
 def check_refusal(resp: Response) -> None:
     """A refusal is a 4xx whose JSON says what is wrong; /health is the only open 200 here."""
@@ -179,8 +340,10 @@ def check_refusal(resp: Response) -> None:
 def counts(memory: ChatMemory) -> tuple[int, int]:
     """(messages, full-text index rows): they must always agree."""
     sql = memory.sql
-    return (int(sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"]),
-            int(sql.exec("SELECT COUNT(*) AS n FROM messages_fts")[0]["n"]))
+    return (
+        int(sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"]),
+        int(sql.exec("SELECT COUNT(*) AS n FROM messages_fts")[0]["n"]),
+    )
 
 
 def integrity(storage: SqliteStorage) -> None:
@@ -195,8 +358,10 @@ def expected_growth(op: Operation, memory: ChatMemory) -> set[int] | None:
     if op.name == "turn":
         return {0} if memory._find_by_message_id(a["message_id"]) else {1}
     if op.name == "reply":
-        if a["message_id"] is not None and (memory._find_by_message_id(a["message_id"]) or memory.sql.exec(
-                "SELECT 1 AS x FROM router_usage WHERE message_id = ?", a["message_id"])):
+        if a["message_id"] is not None and (
+            memory._find_by_message_id(a["message_id"])
+            or memory.sql.exec("SELECT 1 AS x FROM router_usage WHERE message_id = ?", a["message_id"])
+        ):
             return {0}  # a repeat is acknowledged, never stored twice
         if not a["text"]:
             return {0}
@@ -283,7 +448,11 @@ def _report(capsys, label: str, ran: int) -> None:
 
 def test_fuzz_parse_and_execute(tmp_path, capsys):
     ran = _engine_property(tmp_path, 400)
-    assert ran >= 400 and CASES["refused"] > 0 and sum(v for k, v in CASES.items() if k.startswith("executed")) > 0
+    assert (
+        ran >= 400
+        and CASES["refused"] > 0
+        and sum(v for k, v in CASES.items() if k.startswith("executed")) > 0
+    )
     _report(capsys, "parse+execute (engine)", ran)
 
 
@@ -298,8 +467,14 @@ def test_fuzz_parse_and_execute_soak(tmp_path, capsys):
 def test_import_with_a_null_role_is_a_user_message_not_a_crash(tmp_path):
     """Found by the soak fuzzer: `"role": null` passed validation and hit NOT NULL in SQLite."""
     engine = Engine(tmp_path / "e.sqlite3")
-    body = json.dumps({"messages": [{"role": None, "text": "hello", "message_id": "m1"},
-                                    {"text": "no role at all", "message_id": "m2"}]}).encode()
+    body = json.dumps(
+        {
+            "messages": [
+                {"role": None, "text": "hello", "message_id": "m1"},
+                {"text": "no role at all", "message_id": "m2"},
+            ]
+        }
+    ).encode()
     resp = engine.run(Request("POST", "/v1/chats/c1/import", "", AUTH, body))
     assert resp.status == 200 and resp.payload == {"imported": 2, "skipped": 0}
     roles = [r["role"] for r in engine.storage.exec("SELECT role FROM messages ORDER BY id")]
@@ -311,13 +486,18 @@ def test_oversized_bodies_and_fields_are_413_or_400():
     big = b'{"text": "' + b"a" * (32 * 1024 * 1024) + b'"}'
     resp = parse(Request("POST", "/v1/chats/c1/import", "", AUTH, big), TOKEN)
     assert isinstance(resp, Response) and resp.status == 413 and resp.payload["error"]
-    for body, status in (({"text": "a" * (64 * 1024 + 1)}, 413), ({"text": "a", "author": "b" * 257}, 400),
-                         ({"text": "a", "message_id": "m" * 300}, 400), ({"text": "a", "mode": "x" * 10**5}, 400)):
+    for body, status in (
+        ({"text": "a" * (64 * 1024 + 1)}, 413),
+        ({"text": "a", "author": "b" * 257}, 400),
+        ({"text": "a", "message_id": "m" * 300}, 400),
+        ({"text": "a", "mode": "x" * 10**5}, 400),
+    ):
         resp = parse(Request("POST", "/v1/chats/c1/turn", "", AUTH, json.dumps(body).encode()), TOKEN)
         assert isinstance(resp, Response) and resp.status == status, (body.keys(), resp)
 
 
 # -- over real HTTP ------------------------------------------------------------------------------
+
 
 class ThreadedHost:
     """The local host on its own event loop in a thread, for sync hypothesis tests."""
@@ -328,7 +508,7 @@ class ThreadedHost:
         self.port = 0
         self.error: BaseException | None = None
 
-    def __enter__(self) -> "ThreadedHost":
+    def __enter__(self) -> ThreadedHost:
         self.thread = threading.Thread(target=self._main, daemon=True)
         self.thread.start()
         assert self.ready.wait(30), "host did not start"
@@ -344,6 +524,7 @@ class ThreadedHost:
                 self.port = int(host.url.rsplit(":", 1)[1])
                 self.ready.set()
                 await self.stop.wait()
+
         try:
             asyncio.run(serve())
         except BaseException as err:  # surfaced to the test through self.error
@@ -358,8 +539,12 @@ class ThreadedHost:
     def request(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
         """One HTTP/1.1 request, the target sent byte for byte; (status, body)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
-            head = [f"{method} {target} HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
-                    f"Content-Length: {len(body)}"] + [f"{k}: {v}" for k, v in headers.items()]
+            head = [
+                f"{method} {target} HTTP/1.1",
+                "Host: 127.0.0.1",
+                "Connection: close",
+                f"Content-Length: {len(body)}",
+            ] + [f"{k}: {v}" for k, v in headers.items()]
             sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
             chunks = []
             while chunk := sock.recv(65536):
@@ -371,8 +556,10 @@ class ThreadedHost:
 
 def _target(req: Request) -> str:
     # What a client can put on the request line: printable ASCII; anything else percent-encoded.
-    path = "".join(c if 33 <= ord(c) < 127 and c not in "#?" else quote(c.encode("utf-8", "surrogatepass"))
-                   for c in req.path)
+    path = "".join(
+        c if 33 <= ord(c) < 127 and c not in "#?" else quote(c.encode("utf-8", "surrogatepass"))
+        for c in req.path
+    )
     return path + ("?" + req.query if req.query else "")
 
 

@@ -8,6 +8,7 @@ workers-runtime-sdk is at hand, with its genuine code over the fake JS layer
 cases only one host can show: a `kill -9` of `chatbot memory serve`, the Worker's own
 forwarding, and compaction driven by the Durable Object's alarm.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,15 +23,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from memory_engine.compaction import SECTIONS
+
 from tests.fakes.workers.real_sdk import sdk_dir
 from tests.memory_backends import TOKEN, Backend, WorkerBackend, start_backend
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 KIB64 = 64 * 1024
-NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available "
-                            "(pip download --no-deps workers-runtime-sdk; set WORKERS_SDK_DIR)")
+NO_SDK = pytest.mark.skipif(
+    sdk_dir() is None,
+    reason="workers-runtime-sdk not available "
+    "(pip download --no-deps workers-runtime-sdk; set WORKERS_SDK_DIR)",
+)
 BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
 
 
@@ -53,21 +57,35 @@ def texts(msgs):
 
 async def fill(mem: Backend, chat: str, n: int, prefix: str = "filler") -> None:
     """Import n plain messages with distinct words."""
-    msgs = [{"role": "user", "text": f"{prefix} number w{i}x", "author": "ann", "author_id": "a1"}
-            for i in range(n)]
+    msgs = [
+        {"role": "user", "text": f"{prefix} number w{i}x", "author": "ann", "author_id": "a1"}
+        for i in range(n)
+    ]
     assert (await mem.ok("POST", f"/v1/chats/{chat}/import", {"messages": msgs}))["imported"] == n
 
 
 # -- auth and status codes ---------------------------------------------------------------
 
 ROUTES = [
-    ("POST", "/v1/chats/c1/turn"), ("POST", "/v1/chats/c1/reply"), ("GET", "/v1/chats/c1/search?q=x"),
-    ("GET", "/v1/chats/c1/facts"), ("GET", "/v1/chats/c1/summary"), ("GET", "/v1/chats/c1/usage"),
-    ("GET", "/v1/chats/c1/stats"), ("PUT", "/v1/chats/c1/settings"), ("POST", "/v1/chats/c1/compact"),
-    ("POST", "/v1/chats/c1/import"), ("DELETE", "/v1/chats/c1/authors/u1"), ("DELETE", "/v1/chats/c1"),
+    ("POST", "/v1/chats/c1/turn"),
+    ("POST", "/v1/chats/c1/reply"),
+    ("GET", "/v1/chats/c1/search?q=x"),
+    ("GET", "/v1/chats/c1/facts"),
+    ("GET", "/v1/chats/c1/summary"),
+    ("GET", "/v1/chats/c1/usage"),
+    ("GET", "/v1/chats/c1/stats"),
+    ("PUT", "/v1/chats/c1/settings"),
+    ("POST", "/v1/chats/c1/compact"),
+    ("POST", "/v1/chats/c1/import"),
+    ("DELETE", "/v1/chats/c1/authors/u1"),
+    ("DELETE", "/v1/chats/c1"),
     # unknown routes, wrong methods and bad keys must look the same without the token
-    ("GET", "/v1/chats/c1/nope"), ("GET", "/v2/anything"), ("GET", "/"), ("PATCH", "/v1/chats/c1/turn"),
-    ("POST", "/v1/chats/bad%20key!/turn"), ("POST", "/health/x"),
+    ("GET", "/v1/chats/c1/nope"),
+    ("GET", "/v2/anything"),
+    ("GET", "/"),
+    ("PATCH", "/v1/chats/c1/turn"),
+    ("POST", "/v1/chats/bad%20key!/turn"),
+    ("POST", "/health/x"),
 ]
 
 
@@ -76,13 +94,15 @@ async def test_health_is_open(mem):
     assert status == 200 and data["ok"] is True
 
 
-@pytest.mark.parametrize("auth", [None, "Bearer wrong-token", "Basic " + TOKEN, "Bearer", TOKEN,
-                                  "Bearer " + TOKEN + "x"])
+@pytest.mark.parametrize(
+    "auth", [None, "Bearer wrong-token", "Basic " + TOKEN, "Bearer", TOKEN, "Bearer " + TOKEN + "x"]
+)
 async def test_every_route_needs_the_token_before_routing(mem, auth):
     for method, path in ROUTES:
         headers = {} if auth is None else {"authorization": auth}
-        status, data = await mem.call(method, path, json={"text": "hi"} if method != "GET" else None,
-                                      headers=headers, token=None)
+        status, data = await mem.call(
+            method, path, json={"text": "hi"} if method != "GET" else None, headers=headers, token=None
+        )
         assert status == 401, (method, path, status, data)
         assert set(data) == {"error"}
     # Nothing was recorded by any of them.
@@ -136,6 +156,7 @@ async def test_status_codes(mem):
 
 # -- modes, retrieval, the prompt -------------------------------------------------------------
 
+
 async def test_modes_auto_and_full(mem):
     await fill(mem, "m1", 14)
     auto = await mem.turn("m1", "hello there", mode="auto")
@@ -167,8 +188,11 @@ async def test_retrieval_excludes_recent_and_current(mem):
     assert all(m["score"] > 0 for m in got["retrieved"])
     # search ranks the same way but excludes nothing, the recent one included
     found = await mem.search("r1", "zeppelin", k=10)
-    assert {"the zeppelin landed near the old harbour", "a zeppelin again, this one is recent",
-            "zeppelin?"} <= set(texts(found))
+    assert {
+        "the zeppelin landed near the old harbour",
+        "a zeppelin again, this one is recent",
+        "zeppelin?",
+    } <= set(texts(found))
     assert all(r["score"] > 0 for r in found)
     assert [r["score"] for r in found] == sorted((r["score"] for r in found), reverse=True)
 
@@ -204,6 +228,7 @@ async def test_prompt_header_and_sections(mem):
 
 # -- facts, usage, idempotency -----------------------------------------------------------------
 
+
 async def test_facts_and_supersede(mem):
     await mem.turn("f1", "Hi, my name is Alice and I live in Paris.", author="alice", author_id="u1")
     await mem.turn("f1", "I moved to Berlin.", author="alice", author_id="u1")
@@ -223,12 +248,22 @@ async def test_facts_and_supersede(mem):
 
 async def test_usage_totals_per_tier(mem):
     chat = "/v1/chats/u1/reply"
-    rows = [("fast", "m-a", 10, 5, 0.001, True), ("fast", "m-a", 20, 7, 0.002, True),
-            ("fast", "m-a", 3, 0, 0.0, False), ("smart", "m-b", 100, 50, 0.05, True)]
+    rows = [
+        ("fast", "m-a", 10, 5, 0.001, True),
+        ("fast", "m-a", 20, 7, 0.002, True),
+        ("fast", "m-a", 3, 0, 0.0, False),
+        ("smart", "m-b", 100, 50, 0.05, True),
+    ]
     for tier, model, p, c, cost, ok in rows:
-        body = {"text": "an answer" if ok else "", "tier": tier, "model": model, "ok": ok,
-                "usage": {"prompt_tokens": p, "completion_tokens": c}, "cost_usd": cost,
-                "latency_ms": 12.5}
+        body = {
+            "text": "an answer" if ok else "",
+            "tier": tier,
+            "model": model,
+            "ok": ok,
+            "usage": {"prompt_tokens": p, "completion_tokens": c},
+            "cost_usd": cost,
+            "latency_ms": 12.5,
+        }
         if not ok:
             body["error"] = "HTTP 500"
         assert (await mem.call("POST", chat, body))[0] == 200
@@ -236,7 +271,12 @@ async def test_usage_totals_per_tier(mem):
     fast, smart = usage["tiers"]["fast"], usage["tiers"]["smart"]
     assert (fast["calls"], fast["errors"], fast["prompt_tokens"], fast["completion_tokens"]) == (3, 1, 33, 12)
     assert fast["cost_usd"] == pytest.approx(0.003)
-    assert (smart["calls"], smart["errors"], smart["prompt_tokens"], smart["completion_tokens"]) == (1, 0, 100, 50)
+    assert (smart["calls"], smart["errors"], smart["prompt_tokens"], smart["completion_tokens"]) == (
+        1,
+        0,
+        100,
+        50,
+    )
     assert len(usage["recent"]) == 4
     today = (await mem.turn("u1", "hello"))["usage_today"]
     assert today["fast"]["calls"] == 3 and today["smart"]["prompt_tokens"] == 100
@@ -247,8 +287,13 @@ async def test_message_id_is_idempotent(mem):
     a = await mem.turn("i1", "first words", message_id="tg-1")
     b = await mem.turn("i1", "first words", message_id="tg-1")
     assert a["message_id"] == b["message_id"] == "tg-1"
-    reply = {"text": "an answer", "tier": "fast", "model": "m", "message_id": "r-1",
-             "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+    reply = {
+        "text": "an answer",
+        "tier": "fast",
+        "model": "m",
+        "message_id": "r-1",
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }
     assert (await mem.ok("POST", "/v1/chats/i1/reply", reply))["message_id"] == "r-1"
     assert (await mem.ok("POST", "/v1/chats/i1/reply", reply))["message_id"] == "r-1"
     msgs = [{"role": "user", "text": f"imported {i}", "message_id": f"imp-{i}"} for i in range(5)]
@@ -261,9 +306,17 @@ async def test_message_id_is_idempotent(mem):
 
 
 async def test_import_keeps_ts_and_order(mem):
-    msgs = [{"role": "user" if i % 2 else "assistant", "text": f"line {i} of the log",
-             "author": "zed", "author_id": "z", "message_id": f"d{i}",
-             "ts": f"2023-05-0{1 + i}T10:00:00Z"} for i in range(5)]
+    msgs = [
+        {
+            "role": "user" if i % 2 else "assistant",
+            "text": f"line {i} of the log",
+            "author": "zed",
+            "author_id": "z",
+            "message_id": f"d{i}",
+            "ts": f"2023-05-0{1 + i}T10:00:00Z",
+        }
+        for i in range(5)
+    ]
     assert (await mem.ok("POST", "/v1/chats/t1/import", {"messages": msgs}))["imported"] == 5
     got = await mem.turn("t1", "what happened", mode="full")
     assert texts(got["recent"]) == [m["text"] for m in msgs]
@@ -273,12 +326,38 @@ async def test_import_keeps_ts_and_order(mem):
 
 # -- text is data --------------------------------------------------------------------------
 
-FTS_SYNTAX = ['"unbalanced quote', 'cats AND dogs', 'NEAR(alpha beta, 2)', 'prefix* star*',
-              '^caret start', 'column:value', '-minus sign', 'OR NOT AND', ')(', '"', '*', '^',
-              ':', '-', 'a"b"c', "body: 'x' OR author:*", "NEAR", "{body author}: word"]
-ODD = ["emoji 🦄👩🏽‍💻🇳🇴", "RTL مرحبا بالعالم עברית", "CJK 日本語のテキスト 中文", "combining e\u0301 a\u0308 n\u0303",
-       "zero\u200bwidth\u200djoiner\ufeff", "NUL in \x00 the middle", "tab\tand\r\nnewlines",
-       "math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and ﷽", "quotes “curly” ‘single’ «guillemets»", "backslash \\ and \\u0041"]
+FTS_SYNTAX = [
+    '"unbalanced quote',
+    "cats AND dogs",
+    "NEAR(alpha beta, 2)",
+    "prefix* star*",
+    "^caret start",
+    "column:value",
+    "-minus sign",
+    "OR NOT AND",
+    ")(",
+    '"',
+    "*",
+    "^",
+    ":",
+    "-",
+    'a"b"c',
+    "body: 'x' OR author:*",
+    "NEAR",
+    "{body author}: word",
+]
+ODD = [
+    "emoji 🦄👩🏽‍💻🇳🇴",
+    "RTL مرحبا بالعالم עברית",
+    "CJK 日本語のテキスト 中文",
+    "combining e\u0301 a\u0308 n\u0303",
+    "zero\u200bwidth\u200djoiner\ufeff",
+    "NUL in \x00 the middle",
+    "tab\tand\r\nnewlines",
+    "math 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and ﷽",
+    "quotes “curly” ‘single’ «guillemets»",
+    "backslash \\ and \\u0041",
+]
 
 
 async def test_fts_syntax_is_plain_text(mem):
@@ -297,7 +376,7 @@ async def test_odd_unicode_comes_back_byte_exact(mem):
     for i, text in enumerate(ODD):
         await mem.turn("u8", f"{text} tag{i}z", author="名前 🙂", author_id="ü-1")
     got = await mem.turn("u8", "done", mode="full")
-    assert texts(got["recent"])[-len(ODD):] == [f"{t} tag{i}z" for i, t in enumerate(ODD)]
+    assert texts(got["recent"])[-len(ODD) :] == [f"{t} tag{i}z" for i, t in enumerate(ODD)]
     assert all(m["author"] == "名前 🙂" for m in got["recent"])
     for i, text in enumerate(ODD):
         hits = await mem.search("u8", f"tag{i}z")
@@ -308,13 +387,15 @@ async def test_odd_unicode_comes_back_byte_exact(mem):
 
 # -- isolation, concurrency, forgetting ------------------------------------------------------
 
+
 async def test_chats_are_isolated(mem):
-    await mem.turn("telegram:-100a", "the password is xyzzy-plugh, my name is Mallory",
-                   author="mallory", author_id="m")
+    await mem.turn(
+        "telegram:-100a", "the password is xyzzy-plugh, my name is Mallory", author="mallory", author_id="m"
+    )
     await mem.turn("telegram:-100a", "I live in Atlantis", author="mallory", author_id="m")
     assert await mem.search("discord:98765", "xyzzy") == []
     b = await mem.turn("discord:98765", "do you know xyzzy or Mallory or Atlantis?")
-    assert "xyzzy" not in json.dumps(b) .replace("do you know xyzzy", "")
+    assert "xyzzy" not in json.dumps(b).replace("do you know xyzzy", "")
     assert "Mallory" not in b["prompt"] and "Atlantis" not in b["prompt"].replace("or Atlantis?", "")
     assert b["recent"] == [] and b["retrieved"] == [] and b["facts"] == []
     assert (await mem.ok("GET", "/v1/chats/discord:98765/facts"))["facts"] == []
@@ -326,8 +407,9 @@ async def test_chats_are_isolated(mem):
 
 async def test_forty_concurrent_turns_are_stored_in_order(mem):
     n = 40
-    results = await asyncio.gather(*(mem.turn("busy", f"concurrent message {i} token{i}k",
-                                              message_id=f"c{i}") for i in range(n)))
+    results = await asyncio.gather(
+        *(mem.turn("busy", f"concurrent message {i} token{i}k", message_id=f"c{i}") for i in range(n))
+    )
     own = sorted(r["id"] for r in results)
     assert len(set(own)) == n and own == list(range(own[0], own[0] + n))
     for r in results:
@@ -373,39 +455,74 @@ async def test_forget_author(mem):
 def _normalised(value):
     """An answer with its clock readings blanked, to compare hosts."""
     if isinstance(value, dict):
-        return {k: ("<t>" if k in ("ts", "updated_at", "superseded_at") and v else _normalised(v))
-                for k, v in value.items()}
+        return {
+            k: ("<t>" if k in ("ts", "updated_at", "superseded_at") and v else _normalised(v))
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_normalised(v) for v in value]
     if isinstance(value, str):
         import re
+
         return re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d\]", "[t]", value)
     return value
 
 
 async def test_every_host_answers_exactly_alike(tmp_path):
     script = [
-        ("GET", "/health", None, None), ("GET", "/v1/chats/x/stats", None, ""),
+        ("GET", "/health", None, None),
+        ("GET", "/v1/chats/x/stats", None, ""),
         ("POST", "/v1/chats/x/turn", {"text": "my name is Ada and I like chess"}, ""),
-        ("POST", "/v1/chats/x/turn", {"text": "chess openings: the Sicilian", "author": "ada",
-                                      "author_id": "a", "message_id": "m2"}, ""),
-        ("POST", "/v1/chats/x/reply", {"text": "Nice!", "tier": "fast", "model": "m",
-                                       "usage": {"prompt_tokens": 3, "completion_tokens": 2},
-                                       "cost_usd": 0.0}, ""),
-        ("POST", "/v1/chats/x/import", {"messages": [{"role": "user", "text": f"old chess game {i}",
-                                                      "message_id": f"o{i}", "ts": "2020-01-01T00:00:00Z"}
-                                                     for i in range(8)]}, ""),
+        (
+            "POST",
+            "/v1/chats/x/turn",
+            {"text": "chess openings: the Sicilian", "author": "ada", "author_id": "a", "message_id": "m2"},
+            "",
+        ),
+        (
+            "POST",
+            "/v1/chats/x/reply",
+            {
+                "text": "Nice!",
+                "tier": "fast",
+                "model": "m",
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+                "cost_usd": 0.0,
+            },
+            "",
+        ),
+        (
+            "POST",
+            "/v1/chats/x/import",
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "text": f"old chess game {i}",
+                        "message_id": f"o{i}",
+                        "ts": "2020-01-01T00:00:00Z",
+                    }
+                    for i in range(8)
+                ]
+            },
+            "",
+        ),
         ("POST", "/v1/chats/x/turn", {"text": "which chess game was first?", "mode": "full"}, ""),
         ("GET", "/v1/chats/x/search?q=chess+Sicilian&k=5", None, ""),
-        ("GET", "/v1/chats/x/facts?history=1", None, ""), ("GET", "/v1/chats/x/stats", None, ""),
-        ("PUT", "/v1/chats/x/settings", {"mode": "full"}, ""), ("GET", "/v1/chats/x/settings", None, ""),
+        ("GET", "/v1/chats/x/facts?history=1", None, ""),
+        ("GET", "/v1/chats/x/stats", None, ""),
+        ("PUT", "/v1/chats/x/settings", {"mode": "full"}, ""),
+        ("GET", "/v1/chats/x/settings", None, ""),
         ("GET", "/v1/chats/x/summary", None, ""),
         ("POST", "/v1/chats/x/turn", {"text": "x" * (KIB64 + 1)}, ""),
-        ("POST", "/v1/chats/x/turn", None, None), ("GET", "/v1/chats/x/nope", None, ""),
-        ("PATCH", "/v1/chats/x/turn", None, ""), ("POST", "/v1/chats/bad!/turn", {"text": "a"}, ""),
+        ("POST", "/v1/chats/x/turn", None, None),
+        ("GET", "/v1/chats/x/nope", None, ""),
+        ("PATCH", "/v1/chats/x/turn", None, ""),
+        ("POST", "/v1/chats/bad!/turn", {"text": "a"}, ""),
         ("POST", "/v1/chats/telegram%3A-1/turn", {"text": "percent-encoded key"}, ""),
         ("GET", "/v1/chats/telegram:-1/stats", None, ""),
-        ("DELETE", "/v1/chats/x", None, ""), ("GET", "/v1/chats/x/stats", None, ""),
+        ("DELETE", "/v1/chats/x", None, ""),
+        ("GET", "/v1/chats/x/stats", None, ""),
         ("POST", "/v1/chats/x/turn", {"text": "again"}, ""),
     ]
     answers = {}
@@ -425,6 +542,7 @@ async def test_every_host_answers_exactly_alike(tmp_path):
 
 # -- the local host only: kill -9 ------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -434,9 +552,12 @@ def _free_port() -> int:
 def _serve(data: Path, port: int) -> subprocess.Popen:
     chatbot = Path(sys.executable).with_name("chatbot")
     env = dict(os.environ, MEMORY_API_TOKEN=TOKEN)
-    return subprocess.Popen([str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--data", str(data)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def _wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen, deadline_s: float = 20) -> None:
@@ -459,26 +580,36 @@ async def test_kill_9_loses_no_acknowledged_write(tmp_path):
     proc = _serve(data, port)
     acked: list[str] = []
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers,
-                                     trust_env=False, timeout=10) as client:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers=headers, trust_env=False, timeout=10
+        ) as client:
             await _wait_healthy(client, proc)
 
             async def writer(chat: str, count: int) -> None:
                 for i in range(count):
-                    r = await client.post(f"/v1/chats/{chat}/turn",
-                                          json={"text": f"durable {chat} {i}", "message_id": f"{chat}-{i}"})
+                    r = await client.post(
+                        f"/v1/chats/{chat}/turn",
+                        json={"text": f"durable {chat} {i}", "message_id": f"{chat}-{i}"},
+                    )
                     assert r.status_code == 200
                     acked.append(chat)
 
             await asyncio.gather(*(writer(f"k{c}", 30) for c in range(4)))
-            r = await client.post("/v1/chats/k9/import", json={"messages": [
-                {"role": "user", "text": f"bulk {i}", "message_id": f"b{i}"} for i in range(500)]})
+            r = await client.post(
+                "/v1/chats/k9/import",
+                json={
+                    "messages": [
+                        {"role": "user", "text": f"bulk {i}", "message_id": f"b{i}"} for i in range(500)
+                    ]
+                },
+            )
             assert r.json() == {"imported": 500, "skipped": 0}
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(timeout=10) == -signal.SIGKILL
         proc = _serve(data, port)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers,
-                                     trust_env=False, timeout=10) as client:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers=headers, trust_env=False, timeout=10
+        ) as client:
             await _wait_healthy(client, proc)
             for c in range(4):
                 stats = (await client.get(f"/v1/chats/k{c}/stats")).json()
@@ -493,6 +624,7 @@ async def test_kill_9_loses_no_acknowledged_write(tmp_path):
 
 
 # -- the Worker only: forwarding ------------------------------------------------------------
+
 
 @pytest.fixture
 async def worker(tmp_path):
@@ -534,7 +666,7 @@ async def test_worker_without_token_secret_refuses_everything(tmp_path):
     backend = await WorkerBackend(tmp_path / "w", vars={"MEMORY_API_TOKEN": ""}).start()
     try:
         assert (await backend.call("POST", "/v1/chats/c/turn", {"text": "x"}))[0] == 401
-        assert (await backend.call("POST", "/v1/chats/c/turn", {"text": "x"}, token="")) [0] == 401
+        assert (await backend.call("POST", "/v1/chats/c/turn", {"text": "x"}, token=""))[0] == 401
         assert (await backend.call("GET", "/health", token=None))[0] == 200
     finally:
         await backend.close()
@@ -550,9 +682,10 @@ async def test_worker_state_survives_object_restart(worker):
 
 # -- the Worker only: compaction from the Durable Object's alarm -----------------------------
 
+from aiohttp import web  # noqa: E402
+
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError  # noqa: E402
 from tests.fakes.workers.runtime import now_ms  # noqa: E402
-from aiohttp import web  # noqa: E402
 
 SUMMARY = "\n\n".join(f"{h}\n- point {i} from the light model" for i, h in enumerate(SECTIONS))
 
@@ -563,8 +696,16 @@ def _summary_ok(text: str) -> bool:
 
 
 async def _import(backend, chat: str, n: int, start: int = 0) -> None:
-    msgs = [{"role": "user", "text": f"story part {i} about the lighthouse", "message_id": f"p{i}",
-             "author": "ann", "author_id": "a1"} for i in range(start, start + n)]
+    msgs = [
+        {
+            "role": "user",
+            "text": f"story part {i} about the lighthouse",
+            "message_id": f"p{i}",
+            "author": "ann",
+            "author_id": "a1",
+        }
+        for i in range(start, start + n)
+    ]
     assert (await backend.ok("POST", f"/v1/chats/{chat}/import", {"messages": msgs}))["imported"] == n
 
 
@@ -574,8 +715,9 @@ async def compacting(tmp_path):
     made = []
 
     async def make(wrap_storage: bool = True, real_sdk: bool = False, **vars: str) -> WorkerBackend:
-        backend = await WorkerBackend(tmp_path / f"w{len(made)}", wrap_storage=wrap_storage,
-                                      real_sdk=real_sdk, vars=vars).start()
+        backend = await WorkerBackend(
+            tmp_path / f"w{len(made)}", wrap_storage=wrap_storage, real_sdk=real_sdk, vars=vars
+        ).start()
         made.append(backend)
         return backend
 
@@ -612,8 +754,12 @@ async def test_alarm_compacts_with_the_offline_summarizer(compacting, flavour):
 @pytest.mark.parametrize("real_sdk", [False, pytest.param(True, marks=NO_SDK)], ids=["worker", "worker-sdk"])
 async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting, real_sdk):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
-        w = await compacting(real_sdk=real_sdk, SUMMARY_BASE_URL=fake.url, SUMMARY_MODEL="light-1",
-                             SUMMARY_API_KEY="sk-test-key")
+        w = await compacting(
+            real_sdk=real_sdk,
+            SUMMARY_BASE_URL=fake.url,
+            SUMMARY_MODEL="light-1",
+            SUMMARY_API_KEY="sk-test-key",
+        )
         await _import(w, "oa", 30)
         await w.runtime.run_alarms()
         assert len(fake.requests) == 1
@@ -640,8 +786,13 @@ async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting
 @pytest.mark.parametrize("real_sdk", [False, pytest.param(True, marks=NO_SDK)], ids=["worker", "worker-sdk"])
 async def test_summarizer_failures_retry_with_backoff_and_lose_nothing(compacting, real_sdk):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
-        fake.script(ServerError(500), ServerError(503), RateLimit(retry_after=30), Garbage(),
-                    Answer(text="## Objective\nonly one section"))
+        fake.script(
+            ServerError(500),
+            ServerError(503),
+            RateLimit(retry_after=30),
+            Garbage(),
+            Answer(text="## Objective\nonly one section"),
+        )
         w = await compacting(real_sdk=real_sdk, SUMMARY_BASE_URL=fake.url)
         rt = w.runtime
         await _import(w, "bk", 30)
@@ -727,7 +878,7 @@ class GatedSummarizer:
         await self.gate.wait()
         return web.json_response({"choices": [{"message": {"role": "assistant", "content": SUMMARY}}]})
 
-    async def __aenter__(self) -> "GatedSummarizer":
+    async def __aenter__(self) -> GatedSummarizer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
@@ -752,8 +903,9 @@ async def test_messages_arriving_during_compaction_are_kept(compacting):
         # The object is waiting on its summarizer: turns still go through, at once.
         for i in range(3):
             got = await w.turn("dc", f"arrived meanwhile {i}")
-            assert got["recent"][-1]["text"] == (f"arrived meanwhile {i - 1}" if i else
-                                                 "story part 29 about the lighthouse")
+            assert got["recent"][-1]["text"] == (
+                f"arrived meanwhile {i - 1}" if i else "story part 29 about the lighthouse"
+            )
         assert not alarm.done()
         gated.gate.set()
         await asyncio.wait_for(alarm, 10)

@@ -5,6 +5,7 @@ Discord's REST API, every model tier failing in turn over 50 messages, and the m
 out of reach in the middle of a Telegram conversation. Messages are counted in the memory
 worker (GET /stats, /search, /usage) and on the fake platform (the messages it holds).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,20 +16,20 @@ import re
 import signal
 import sys
 import tomllib
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import AsyncIterator
 
 import pytest
-from memory_worker.host import EmbeddedMemoryHost
 
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import APOLOGY, CUT_OFF
+from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support import make_settings, msg, running_router, tier_totals, wait_until
 from tests.test_discord import World
 from tests.test_discord import running as discord_running
-from tests.test_router_support import make_settings, msg, running_router, tier_totals, wait_until
 from tests.test_telegram import running_bot
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -86,8 +87,15 @@ class TcpGate:
             self._pipes.difference_update((writer, up_writer))
 
 
-def telegram_settings(tg: FakeTelegram, openai: FakeOpenAI, *, base_url: str | None = None, streaming: bool = True,
-                      send_budget_s: float = 10.0, memory_url: str | None = None) -> Settings:
+def telegram_settings(
+    tg: FakeTelegram,
+    openai: FakeOpenAI,
+    *,
+    base_url: str | None = None,
+    streaming: bool = True,
+    send_budget_s: float = 10.0,
+    memory_url: str | None = None,
+) -> Settings:
     """The default config/bot.toml on the fakes, from the documented environment variables."""
     with open(DEFAULT_CONFIG, "rb") as fh:
         data = tomllib.load(fh)
@@ -100,7 +108,9 @@ def telegram_settings(tg: FakeTelegram, openai: FakeOpenAI, *, base_url: str | N
     if memory_url:
         env |= {"MEMORY_URL": memory_url, "MEMORY_API_TOKEN": MEMORY_TOKEN}
     settings = settings_from(data, env)
-    return replace(settings, telegram=replace(settings.telegram, streaming=streaming, send_budget_s=send_budget_s))
+    return replace(
+        settings, telegram=replace(settings.telegram, streaming=streaming, send_budget_s=send_budget_s)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -138,7 +148,10 @@ async def test_telegram_5xx_during_a_reply_delivers_it_once_when_back(tg, openai
         await tg.wait_for_message(chat["id"], count=2, timeout=15)
         stats = await router.memory.stats(f"telegram:{chat['id']}")
     assert [c.status for c in tg.calls_to("sendMessage")] == [502, 502, 500, 200, 200]
-    assert answers(tg, chat["id"]) == ["echo: Alice: hello while Telegram is down", "echo: Alice: and once it is back"]
+    assert answers(tg, chat["id"]) == [
+        "echo: Alice: hello while Telegram is down",
+        "echo: Alice: and once it is back",
+    ]
     assert stats["total_messages"] == 4  # two questions, two answers: nothing lost, nothing doubled
 
 
@@ -149,12 +162,16 @@ async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_whe
     await gate.open()
     async with FakeOpenAI() as openai:
         openai.script(Answer("the answer written during the outage", delay=0.3))
-        settings = telegram_settings(tg, openai, base_url=f"http://127.0.0.1:{gate.port}/bot", streaming=False)
+        settings = telegram_settings(
+            tg, openai, base_url=f"http://127.0.0.1:{gate.port}/bot", streaming=False
+        )
         async with telegram_bot(settings, tg, tmp_path) as router:
             tg.send(chat, alice, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
             await gate.shut()  # Telegram is gone while the model writes: connections are refused
-            await wait_until(lambda: "sending to chat 111 failed" in caplog.text, timeout=10, what="a refused send")
+            await wait_until(
+                lambda: "sending to chat 111 failed" in caplog.text, timeout=10, what="a refused send"
+            )
             assert tg.bot_messages(chat["id"]) == []
             await gate.open()
             [answer] = await tg.wait_for_message(chat["id"], timeout=15)
@@ -166,29 +183,40 @@ async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_whe
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "whole"])
-async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(tg, openai, tmp_path, caplog, streaming):
+async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(
+    tg, openai, tmp_path, caplog, streaming
+):
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
     settings = telegram_settings(tg, openai, streaming=streaming, send_budget_s=0.6)
     async with telegram_bot(settings, tg, tmp_path) as router:
         tg.fail_next("sendMessage", 502, times=1000)
         tg.send(chat, alice, "an answer nobody will see")
-        await wait_until(lambda: "not delivered" in caplog.text or "gave up showing" in caplog.text,
-                         timeout=15, what="the give-up line")
+        await wait_until(
+            lambda: "not delivered" in caplog.text or "gave up showing" in caplog.text,
+            timeout=15,
+            what="the give-up line",
+        )
         tg.faults.clear()  # Telegram is back
         tg.send(chat, alice, "are you still there?")
         [answer] = await tg.wait_for_message(chat["id"], timeout=15)
         texts = await memory_texts(router, "telegram:111", "answer nobody see still there")
     assert answer["text"] == "echo: Alice: are you still there?"
     # The conversation in memory is whole: the undelivered answer too, once.
-    assert texts == ["an answer nobody will see", "echo: Alice: an answer nobody will see",
-                     "are you still there?", "echo: Alice: are you still there?"]
+    assert texts == [
+        "an answer nobody will see",
+        "echo: Alice: an answer nobody will see",
+        "are you still there?",
+        "echo: Alice: are you still there?",
+    ]
 
 
 # ----------------------------------------------------------------------------- Discord outage
 
 
-def discord_settings(fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float) -> Settings:
+def discord_settings(
+    fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float
+) -> Settings:
     """The default config/bot.toml on the fake Discord and the fake model."""
     with open(DEFAULT_CONFIG, "rb") as fh:
         data = tomllib.load(fh)
@@ -200,12 +228,16 @@ def discord_settings(fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, 
         "DISCORD_GATEWAY_URL": fake.gateway_url,
     }
     settings = settings_from(data, env)
-    return replace(settings, discord=replace(settings.discord, streaming=streaming, send_budget_s=send_budget_s))
+    return replace(
+        settings, discord=replace(settings.discord, streaming=streaming, send_budget_s=send_budget_s)
+    )
 
 
 @pytest.mark.parametrize("how", ["503", "disconnect"])
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "whole"])
-async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(fake_discord, openai, tmp_path, how, streaming):
+async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(
+    fake_discord, openai, tmp_path, how, streaming
+):
     fake = fake_discord
     world = World(fake)
     settings = discord_settings(fake, openai, streaming=streaming, send_budget_s=10.0)
@@ -213,7 +245,9 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(fak
     async with running_router(settings, tmp_path) as router, discord_running(router, settings):
         fake.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how=how, times=4)
         await fake.user_says(world.dm, world.member, "hello while Discord is down")
-        await fake.wait_for(lambda: fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"], timeout=15)
+        await fake.wait_for(
+            lambda: fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"], timeout=15
+        )
         stats = await router.memory.stats(f"discord:{world.dm['id']}")
     assert len(posts()) == 5 and len({c.json["nonce"] for c in posts()}) == 1  # one nonce: Discord keeps one
     assert all(c.json["enforce_nonce"] for c in posts())
@@ -221,14 +255,18 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(fak
     assert stats["total_messages"] == 2
 
 
-async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when_back(fake_discord, tmp_path, caplog):
+async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when_back(
+    fake_discord, tmp_path, caplog
+):
     fake = fake_discord
     world = World(fake)
     gate = TcpGate(fake.port)  # REST goes through the gate; the gateway websocket stays direct
     await gate.open()
     async with FakeOpenAI(default=Answer("the answer written during the outage", delay=0.3)) as openai:
         settings = discord_settings(fake, openai, streaming=False, send_budget_s=10.0)
-        settings = replace(settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10"))
+        settings = replace(
+            settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10")
+        )
         async with running_router(settings, tmp_path) as router, discord_running(router, settings):
             await fake.user_says(world.dm, world.member, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
@@ -244,12 +282,16 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
     assert stats["total_messages"] == 2
 
 
-async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(fake_discord, openai, tmp_path, caplog):
+async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(
+    fake_discord, openai, tmp_path, caplog
+):
     fake = fake_discord
     world = World(fake)
     settings = discord_settings(fake, openai, streaming=False, send_budget_s=0.5)
     down = True
-    fake.fail_next(lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000)
+    fake.fail_next(
+        lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000
+    )
     async with running_router(settings, tmp_path) as router, discord_running(router, settings):
         await fake.user_says(world.dm, world.member, "an answer nobody will see")
         await wait_until(lambda: "giving up on this part" in caplog.text, timeout=15, what="the give-up line")
@@ -258,8 +300,12 @@ async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(fake_d
         await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
         texts = await memory_texts(router, f"discord:{world.dm['id']}", "answer nobody see still there")
     assert fake.shown(world.dm) == ["echo: Bob: are you still there?"]
-    assert texts == ["an answer nobody will see", "echo: Bob: an answer nobody will see",
-                     "are you still there?", "echo: Bob: are you still there?"]
+    assert texts == [
+        "an answer nobody will see",
+        "echo: Bob: an answer nobody will see",
+        "are you still there?",
+        "echo: Bob: are you still there?",
+    ]
 
 
 # ----------------------------------------------------------------------------- models failing in turn
@@ -270,21 +316,32 @@ def rotating_faults(req) -> object:
     every tenth message every tier fails; otherwise the attempt after the first (i % 3) * 2 answers."""
     text = str(req.messages[-1]["content"])
     i = int(text.split()[1])
-    faults = [RateLimit(retry_after=0.01), ServerError(503), Hang(), Garbage(), ServerError(500), RateLimit(None)]
+    faults = [
+        RateLimit(retry_after=0.01),
+        ServerError(503),
+        Hang(),
+        Garbage(),
+        ServerError(500),
+        RateLimit(None),
+    ]
     rotating_faults.seen[i] = n = rotating_faults.seen.get(i, 0) + 1
     if i % 10 == 9 or n <= (i % 3) * 2:  # two attempts per tier before the next one
         return faults[(i + n) % len(faults)]
     return Echo()
 
 
-async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises_and_records_every_attempt(tmp_path):
+async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises_and_records_every_attempt(
+    tmp_path,
+):
     rotating_faults.seen = {}
     async with FakeOpenAI() as fake:
         fake.responder = rotating_faults
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
         async with running_router(settings, tmp_path) as router:
             # Short backoffs keep 150 attempts quick; the policy is otherwise the configured one.
-            router.tier_router.policy = replace(router.tier_router.policy, base_backoff_s=0.005, max_backoff_s=0.01)
+            router.tier_router.policy = replace(
+                router.tier_router.policy, base_backoff_s=0.005, max_backoff_s=0.01
+            )
             replies: list[str] = []
             for i in range(50):
                 m = msg(f"message {i} about the weather", message_id=f"w{i}")
@@ -317,7 +374,9 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
     host = await worker.enter_async_context(EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0))
     port = int(host.url.rsplit(":", 1)[1])
     try:
-        async with telegram_bot(telegram_settings(tg, openai, memory_url=host.url), tg, tmp_path / "bot") as router:
+        async with telegram_bot(
+            telegram_settings(tg, openai, memory_url=host.url), tg, tmp_path / "bot"
+        ) as router:
             for n in range(3):
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
@@ -354,7 +413,10 @@ async def _memory_stats(data_dir, chat: str) -> dict:
     """The stats of one chat in a stopped bot's embedded memory (opened again to look)."""
     from bot.router.memory import HttpMemoryClient
 
-    async with EmbeddedMemoryHost(data_dir / "memory") as host, HttpMemoryClient(host.url, host.token) as memory:
+    async with (
+        EmbeddedMemoryHost(data_dir / "memory") as host,
+        HttpMemoryClient(host.url, host.token) as memory,
+    ):
         return await memory.stats(chat)
 
 
@@ -363,17 +425,31 @@ async def _chatbot(tmp_path, *args: str, **env: str) -> asyncio.subprocess.Proce
     from tests.test_console import _clean_env
 
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        cwd=tmp_path, env=_clean_env(**env),
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=_clean_env(**env),
     )
 
 
 async def test_sigterm_mid_answer_in_chat_finishes_it_and_records_it(tmp_path):
     answer = "The answer that was being written when SIGTERM came."
     async with FakeOpenAI(default=Answer(answer, delay=0.8)) as openai:
-        proc = await _chatbot(tmp_path, "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace",
-                              OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef", OPENAI_BASE_URL=openai.url)
+        proc = await _chatbot(
+            tmp_path,
+            "chat",
+            "--data",
+            str(tmp_path / "data"),
+            "--chat",
+            "console:grace",
+            OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef",
+            OPENAI_BASE_URL=openai.url,
+        )
         try:
             proc.stdin.write(b"please answer slowly\n")  # stdin stays open: only the signal ends the chat
             await proc.stdin.drain()
@@ -400,9 +476,16 @@ async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_lin
     answer = "The answer that was being written when SIGTERM came, in several chunks."
     api_key = "sk-test-sigterm-0123456789abcdef"
     async with FakeOpenAI(default=Answer(answer, chunk_size=8, delay=0.08)) as openai:
-        proc = await _chatbot(tmp_path, "telegram", "--data", str(tmp_path / "data"),
-                              OPENAI_API_KEY=api_key, OPENAI_BASE_URL=openai.url,
-                              TELEGRAM_BOT_TOKEN=tg.token, TELEGRAM_API_BASE_URL=tg.base_url)
+        proc = await _chatbot(
+            tmp_path,
+            "telegram",
+            "--data",
+            str(tmp_path / "data"),
+            OPENAI_API_KEY=api_key,
+            OPENAI_BASE_URL=openai.url,
+            TELEGRAM_BOT_TOKEN=tg.token,
+            TELEGRAM_API_BASE_URL=tg.base_url,
+        )
         try:
             await tg.wait_until(lambda: tg.calls_to("getUpdates"), timeout=60)
             tg.send(chat, alice, "please answer slowly")
@@ -418,7 +501,9 @@ async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_lin
     assert answers(tg, chat["id"]) == [answer]  # finished, not cut off
     assert (await _memory_stats(tmp_path / "data", "telegram:111"))["total_messages"] == 2
     [turn] = [line for line in log.splitlines() if " turn chat=" in line]
-    assert re.search(r"turn chat=telegram:111 req=[0-9a-f]{12} tier=\w+ latency_ms=\d+ ok=True memory=True$", turn)
+    assert re.search(
+        r"turn chat=telegram:111 req=[0-9a-f]{12} tier=\w+ latency_ms=\d+ ok=True memory=True$", turn
+    )
     assert "please answer slowly" not in log and answer not in log  # no message text in logs
     assert tg.token not in log and api_key not in log  # httpx logs Bot API URLs: redacted
     assert "/bot[redacted]/getUpdates" in log
@@ -456,10 +541,18 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     turns = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     assert len(turns) == 2 and turns[0].turn_request != turns[1].turn_request
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
-    assert re.fullmatch(r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
-                        r"latency_ms=\d+ ok=True memory=True", line)
+    assert re.fullmatch(
+        r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
+        r"latency_ms=\d+ ok=True memory=True",
+        line,
+    )
     data = json.loads(JsonFormatter().format(turns[1]))
-    assert (data["chat_key"], data["tier"], data["ok"], data["with_memory"]) == ("test:logs", "standard", True, True)
+    assert (data["chat_key"], data["tier"], data["ok"], data["with_memory"]) == (
+        "test:logs",
+        "standard",
+        True,
+        True,
+    )
     assert data["request_id"] == turns[1].turn_request and isinstance(data["latency_ms"], int)
     assert "cheese" not in caplog.text and "private thought" not in caplog.text
 
@@ -471,15 +564,26 @@ async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path)
     async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
         url = host.url  # a free port, closed again: the worker is down when the bot starts
     async with FakeOpenAI(default=Echo()) as openai:
-        proc = await _chatbot(tmp_path, "chat", "--data", str(tmp_path / "data"), "--chat", "console:grace",
-                              OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef", OPENAI_BASE_URL=openai.url,
-                              MEMORY_URL=url, MEMORY_API_TOKEN=MEMORY_TOKEN)
+        proc = await _chatbot(
+            tmp_path,
+            "chat",
+            "--data",
+            str(tmp_path / "data"),
+            "--chat",
+            "console:grace",
+            OPENAI_API_KEY="sk-test-sigterm-0123456789abcdef",
+            OPENAI_BASE_URL=openai.url,
+            MEMORY_URL=url,
+            MEMORY_API_TOKEN=MEMORY_TOKEN,
+        )
         try:
             proc.stdin.write(b"remember that I live in Oslo\n")
             await proc.stdin.drain()
             async with asyncio.timeout(60):
                 first = await proc.stdout.readuntil(b"\n\n")  # answered without memory
-            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=int(url.rsplit(":", 1)[1])) as back:
+            async with EmbeddedMemoryHost(
+                mem_dir, token=MEMORY_TOKEN, port=int(url.rsplit(":", 1)[1])
+            ) as back:
                 proc.send_signal(signal.SIGTERM)
                 async with asyncio.timeout(60):
                     _, err = await proc.communicate()
@@ -507,11 +611,17 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
             await router.handle(msg("hello without memory", chat="test:ctx"))
     [turn] = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     # The outbox replay in the background may warn too, under its own context.
-    [down] = [r for r in caplog.records if "memory worker unavailable" in r.getMessage()
-              and getattr(r, "bot_request", None) == turn.turn_request]
+    [down] = [
+        r
+        for r in caplog.records
+        if "memory worker unavailable" in r.getMessage()
+        and getattr(r, "bot_request", None) == turn.turn_request
+    ]
     assert (down.bot_chat, down.bot_request) == ("test:ctx", turn.turn_request)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
-    assert line.startswith(f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable")
+    assert line.startswith(
+        f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable"
+    )
     assert "memory=False" in turn.getMessage()
 
 

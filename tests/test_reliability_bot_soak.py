@@ -1,5 +1,6 @@
 """Soak runs of the bot (`make soak`): many chats at once while the model, the memory worker and
 the Bot API fail at random, then every chat is counted: nothing lost, nothing doubled."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,13 +9,13 @@ import random
 from collections import Counter
 
 import pytest
-from memory_worker.host import EmbeddedMemoryHost
 
 from bot.router.pipeline import APOLOGY
+from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, RateLimit, ServerError
 from tests.fakes.telegram_server import ApiError, FakeTelegram
+from tests.support import make_settings, msg, running_router, wait_until
 from tests.test_reliability_bot import MEMORY_TOKEN, answers, telegram_bot, telegram_settings
-from tests.test_router_support import make_settings, msg, running_router, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
@@ -51,16 +52,25 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
         stop = asyncio.Event()
         flapping = asyncio.create_task(flap(mem_dir, port, outages=5, up_s=0.5, down_s=0.5, stop=stop))
         async with running_router(settings, tmp_path / "bot") as router:
+
             async def chat(c: int) -> list[str]:
-                return [(await router.handle(msg(f"chat {c} turn {t} about tea", chat=f"soak:{c}",
-                                                 message_id=f"{c}-{t}"))).text for t in range(TURNS)]
+                return [
+                    (
+                        await router.handle(
+                            msg(f"chat {c} turn {t} about tea", chat=f"soak:{c}", message_id=f"{c}-{t}")
+                        )
+                    ).text
+                    for t in range(TURNS)
+                ]
 
             replies = await asyncio.gather(*(chat(c) for c in range(CHATS)))
             stop.set()
             outages = await flapping
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
                 await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
-                totals = [int((await router.memory.stats(f"soak:{c}"))["total_messages"]) for c in range(CHATS)]
+                totals = [
+                    int((await router.memory.stats(f"soak:{c}"))["total_messages"]) for c in range(CHATS)
+                ]
                 calls = 0
                 for c in range(CHATS):
                     usage = await router.memory.usage(f"soak:{c}")
@@ -71,8 +81,10 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
     assert outages >= 1
     assert totals == [TURNS + a for a in answered]  # every question and answer once, none doubled
     assert calls == len(fake.requests)  # one usage row per model attempt, replays included
-    print(f"\n[soak] router: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, {outages} memory outages, "
-          f"{sum(answered)} answered, {CHATS * TURNS - sum(answered)} apologies, 0 lost, 0 doubled")
+    print(
+        f"\n[soak] router: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, {outages} memory outages, "
+        f"{sum(answered)} answered, {CHATS * TURNS - sum(answered)} apologies, 0 lost, 0 doubled"
+    )
 
 
 async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_path):
@@ -109,7 +121,9 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
             outages = await flapping
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
                 await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
-                totals = [int((await router.memory.stats(f"telegram:{r['id']}"))["total_messages"]) for r in rooms]
+                totals = [
+                    int((await router.memory.stats(f"telegram:{r['id']}"))["total_messages"]) for r in rooms
+                ]
     failed = Counter(c.status for c in tg.calls_to("sendMessage", ok=False))
     for user, room in zip(users, rooms):
         name = user["first_name"]
@@ -117,5 +131,7 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
         assert answers(tg, room["id"]) == [f"echo: {name}: turn {t} from {name}" for t in range(turns)]
     assert totals == [2 * turns] * chats
     assert sum(failed.values()) > 0 and outages == 1
-    print(f"\n[soak] telegram: {chats * turns} turns, {sum(failed.values())} Bot API 5xx survived "
-          f"({injected['sendMessage']} injected), {outages} memory outage, 0 lost, 0 doubled")
+    print(
+        f"\n[soak] telegram: {chats * turns} turns, {sum(failed.values())} Bot API 5xx survived "
+        f"({injected['sendMessage']} injected), {outages} memory outage, 0 lost, 0 doubled"
+    )

@@ -2,6 +2,7 @@
 
 In process through ChatMemory over SqliteStorage, and over real HTTP against the local host.
 """
+
 from __future__ import annotations
 
 import time
@@ -10,16 +11,43 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memory_engine import ChatMemory, retrieval
 from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
+
 from memory_worker.host import EmbeddedMemoryHost, SqliteStorage
 
 FTS_SYNTAX = [
-    '"', '""', "'", 'say "hi', "AND", "OR", "NOT", "a OR b", "NEAR(cat dog, 2)", "body: cat",
-    "author:ann", "{body author}: x", "cat*", "^start", "(", ")", "-x", "+x", "x:y:z", "*",
-    "\\", "\x00", "NULL", "'; DROP TABLE messages; --", "¿qué pasó?", "日本語のテキスト", "🐱🐶",
-    "e\u0301t\u00e9", "\u200b", " ", "",
+    '"',
+    '""',
+    "'",
+    'say "hi',
+    "AND",
+    "OR",
+    "NOT",
+    "a OR b",
+    "NEAR(cat dog, 2)",
+    "body: cat",
+    "author:ann",
+    "{body author}: x",
+    "cat*",
+    "^start",
+    "(",
+    ")",
+    "-x",
+    "+x",
+    "x:y:z",
+    "*",
+    "\\",
+    "\x00",
+    "NULL",
+    "'; DROP TABLE messages; --",
+    "¿qué pasó?",
+    "日本語のテキスト",
+    "🐱🐶",
+    "e\u0301t\u00e9",
+    "\u200b",
+    " ",
+    "",
 ]
 
 
@@ -36,15 +64,30 @@ def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
 def add(m: ChatMemory, *rows: tuple[str, str]) -> None:
     """Import (author, text) rows with message ids m1, m2, ..."""
     start = len(m.sql.exec("SELECT id FROM messages"))
-    m.import_messages([{"role": "user", "author": a, "author_id": a.lower(), "text": t,
-                        "message_id": f"m{start + n + 1}"} for n, (a, t) in enumerate(rows)])
+    m.import_messages(
+        [
+            {
+                "role": "user",
+                "author": a,
+                "author_id": a.lower(),
+                "text": t,
+                "message_id": f"m{start + n + 1}",
+            }
+            for n, (a, t) in enumerate(rows)
+        ]
+    )
 
 
 # -- text --------------------------------------------------------------------------------
 
+
 def test_query_terms_drop_stopwords_and_repeats_and_keep_order():
     assert query_terms("When did Caroline go to the LGBTQ support group? The group!") == [
-        "caroline", "lgbtq", "support", "group"]
+        "caroline",
+        "lgbtq",
+        "support",
+        "group",
+    ]
 
 
 def test_query_terms_are_capped():
@@ -65,6 +108,7 @@ def test_fts_query_quotes_every_term():
 
 
 # -- FTS syntax is plain text --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("query", FTS_SYNTAX)
 def test_fts_syntax_in_a_query_never_errors(query):
@@ -91,19 +135,28 @@ def test_any_text_is_a_safe_query(text):
 
 # -- neighbouring context ------------------------------------------------------------------
 
+
 def test_an_answer_is_found_by_the_words_of_the_question_before_it():
     m = memory()
-    add(m, ("Ann", "did you go camping at the lake?"),
+    add(
+        m,
+        ("Ann", "did you go camping at the lake?"),
         ("Bob", "yes, last week, it was lovely"),
         ("Ann", "unrelated chatter about tea"),
-        ("Bob", "more unrelated chatter about biscuits"))
+        ("Bob", "more unrelated chatter about biscuits"),
+    )
     assert ids_of(m, "camping") == ["m1", "m2"]  # own words above a neighbour's
 
 
 def test_own_words_rank_above_a_neighbours():
     m = memory()
-    add(m, ("Ann", "quokka"), ("Bob", "neighbour of the word"), ("Ann", "filler"),
-        ("Bob", "another quokka mention"))
+    add(
+        m,
+        ("Ann", "quokka"),
+        ("Bob", "neighbour of the word"),
+        ("Ann", "filler"),
+        ("Bob", "another quokka mention"),
+    )
     got = ids_of(m, "quokka")
     assert set(got[:2]) == {"m1", "m4"} and "m2" in got
 
@@ -123,10 +176,16 @@ def test_live_turns_get_the_previous_message_as_context():
 
 # -- the author column ---------------------------------------------------------------------
 
+
 def test_a_named_author_ranks_first_among_equal_matches():
     m = memory()
-    add(m, ("Bob", "I love my kayak"), ("Zed", "filler one"), ("Ann", "I love my kayak"),
-        ("Zed", "filler two"))
+    add(
+        m,
+        ("Bob", "I love my kayak"),
+        ("Zed", "filler one"),
+        ("Ann", "I love my kayak"),
+        ("Zed", "filler two"),
+    )
     assert ids_of(m, "what did Ann say about her kayak?")[0] == "m3"
     assert ids_of(m, "what did Bob say about his kayak?")[0] == "m1"
 
@@ -138,6 +197,7 @@ def test_an_author_name_alone_does_not_match_everything_they_wrote():
 
 
 # -- rank's contract -------------------------------------------------------------------------
+
 
 def test_rank_excludes_ids_and_returns_positive_scores_best_first():
     m = memory()
@@ -153,16 +213,24 @@ def test_rank_excludes_ids_and_returns_positive_scores_best_first():
 
 # -- forgetting ------------------------------------------------------------------------------
 
+
 def fts_hits(m: ChatMemory, word: str) -> int:
     """How many index rows hold `word` in any column (body, author or context)."""
-    return int(m.sql.exec("SELECT COUNT(*) AS n FROM messages_fts WHERE messages_fts MATCH ?",
-                          f'"{word}"')[0]["n"])
+    return int(
+        m.sql.exec("SELECT COUNT(*) AS n FROM messages_fts WHERE messages_fts MATCH ?", f'"{word}"')[0]["n"]
+    )
 
 
 def test_forgetting_an_author_removes_their_words_from_neighbours_context():
     m = memory()
-    add(m, ("Ann", "opening words"), ("Bob", "my secret is zanzibar"), ("Ann", "ok noted"),
-        ("Bob", "zanzibar again"), ("Ann", "fine"))
+    add(
+        m,
+        ("Ann", "opening words"),
+        ("Bob", "my secret is zanzibar"),
+        ("Ann", "ok noted"),
+        ("Bob", "zanzibar again"),
+        ("Ann", "fine"),
+    )
     assert fts_hits(m, "zanzibar") == 4  # two bodies, two contexts
     m.forget_author("bob")
     assert fts_hits(m, "zanzibar") == 0
@@ -183,6 +251,7 @@ def test_unindexing_the_oldest_clears_the_next_ones_context():
 
 # -- cost stays bounded in a long chat --------------------------------------------------------
 
+
 def test_a_long_chat_keeps_rare_terms_and_bounds_common_ones():
     m = memory()
     common = [("Ann", f"great day today friend number {n}") for n in range(6000)]
@@ -201,15 +270,21 @@ def test_a_long_chat_keeps_rare_terms_and_bounds_common_ones():
 
 # -- over real HTTP ----------------------------------------------------------------------------
 
+
 async def test_search_over_http_treats_fts_syntax_as_text_and_uses_context(tmp_path):
     async with EmbeddedMemoryHost(tmp_path) as host:
         headers = {"authorization": f"Bearer {host.token}"}
         async with httpx.AsyncClient(base_url=host.url, headers=headers) as http:
-            r = await http.post("/v1/chats/t:1/import", json={"messages": [
-                {"text": "shall we go sailing on Sunday?", "author": "Ann", "message_id": "a"},
-                {"text": "yes! bring the NEAR(map) please", "author": "Bob", "message_id": "b"},
-                {"text": "something else", "author": "Ann", "message_id": "c"},
-            ]})
+            r = await http.post(
+                "/v1/chats/t:1/import",
+                json={
+                    "messages": [
+                        {"text": "shall we go sailing on Sunday?", "author": "Ann", "message_id": "a"},
+                        {"text": "yes! bring the NEAR(map) please", "author": "Bob", "message_id": "b"},
+                        {"text": "something else", "author": "Ann", "message_id": "c"},
+                    ]
+                },
+            )
             assert r.status_code == 200
             r = await http.get("/v1/chats/t:1/search", params={"q": "sailing", "k": 5})
             assert [m["message_id"] for m in r.json()["results"]] == ["a", "b"]
@@ -222,24 +297,39 @@ async def test_search_over_http_treats_fts_syntax_as_text_and_uses_context(tmp_p
 
 def test_bulk_indexing_matches_one_by_one_indexing():
     one_by_one = memory()
-    rows = [("Ann", "did you see the comet?"), ("Bob", "yes, bright tail"), ("Ann", "lovely"),
-            ("Bob", "comet again tonight")]
+    rows = [
+        ("Ann", "did you see the comet?"),
+        ("Bob", "yes, bright tail"),
+        ("Ann", "lovely"),
+        ("Bob", "comet again tonight"),
+    ]
     add(one_by_one, *rows)
     bulk = memory()
-    bulk.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-                  "VALUES ('user', 'Zed', 'zed', 'before the batch', 't', 'm0')")
+    bulk.sql.exec(
+        "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+        "VALUES ('user', 'Zed', 'zed', 'before the batch', 't', 'm0')"
+    )
     retrieval.index_message(bulk.sql, 1, "before the batch", "Zed")
     for n, (a, t) in enumerate(rows, 1):
-        bulk.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-                      "VALUES ('user', ?, ?, ?, 't', ?)", a, a.lower(), t, f"m{n}")
+        bulk.sql.exec(
+            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+            "VALUES ('user', ?, ?, ?, 't', ?)",
+            a,
+            a.lower(),
+            t,
+            f"m{n}",
+        )
     retrieval.index_messages(bulk.sql, 2, 5)
     columns = "SELECT rowid, body, author, context FROM messages_fts WHERE rowid > ? ORDER BY rowid"
-    assert [dict(r, rowid=r["rowid"] - 1) for r in bulk.sql.exec(columns, 2)] == one_by_one.sql.exec(columns, 1)
+    assert [dict(r, rowid=r["rowid"] - 1) for r in bulk.sql.exec(columns, 2)] == one_by_one.sql.exec(
+        columns, 1
+    )
     assert bulk.sql.exec(columns, 1)[0]["context"] == "before the batch"
     assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")
 
 
 # -- the Durable Object's SQL allow-list ------------------------------------------------------
+
 
 class AllowListedStorage:
     """`SqlStorage` over the fake workers runtime's `ctx.storage.sql`, whose authorizer refuses
@@ -254,8 +344,10 @@ class AllowListedStorage:
     def exec(self, query, *params):
         """Run one statement through the allow-list; rows as dicts."""
         cursor = self.sql.exec(query, *params)
-        return [{c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row)}
-                for row in cursor._rows]
+        return [
+            {c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row)}
+            for row in cursor._rows
+        ]
 
     def transaction(self, fn):
         """Run `fn` (atomicity is not what these tests check)."""
@@ -265,8 +357,10 @@ class AllowListedStorage:
 def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path):
     m = ChatMemory(AllowListedStorage(tmp_path / "do.sqlite3"))
     add(m, ("Ann", "did you go camping?"), ("Bob", "yes, by the lake"), ("Ann", "lovely"))
-    m.sql.exec("INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-               "VALUES ('user', 'Bob', 'bob', 'camping again soon', 't', 'm4')")
+    m.sql.exec(
+        "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+        "VALUES ('user', 'Bob', 'bob', 'camping again soon', 't', 'm4')"
+    )
     retrieval.index_messages(m.sql, 4, 4)
     assert ids_of(m, "what did Ann say about camping?")[0] == "m1"
     m.forget_author("bob")

@@ -1,9 +1,10 @@
 """Chat commands through the router, against the real local memory host."""
+
 from __future__ import annotations
 
 from bot.router.commands import ADMIN_COMMANDS, NOT_AVAILABLE, refused
 from tests.fakes.openai_server import Echo, FakeOpenAI, ServerError
-from tests.test_router_support import API_KEY, make_settings, msg, running_router
+from tests.support import API_KEY, make_settings, msg, running_router
 
 
 async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
@@ -81,7 +82,9 @@ async def test_forgetme_forgets_only_the_speaker(tmp_path):
         async with running_router(make_settings(fake.url), tmp_path) as router:
             await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
             await router.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
-            result = await router.command(msg("/forgetme", author="bob", author_id="u2", admin=False), "forgetme", "")
+            result = await router.command(
+                msg("/forgetme", author="bob", author_id="u2", admin=False), "forgetme", ""
+            )
             assert "forgot" in result.text
             facts = await router.memory.facts("test:chat")
             assert {f["value"] for f in facts if f["key"] == "name"} == {"Ada"}

@@ -1,4 +1,5 @@
 """The tier router against the fake OpenAI server and the real local memory host, over HTTP."""
+
 from __future__ import annotations
 
 import random
@@ -16,17 +17,27 @@ from tests.fakes.openai_server import (
     RateLimit,
     ServerError,
 )
-from tests.test_router_support import API_KEY, make_settings, msg, running_router, tier_totals
+from tests.support import API_KEY, make_settings, msg, running_router, tier_totals
 
 
 async def test_plain_answer_is_recorded_with_tokens_and_cost(tmp_path):
     async with FakeOpenAI(default=Answer("Hello Ada", prompt_tokens=1000, completion_tokens=500)) as fake:
         async with running_router(make_settings(fake.url), tmp_path) as router:
             reply = await router.handle(msg("please tell me something nice about the weather today"))
-            assert (reply.text, reply.tier, reply.ok, reply.with_memory) == ("Hello Ada", "standard", True, True)
+            assert (reply.text, reply.tier, reply.ok, reply.with_memory) == (
+                "Hello Ada",
+                "standard",
+                True,
+                True,
+            )
             usage = await router.memory.usage("test:chat")
             row = usage["tiers"]["standard"]
-            assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (1, 0, 1000, 500)
+            assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (
+                1,
+                0,
+                1000,
+                500,
+            )
             # price table: 0.4 $/Mtok in, 1.6 $/Mtok out
             assert row["cost_usd"] == pytest.approx(1000 * 0.4e-6 + 500 * 1.6e-6)
             assert fake.requests[0].headers["Authorization"] == f"Bearer {API_KEY}"
@@ -57,19 +68,27 @@ async def test_long_retry_after_moves_on_and_cools_the_tier(tmp_path):
             assert second.tier == "light"
             # standard was asked once, then skipped while cooling down
             assert fake.models_called() == ["m-standard", "m-light", "m-light"]
-            assert tier_totals(await router.memory.usage("test:chat")) == {"light": (2, 0), "standard": (1, 1)}
+            assert tier_totals(await router.memory.usage("test:chat")) == {
+                "light": (2, 0),
+                "standard": (1, 1),
+            }
 
 
 async def test_5xx_twice_falls_back_in_configured_order(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(ServerError(500), ServerError(503), model="m-standard")
         fake.script(ServerError(502), ServerError(500), model="m-light")
-        async with running_router(make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path) as router:
+        async with running_router(
+            make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path
+        ) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.ok and reply.tier == "heavy"
             assert fake.models_called() == ["m-standard", "m-standard", "m-light", "m-light", "m-heavy"]
             assert tier_totals(await router.memory.usage("test:chat")) == {
-                "heavy": (1, 0), "light": (2, 2), "standard": (2, 2)}
+                "heavy": (1, 0),
+                "light": (2, 2),
+                "standard": (2, 2),
+            }
 
 
 async def test_hang_past_timeout_then_next_tier(tmp_path):
@@ -94,7 +113,10 @@ async def test_garbage_bodies_are_malformed_answers(tmp_path):
         async with running_router(make_settings(fake.url), tmp_path) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.text == "real answer" and reply.tier == "light"
-            assert tier_totals(await router.memory.usage("test:chat")) == {"light": (2, 1), "standard": (2, 2)}
+            assert tier_totals(await router.memory.usage("test:chat")) == {
+                "light": (2, 1),
+                "standard": (2, 2),
+            }
 
 
 async def test_refusal_is_not_retried(tmp_path):
@@ -114,7 +136,10 @@ async def test_every_tier_failing_gives_a_plain_apology_and_loses_nothing(tmp_pa
             assert "unavailable" in reply.text
             assert fake.models_called() == ["m-standard"] * 2 + ["m-light"] * 2 + ["m-heavy"] * 2
             assert tier_totals(await router.memory.usage("test:chat")) == {
-                "heavy": (2, 2), "light": (2, 2), "standard": (2, 2)}
+                "heavy": (2, 2),
+                "light": (2, 2),
+                "standard": (2, 2),
+            }
             stats = await router.memory.stats("test:chat")
             assert stats["total_messages"] == 1  # the user's message is kept
 
@@ -133,8 +158,15 @@ async def test_time_budget_caps_the_whole_answer(tmp_path):
 
 async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_path):
     rng = random.Random(7)
-    faults = [lambda: RateLimit(retry_after=0.01), lambda: ServerError(500), lambda: Garbage(),
-              lambda: Hang(), lambda: Echo(), lambda: Echo(), lambda: Echo()]
+    faults = [
+        lambda: RateLimit(retry_after=0.01),
+        lambda: ServerError(500),
+        lambda: Garbage(),
+        lambda: Hang(),
+        lambda: Echo(),
+        lambda: Echo(),
+        lambda: Echo(),
+    ]
 
     async with FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)()
@@ -142,7 +174,9 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
         async with running_router(settings, tmp_path) as router:
             replies = []
             for i in range(30):
-                replies.append(await router.handle(msg(f"message number {i} about nothing much", message_id=f"r{i}")))
+                replies.append(
+                    await router.handle(msg(f"message number {i} about nothing much", message_id=f"r{i}"))
+                )
             for i, reply in enumerate(replies):
                 assert reply.text, i
                 if reply.ok:
@@ -181,12 +215,22 @@ async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tm
 
     async with FakeOpenAI(default=Echo()) as fake:
         async with running_router(make_settings(fake.url), tmp_path) as router:
-            replies = await asyncio.gather(*(
-                router.handle(msg(f"parallel message {i} for the record", message_id=f"p{i}")) for i in range(20)))
-            assert [r.text for r in replies] == [f"echo: parallel message {i} for the record" for i in range(20)]
+            replies = await asyncio.gather(
+                *(
+                    router.handle(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
+                    for i in range(20)
+                )
+            )
+            assert [r.text for r in replies] == [
+                f"echo: parallel message {i} for the record" for i in range(20)
+            ]
             # the same messages again (an adapter retrying): acknowledged, not stored twice
-            await asyncio.gather(*(router.record(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
-                                   for i in range(20)))
+            await asyncio.gather(
+                *(
+                    router.record(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
+                    for i in range(20)
+                )
+            )
             assert (await router.memory.stats("test:chat"))["total_messages"] == 40
             assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
 

@@ -1,12 +1,12 @@
 """The memory worker out of reach, then back: answers keep coming, the outbox replays, nothing doubles."""
-from __future__ import annotations
 
-from memory_worker.host import EmbeddedMemoryHost
+from __future__ import annotations
 
 from bot.router.memory import HttpMemoryClient, MemoryUnavailable
 from bot.router.outbox import Outbox
+from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.test_router_support import make_settings, msg, running_router, tier_totals, wait_until
+from tests.support import make_settings, msg, running_router, tier_totals, wait_until
 
 TOKEN = "memory-token-for-tests-0123456789"
 
@@ -25,7 +25,9 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
         settings = make_settings(fake.url, memory_url=url, memory_token=TOKEN)
         async with running_router(settings, tmp_path / "bot") as router:
             # The worker is down: every message is still answered, without memory.
-            replies = [await router.handle(msg(f"note {i}: the sky is blue", message_id=f"m{i}")) for i in range(5)]
+            replies = [
+                await router.handle(msg(f"note {i}: the sky is blue", message_id=f"m{i}")) for i in range(5)
+            ]
             assert all(r.ok and not r.with_memory for r in replies)
             assert [r.text for r in replies] == [f"echo: note {i}: the sky is blue" for i in range(5)]
             assert len(router.outbox) == 10  # 5 turns + 5 replies
@@ -49,11 +51,28 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
 
                 # A replay of records already delivered (answer lost on the way back) is a no-op.
                 for i in range(5):
-                    router.outbox.add("test:chat", "turn", {"text": f"note {i}: the sky is blue", "author": "ada",
-                                                             "author_id": "u1", "message_id": f"m{i}"})
-                router.outbox.add("test:chat", "reply", {
-                    "text": "echo: note 0: the sky is blue", "tier": "standard", "model": "m-standard",
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1}, "ok": True, "message_id": "m0:reply"})
+                    router.outbox.add(
+                        "test:chat",
+                        "turn",
+                        {
+                            "text": f"note {i}: the sky is blue",
+                            "author": "ada",
+                            "author_id": "u1",
+                            "message_id": f"m{i}",
+                        },
+                    )
+                router.outbox.add(
+                    "test:chat",
+                    "reply",
+                    {
+                        "text": "echo: note 0: the sky is blue",
+                        "tier": "standard",
+                        "model": "m-standard",
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                        "ok": True,
+                        "message_id": "m0:reply",
+                    },
+                )
                 assert await router.flush_outbox() == 6
                 stats = await router.memory.stats("test:chat")
                 assert stats["total_messages"] == 11

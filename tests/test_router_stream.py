@@ -1,9 +1,10 @@
 """Router.stream against SSE from the fake server: pieces as they come, retries before the first token."""
+
 from __future__ import annotations
 
 from bot.router.pipeline import APOLOGY, CUT_OFF
 from tests.fakes.openai_server import Answer, FakeOpenAI, NoFirstToken, ServerError, StreamBreak
-from tests.test_router_support import make_settings, msg, running_router, tier_totals
+from tests.support import make_settings, msg, running_router, tier_totals
 
 LONG = "Streaming answers grow in place as the model writes them, piece by piece."
 
@@ -13,10 +14,17 @@ async def test_stream_yields_pieces_and_records_once_with_usage(tmp_path):
         async with running_router(make_settings(fake.url), tmp_path) as router:
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert len(pieces) > 5 and "".join(pieces) == LONG
-            assert fake.requests[0].stream and fake.requests[0].body["stream_options"] == {"include_usage": True}
+            assert fake.requests[0].stream and fake.requests[0].body["stream_options"] == {
+                "include_usage": True
+            }
             usage = await router.memory.usage("test:chat")
             row = usage["tiers"]["standard"]
-            assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (1, 0, 40, 20)
+            assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (
+                1,
+                0,
+                40,
+                20,
+            )
             assert (await router.memory.stats("test:chat"))["total_messages"] == 2
             found = await router.memory.search("test:chat", "piece by piece")
             assert [r["text"] for r in found if r["role"] == "assistant"] == [LONG]
@@ -29,7 +37,10 @@ async def test_no_first_token_falls_back_before_anything_is_shown(tmp_path):
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert "".join(pieces) == LONG
             assert fake.models_called() == ["m-standard", "m-standard", "m-light"]
-            assert tier_totals(await router.memory.usage("test:chat")) == {"light": (1, 0), "standard": (2, 2)}
+            assert tier_totals(await router.memory.usage("test:chat")) == {
+                "light": (1, 0),
+                "standard": (2, 2),
+            }
 
 
 async def test_break_mid_stream_keeps_text_says_cut_off_records_error(tmp_path):

@@ -1,4 +1,5 @@
 """split_text: parts fit, cuts fall at natural boundaries, code blocks survive, nothing is lost."""
+
 from __future__ import annotations
 
 import re
@@ -36,7 +37,7 @@ def assert_faithful(text: str, parts: list[str], limit: int) -> None:
         if not text.startswith(body, pos) and body.endswith("\n```"):
             # The splitter closed a code block it had to cut.
             body, closed = body[:-4], True
-        assert text.startswith(body, pos), (n, body[:40], text[pos:pos + 40])
+        assert text.startswith(body, pos), (n, body[:40], text[pos : pos + 40])
         pos += len(body)
         reopened = closed
     assert text[pos:].strip() == "", text[pos:]
@@ -143,7 +144,7 @@ def test_nine_thousand_characters_for_telegram():
     assert_faithful(text, parts, 4096)
     # Cut at paragraph breaks: every part but the last ends a paragraph.
     for p in parts[:-1]:
-        assert text[text.index(p) + len(p):].lstrip(" ").startswith("\n\n")
+        assert text[text.index(p) + len(p) :].lstrip(" ").startswith("\n\n")
 
 
 words = st.text(alphabet="abcdefghij.!?,", min_size=1, max_size=12)

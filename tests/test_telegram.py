@@ -3,13 +3,14 @@
 Everything goes over real HTTP on 127.0.0.1: python-telegram-bot's Application polls the fake
 server (`base_url`), and the fake records each Bot API call for the assertions.
 """
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import AsyncIterator
 
 import pytest
 from telegram.error import InvalidToken
@@ -62,7 +63,9 @@ class RecordingService:
             if args == "yes" and message.chat_key in self.forget_asked:
                 return CommandResult("Done: this chat's memory is erased.")
             self.forget_asked.add(message.chat_key)
-            return CommandResult("This erases everything. Send /forget yes within 5 minutes to confirm.", confirm="/forget yes")
+            return CommandResult(
+                "This erases everything. Send /forget yes within 5 minutes to confirm.", confirm="/forget yes"
+            )
         if name == "help":
             return CommandResult("Commands:\n/help - this list")
         if name not in {*tgad.EVERYONE_COMMANDS, *ADMIN_ONLY, "tier"}:
@@ -77,7 +80,9 @@ def make_settings(tg: FakeTelegram, streaming: bool = True, **changes) -> Settin
 
 
 @contextlib.asynccontextmanager
-async def running_bot(service, settings: Settings, tg: FakeTelegram, **serve_kw) -> AsyncIterator[asyncio.Task]:
+async def running_bot(
+    service, settings: Settings, tg: FakeTelegram, **serve_kw
+) -> AsyncIterator[asyncio.Task]:
     """Run `serve()` in a task until the block ends; wait until it is polling (or set its webhook)."""
     app = tgad.build_application(
         service,
@@ -135,10 +140,15 @@ async def test_start_up_registers_commands_for_default_and_admin_scopes(tg):
     service = RecordingService()
     async with running_bot(service, make_settings(tg), tg):
         assert tg.calls[0].method == "getMe"
-        scopes = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]] for c in tg.calls_to("setMyCommands")}
+        scopes = {
+            c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
+            for c in tg.calls_to("setMyCommands")
+        }
     assert set(scopes) == {"default", "all_chat_administrators", "all_private_chats"}
     assert "facts" not in scopes["default"] and "forgetme" in scopes["default"]
-    assert {"facts", "usage", "forget", "mode", "compact", "summary", "memory"} <= set(scopes["all_chat_administrators"])
+    assert {"facts", "usage", "forget", "mode", "compact", "summary", "memory"} <= set(
+        scopes["all_chat_administrators"]
+    )
     # Polling removed any old webhook first, and asked only for the update kinds the bot handles.
     assert tg.calls_to("deleteWebhook") and tg.webhook_url == ""
     assert tg.calls_to("getUpdates")[-1].params["allowed_updates"] == tgad.ALLOWED_UPDATES
@@ -162,7 +172,12 @@ async def test_private_text_is_answered_with_typing_first(tg, alice, streaming):
     assert answer["text"] == "You said: hello there"
     assert answer["reply_to_message"]["message_id"] == sent["message_id"]
     [msg] = service.handled
-    assert (msg.chat_key, msg.author, msg.author_id, msg.message_id) == ("telegram:111", "Alice", "111", str(sent["message_id"]))
+    assert (msg.chat_key, msg.author, msg.author_id, msg.message_id) == (
+        "telegram:111",
+        "Alice",
+        "111",
+        str(sent["message_id"]),
+    )
     assert msg.is_admin and msg.addressed and msg.platform == "telegram"
     methods = [c.method for c in tg.calls if c.method in ("sendChatAction", "sendMessage")]
     assert methods[0] == "sendChatAction" and tg.calls_to("sendChatAction")[0].params["action"] == "typing"
@@ -209,7 +224,11 @@ async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice, stream
     service.answer = lambda m: answer_text
     chat = tg.private_chat(alice)
     # The converter always emits parseable HTML, so the refusal is injected as the server words it.
-    tg.fail_next("sendMessage", 400, description="Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0")
+    tg.fail_next(
+        "sendMessage",
+        400,
+        description='Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
+    )
     async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(chat, alice, "hi")
         [answer] = await tg.wait_for_message(chat["id"])
@@ -231,7 +250,11 @@ async def test_other_bad_requests_are_not_retried_as_plain_text(tg, alice, strea
     # A refusal that is not about formatting is not "fixed" by resending as plain text.
     first = tg.calls_to("sendMessage")[0]
     assert first.status == 403 and first.params["parse_mode"] == "HTML"
-    assert all(c.params.get("parse_mode") == "HTML" for c in tg.calls_to("sendMessage", ok=True) if "You said" in c.params["text"])
+    assert all(
+        c.params.get("parse_mode") == "HTML"
+        for c in tg.calls_to("sendMessage", ok=True)
+        if "You said" in c.params["text"]
+    )
     # Permanent refusals are not retried: "hi" was never delivered.
     assert not any("You said: hi" in m["text"] for m in tg.bot_messages(chat["id"]))
 
@@ -247,7 +270,9 @@ async def test_long_answer_is_split_into_valid_parts(tg, alice, streaming):
         parts = await tg.wait_for_message(chat["id"], count=3)
     assert len(tg.calls_to("sendMessage", ok=False)) == 0
     assert len(parts) == 3 and all(len(p["text"]) <= 4096 for p in parts)
-    assert "".join(p["text"] for p in parts).replace(" ", "").replace("\n", "") == long_answer.replace(" ", "").replace("\n", "")
+    assert "".join(p["text"] for p in parts).replace(" ", "").replace("\n", "") == long_answer.replace(
+        " ", ""
+    ).replace("\n", "")
     # Only the first part replies to the question.
     assert "reply_to_message" in parts[0] and all("reply_to_message" not in p for p in parts[1:])
 
@@ -285,7 +310,9 @@ async def test_edited_message_is_neither_answered_nor_recorded_again(tg, alice, 
     assert len(tg.calls_to("sendMessage")) == 3
 
 
-async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_on(tg, alice, caplog, streaming):
+async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_on(
+    tg, alice, caplog, streaming
+):
     service = RecordingService()
     service.fail_on = "explode"
     chat = tg.private_chat(alice)
@@ -316,7 +343,9 @@ async def test_bot_api_429_is_retried_after_retry_after(tg, alice, streaming):
 # ----------------------------------------------------------------------------- groups
 
 
-async def test_group_answers_only_mentions_replies_and_commands_and_records_the_rest(tg, alice, bob, group, streaming):
+async def test_group_answers_only_mentions_replies_and_commands_and_records_the_rest(
+    tg, alice, bob, group, streaming
+):
     service = RecordingService()
     async with running_bot(service, make_settings(tg, streaming), tg):
         tg.send(group, bob, "I like sailing")
@@ -330,7 +359,8 @@ async def test_group_answers_only_mentions_replies_and_commands_and_records_the_
         await tg.wait_until(lambda: len(service.recorded) == 2)
     assert [m.text for m in service.handled] == ["what does Bob like?", "thanks"]
     assert [(m.text, m.addressed) for m in service.recorded] == [
-        ("I like sailing", False), ("replying to Bob, not the bot", False)
+        ("I like sailing", False),
+        ("replying to Bob, not the bot", False),
     ]
     assert all(m.chat_key == "telegram:-100500" for m in service.handled + service.recorded)
     assert [c[1] for c in service.commands] == ["help"]
@@ -353,7 +383,11 @@ async def test_per_user_memory_scope_in_groups(tg, alice, bob, group):
         tg.send(tg.private_chat(alice), alice, "private")
         await tg.wait_until(lambda: len(service.handled) == 2 and service.recorded)
     keys = {m.text: m.chat_key for m in service.handled + service.recorded}
-    assert keys == {"chatter": "telegram:-100500:222", "hi": "telegram:-100500:111", "private": "telegram:111"}
+    assert keys == {
+        "chatter": "telegram:-100500:222",
+        "hi": "telegram:-100500:111",
+        "private": "telegram:111",
+    }
 
 
 async def test_non_text_in_groups_is_ignored_quietly(tg, alice, group):
@@ -497,6 +531,7 @@ async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice, unused
         [answer] = await tg.wait_for_message(chat["id"])
         # A caller without the secret is refused.
         import aiohttp
+
         async with aiohttp.ClientSession() as session:
             async with session.post(url, json={"update_id": 1}) as resp:
                 assert resp.status == 403
@@ -547,7 +582,10 @@ async def test_a_late_confirmation_asks_again_with_the_buttons(tg, alice):
         again, pong = await tg.wait_for_message(chat["id"], count=2)
     # The same question stands, buttons included; "not modified" is no error for the user.
     assert pong["text"] == "You said: ping"
-    assert "Press the button" in again["text"] and again["reply_markup"]["inline_keyboard"][0][0]["text"] == "Yes, forget"
+    assert (
+        "Press the button" in again["text"]
+        and again["reply_markup"]["inline_keyboard"][0][0]["text"] == "Yes, forget"
+    )
     assert [c[2] for c in service.commands] == ["", "yes"]
 
 
@@ -556,7 +594,10 @@ async def test_tier_is_a_command_for_everyone(tg, alice, bob, group):
     async with running_bot(service, make_settings(tg), tg):
         tg.send(group, bob, "/tier")
         [answer] = await tg.wait_for_message(group["id"])
-        scopes = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]] for c in tg.calls_to("setMyCommands")}
+        scopes = {
+            c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
+            for c in tg.calls_to("setMyCommands")
+        }
     assert answer["text"] == "tier for telegram:-100500 (no args)"
     assert "tier" in scopes["default"]
 
@@ -565,13 +606,24 @@ async def test_webhook_listen_address_and_port_are_settings(tg, alice, unused_tc
     from bot.config import settings_from
 
     url = f"http://127.0.0.1:{unused_tcp_port}/hook"
-    settings = settings_from({}, {
-        "TELEGRAM_BOT_TOKEN": tg.token, "TELEGRAM_API_BASE_URL": tg.base_url, "TELEGRAM_WEBHOOK_URL": url,
-        "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1", "TELEGRAM_WEBHOOK_PORT": str(unused_tcp_port),
-    })
-    assert (settings.telegram.webhook_listen, settings.telegram.webhook_port) == ("127.0.0.1", unused_tcp_port)
+    settings = settings_from(
+        {},
+        {
+            "TELEGRAM_BOT_TOKEN": tg.token,
+            "TELEGRAM_API_BASE_URL": tg.base_url,
+            "TELEGRAM_WEBHOOK_URL": url,
+            "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1",
+            "TELEGRAM_WEBHOOK_PORT": str(unused_tcp_port),
+        },
+    )
+    assert (settings.telegram.webhook_listen, settings.telegram.webhook_port) == (
+        "127.0.0.1",
+        unused_tcp_port,
+    )
     chat = tg.private_chat(alice)
-    async with running_bot(RecordingService(), settings, tg):  # no listen/port given to serve(): the settings'
+    async with running_bot(
+        RecordingService(), settings, tg
+    ):  # no listen/port given to serve(): the settings'
         tg.send(chat, alice, "via the configured port")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: via the configured port" and tg.webhook_url == url

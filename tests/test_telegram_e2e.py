@@ -1,10 +1,11 @@
 """End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import tomllib
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -97,15 +98,23 @@ async def test_group_gating_records_chatter_and_answers_with_it(tg, openai, peop
 
 
 async def test_a_9000_character_answer_arrives_in_valid_parts(tg, openai, people, tmp_path):
-    long = "\n\n".join(["Memory keeps a chat coherent over many days, **even weeks**. " * 14] * 11).strip()[:9000]
+    long = "\n\n".join(["Memory keeps a chat coherent over many days, **even weeks**. " * 14] * 11).strip()[
+        :9000
+    ]
     plain = long.replace("**", "")
     openai.script(Answer(long))
     async with bot_on_router(tg, openai, tmp_path):
         tg.send(people.alice_dm, people.alice, "Tell me everything about memory please.")
         # Streamed: wait for the final render (formatted), not the first version of each part.
         parts = await tg.wait_until(
-            lambda: (ms := tg.bot_messages(people.alice_dm["id"])) and len(ms) == 3
-            and " ".join(m["text"] for m in ms).split() == plain.split() and ms, timeout=15)
+            lambda: (
+                (ms := tg.bot_messages(people.alice_dm["id"]))
+                and len(ms) == 3
+                and " ".join(m["text"] for m in ms).split() == plain.split()
+                and ms
+            ),
+            timeout=15,
+        )
     assert len(long) == 9000 and len(parts) == 3
     assert all(c.status == 200 for c in tg.calls_to("sendMessage"))  # the fake refuses > 4096 and bad HTML
 
@@ -193,7 +202,9 @@ async def test_non_text_updates(tg, openai, people, tmp_path):
     async with bot_on_router(tg, openai, tmp_path):
         tg.send(people.group, people.bob, kind="sticker")
         polite = await ask(tg, people.alice_dm, people.alice, None, kind="voice")
-        captioned = await ask(tg, people.alice_dm, people.alice, None, kind="photo", caption="Look at my cat Tom.")
+        captioned = await ask(
+            tg, people.alice_dm, people.alice, None, kind="photo", caption="Look at my cat Tom."
+        )
         stats = await ask(tg, people.group, people.alice, "/memory")
     assert polite["text"] == tgad.NOT_TEXT
     assert captioned["text"].endswith("Look at my cat Tom.")
@@ -220,7 +231,11 @@ async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai,
     import sys
 
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "OPENAI_", "MEMORY_", "ADMIN_"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TELEGRAM_", "OPENAI_", "MEMORY_", "ADMIN_"))
+        },
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": openai.url,
         "TELEGRAM_BOT_TOKEN": tg.token,
@@ -228,9 +243,16 @@ async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai,
     }
     # cwd: an empty folder, so no developer .env is picked up.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "telegram", "--data", str(tmp_path / "data"),
-        cwd=tmp_path, env={**env, "PYTHONPATH": os.getcwd()},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "telegram",
+        "--data",
+        str(tmp_path / "data"),
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": os.getcwd()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         await tg.wait_until(lambda: tg.calls_to("getUpdates"), timeout=30)

@@ -3,6 +3,7 @@ and the adapter's Markdown -> Telegram HTML conversion produces what the server 
 
 Driven with a plain PTB `Bot` (no Application, no rate limiter) over real HTTP.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,13 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from telegram import Bot, BotCommand, BotCommandScopeAllChatAdministrators, ChatMemberAdministrator, ChatMemberOwner
+from telegram import (
+    Bot,
+    BotCommand,
+    BotCommandScopeAllChatAdministrators,
+    ChatMemberAdministrator,
+    ChatMemberOwner,
+)
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter
 
@@ -49,23 +56,31 @@ async def test_text_limit_is_checked_after_entity_parsing(tg, bot, chat):
     assert [len(m["text"]) for m in tg.bot_messages(chat["id"])] == [4096, 4096]
 
 
-@pytest.mark.parametrize("text, mode", [
-    ("<b>open", ParseMode.HTML),
-    ("<b>x</i>", ParseMode.HTML),
-    ("<blink>x</blink>", ParseMode.HTML),
-    ("a < b", ParseMode.HTML),
-    ("*never closed", ParseMode.MARKDOWN),
-    ("[link](", ParseMode.MARKDOWN),
-    ("End.", ParseMode.MARKDOWN_V2),
-    ("*bold", ParseMode.MARKDOWN_V2),
-])
+@pytest.mark.parametrize(
+    "text, mode",
+    [
+        ("<b>open", ParseMode.HTML),
+        ("<b>x</i>", ParseMode.HTML),
+        ("<blink>x</blink>", ParseMode.HTML),
+        ("a < b", ParseMode.HTML),
+        ("*never closed", ParseMode.MARKDOWN),
+        ("[link](", ParseMode.MARKDOWN),
+        ("End.", ParseMode.MARKDOWN_V2),
+        ("*bold", ParseMode.MARKDOWN_V2),
+    ],
+)
 async def test_bad_entities_are_refused(bot, chat, text, mode):
     with pytest.raises(BadRequest, match="Can't parse entities"):
         await bot.send_message(chat["id"], text, parse_mode=mode)
 
 
 def test_good_entities_are_parsed_to_plain_text():
-    assert parse_html('<b>bold</b> <a href="https://x.y">link</a> &lt;3 &amp; <pre><code class="language-py">x</code></pre>') == "bold link <3 & x"
+    assert (
+        parse_html(
+            '<b>bold</b> <a href="https://x.y">link</a> &lt;3 &amp; <pre><code class="language-py">x</code></pre>'
+        )
+        == "bold link <3 & x"
+    )
     assert parse_markdown("*b* _i_ `c` [t](https://u) ```py\ncode```") == "b i c t code"
     assert parse_markdown_v2(r"*bold* \. _it_ ||sp|| [t](https://u\)x)") == "bold . it sp t"
 
@@ -82,7 +97,10 @@ async def test_long_poll_wakes_at_once_for_a_new_update_and_keeps_it_until_confi
     tg.send(chat, tg.user(5, "Eve"), "wake up")
     [update] = await poll
     assert time.monotonic() - started < 5 and update.message.text == "wake up"
-    assert isinstance(update.message.date.timestamp(), float) and abs(update.message.date.timestamp() - time.time()) < 5
+    assert (
+        isinstance(update.message.date.timestamp(), float)
+        and abs(update.message.date.timestamp() - time.time()) < 5
+    )
     # Not confirmed yet: delivered again; confirmed by offset: gone.
     assert [u.update_id for u in await bot.get_updates(timeout=0)] == [update.update_id]
     assert await bot.get_updates(offset=update.update_id + 1, timeout=0) == ()
@@ -154,17 +172,20 @@ async def test_edit_photo_and_callback_answers(tg, bot, chat):
 # ----------------------------------------------------------------------------- Markdown -> HTML
 
 
-@pytest.mark.parametrize("markdown, plain", [
-    ("**Bold** and *italic* and __strong__", "Bold and italic and strong"),
-    ("a < b && c > d", "a < b && c > d"),
-    ("use `x<y>` here", "use x<y> here"),
-    ("snake_case_name and 2*3*4 stay", "snake_case_name and 2*3*4 stay"),
-    ("# Title\n\ntext", "Title\n\ntext"),
-    ("see [docs](https://example.com/a_b)", "see docs"),
-    ("```python\nif a < b and **c**:\n    pass\n```", "if a < b and **c**:\n    pass"),
-    ("~~gone~~ kept", "gone kept"),
-    ("```\nplain code\n```\nafter", "plain code\nafter"),
-])
+@pytest.mark.parametrize(
+    "markdown, plain",
+    [
+        ("**Bold** and *italic* and __strong__", "Bold and italic and strong"),
+        ("a < b && c > d", "a < b && c > d"),
+        ("use `x<y>` here", "use x<y> here"),
+        ("snake_case_name and 2*3*4 stay", "snake_case_name and 2*3*4 stay"),
+        ("# Title\n\ntext", "Title\n\ntext"),
+        ("see [docs](https://example.com/a_b)", "see docs"),
+        ("```python\nif a < b and **c**:\n    pass\n```", "if a < b and **c**:\n    pass"),
+        ("~~gone~~ kept", "gone kept"),
+        ("```\nplain code\n```\nafter", "plain code\nafter"),
+    ],
+)
 def test_markdown_to_html_is_accepted_by_telegram(markdown, plain):
     html = markdown_to_html(markdown)
     assert parse_html(html) == plain
@@ -180,7 +201,10 @@ def test_link_urls_are_not_touched_by_emphasis():
     assert parse_html(html) == "see docs x"
 
 
-markdownish = st.lists(st.sampled_from(list("ab *_~`#[]()<>&\n") + ["**", "__", "~~", "```", "](https://x.y/", "```py\n"]), max_size=40).map("".join)
+markdownish = st.lists(
+    st.sampled_from(list("ab *_~`#[]()<>&\n") + ["**", "__", "~~", "```", "](https://x.y/", "```py\n"]),
+    max_size=40,
+).map("".join)
 
 
 @settings(max_examples=500, deadline=None)
@@ -190,7 +214,9 @@ def test_property_markdown_to_html_always_parses(text):
 
 
 def test_code_block_keeps_its_language():
-    assert markdown_to_html("```js\nlet a = 1;\n```") == '<pre><code class="language-js">let a = 1;</code></pre>'
+    assert (
+        markdown_to_html("```js\nlet a = 1;\n```") == '<pre><code class="language-js">let a = 1;</code></pre>'
+    )
 
 
 def test_split_parts_with_reopened_code_fences_stay_valid_html():

@@ -1,10 +1,11 @@
 """Streamed answers on Telegram: shown after about a sentence, edited in place at a paced rate,
 continued past 4096 characters, finally formatted, never losing the final text."""
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -37,13 +38,27 @@ class ScriptedStream(RecordingService):
 
 def renders(tg: FakeTelegram, chat_id: int) -> list:
     """sendMessage and editMessageText calls to one chat, in order."""
-    return [c for c in tg.calls if c.method in ("sendMessage", "editMessageText") and c.params.get("chat_id") == chat_id]
+    return [
+        c
+        for c in tg.calls
+        if c.method in ("sendMessage", "editMessageText") and c.params.get("chat_id") == chat_id
+    ]
 
 
-@pytest.mark.parametrize("text, shown", [
-    ("Hello there. ", True), ("Hi! ", True), ('He said "no." ', True), ("Here is the list:\n", True),
-    ("x" * 80, True), ("Well", False), ("echo: Al", False), ("Sure: h", False), ("pi is 3.14", False),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("Hello there. ", True),
+        ("Hi! ", True),
+        ('He said "no." ', True),
+        ("Here is the list:\n", True),
+        ("x" * 80, True),
+        ("Well", False),
+        ("echo: Al", False),
+        ("Sure: h", False),
+        ("pi is 3.14", False),
+    ],
+)
 def test_the_first_message_waits_for_about_a_sentence(text, shown):
     """A sentence end, a line break or 80 characters; a colon or a decimal point is not enough."""
     assert worth_showing(text) is shown
@@ -65,7 +80,9 @@ async def test_first_text_after_a_sentence_then_edits_then_final_formatting(tg):
         assert first["text"].startswith("The answer is **forty-two**.")  # plain while it grows
         service.chunks.put_nowait(" comes from a book.")
         service.chunks.put_nowait(None)
-        await tg.wait_until(lambda: tg.bot_messages(chat["id"])[0]["text"] == "The answer is forty-two. It comes from a book.")
+        await tg.wait_until(
+            lambda: tg.bot_messages(chat["id"])[0]["text"] == "The answer is forty-two. It comes from a book."
+        )
     calls = renders(tg, chat["id"])
     assert calls[0].method == "sendMessage" and "parse_mode" not in calls[0].params
     assert calls[-1].method == "editMessageText" and calls[-1].params["parse_mode"] == "HTML"
@@ -110,13 +127,17 @@ async def test_past_4096_characters_the_answer_continues_in_a_new_message(tg):
         service.chunks.put_nowait(None)
         full = "".join(pieces).strip()
         await tg.wait_until(
-            lambda: "".join(m["text"] for m in tg.bot_messages(chat["id"])).replace("\n", "").replace(" ", "")
-            == full.replace("\n", "").replace(" ", ""),
+            lambda: (
+                "".join(m["text"] for m in tg.bot_messages(chat["id"])).replace("\n", "").replace(" ", "")
+                == full.replace("\n", "").replace(" ", "")
+            ),
             timeout=15,
         )
     messages = tg.bot_messages(chat["id"])
     assert len(messages) == 3 and all(len(m["text"]) <= 4096 for m in messages)
-    assert [m["text"] for m in messages] == [parse_html(tgad.markdown_to_html(p)) for p in tgad.split_for_telegram(full)]
+    assert [m["text"] for m in messages] == [
+        parse_html(tgad.markdown_to_html(p)) for p in tgad.split_for_telegram(full)
+    ]
     assert not tg.calls_to("sendMessage", ok=False) and not tg.calls_to("editMessageText", ok=False)
 
 
@@ -134,7 +155,9 @@ async def test_a_retry_after_during_streaming_delays_but_keeps_the_final_edit(tg
         await tg.wait_until(lambda: tg.calls_to("editMessageText"))  # the one that gets 429
         service.chunks.put_nowait("The end.")
         service.chunks.put_nowait(None)
-        await tg.wait_until(lambda: tg.bot_messages(chat["id"])[0]["text"] == "First sentence here. Second sentence. The end.")
+        await tg.wait_until(
+            lambda: tg.bot_messages(chat["id"])[0]["text"] == "First sentence here. Second sentence. The end."
+        )
     edits = tg.calls_to("editMessageText")
     assert edits[0].status == 429 and edits[-1].status == 200
     assert edits[1].at - edits[0].at >= 1.0  # waited as Telegram asked
@@ -150,7 +173,13 @@ async def test_a_stream_failing_midway_keeps_the_text_and_says_sorry(tg, caplog)
         await tg.wait_until(lambda: service.handled)
         service.chunks.put_nowait("Half of an answer. ")
         service.chunks.put_nowait(RuntimeError("boom"))
-        await tg.wait_until(lambda: tgad.BROKEN in tg.bot_messages(chat["id"])[0]["text"] if tg.bot_messages(chat["id"]) else False)
+        await tg.wait_until(
+            lambda: (
+                tgad.BROKEN in tg.bot_messages(chat["id"])[0]["text"]
+                if tg.bot_messages(chat["id"])
+                else False
+            )
+        )
     assert tg.bot_messages(chat["id"])[0]["text"] == "Half of an answer.\n\n" + tgad.BROKEN
     assert "error handling update" in caplog.text
 
@@ -166,7 +195,12 @@ async def test_groups_are_paced_slower_than_private_chats(tg):
             service.chunks.put_nowait(f"Sentence {i}. ")
             await asyncio.sleep(0.01)
         service.chunks.put_nowait(None)
-        await tg.wait_until(lambda: tg.bot_messages(group["id"]) and tg.bot_messages(group["id"])[0]["text"].endswith("Sentence 39."))
+        await tg.wait_until(
+            lambda: (
+                tg.bot_messages(group["id"])
+                and tg.bot_messages(group["id"])[0]["text"].endswith("Sentence 39.")
+            )
+        )
     times = [c.at for c in renders(tg, group["id"])]
     assert min(b - a for a, b in zip(times, times[1:])) >= 0.29
 
@@ -181,12 +215,19 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     settings = e2e_settings(tg, openai)
     from bot.app import build_router
 
-    async with build_router(settings, tmp_path) as router, running_bot(
-        router, settings, tg, edit_intervals=(tgad.EDIT_INTERVAL_PRIVATE_S, tgad.EDIT_INTERVAL_GROUP_S)
+    async with (
+        build_router(settings, tmp_path) as router,
+        running_bot(
+            router, settings, tg, edit_intervals=(tgad.EDIT_INTERVAL_PRIVATE_S, tgad.EDIT_INTERVAL_GROUP_S)
+        ),
     ):
         tg.send(people.alice_dm, people.alice, "Tell me the facts.")
         await tg.wait_until(
-            lambda: (ms := tg.bot_messages(people.alice_dm["id"])) and ms[0]["text"] == text and tg.calls_to("editMessageText"),
+            lambda: (
+                (ms := tg.bot_messages(people.alice_dm["id"]))
+                and ms[0]["text"] == text
+                and tg.calls_to("editMessageText")
+            ),
             timeout=20,
         )
     assert openai.requests[0].stream
@@ -195,10 +236,16 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     assert min(b - a for a, b in zip(times, times[1:])) >= 0.99  # about one edit a second at most
 
 
-async def test_e2e_a_model_stream_that_breaks_keeps_the_text_and_says_it_was_cut(tg, openai, people, tmp_path):
+async def test_e2e_a_model_stream_that_breaks_keeps_the_text_and_says_it_was_cut(
+    tg, openai, people, tmp_path
+):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
     async with bot_on_router(tg, openai, tmp_path):
         tg.send(people.alice_dm, people.alice, "Go on.")
-        await tg.wait_until(lambda: tg.calls_to("editMessageText") or len(tg.calls_to("sendMessage")) > 0, timeout=20)
-        await tg.wait_until(lambda: "cut" in tg.bot_messages(people.alice_dm["id"])[0]["text"].lower(), timeout=20)
+        await tg.wait_until(
+            lambda: tg.calls_to("editMessageText") or len(tg.calls_to("sendMessage")) > 0, timeout=20
+        )
+        await tg.wait_until(
+            lambda: "cut" in tg.bot_messages(people.alice_dm["id"])[0]["text"].lower(), timeout=20
+        )
     assert tg.bot_messages(people.alice_dm["id"])[0]["text"].startswith("The answer star")

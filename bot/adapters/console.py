@@ -9,6 +9,7 @@ followed by an empty line, so it can be scripted:
 Lines starting with `/` are commands (`/help` lists them; `/quit` ends). The console user
 is the admin of their own memory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,9 @@ import re
 import sys
 import threading
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Awaitable, TextIO
+from typing import TextIO
 
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
@@ -29,7 +31,9 @@ QUIT = {"/quit", "/exit", "/q"}
 class ConsoleSession:
     """One console user talking in one chat; turns input lines into answers."""
 
-    def __init__(self, router: ChatService, chat_key: str, *, data_dir: Path | None = None, author: str | None = None) -> None:
+    def __init__(
+        self, router: ChatService, chat_key: str, *, data_dir: Path | None = None, author: str | None = None
+    ) -> None:
         self.router = router
         self.chat_key = chat_key
         self.data_dir = data_dir
@@ -98,9 +102,13 @@ async def run_console(
     session = ConsoleSession(router, chat_key, data_dir=data_dir)
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
-        stdout.write(f"Chatting as {session.author} in {chat_key}{where}. /help for commands, Ctrl-D to quit.\n")
+        stdout.write(
+            f"Chatting as {session.author} in {chat_key}{where}. /help for commands, Ctrl-D to quit.\n"
+        )
         if offline:
-            stdout.write("No model is configured (OPENAI_API_KEY unset): the offline model answers from memory.\n")
+            stdout.write(
+                "No model is configured (OPENAI_API_KEY unset): the offline model answers from memory.\n"
+            )
         stdout.flush()
     reader = _LineReader(stdin)
     while True:
@@ -143,7 +151,6 @@ async def _unless_stopped(line: Awaitable[str], stop: asyncio.Event | None) -> s
         return reading.result()
     reading.cancel()
     return ""
-
 
 
 class _LineReader:

@@ -5,6 +5,7 @@ replied to, and their other messages are recorded (needs the message content int
 Slash commands are synced at start-up (to DISCORD_DEV_GUILD_ID when set, else globally).
 Every translation between discord.py objects and IncomingMessage lives in `Translator`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,9 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from typing import AsyncIterator, Iterator, Literal, Optional
+from typing import Literal
 
 import aiohttp
 import discord
@@ -199,8 +201,11 @@ async def send_with_retry(
             log.error("send to channel %s refused: %s", where, exc)
             return None
         if attempt >= 2 and time.monotonic() + delay > deadline:
-            log.error("send to channel %s failed %d times in a row; giving up on this part (the answer is kept in memory)",
-                      where, attempt)
+            log.error(
+                "send to channel %s failed %d times in a row; giving up on this part (the answer is kept in memory)",
+                where,
+                attempt,
+            )
             return None
         await asyncio.sleep(delay if attempt >= 2 else 0)  # the first retry at once, as before
         delay = min(delay * 2, 5.0) if attempt >= 2 else delay
@@ -250,7 +255,10 @@ class GrowingAnswer(GrowingText):
         for i, part in enumerate(parts):
             if i >= len(self.messages):
                 sent = await send_with_retry(
-                    self.question.channel, part, budget_s=self.budget_s, reference=_reply_reference(self.question, i)
+                    self.question.channel,
+                    part,
+                    budget_s=self.budget_s,
+                    reference=_reply_reference(self.question, i),
                 )
                 if sent is None:
                     return  # logged; the next render tries again
@@ -259,10 +267,10 @@ class GrowingAnswer(GrowingText):
             elif self.shown[i] != part:
                 if await edit_with_retry(self.messages[i], part, budget_s=self.budget_s):
                     self.shown[i] = part
-        for extra in self.messages[len(parts):]:  # a late code block can pull text back
+        for extra in self.messages[len(parts) :]:  # a late code block can pull text back
             with contextlib.suppress(discord.HTTPException, *TRANSIENT_ERRORS):
                 await extra.delete()
-        del self.messages[len(parts):], self.shown[len(parts):]
+        del self.messages[len(parts) :], self.shown[len(parts) :]
 
 
 async def edit_with_retry(message: discord.Message, content: str, *, budget_s: float = 60.0) -> bool:
@@ -288,7 +296,7 @@ async def edit_with_retry(message: discord.Message, content: str, *, budget_s: f
 class ConfirmView(discord.ui.View):
     """One button that runs the router's confirmation command (e.g. `forget yes`)."""
 
-    def __init__(self, bot: "DiscordBot", confirm: str, owner_id: int) -> None:
+    def __init__(self, bot: DiscordBot, confirm: str, owner_id: int) -> None:
         super().__init__(timeout=CONFIRM_TIMEOUT_S)
         self.bot, self.confirm, self.owner_id = bot, confirm, owner_id
         button = discord.ui.Button(label="Yes, forget it", style=discord.ButtonStyle.danger)
@@ -308,7 +316,9 @@ class ConfirmView(discord.ui.View):
         name, _, args = self.confirm.lstrip("/").partition(" ")
         await self.bot.run_command(interaction, name, args)
 
-    async def on_error(self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item) -> None:
+    async def on_error(
+        self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item
+    ) -> None:
         """Log a failed confirmation and tell the user, instead of Discord's bare "interaction failed"."""
         log.error("confirmation %r failed", self.confirm, exc_info=error)
         await say(interaction, "Sorry, that failed. Please try again later.")
@@ -339,7 +349,9 @@ class DiscordBot(discord.Client):
             if guild is not None:
                 self.tree.copy_global_to(guild=guild)
             synced = await self.tree.sync(guild=guild)
-            log.info("synced %d slash commands to %s", len(synced), f"guild {guild_id}" if guild else "all guilds")
+            log.info(
+                "synced %d slash commands to %s", len(synced), f"guild {guild_id}" if guild else "all guilds"
+            )
         except discord.HTTPException as exc:  # e.g. invited without applications.commands
             log.error("slash command sync failed (the bot still chats): %s", exc)
 
@@ -374,7 +386,9 @@ class DiscordBot(discord.Client):
             return
         async with typing_shown(message.channel):
             if self.settings.discord.streaming:
-                await GrowingAnswer(message, self.settings.discord.send_budget_s).show(self.router.stream(incoming))
+                await GrowingAnswer(message, self.settings.discord.send_budget_s).show(
+                    self.router.stream(incoming)
+                )
                 return
             try:
                 text = (await self.router.handle(incoming)).text
@@ -387,7 +401,10 @@ class DiscordBot(discord.Client):
         """Send an answer in parts of at most 2,000 characters; the first replies to the user."""
         for i, part in enumerate(parts_of(text)):
             await send_with_retry(
-                message.channel, part, budget_s=self.settings.discord.send_budget_s, reference=_reply_reference(message, i)
+                message.channel,
+                part,
+                budget_s=self.settings.discord.send_budget_s,
+                reference=_reply_reference(message, i),
             )
 
     async def on_error(self, event_method: str, /, *args, **kwargs) -> None:
@@ -420,14 +437,18 @@ class DiscordBot(discord.Client):
             await interaction.response.edit_message(content=parts[0], view=extra.pop("view", None), **extra)
         elif not interaction.response.is_done():
             files = extra.pop("attachments", [])
-            await interaction.response.send_message(parts[0], ephemeral=result.ephemeral, files=files, **extra)
+            await interaction.response.send_message(
+                parts[0], ephemeral=result.ephemeral, files=files, **extra
+            )
         else:
             view = extra.pop("view", None)
             await interaction.edit_original_response(content=parts[0], view=view, **extra)
         for part in parts[1:]:
             await interaction.followup.send(part, ephemeral=result.ephemeral)
 
-    async def on_command_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+    async def on_command_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
         """Refuse non-admins politely; log anything else and say it failed."""
         if isinstance(error, app_commands.CheckFailure):
             # The router's words, so a refusal reads the same on every platform.
@@ -475,19 +496,19 @@ def add_commands(bot: DiscordBot) -> None:
     @app_commands.describe(confirm="yes: confirm a /forget asked within the last 5 minutes")
     @app_commands.default_permissions(manage_guild=True)
     @app_commands.check(admin_only)
-    async def forget(interaction: discord.Interaction, confirm: Optional[Literal["yes"]] = None) -> None:
+    async def forget(interaction: discord.Interaction, confirm: Literal["yes"] | None = None) -> None:
         await bot.run_command(interaction, "forget", confirm or "")
 
     @bot.tree.command(name="tier", description="Show the model tier, or force one for this chat")
     @app_commands.describe(name="a tier name, or auto to choose automatically again")
-    async def tier(interaction: discord.Interaction, name: Optional[str] = None) -> None:
+    async def tier(interaction: discord.Interaction, name: str | None = None) -> None:
         await bot.run_command(interaction, "tier", name or "")
 
     @bot.tree.command(name="mode", description="Show or set how much recent chat I keep in mind")
     @app_commands.describe(mode="auto: a few recent messages; full: up to twelve")
     @app_commands.default_permissions(manage_guild=True)
     @app_commands.check(admin_only)
-    async def mode(interaction: discord.Interaction, mode: Optional[Literal["auto", "full"]] = None) -> None:
+    async def mode(interaction: discord.Interaction, mode: Literal["auto", "full"] | None = None) -> None:
         await bot.run_command(interaction, "mode", mode or "")
 
 
@@ -519,7 +540,9 @@ async def run_client(client: discord.Client, token: str, stop: asyncio.Event | N
                 with contextlib.suppress(asyncio.CancelledError):
                     await connection
     except discord.LoginFailure:
-        raise RuntimeError("Discord rejected DISCORD_BOT_TOKEN: copy the bot's token again (docs/discord.md)") from None
+        raise RuntimeError(
+            "Discord rejected DISCORD_BOT_TOKEN: copy the bot's token again (docs/discord.md)"
+        ) from None
     except discord.PrivilegedIntentsRequired:
         raise RuntimeError(
             "Discord refused the message content intent: switch on Message Content Intent under "

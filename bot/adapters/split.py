@@ -6,6 +6,7 @@ one part; a block longer than a part is cut between its lines, closing the fence
 of one part and opening it again (same language tag) at the start of the next, so every part
 renders as code. Nothing is lost but the whitespace at a cut.
 """
+
 from __future__ import annotations
 
 import re
@@ -110,7 +111,7 @@ def _choose_cut(
         if pos < i <= hi and (best is None or (level, -i) < (best[0], -best[1])):
             best = (level, i)
 
-    window = text[pos:hi + 1]
+    window = text[pos : hi + 1]
     for m in re.finditer(r"\n[ \t]*\n", window):
         i = pos + m.start()
         if _block_at(blocks, i) is None:

@@ -10,6 +10,7 @@ PTB's AIORateLimiter. Updates of one chat are handled in order, chats in paralle
 All translation between Telegram objects and the neutral types lives in `Translator`;
 handlers stay small.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,9 @@ import html
 import logging
 import re
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from telegram import (
@@ -146,11 +148,25 @@ class Translator:
     @staticmethod
     def attachments(message: Message) -> tuple[str, ...]:
         """Kinds of non-text parts ("photo", "voice", ...)."""
-        kinds = ("photo", "sticker", "voice", "audio", "video", "video_note", "animation",
-                 "document", "location", "contact", "poll", "dice")
+        kinds = (
+            "photo",
+            "sticker",
+            "voice",
+            "audio",
+            "video",
+            "video_note",
+            "animation",
+            "document",
+            "location",
+            "contact",
+            "poll",
+            "dice",
+        )
         return tuple(k for k in kinds if getattr(message, k, None))
 
-    def incoming(self, message: Message, *, text: str, is_admin: bool, addressed: bool = True) -> IncomingMessage:
+    def incoming(
+        self, message: Message, *, text: str, is_admin: bool, addressed: bool = True
+    ) -> IncomingMessage:
         """The neutral message for one Telegram message."""
         user = message.from_user
         # Anonymous admins and channels speak as a chat, not as a person.
@@ -212,12 +228,14 @@ def markdown_to_html(text: str) -> str:
     out: list[str] = []
     pos = 0
     for m in _FENCE.finditer(text):
-        out.append(_inline_html(text[pos:m.start()]))
+        out.append(_inline_html(text[pos : m.start()]))
         if m.group(3) is not None:
             out.append(f"<pre>{_esc(m.group(3))}</pre>")
         else:
             lang, body = m.group(1), _esc(m.group(2))
-            out.append(f'<pre><code class="language-{lang}">{body}</code></pre>' if lang else f"<pre>{body}</pre>")
+            out.append(
+                f'<pre><code class="language-{lang}">{body}</code></pre>' if lang else f"<pre>{body}</pre>"
+            )
         pos = m.end()
     out.append(_inline_html(text[pos:]))
     return "".join(out)
@@ -237,8 +255,14 @@ def _inline_html(text: str) -> str:
 
     text = _INLINE_CODE.sub(lambda m: keep(f"<code>{_esc(m.group(1))}</code>"), text)
     # A URL holding a code span is no link (the span would become a tag inside href).
-    text = _LINK.sub(lambda m: m.group(0) if "\x00" in m.group(2) else
-                     keep(f'<a href="{html.escape(m.group(2))}">{_emphasis(m.group(1))}</a>'), text)
+    text = _LINK.sub(
+        lambda m: (
+            m.group(0)
+            if "\x00" in m.group(2)
+            else keep(f'<a href="{html.escape(m.group(2))}">{_emphasis(m.group(1))}</a>')
+        ),
+        text,
+    )
     text = _emphasis(text)
     while "\x00" in text:  # a link's text may hold a code span: restore until none is left
         text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
@@ -416,7 +440,11 @@ class TelegramBot:
 
     async def on_edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Edits are neither answered nor recorded again: the original already was."""
-        log.debug("ignoring edit of message %s in chat %s", update.effective_message.message_id, update.effective_chat.id)
+        log.debug(
+            "ignoring edit of message %s in chat %s",
+            update.effective_message.message_id,
+            update.effective_chat.id,
+        )
 
     async def on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """One of the bot's commands: admin ones are refused plainly to others."""
@@ -437,7 +465,9 @@ class TelegramBot:
         message = update.effective_message
         if self.translate.addressed(message):
             name = message.text.split()[0][1:].split("@")[0].lower()
-            is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)  # aliases (/stats)
+            is_admin = await self.admin(
+                message.chat, message.from_user, message.sender_chat
+            )  # aliases (/stats)
             incoming = self.translate.incoming(message, text=message.text, is_admin=is_admin)
             await self.deliver(message, await self.router.command(incoming, name, ""), incoming.author_id)
 
@@ -469,7 +499,11 @@ class TelegramBot:
         """Log every handler error with its update id; tell a private chat something went wrong."""
         update_id = update.update_id if isinstance(update, Update) else None
         log.error("error handling update %s: %r", update_id, context.error, exc_info=context.error)
-        if isinstance(update, Update) and update.effective_chat and update.effective_chat.type == Chat.PRIVATE:
+        if (
+            isinstance(update, Update)
+            and update.effective_chat
+            and update.effective_chat.type == Chat.PRIVATE
+        ):
             with contextlib.suppress(TelegramError):
                 await context.bot.send_message(update.effective_chat.id, BROKEN)
 
@@ -481,21 +515,29 @@ class TelegramBot:
             return
         if not self.translate.addressed(message):
             if self.settings.record_group_messages:
-                await self.router.record(self.translate.incoming(message, text=text, is_admin=False, addressed=False))
+                await self.router.record(
+                    self.translate.incoming(message, text=text, is_admin=False, addressed=False)
+                )
             return
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
         incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
         if self.settings.telegram.streaming:
             async with self.typing(message.chat) as stop_typing:
-                await GrowingAnswer(self, message, update_id, before_first=stop_typing).show(self.router.stream(incoming))
+                await GrowingAnswer(self, message, update_id, before_first=stop_typing).show(
+                    self.router.stream(incoming)
+                )
             return
         async with self.typing(message.chat):
             reply = await self.router.handle(incoming)
         try:
             await self.send_text(message.chat, reply.text, reply_to=message.message_id)
         except NetworkError as exc:  # BadRequest included: the retry budget is spent or it is final
-            log.error("error handling update %s: the answer was not delivered to chat %s (kept in memory): %r",
-                      update_id, message.chat.id, exc)
+            log.error(
+                "error handling update %s: the answer was not delivered to chat %s (kept in memory): %r",
+                update_id,
+                message.chat.id,
+                exc,
+            )
 
     async def _command(self, incoming: IncomingMessage, name: str, args: str) -> CommandResult:
         if name == "start":
@@ -513,17 +555,23 @@ class TelegramBot:
             if not fits:
                 await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
         elif result.confirm:
-            await message.reply_text(self.confirm_text(result), reply_markup=self.confirm_buttons(asker, result.confirm))
+            await message.reply_text(
+                self.confirm_text(result), reply_markup=self.confirm_buttons(asker, result.confirm)
+            )
         else:
             await self.send_text(message.chat, result.text, reply_to=message.message_id, markdown=False)
 
     @staticmethod
     def confirm_buttons(asker: str, confirm: str) -> InlineKeyboardMarkup:
-        """"Yes" runs the confirming command; only `asker` may press either button."""
-        return InlineKeyboardMarkup([[
-            InlineKeyboardButton("Yes, forget", callback_data=_button("confirm", asker, confirm)),
-            InlineKeyboardButton("Cancel", callback_data=_button("cancel", asker, "")),
-        ]])
+        """ "Yes" runs the confirming command; only `asker` may press either button."""
+        return InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton("Yes, forget", callback_data=_button("confirm", asker, confirm)),
+                    InlineKeyboardButton("Cancel", callback_data=_button("cancel", asker, "")),
+                ]
+            ]
+        )
 
     @staticmethod
     def confirm_text(result: CommandResult) -> str:
@@ -532,16 +580,24 @@ class TelegramBot:
             return result.text
         return result.text.replace(f"Send {result.confirm}", f"Press the button (or send {result.confirm})")
 
-    async def send_text(self, chat: Chat, text: str, *, reply_to: int | None = None, markdown: bool = True) -> list[Message]:
+    async def send_text(
+        self, chat: Chat, text: str, *, reply_to: int | None = None, markdown: bool = True
+    ) -> list[Message]:
         """Send a long text in parts; formatted as HTML, again as plain text if Telegram refuses it."""
         sent = []
         for n, part in enumerate(split_for_telegram(text)):
-            sent.append(await self.send_part(chat, part, reply_to=reply_to if n == 0 else None, markdown=markdown))
+            sent.append(
+                await self.send_part(chat, part, reply_to=reply_to if n == 0 else None, markdown=markdown)
+            )
         return sent
 
-    async def send_part(self, chat: Chat, part: str, *, reply_to: int | None = None, markdown: bool = True) -> Message:
+    async def send_part(
+        self, chat: Chat, part: str, *, reply_to: int | None = None, markdown: bool = True
+    ) -> Message:
         """Send one part (<= 4096 chars), formatted when `markdown`, plain if refused; retried through outages."""
-        return await self.patiently(f"sending to chat {chat.id}", lambda: self._send_part_once(chat, part, reply_to, markdown))
+        return await self.patiently(
+            f"sending to chat {chat.id}", lambda: self._send_part_once(chat, part, reply_to, markdown)
+        )
 
     async def patiently(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """Run one Bot API call, retrying 5xx, refused connections and timeouts until the send budget is spent."""
@@ -564,7 +620,9 @@ class TelegramBot:
         reply = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
         if markdown:
             try:
-                return await chat.send_message(markdown_to_html(part), parse_mode=ParseMode.HTML, reply_parameters=reply)
+                return await chat.send_message(
+                    markdown_to_html(part), parse_mode=ParseMode.HTML, reply_parameters=reply
+                )
             except BadRequest as exc:
                 if not is_format_error(exc):
                     raise
@@ -573,7 +631,9 @@ class TelegramBot:
 
     async def edit_part(self, message: Message, part: str, *, markdown: bool) -> None:
         """Replace the text of a sent part (formatted or plain, like `send_part`), retried like it."""
-        await self.patiently(f"editing message {message.message_id}", lambda: self._edit_part_once(message, part, markdown))
+        await self.patiently(
+            f"editing message {message.message_id}", lambda: self._edit_part_once(message, part, markdown)
+        )
 
     @staticmethod
     async def _edit_part_once(message: Message, part: str, markdown: bool) -> None:
@@ -633,8 +693,13 @@ class GrowingAnswer(GrowingText):
     so the final messages are the ones a non-streamed answer would have been.
     """
 
-    def __init__(self, bot: "TelegramBot", question: Message, update_id: int,
-                 before_first: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        bot: TelegramBot,
+        question: Message,
+        update_id: int,
+        before_first: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__()
         self.bot, self.question, self.update_id = bot, question, update_id
         self.interval = bot.edit_interval(question.chat)
@@ -680,7 +745,9 @@ class GrowingAnswer(GrowingText):
                     reply_to = self.question.message_id if i == 0 else None
                     if i == 0 and self.before_first:
                         await self.before_first()
-                    self.messages.append(await self.bot.send_part(self.question.chat, part, reply_to=reply_to, markdown=final))
+                    self.messages.append(
+                        await self.bot.send_part(self.question.chat, part, reply_to=reply_to, markdown=final)
+                    )
                     self.shown.append(want)
                 elif self.shown[i] == (part, False) and final and not has_formatting(part):
                     self.shown[i] = want  # formatting would change nothing: spare the edit
@@ -693,13 +760,15 @@ class GrowingAnswer(GrowingText):
                 self.refused = True
                 return True
             except TelegramError as exc:
-                log.warning("showing part %d of the answer to %s failed: %r", i, self.question.message_id, exc)
+                log.warning(
+                    "showing part %d of the answer to %s failed: %r", i, self.question.message_id, exc
+                )
                 complete = False
                 break  # parts go in order: the next render continues from here
-        for extra in self.messages[len(parts):]:  # the split moved back (a late code block)
+        for extra in self.messages[len(parts) :]:  # the split moved back (a late code block)
             with contextlib.suppress(TelegramError):
                 await extra.delete()
-        del self.messages[len(parts):], self.shown[len(parts):]
+        del self.messages[len(parts) :], self.shown[len(parts) :]
         return complete
 
 

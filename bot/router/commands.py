@@ -4,11 +4,13 @@ Admin-only commands (`ADMIN_COMMANDS`) refuse a non-admin with `refused(name)`, 
 words on every platform, and reveal nothing of the chat. `/forget` only acts on `/forget yes` sent within a
 few minutes of `/forget` in the same chat.
 """
+
 from __future__ import annotations
 
 import io
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.prompt import redact
@@ -40,7 +42,7 @@ HELP = {
 }
 
 
-async def run_command(router: "Router", message: IncomingMessage, name: str, args: str) -> CommandResult:
+async def run_command(router: Router, message: IncomingMessage, name: str, args: str) -> CommandResult:
     """Run one command for one message."""
     name = name.strip().lower().lstrip("/")
     name = name.split("@", 1)[0]  # Telegram: /facts@my_bot
@@ -64,7 +66,7 @@ def refused(name: str) -> str:
     return REFUSED.format(name=name)
 
 
-async def _help(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _help(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     lines = [
         "I'm a chat assistant that remembers this chat: what was said, facts people share "
         "about themselves, and a rolling summary. Commands:"
@@ -76,7 +78,7 @@ async def _help(router: "Router", message: IncomingMessage, args: str) -> Comman
     return CommandResult("\n".join(lines))
 
 
-async def _why(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _why(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     last = router._last_prompts.get(message.chat_key)
     if last is None:
         # After a restart the cache is empty: the worker keeps the last prompt too.
@@ -90,7 +92,7 @@ async def _why(router: "Router", message: IncomingMessage, args: str) -> Command
     return CommandResult(head + ":\n" + (last.prompt or "(empty: nothing to remember yet)"))
 
 
-async def _tier(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _tier(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     names = rank_tiers(router.tiers)
     if not args:
         forced = router.forced.get(message.chat_key)
@@ -104,15 +106,17 @@ async def _tier(router: "Router", message: IncomingMessage, args: str) -> Comman
     if match is None:
         return CommandResult(f"No tier called {want!r}. Tiers: {', '.join(names)}, or auto.")
     router.forced.set(message.chat_key, match)
-    return CommandResult(f"Answers here now use the {match} tier (within the daily budget). /tier auto undoes it.")
+    return CommandResult(
+        f"Answers here now use the {match} tier (within the daily budget). /tier auto undoes it."
+    )
 
 
-async def _forgetme(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _forgetme(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     await router.memory.forget_author(message.chat_key, message.author_id)
     return CommandResult("Done: I forgot your messages and what I knew about you in this chat.")
 
 
-async def _facts(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _facts(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     history = args.lower() in ("history", "all", "--history")
     facts = await router.memory.facts(message.chat_key, history=history)
     if not facts:
@@ -131,7 +135,7 @@ async def _facts(router: "Router", message: IncomingMessage, args: str) -> Comma
     return CommandResult(redact("\n".join(lines), router.secrets))
 
 
-async def _summary(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _summary(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     data = await router.memory.summary(message.chat_key)
     text = str(data.get("summary") or "").strip()
     if not text:
@@ -193,12 +197,12 @@ def usage_chart_png(usage: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-async def _usage(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _usage(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     usage = await router.memory.usage(message.chat_key)
     return CommandResult("Model usage in this chat:\n" + usage_table(usage), image_png=usage_chart_png(usage))
 
 
-async def _memory(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _memory(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     stats = await router.memory.stats(message.chat_key)
     lines = [
         "Memory of this chat:",
@@ -214,7 +218,7 @@ async def _memory(router: "Router", message: IncomingMessage, args: str) -> Comm
     return CommandResult("\n".join(lines))
 
 
-async def _mode(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _mode(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     want = args.split()[0].lower() if args else ""
     if want not in ("auto", "full"):
         stats = await router.memory.stats(message.chat_key)
@@ -223,18 +227,20 @@ async def _mode(router: "Router", message: IncomingMessage, args: str) -> Comman
     return CommandResult(f"Memory mode is now {data.get('mode', want)}.")
 
 
-async def _compact(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _compact(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     try:
         data = await router.memory.compact(message.chat_key)
     except MemoryUnavailable:
-        return CommandResult("Compaction failed (the summarizer or the memory is unavailable); nothing was deleted.")
+        return CommandResult(
+            "Compaction failed (the summarizer or the memory is unavailable); nothing was deleted."
+        )
     return CommandResult(
         f"Compacted: {data.get('compactions', '?')} compactions so far, "
         f"summary covers messages up to #{data.get('summarized_upto', '?')}."
     )
 
 
-async def _forget(router: "Router", message: IncomingMessage, args: str) -> CommandResult:
+async def _forget(router: Router, message: IncomingMessage, args: str) -> CommandResult:
     key = message.chat_key
     asked = router._pending_forget.get(key)
     now = time.monotonic()

@@ -14,14 +14,16 @@ routerUsage row) and the retry policy is explicit:
 - every attempt gets `min(request_timeout_s, budget left)`; when the budget is spent or
   every tier failed, the caller gets `None` and tells the user plainly.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
 
@@ -82,7 +84,7 @@ class TierRouter:
     def _backoff(self, retry_index: int, failure: ModelFailure) -> float:
         if failure.retry_after is not None:
             return failure.retry_after
-        base = min(self.policy.max_backoff_s, self.policy.base_backoff_s * (2 ** retry_index))
+        base = min(self.policy.max_backoff_s, self.policy.base_backoff_s * (2**retry_index))
         return base * (0.5 + self._rng.random() / 2)  # jitter: no thundering herd
 
     async def complete(
@@ -101,7 +103,9 @@ class TierRouter:
         """
         return await self._run(order, request, on_attempt, streaming=True)
 
-    async def _run(self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool) -> Any:
+    async def _run(
+        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool
+    ) -> Any:
         deadline = self._clock() + self.policy.time_budget_s
         count = [0]  # attempt numbers run on over the whole message
         cooling: list[str] = []
@@ -129,8 +133,14 @@ class TierRouter:
         return None
 
     async def _try_tier(
-        self, tier: str, request: ModelRequest, on_attempt: OnAttempt, streaming: bool, deadline: float,
-        count: list[int], tries: int | None = None,
+        self,
+        tier: str,
+        request: ModelRequest,
+        on_attempt: OnAttempt,
+        streaming: bool,
+        deadline: float,
+        count: list[int],
+        tries: int | None = None,
     ) -> Any:
         """Up to `tries` (default: the policy's) attempts on one tier; the result, or None."""
         model = self.models[tier]
@@ -151,7 +161,9 @@ class TierRouter:
                     answer = await model.complete(request, timeout=timeout)
                 except ModelFailure:
                     raise
-                except Exception as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
+                except (
+                    Exception
+                ) as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
                     log.exception("model %s of tier %s failed unexpectedly", model.model, tier)
                     raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
             except ModelFailure as failure:
@@ -174,8 +186,16 @@ class TierRouter:
                 continue
             latency = (self._clock() - started) * 1000.0
             await on_attempt(
-                Attempt(tier, answer.model, number, True, latency, answer.prompt_tokens, answer.completion_tokens,
-                        text=answer.text)
+                Attempt(
+                    tier,
+                    answer.model,
+                    number,
+                    True,
+                    latency,
+                    answer.prompt_tokens,
+                    answer.completion_tokens,
+                    text=answer.text,
+                )
             )
             return tier, answer
         return None

@@ -7,6 +7,7 @@ redacts the secrets (API keys, bot tokens, the memory token) from every record's
 traceback, whichever library logged it (httpx logs Telegram URLs, which hold the bot token).
 `KeyValueFormatter` and `JsonFormatter` print them; the CLI picks one (LOG_FORMAT=json).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +16,7 @@ import json
 import logging
 import uuid
 from collections import Counter
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from bot.router.prompt import redact
 

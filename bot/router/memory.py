@@ -6,11 +6,12 @@ host started in-process; the router never knows which. Failures come in two kind
 or the URL: retry later, the outbox keeps the record) and `MemoryRefused` (it refused the
 request itself, 400/405/413: retrying will not help).
 """
+
 from __future__ import annotations
 
-import asyncio
 import json as _json
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -127,7 +128,7 @@ class HttpMemoryClient:
             )
         return self._session
 
-    async def __aenter__(self) -> "HttpMemoryClient":
+    async def __aenter__(self) -> HttpMemoryClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -138,14 +139,16 @@ class HttpMemoryClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _call(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+    async def _call(
+        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
+    ) -> Any:
         # encoded=True: the path is quoted already and must reach the worker as it is.
         url = yarl.URL(self._base_url + path, encoded=True)
         try:
             async with self._http().request(method, url, json=json, params=params) as resp:
                 status = resp.status
                 body = await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:  # refused, reset, timeout
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:  # refused, reset, timeout
             raise MemoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
         try:
             data = _json.loads(body) if body else None
@@ -181,7 +184,12 @@ class HttpMemoryClient:
     ) -> dict[str, Any]:
         """`POST /v1/chats/{chat}/turn`."""
         body: dict[str, Any] = {"text": text}
-        for key, value in (("author", author), ("author_id", author_id), ("message_id", message_id), ("mode", mode)):
+        for key, value in (
+            ("author", author),
+            ("author_id", author_id),
+            ("message_id", message_id),
+            ("mode", mode),
+        ):
             if value is not None:
                 body[key] = value
         return await self._call("POST", _chat_path(chat) + "/turn", json=body)
@@ -223,7 +231,9 @@ class HttpMemoryClient:
 
     async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
         """`POST /v1/chats/{chat}/import`."""
-        return await self._call("POST", _chat_path(chat) + "/import", json={"messages": [dict(m) for m in messages]})
+        return await self._call(
+            "POST", _chat_path(chat) + "/import", json={"messages": [dict(m) for m in messages]}
+        )
 
     async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
         """`DELETE /v1/chats/{chat}/authors/{author_id}`."""

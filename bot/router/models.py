@@ -5,14 +5,16 @@ they were built from) into a `ModelAnswer`, or raises `ModelFailure` saying what
 and whether trying again could help. It never retries by itself: the tier router does, so
 that every attempt is seen and recorded.
 """
+
 from __future__ import annotations
 
 import asyncio
 import email.utils
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
@@ -142,9 +144,13 @@ def failure_from(exc: BaseException) -> ModelFailure:
         status = exc.status_code
         retry_after = parse_retry_after(getattr(exc.response, "headers", None))
         if status == 429:
-            return ModelFailure("rate_limit", "rate limited", retryable=True, retry_after=retry_after, status=status)
+            return ModelFailure(
+                "rate_limit", "rate limited", retryable=True, retry_after=retry_after, status=status
+            )
         if status >= 500 or status in (408, 409):
-            return ModelFailure("server", f"HTTP {status}", retryable=True, retry_after=retry_after, status=status)
+            return ModelFailure(
+                "server", f"HTTP {status}", retryable=True, retry_after=retry_after, status=status
+            )
         # 400/401/403/404/422: this tier will not work however often we ask.
         return ModelFailure("refused", f"HTTP {status}", retryable=False, status=status)
     if isinstance(exc, openai.APIConnectionError):
@@ -164,7 +170,7 @@ def _usage_of(obj: Any) -> tuple[int, int]:
 class OpenAICompatModel:
     """A model on an OpenAI-compatible endpoint, called with a shared `AsyncOpenAI` client."""
 
-    def __init__(self, client: "AsyncOpenAI", model: str) -> None:
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
         self.client = client
         self.model = model
 
@@ -186,8 +192,12 @@ class OpenAICompatModel:
         if not isinstance(text, str) or not text.strip():
             raise ModelFailure("malformed", "empty answer", retryable=True)
         prompt_tokens, completion_tokens = _usage_of(resp)
-        return ModelAnswer(text=text, model=getattr(resp, "model", None) or self.model,
-                           prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        return ModelAnswer(
+            text=text,
+            model=getattr(resp, "model", None) or self.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
 
     async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
         """Open a stream (`stream=True`, usage in the last chunk) and wait for its first text."""
@@ -283,20 +293,41 @@ OFFLINE_SHORT = "(offline: answering from memory only)"
 
 _ASKS = (
     (re.compile(r"\bmy name\b|\bwho am i\b|\bcall me\b", re.I), ("name",), "Your name is {v}."),
-    (re.compile(r"\bwhere\b.*\b(i|me)\b.*\b(live|from|based|stay)\b|\bmy (city|town|home|location)\b", re.I),
-     ("location", "city", "home"), "You live in {v}."),
-    (re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(like|love|enjoy)\b|\bmy (hobbies|favou?rites?)\b", re.I),
-     ("likes", "like", "favorite", "favourite", "hobby"), "You like {v}."),
-    (re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(dislike|hate)\b|\bdon'?t i like\b", re.I),
-     ("dislikes", "dislike"), "You don't like {v}."),
-    (re.compile(r"\b(my job|what do i do|where do i work|my work)\b", re.I), ("job", "occupation", "work"), "You work as {v}."),
+    (
+        re.compile(
+            r"\bwhere\b.*\b(i|me)\b.*\b(live|from|based|stay)\b|\bmy (city|town|home|location)\b", re.I
+        ),
+        ("location", "city", "home"),
+        "You live in {v}.",
+    ),
+    (
+        re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(like|love|enjoy)\b|\bmy (hobbies|favou?rites?)\b", re.I),
+        ("likes", "like", "favorite", "favourite", "hobby"),
+        "You like {v}.",
+    ),
+    (
+        re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(dislike|hate)\b|\bdon'?t i like\b", re.I),
+        ("dislikes", "dislike"),
+        "You don't like {v}.",
+    ),
+    (
+        re.compile(r"\b(my job|what do i do|where do i work|my work)\b", re.I),
+        ("job", "occupation", "work"),
+        "You work as {v}.",
+    ),
     (re.compile(r"\bhow old\b.*\bi\b|\bmy age\b", re.I), ("age",), "You are {v}."),
 )
 
 # Used only when the memory worker extracted no fact: the same rules, read from old messages.
 _SAID = {
-    "name": re.compile(r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)", re.I),
-    "location": re.compile(r"\b(?:i live in|i'm living in|i am living in|i'm from|i am from|i moved to|i'm based in)\s+([^.,!?\n]+)", re.I),
+    "name": re.compile(
+        r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)",
+        re.I,
+    ),
+    "location": re.compile(
+        r"\b(?:i live in|i'm living in|i am living in|i'm from|i am from|i moved to|i'm based in)\s+([^.,!?\n]+)",
+        re.I,
+    ),
     "likes": re.compile(r"\bi (?:really )?(?:like|love|enjoy)\s+([^.,!?\n]+)", re.I),
     "dislikes": re.compile(r"\bi (?:really )?(?:dislike|hate|don'?t like)\s+([^.,!?\n]+)", re.I),
 }
@@ -418,4 +449,3 @@ def _said(messages: list[dict[str, Any]], key: str) -> str | None:
 def _one_line(text: str, limit: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-

@@ -5,6 +5,7 @@ sends them again, oldest first, each with its `message_id`, so a record the work
 (the answer was lost on the way back) is acknowledged and not stored twice. A record the
 worker refuses (4xx) is moved aside (`dead` table) instead of blocking the queue forever.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,7 +53,7 @@ class Outbox:
         self._lock = asyncio.Lock()
         self._pending = self._count()
 
-    def __enter__(self) -> "Outbox":
+    def __enter__(self) -> Outbox:
         return self
 
     def __exit__(self, *exc: object) -> None:

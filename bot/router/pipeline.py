@@ -5,6 +5,7 @@ tier, call the model (with retries and fallback), record every attempt and the a
 When the memory worker cannot be reached the answer comes without memory and the records
 go to the outbox; a background task replays them, in order, when the worker is back.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,9 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable, Mapping
+from typing import Any
 
 from bot.config import Settings, Tier
 from bot.router import logs
@@ -24,7 +26,14 @@ from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
 from bot.router.outbox import Outbox
 from bot.router.prompt import build_messages, redact
-from bot.router.tiers import ChoiceRules, ForcedTiers, TierChoice, choose_tier, fallback_sequence, split_force_prefix
+from bot.router.tiers import (
+    ChoiceRules,
+    ForcedTiers,
+    TierChoice,
+    choose_tier,
+    fallback_sequence,
+    split_force_prefix,
+)
 from bot.router.types import CommandResult, IncomingMessage, Reply
 
 log = logging.getLogger(__name__)
@@ -115,7 +124,7 @@ class Router:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    async def __aenter__(self) -> "Router":
+    async def __aenter__(self) -> Router:
         self._replayer = asyncio.create_task(self._replay_loop(), name="outbox-replay")
         if len(self.outbox):
             self._wake.set()
@@ -201,7 +210,11 @@ class Router:
                 return None
             try:
                 data = await self.memory.turn(
-                    message.chat_key, text, author=message.author, author_id=message.author_id, message_id=message_id
+                    message.chat_key,
+                    text,
+                    author=message.author,
+                    author_id=message.author_id,
+                    message_id=message_id,
                 )
             except MemoryUnavailable as exc:
                 self._memory_down(str(exc))
@@ -240,7 +253,9 @@ class Router:
         t = self.tiers.get(tier)
         if t is None:
             return 0.0
-        return round((prompt_tokens * t.price_in_per_mtok + completion_tokens * t.price_out_per_mtok) / 1e6, 10)
+        return round(
+            (prompt_tokens * t.price_in_per_mtok + completion_tokens * t.price_out_per_mtok) / 1e6, 10
+        )
 
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
         body: dict[str, Any] = {
@@ -253,8 +268,11 @@ class Router:
             "ok": attempt.ok,
             "author_id": prep.message.author_id,
             # Each attempt has its own idempotency key; the good one is the reply's id.
-            "message_id": (f"{prep.message_id}:reply" if attempt.ok
-                           else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"),
+            "message_id": (
+                f"{prep.message_id}:reply"
+                if attempt.ok
+                else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"
+            ),
         }
         if attempt.error:
             body["error"] = redact(attempt.error, self.secrets)
@@ -269,7 +287,11 @@ class Router:
         mem = await self._turn(message, text, message_id)
         conversation_length = 0
         if mem is not None:
-            ids = [int(m.get("id") or 0) for m in (*mem.recent, *mem.retrieved) if str(m.get("id") or "").isdigit()]
+            ids = [
+                int(m.get("id") or 0)
+                for m in (*mem.recent, *mem.retrieved)
+                if str(m.get("id") or "").isdigit()
+            ]
             conversation_length = max(ids, default=0) + 1
         choice = choose_tier(
             text=text,
@@ -329,21 +351,40 @@ class Router:
                 reply = Reply(text=APOLOGY, ok=False, with_memory=with_memory, message_id=None)
             else:
                 tier, answer = outcome
-                reply = Reply(text=answer.text, tier=tier, model=answer.model, ok=True,
-                              with_memory=with_memory, message_id=f"{prep.message_id}:reply")
+                reply = Reply(
+                    text=answer.text,
+                    tier=tier,
+                    model=answer.model,
+                    ok=True,
+                    with_memory=with_memory,
+                    message_id=f"{prep.message_id}:reply",
+                )
             return reply
         finally:  # also when cancelled or broken: the line says ok=False
             self._log_turn(message.chat_key, request_id, reply.tier, started, reply.ok, reply.with_memory)
 
     @staticmethod
-    def _log_turn(chat: str, request_id: str, tier: str | None, started: float, ok: bool, with_memory: bool) -> None:
+    def _log_turn(
+        chat: str, request_id: str, tier: str | None, started: float, ok: bool, with_memory: bool
+    ) -> None:
         """The one line per handled message: who, which tier, how long, how it went. No text, no secrets."""
         latency_ms = round((time.monotonic() - started) * 1000.0)
         log.info(
             "turn chat=%s req=%s tier=%s latency_ms=%d ok=%s memory=%s",
-            chat, request_id, tier or "-", latency_ms, ok, with_memory,
-            extra={"tier": tier, "latency_ms": latency_ms, "ok": ok, "with_memory": with_memory,
-                   "turn_chat": chat, "turn_request": request_id},
+            chat,
+            request_id,
+            tier or "-",
+            latency_ms,
+            ok,
+            with_memory,
+            extra={
+                "tier": tier,
+                "latency_ms": latency_ms,
+                "ok": ok,
+                "with_memory": with_memory,
+                "turn_chat": chat,
+                "turn_request": request_id,
+            },
         )
 
     async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
@@ -401,4 +442,3 @@ class Router:
         from bot.router.commands import run_command
 
         return await run_command(self, message, name, args)
-

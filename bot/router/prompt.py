@@ -6,10 +6,12 @@ markers the quoted text cannot forge (every quoted line is prefixed with "| ", a
 marker-looking text inside is defanged). Recent messages follow as ordinary turns, then
 the current message.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 SYSTEM_INSTRUCTION = (
     "You are a helpful assistant in a chat. Answer the latest message concisely, in the "

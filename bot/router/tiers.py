@@ -15,11 +15,13 @@ The choice, in order (each step documented in `TierChoice.reasons`):
    budget, move down one tier (two at twice the budget), forced or not: the budget is the
    owner's money.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bot.config import Tier
 
@@ -35,13 +37,27 @@ class ChoiceRules:
     heavy_at: int = 2
     light_at: int = -1
     heavy_words: tuple[str, ...] = (
-        "explain", "analyse", "analyze", "analysis", "step by step", "step-by-step",
-        "prove", "proof", "derive", "compare", "in detail", "why does", "why do",
-        "reason about", "think through", "debug", "refactor",
+        "explain",
+        "analyse",
+        "analyze",
+        "analysis",
+        "step by step",
+        "step-by-step",
+        "prove",
+        "proof",
+        "derive",
+        "compare",
+        "in detail",
+        "why does",
+        "why do",
+        "reason about",
+        "think through",
+        "debug",
+        "refactor",
     )
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> "ChoiceRules":
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> ChoiceRules:
         """Rules from a TOML table; unknown keys are ignored, missing ones keep defaults."""
         if not data:
             return cls()
@@ -80,7 +96,9 @@ _FORCE_PREFIX = re.compile(r"^\s*!([A-Za-z0-9_-]+)\b\s*")
 def rank_tiers(tiers: Mapping[str, Tier]) -> list[str]:
     """Tier names, cheapest first (ties keep the configured order)."""
     order = list(tiers)
-    return sorted(order, key=lambda n: (tiers[n].price_in_per_mtok + tiers[n].price_out_per_mtok, order.index(n)))
+    return sorted(
+        order, key=lambda n: (tiers[n].price_in_per_mtok + tiers[n].price_out_per_mtok, order.index(n))
+    )
 
 
 def split_force_prefix(text: str, tiers: Sequence[str]) -> tuple[str | None, str]:
@@ -88,7 +106,7 @@ def split_force_prefix(text: str, tiers: Sequence[str]) -> tuple[str | None, str
     match = _FORCE_PREFIX.match(text)
     if match and match.group(1).lower() in {t.lower() for t in tiers}:
         name = next(t for t in tiers if t.lower() == match.group(1).lower())
-        return name, text[match.end():]
+        return name, text[match.end() :]
     return None, text
 
 
@@ -170,7 +188,9 @@ def choose_tier(
         steps = 2 if spent >= 2 * daily_budget_usd else 1
         lowered = ranked[max(0, ranked.index(tier) - steps)]
         if lowered != tier:
-            reasons.append(f"daily budget spent (${spent:.2f} of ${daily_budget_usd:.2f}): {tier} -> {lowered}")
+            reasons.append(
+                f"daily budget spent (${spent:.2f} of ${daily_budget_usd:.2f}): {tier} -> {lowered}"
+            )
             tier = lowered
     return TierChoice(tier=tier, score=score, forced=forced, reasons=tuple(reasons), budget_spent_usd=spent)
 

@@ -3,10 +3,12 @@
 Adapters translate Telegram / Discord / console payloads into these and back; the router
 never sees a platform type, and the adapters never see the memory worker or a model.
 """
+
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol
+from typing import Protocol
 
 
 @dataclass(frozen=True)

@@ -16,21 +16,22 @@ Both are thin shells over `memory_engine`, which holds every rule:
 Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 `tests/fakes/workers/`.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
-
-from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch
 
 from memory_engine import ChatMemory, execute, parse
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
 from memory_engine.http_api import JSON_HEADERS
+from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from pyodide.ffi import jsnull as _JSNULL
@@ -131,8 +132,9 @@ class DurableObjectSql:
         return self._outcome.pop("result")
 
 
-async def post_with_fetch(url: str, headers: dict[str, str], body: bytes,
-                          timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+async def post_with_fetch(
+    url: str, headers: dict[str, str], body: bytes, timeout_s: float
+) -> tuple[int, dict[str, str], bytes]:
     """POST through the runtime's `fetch`: (status, lower-case headers, body)."""
 
     async def go() -> tuple[int, dict[str, str], bytes]:
@@ -190,8 +192,12 @@ class ChatMemorySQLite(DurableObject):
         if self._summarize is None:
             env = self.env
             self._summarize = make_summarizer(
-                _var(env, "SUMMARY_BASE_URL"), _var(env, "SUMMARY_MODEL"),
-                _var(env, "SUMMARY_API_KEY"), post_with_fetch, SUMMARY_TIMEOUT_S)
+                _var(env, "SUMMARY_BASE_URL"),
+                _var(env, "SUMMARY_MODEL"),
+                _var(env, "SUMMARY_API_KEY"),
+                post_with_fetch,
+                SUMMARY_TIMEOUT_S,
+            )
         return self._summarize
 
     async def fetch(self, request: Any) -> Response:

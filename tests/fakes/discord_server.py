@@ -21,6 +21,7 @@ Payload shapes follow Discord's API v10 documentation; JSON answers carry
 Events are only delivered within a session: inject them after the client identified
 (`fake.identifies`); while the connection is down they are kept and replayed on RESUME.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,9 +29,10 @@ import itertools
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -52,7 +54,7 @@ UPDATE_MESSAGE = 7
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:
@@ -114,7 +116,7 @@ class FakeDiscord:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    async def __aenter__(self) -> "FakeDiscord":
+    async def __aenter__(self) -> FakeDiscord:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
@@ -173,8 +175,11 @@ class FakeDiscord:
                 self._role(gid, "@everyone", EVERYONE_PERMISSIONS, 0),
                 self._role(self.snowflake(), "Admin", EVERYONE_PERMISSIONS | MANAGE_GUILD, 1),
                 # The role Discord creates for a bot when it joins (mentionable as the bot).
-                {**self._role(self.snowflake(), "chatbot", EVERYONE_PERMISSIONS, 2),
-                 "managed": True, "tags": {"bot_id": self.bot["id"]}},
+                {
+                    **self._role(self.snowflake(), "chatbot", EVERYONE_PERMISSIONS, 2),
+                    "managed": True,
+                    "tags": {"bot_id": self.bot["id"]},
+                },
             ],
             "emojis": [],
             "stickers": [],
@@ -389,9 +394,7 @@ class FakeDiscord:
             "id": command["id"],
             "name": name,
             "type": 1,
-            "options": [
-                {"name": k, "type": type_of[k], "value": v} for k, v in (options or {}).items()
-            ],
+            "options": [{"name": k, "type": type_of[k], "value": v} for k, v in (options or {}).items()],
         }
         if command.get("guild_id"):
             data["guild_id"] = command["guild_id"]
@@ -407,7 +410,9 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload["id"]
 
-    def _interaction(self, type: int, user: dict, channel: dict, data: dict, message: dict | None = None) -> dict:
+    def _interaction(
+        self, type: int, user: dict, channel: dict, data: dict, message: dict | None = None
+    ) -> dict:
         iid = self.snowflake()
         payload: dict[str, Any] = {
             "id": iid,
@@ -601,8 +606,16 @@ class FakeDiscord:
         ("GET", r"/applications/(?P<app>\d+)(?:/guilds/(?P<gid>\d+))?/commands", "_get_commands"),
         ("POST", r"/interactions/(?P<iid>\d+)/(?P<tok>[^/]+)/callback", "_callback"),
         ("POST", r"/webhooks/(?P<app>\d+)/(?P<tok>[^/]+)", "_followup"),
-        ("PATCH", r"/webhooks/(?P<app>\d+)/(?P<tok>[^/]+)/messages/(?P<mid>@original|\d+)", "_edit_webhook_message"),
-        ("GET", r"/webhooks/(?P<app>\d+)/(?P<tok>[^/]+)/messages/(?P<mid>@original|\d+)", "_get_webhook_message"),
+        (
+            "PATCH",
+            r"/webhooks/(?P<app>\d+)/(?P<tok>[^/]+)/messages/(?P<mid>@original|\d+)",
+            "_edit_webhook_message",
+        ),
+        (
+            "GET",
+            r"/webhooks/(?P<app>\d+)/(?P<tok>[^/]+)/messages/(?P<mid>@original|\d+)",
+            "_get_webhook_message",
+        ),
     ]
 
     async def _route(self, method: str, path: str, call: Call) -> web.Response:
@@ -649,7 +662,10 @@ class FakeDiscord:
                     "errors": {
                         "content": {
                             "_errors": [
-                                {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}
+                                {
+                                    "code": "BASE_TYPE_MAX_LENGTH",
+                                    "message": "Must be 2000 or fewer in length.",
+                                }
                             ]
                         }
                     },
@@ -658,7 +674,9 @@ class FakeDiscord:
             )
         return None
 
-    def _bot_message(self, channel_id: str, body: dict, files: list[tuple[str, bytes]], flags: int = 0) -> dict:
+    def _bot_message(
+        self, channel_id: str, body: dict, files: list[tuple[str, bytes]], flags: int = 0
+    ) -> dict:
         channel = self.channels.get(channel_id) or {"id": channel_id}
         reply_to = None
         ref = body.get("message_reference")
@@ -897,7 +915,9 @@ class FakeDiscord:
         return [
             m["content"]
             for m in self.messages.values()
-            if m["channel_id"] == channel["id"] and m["author"]["id"] == self.bot["id"] and not m.get("deleted")
+            if m["channel_id"] == channel["id"]
+            and m["author"]["id"] == self.bot["id"]
+            and not m.get("deleted")
         ]
 
     def responses(self, interaction_id: str) -> list[Call]:

@@ -10,6 +10,7 @@ which order the tiers were tried.
         fake.script(RateLimit(retry_after=0.1), Answer("hi"), model="gpt-4.1-mini")
         ... AsyncOpenAI(base_url=fake.url, api_key="test") ...
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,9 @@ import json
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -146,7 +148,7 @@ class FakeOpenAI:
             async with self._request_seen:
                 await self._request_seen.wait_for(lambda: len(self.requests) >= count)
 
-    async def __aenter__(self) -> "FakeOpenAI":
+    async def __aenter__(self) -> FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
@@ -205,7 +207,9 @@ class FakeOpenAI:
         except TimeoutError:
             pass
 
-    async def _perform(self, request: web.Request, req: RecordedRequest, action: Action) -> web.StreamResponse:
+    async def _perform(
+        self, request: web.Request, req: RecordedRequest, action: Action
+    ) -> web.StreamResponse:
         if isinstance(action, Echo):
             last = next((m for m in reversed(req.messages) if m.get("role") == "user"), {})
             text = action.prefix + str(last.get("content", ""))
@@ -219,7 +223,13 @@ class FakeOpenAI:
         if isinstance(action, RateLimit):
             headers = {} if action.retry_after is None else {"Retry-After": _fmt(action.retry_after)}
             return web.json_response(
-                {"error": {"message": "Rate limit reached", "type": "rate_limit_error", "code": "rate_limit"}},
+                {
+                    "error": {
+                        "message": "Rate limit reached",
+                        "type": "rate_limit_error",
+                        "code": "rate_limit",
+                    }
+                },
                 status=429,
                 headers=headers,
             )
@@ -249,7 +259,9 @@ class FakeOpenAI:
         raise AssertionError(f"unknown action {action!r}")
 
     async def _sse_start(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         return resp
 
@@ -313,7 +325,9 @@ def _completion(model: str | None, a: Answer) -> dict[str, Any]:
     }
 
 
-def _chunk(cid: str, model: str | None, piece: str | None, first: bool = False, finish: str | None = None) -> dict[str, Any]:
+def _chunk(
+    cid: str, model: str | None, piece: str | None, first: bool = False, finish: str | None = None
+) -> dict[str, Any]:
     delta: dict[str, Any] = {}
     if first:
         delta["role"] = "assistant"

@@ -13,6 +13,7 @@ faults, and records every call.
         tg.send(tg.private_chat(alice), alice, "hello")
         msg = await tg.wait_for_message(alice["id"])
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,9 @@ import itertools
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -33,13 +35,30 @@ MAX_CAPTION = 1024
 
 # Fields PTB sends as JSON strings inside form data.
 _JSON_FIELDS = {
-    "reply_markup", "commands", "scope", "entities", "caption_entities", "allowed_updates",
-    "reply_parameters", "link_preview_options", "media", "results",
+    "reply_markup",
+    "commands",
+    "scope",
+    "entities",
+    "caption_entities",
+    "allowed_updates",
+    "reply_parameters",
+    "link_preview_options",
+    "media",
+    "results",
 }
 _INT_FIELDS = {"chat_id", "message_id", "user_id", "offset", "limit", "timeout", "cache_time"}
 _CHAT_ACTIONS = {
-    "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
-    "upload_document", "choose_sticker", "find_location", "record_video_note", "upload_video_note",
+    "typing",
+    "upload_photo",
+    "record_video",
+    "upload_video",
+    "record_voice",
+    "upload_voice",
+    "upload_document",
+    "choose_sticker",
+    "find_location",
+    "record_video_note",
+    "upload_video_note",
 }
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 
@@ -89,8 +108,24 @@ def _byte_offset(text: str, i: int) -> int:
     return len(text[:i].encode("utf-8"))
 
 
-_HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
-              "a", "code", "pre", "blockquote", "tg-emoji"}
+_HTML_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-emoji",
+}
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[^<>]*?)?)\s*(/?)>")
 _ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d{1,7}|#x[0-9a-fA-F]{1,6});")
 
@@ -109,21 +144,27 @@ def parse_html(text: str) -> str:
             closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
             if name not in _HTML_TAGS:
                 kind = "end" if closing else "start"
-                raise bad(f'can\'t parse entities: Unsupported {kind} tag "{name}" at byte offset {_byte_offset(text, i)}')
+                raise bad(
+                    f'can\'t parse entities: Unsupported {kind} tag "{name}" at byte offset {_byte_offset(text, i)}'
+                )
             if closing:
                 if not stack:
-                    raise bad(f"can't parse entities: Unexpected end tag at byte offset {_byte_offset(text, i)}")
+                    raise bad(
+                        f"can't parse entities: Unexpected end tag at byte offset {_byte_offset(text, i)}"
+                    )
                 expected, _ = stack.pop()
                 if expected != name:
                     raise bad(
-                        f'can\'t parse entities: Unmatched end tag at byte offset {_byte_offset(text, i)}, '
+                        f"can't parse entities: Unmatched end tag at byte offset {_byte_offset(text, i)}, "
                         f'expected "</{expected}>", found "</{name}>"'
                     )
             else:
                 if name == "a" and "href" not in attrs:
                     pass  # the real server accepts <a> without href and drops the link
                 if name == "span" and "tg-spoiler" not in attrs:
-                    raise bad(f'can\'t parse entities: Tag "span" must have class "tg-spoiler" at byte offset {_byte_offset(text, i)}')
+                    raise bad(
+                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler" at byte offset {_byte_offset(text, i)}'
+                    )
                 stack.append((name, i))
             i = m.end()
         elif c == "&":
@@ -142,7 +183,7 @@ def parse_html(text: str) -> str:
             i += 1
     if stack:
         name, _ = stack[-1]
-        raise bad(f'can\'t parse entities: Can\'t find end tag corresponding to start tag "{name}"')
+        raise bad(f"can't parse entities: Can't find end tag corresponding to start tag \"{name}\"")
     return "".join(out)
 
 
@@ -159,21 +200,27 @@ def parse_markdown(text: str) -> str:
         elif text.startswith("```", i):
             end = text.find("```", i + 3)
             if end < 0:
-                raise bad(f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}")
-            body = text[i + 3:end]
+                raise bad(
+                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                )
+            body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
             out.append(rest if nl and first and " " not in first else body)
             i = end + 3
         elif c in "*_`":
             end = text.find(c, i + 1)
             if end < 0:
-                raise bad(f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}")
-            out.append(text[i + 1:end])
+                raise bad(
+                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                )
+            out.append(text[i + 1 : end])
             i = end + 1
         elif c == "[":
             m = re.compile(r"\[([^\]]*)\]\(([^)]*)\)").match(text, i)
             if not m:
-                raise bad(f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}")
+                raise bad(
+                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                )
             out.append(m.group(1))
             i = m.end()
         else:
@@ -205,8 +252,10 @@ def parse_markdown_v2(text: str) -> str:
         if text.startswith("```", i):
             end = text.find("```", i + 3)
             if end < 0:
-                raise bad(f"can't parse entities: Can't find end of Pre entity at byte offset {_byte_offset(text, i)}")
-            body = text[i + 3:end]
+                raise bad(
+                    f"can't parse entities: Can't find end of Pre entity at byte offset {_byte_offset(text, i)}"
+                )
+            body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
             out.append(rest if nl and first and " " not in first else body)
             i = end + 3
@@ -214,14 +263,24 @@ def parse_markdown_v2(text: str) -> str:
         if c == "`":
             end = text.find("`", i + 1)
             if end < 0:
-                raise bad(f"can't parse entities: Can't find end of Code entity at byte offset {_byte_offset(text, i)}")
-            out.append(text[i + 1:end])
+                raise bad(
+                    f"can't parse entities: Can't find end of Code entity at byte offset {_byte_offset(text, i)}"
+                )
+            out.append(text[i + 1 : end])
             i = end + 1
             continue
         if c == ">" and line_start:
             i += 1
             continue
-        mark = "__" if text.startswith("__", i) else "||" if text.startswith("||", i) else c if c in "*_~" else None
+        mark = (
+            "__"
+            if text.startswith("__", i)
+            else "||"
+            if text.startswith("||", i)
+            else c
+            if c in "*_~"
+            else None
+        )
         if mark:
             if open_marks and open_marks[-1][0] == mark:
                 open_marks.pop()
@@ -245,7 +304,9 @@ def parse_markdown_v2(text: str) -> str:
         i += 1
     if open_marks:
         _, at = open_marks[-1]
-        raise bad(f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, at)}")
+        raise bad(
+            f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, at)}"
+        )
     return "".join(out)
 
 
@@ -266,9 +327,13 @@ def plain_text(text: str, parse_mode: str | None) -> str:
 def detect_entities(text: str) -> list[dict]:
     """Entities the real server computes for a user's message: bot commands and @mentions."""
     entities = []
-    for m in re.finditer(r"(?<![\w/])/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![\w/])|(?<!\w)@[A-Za-z0-9_]{3,32}", text):
+    for m in re.finditer(
+        r"(?<![\w/])/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?(?![\w/])|(?<!\w)@[A-Za-z0-9_]{3,32}", text
+    ):
         kind = "bot_command" if m.group(0).startswith("/") else "mention"
-        entities.append({"type": kind, "offset": _utf16_len(text[:m.start()]), "length": _utf16_len(m.group(0))})
+        entities.append(
+            {"type": kind, "offset": _utf16_len(text[: m.start()]), "length": _utf16_len(m.group(0))}
+        )
     return entities
 
 
@@ -278,11 +343,17 @@ def detect_entities(text: str) -> list[dict]:
 class FakeTelegram:
     """The fake Bot API server: a world of users and chats, updates to deliver, and a call log."""
 
-    def __init__(self, token: str = TOKEN, username: str = "memo_test_bot", bot_id: int | None = None) -> None:
+    def __init__(
+        self, token: str = TOKEN, username: str = "memo_test_bot", bot_id: int | None = None
+    ) -> None:
         self.token = token
         self.bot_user = {
-            "id": bot_id or int(token.split(":")[0]), "is_bot": True, "first_name": "Memo",
-            "username": username, "can_join_groups": True, "can_read_all_group_messages": False,
+            "id": bot_id or int(token.split(":")[0]),
+            "is_bot": True,
+            "first_name": "Memo",
+            "username": username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
             "supports_inline_queries": False,
         }
         self.calls: list[Call] = []
@@ -315,7 +386,7 @@ class FakeTelegram:
         """What to give PTB's `base_url` (the token is appended by PTB)."""
         return f"http://127.0.0.1:{self.port}/bot"
 
-    async def __aenter__(self) -> "FakeTelegram":
+    async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -425,7 +496,10 @@ class FakeTelegram:
         """A user presses an inline button of a bot message; returns the callback query id."""
         qid = str(next(self._callback_ids))
         query = {
-            "id": qid, "from": user, "message": message, "data": data,
+            "id": qid,
+            "from": user,
+            "message": message,
+            "data": data,
             "chat_instance": str(abs(message["chat"]["id"])),
         }
         self._callbacks[qid] = query
@@ -449,8 +523,12 @@ class FakeTelegram:
             retry_after = 1 if retry_after is None else retry_after
             params = {"retry_after": retry_after}
             description = description or f"Too Many Requests: retry after {retry_after}"
-        description = description or {400: "Bad Request", 403: "Forbidden: bot was blocked by the user",
-                                       500: "Internal Server Error", 502: "Bad Gateway"}.get(error_code, "Error")
+        description = description or {
+            400: "Bad Request",
+            403: "Forbidden: bot was blocked by the user",
+            500: "Internal Server Error",
+            502: "Bad Gateway",
+        }.get(error_code, "Error")
         self.faults.setdefault(method, []).append(Fault(error_code, description, params, times))
 
     # --- assertions
@@ -458,7 +536,8 @@ class FakeTelegram:
     def calls_to(self, method: str, chat_id: int | None = None, ok: bool | None = None) -> list[Call]:
         """Recorded calls of one method (optionally to one chat, optionally only ok/failed)."""
         return [
-            c for c in self.calls
+            c
+            for c in self.calls
             if c.method == method
             and (chat_id is None or c.params.get("chat_id") == chat_id)
             and (ok is None or (c.status == 200) == ok)
@@ -467,7 +546,8 @@ class FakeTelegram:
     def bot_messages(self, chat_id: int) -> list[dict]:
         """Messages the bot has in a chat (current state, after edits), oldest first."""
         return [
-            m for (cid, _), m in sorted(self.messages.items())
+            m
+            for (cid, _), m in sorted(self.messages.items())
             if cid == chat_id and m.get("from", {}).get("id") == self.bot_user["id"]
         ]
 
@@ -477,16 +557,20 @@ class FakeTelegram:
 
     async def wait_until(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait (without sleeping blindly) until `predicate()` is truthy after some call; return it."""
+
         async def check() -> Any:
             async with self._changed:
                 while not (result := predicate()):
                     await self._changed.wait()
                 return result
+
         try:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
                 return await check()
         except TimeoutError:
-            raise AssertionError(f"timed out after {timeout}s waiting; calls: {[c.method for c in self.calls]}") from None
+            raise AssertionError(
+                f"timed out after {timeout}s waiting; calls: {[c.method for c in self.calls]}"
+            ) from None
 
     async def wait_for_message(self, chat_id: int, count: int = 1, timeout: float = 10.0) -> list[dict]:
         """Wait until the bot has at least `count` messages in a chat; return them."""
@@ -498,6 +582,7 @@ class FakeTelegram:
         async def notify() -> None:
             async with self._changed:
                 self._changed.notify_all()
+
         task = asyncio.get_running_loop().create_task(notify())
         # Keep a reference until it ran: the loop holds tasks only weakly.
         self._tasks.add(task)
@@ -584,7 +669,10 @@ class FakeTelegram:
 
     async def _m_getUpdates(self, params: dict, files: dict) -> list[dict]:
         if self.webhook_url:
-            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+            )
         offset = params.get("offset") or 0
         limit = min(max(params.get("limit") or 100, 1), 100)
         timeout = max(float(params.get("timeout") or 0), 0.0)
@@ -608,7 +696,10 @@ class FakeTelegram:
         async with self._changed:
             while not (batch := ready()):
                 if generation != self._poll_generation:
-                    raise ApiError(409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running")
+                    raise ApiError(
+                        409,
+                        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []
@@ -640,7 +731,11 @@ class FakeTelegram:
         return True
 
     async def _m_getWebhookInfo(self, params: dict, files: dict) -> dict:
-        return {"url": self.webhook_url, "has_custom_certificate": False, "pending_update_count": len(self._updates)}
+        return {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._updates),
+        }
 
     async def _m_sendMessage(self, params: dict, files: dict) -> dict:
         chat = self._chat(params)
@@ -718,10 +813,18 @@ class FakeTelegram:
         if not photo.startswith(b"\x89PNG\r\n\x1a\n") and not photo.startswith(b"\xff\xd8"):
             raise bad("IMAGE_PROCESS_FAILED")
         caption = params.get("caption")
-        fields: dict[str, Any] = {"photo": [{
-            "file_id": f"photo{len(self.photos)}", "file_unique_id": f"u{len(self.photos)}",
-            "width": 640, "height": 480, "file_size": len(photo),
-        }], **self._reply_to(chat, params)}
+        fields: dict[str, Any] = {
+            "photo": [
+                {
+                    "file_id": f"photo{len(self.photos)}",
+                    "file_unique_id": f"u{len(self.photos)}",
+                    "width": 640,
+                    "height": 480,
+                    "file_size": len(photo),
+                }
+            ],
+            **self._reply_to(chat, params),
+        }
         if caption:
             plain = plain_text(str(caption), params.get("parse_mode"))
             if len(plain) > MAX_CAPTION:
@@ -733,7 +836,7 @@ class FakeTelegram:
     async def _m_setMyCommands(self, params: dict, files: dict) -> bool:
         commands = params.get("commands")
         if not isinstance(commands, list):
-            raise bad("parameter \"commands\" is required")
+            raise bad('parameter "commands" is required')
         if len(commands) > 100:
             raise bad("BOT_COMMANDS_TOO_MUCH")
         for c in commands:
@@ -779,13 +882,19 @@ class FakeTelegram:
                 self._webhook_wake.clear()
                 while self.webhook_url and self._updates:
                     update = self._updates[0]
-                    headers = {"X-Telegram-Bot-Api-Secret-Token": self.webhook_secret} if self.webhook_secret else {}
+                    headers = (
+                        {"X-Telegram-Bot-Api-Secret-Token": self.webhook_secret}
+                        if self.webhook_secret
+                        else {}
+                    )
                     try:
                         async with session.post(self.webhook_url, json=update, headers=headers) as resp:
                             delivered = resp.status == 200
                     except aiohttp.ClientError:
                         delivered = False
-                    self.calls.append(Call("webhook", {"update_id": update["update_id"]}, status=200 if delivered else 502))
+                    self.calls.append(
+                        Call("webhook", {"update_id": update["update_id"]}, status=200 if delivered else 502)
+                    )
                     if delivered:
                         self._updates.pop(0)
                         self._notify()
@@ -804,8 +913,16 @@ def _media(kind: str) -> dict:
     fid = {"file_id": f"{kind}-file", "file_unique_id": f"{kind}-unique"}
     shapes = {
         "photo": {"photo": [{**fid, "width": 90, "height": 90}]},
-        "sticker": {"sticker": {**fid, "type": "regular", "width": 512, "height": 512,
-                                "is_animated": False, "is_video": False}},
+        "sticker": {
+            "sticker": {
+                **fid,
+                "type": "regular",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+            }
+        },
         "voice": {"voice": {**fid, "duration": 3}},
         "document": {"document": {**fid, "file_name": "notes.txt"}},
         "video": {"video": {**fid, "width": 320, "height": 240, "duration": 5}},
@@ -819,12 +936,28 @@ def _member(status: str, user: dict) -> dict:
     if status == "creator":
         return {"status": "creator", "user": user, "is_anonymous": False}
     if status == "administrator":
-        rights = dict.fromkeys([
-            "can_manage_chat", "can_delete_messages", "can_manage_video_chats", "can_restrict_members",
-            "can_promote_members", "can_change_info", "can_invite_users", "can_post_stories",
-            "can_edit_stories", "can_delete_stories",
-        ], True)
-        return {"status": "administrator", "user": user, "can_be_edited": False, "is_anonymous": False, **rights}
+        rights = dict.fromkeys(
+            [
+                "can_manage_chat",
+                "can_delete_messages",
+                "can_manage_video_chats",
+                "can_restrict_members",
+                "can_promote_members",
+                "can_change_info",
+                "can_invite_users",
+                "can_post_stories",
+                "can_edit_stories",
+                "can_delete_stories",
+            ],
+            True,
+        )
+        return {
+            "status": "administrator",
+            "user": user,
+            "can_be_edited": False,
+            "is_anonymous": False,
+            **rights,
+        }
     if status == "left":
         return {"status": "left", "user": user}
     return {"status": "member", "user": user}

@@ -7,13 +7,15 @@ step. Nothing is deleted on failure; the alarm retries with backoff. The host sh
 (Durable Object alarm, local host scheduler) call only `alarm_needed`, `on_alarm` and
 `make_summarizer`; the transport for the summarizer is the one callable `post`.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from .facts import extract_facts
 from .text import STOPWORDS, tokens
@@ -85,7 +87,8 @@ def validate_summary(text: str) -> str:
 
 # -- planning and committing (synchronous: atomic inside one host event) -------------------
 
-def prepare(memory: "ChatMemory", keep: int | None = None, force: bool = False) -> Job | None:
+
+def prepare(memory: ChatMemory, keep: int | None = None, force: bool = False) -> Job | None:
     """The next compaction job, or None when the un-summarized history is short enough."""
     from .engine import COMPACT_THRESHOLD, KEEP_UNSUMMARIZED, MSG_COLUMNS
 
@@ -95,11 +98,15 @@ def prepare(memory: "ChatMemory", keep: int | None = None, force: bool = False) 
     if active <= (keep if force else COMPACT_THRESHOLD):
         return None
     boundary = memory.sql.exec(
-        "SELECT id FROM messages ORDER BY id DESC LIMIT 1 OFFSET ?", keep - 1 if keep else 0)
+        "SELECT id FROM messages ORDER BY id DESC LIMIT 1 OFFSET ?", keep - 1 if keep else 0
+    )
     newest_kept = int(boundary[0]["id"]) if boundary and keep else None
     rows = memory.sql.exec(
         f"SELECT {MSG_COLUMNS} FROM messages WHERE id > ? AND id < ? ORDER BY id LIMIT ?",
-        upto, newest_kept if newest_kept is not None else 2**62, BATCH_MESSAGES)
+        upto,
+        newest_kept if newest_kept is not None else 2**62,
+        BATCH_MESSAGES,
+    )
     batch, size = [], 0
     for row in rows:
         if batch and size + len(row["text"]) > BATCH_CHARS:
@@ -108,12 +115,18 @@ def prepare(memory: "ChatMemory", keep: int | None = None, force: bool = False) 
         size += len(row["text"])
     if not batch:
         return None
-    return Job(memory._state("summary") or "", batch, upto, int(batch[-1]["id"]),
-               memory._state("summary_epoch", "0") or "0")
+    return Job(
+        memory._state("summary") or "",
+        batch,
+        upto,
+        int(batch[-1]["id"]),
+        memory._state("summary_epoch", "0") or "0",
+    )
 
 
-def commit(memory: "ChatMemory", job: Job, summary: str) -> bool:
+def commit(memory: ChatMemory, job: Job, summary: str) -> bool:
     """Store the new summary and mark in one step; False when the chat moved on meanwhile."""
+
     def run() -> bool:
         if memory.summarized_upto() != job.base_upto:
             return False  # another compaction got there first
@@ -130,7 +143,7 @@ def commit(memory: "ChatMemory", job: Job, summary: str) -> bool:
     return memory.sql.transaction(run)
 
 
-async def compact_once(memory: "ChatMemory", summarize: Summarize, force: bool = False) -> bool:
+async def compact_once(memory: ChatMemory, summarize: Summarize, force: bool = False) -> bool:
     """Run one compaction if one is due; True when a new summary was committed."""
     job = prepare(memory, force=force)
     if job is None:
@@ -139,14 +152,17 @@ async def compact_once(memory: "ChatMemory", summarize: Summarize, force: bool =
     return commit(memory, job, summary)
 
 
-def alarm_needed(memory: "ChatMemory") -> bool:
+def alarm_needed(memory: ChatMemory) -> bool:
     """True when the host should schedule (or keep) a compaction alarm for this chat."""
     return memory.needs_compaction()
 
 
-async def on_alarm(memory: "ChatMemory", summarize: Summarize,
-                   backoff_base_ms: int = BACKOFF_BASE_MS,
-                   backoff_max_ms: int = BACKOFF_MAX_MS) -> int | None:
+async def on_alarm(
+    memory: ChatMemory,
+    summarize: Summarize,
+    backoff_base_ms: int = BACKOFF_BASE_MS,
+    backoff_max_ms: int = BACKOFF_MAX_MS,
+) -> int | None:
     """Run the due compaction; the delay in ms before the next alarm, or None for no alarm."""
     try:
         await compact_once(memory, summarize)
@@ -173,13 +189,25 @@ _INSTRUCTIONS = (
 
 def summarizer_request(model: str, previous: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The chat-completions body asking for the merged anchored summary."""
-    lines = [json.dumps({"ts": m.get("ts"), "from": m.get("author") or m.get("role"),
-                         "text": m.get("text")}, ensure_ascii=False) for m in messages]
-    user = ("Previous summary:\n" + (previous or "(none yet)") + "\n\nNew messages (JSON lines):\n"
-            + "\n".join(lines))
-    return {"model": model, "temperature": 0.2, "max_tokens": 1500,
-            "messages": [{"role": "system", "content": _INSTRUCTIONS},
-                         {"role": "user", "content": user}]}
+    lines = [
+        json.dumps(
+            {"ts": m.get("ts"), "from": m.get("author") or m.get("role"), "text": m.get("text")},
+            ensure_ascii=False,
+        )
+        for m in messages
+    ]
+    user = (
+        "Previous summary:\n"
+        + (previous or "(none yet)")
+        + "\n\nNew messages (JSON lines):\n"
+        + "\n".join(lines)
+    )
+    return {
+        "model": model,
+        "temperature": 0.2,
+        "max_tokens": 1500,
+        "messages": [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}],
+    }
 
 
 def _retry_after_ms(headers: dict[str, str]) -> int | None:
@@ -192,8 +220,9 @@ def _retry_after_ms(headers: dict[str, str]) -> int | None:
     return None
 
 
-def make_summarizer(base_url: str | None, model: str | None, api_key: str | None,
-                    post: Post | None, timeout_s: float = 60.0) -> Summarize:
+def make_summarizer(
+    base_url: str | None, model: str | None, api_key: str | None, post: Post | None, timeout_s: float = 60.0
+) -> Summarize:
     """A Summarize over an OpenAI-compatible endpoint, or the offline one when none is set."""
     if not base_url or post is None:
         return offline_summarize
@@ -240,7 +269,9 @@ def _merge(old: list[str], new: list[str], limit: int) -> list[str]:
     return list(seen)[-limit:]
 
 
-_FILE = re.compile(r"(?:https?://\S+|\b[\w\-./]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|pdf|png|jpg|docx?|xlsx?|sql|sh|html|css|go|rs|java|c|h|cpp)\b)")
+_FILE = re.compile(
+    r"(?:https?://\S+|\b[\w\-./]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|pdf|png|jpg|docx?|xlsx?|sql|sh|html|css|go|rs|java|c|h|cpp)\b)"
+)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
@@ -254,8 +285,12 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     old = _sections_of(previous) if previous else {h: [] for h in SECTIONS}
     speakers = Counter(m.get("author") or m.get("role") for m in messages if m.get("role") == "user")
     # Topic words are bounded in length: one 60k-character "word" must not fill the summary.
-    words = Counter(t for m in messages for t in tokens(m.get("text", ""))
-                    if t not in STOPWORDS and 2 < len(t) <= 32 and not t.isdigit())
+    words = Counter(
+        t
+        for m in messages
+        for t in tokens(m.get("text", ""))
+        if t not in STOPWORDS and 2 < len(t) <= 32 and not t.isdigit()
+    )
     topics = ", ".join(w for w, _ in words.most_common(6))
     who = ", ".join(s for s, _ in speakers.most_common(5) if s) or "the user"
     objective = [f"- Conversation with {who} about {topics or 'various things'}."]
@@ -277,13 +312,18 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
             scored.append((score, f"- {m.get('author') or m.get('role')}: {s[:200]}"))
     details += [line for _, line in sorted(scored, reverse=True)[:6]]
 
-    questions = [f"- {m.get('author') or m.get('role')} asked: {s.strip()[:200]}"
-                 for m in messages for s in _SENTENCE.findall(m.get("text", ""))
-                 if s.strip().endswith("?") and len(s.strip()) > 8][-4:]
+    questions = [
+        f"- {m.get('author') or m.get('role')} asked: {s.strip()[:200]}"
+        for m in messages
+        for s in _SENTENCE.findall(m.get("text", ""))
+        if s.strip().endswith("?") and len(s.strip()) > 8
+    ][-4:]
     last = messages[-1].get("ts") if messages else None
-    work = [f"- Completed: {len(messages)} more messages summarized (up to {last}).",
-            "- Active: " + (topics or "general conversation") + ".",
-            "- Blocked: " + ("open questions below." if questions else "nothing known.")]
+    work = [
+        f"- Completed: {len(messages)} more messages summarized (up to {last}).",
+        "- Active: " + (topics or "general conversation") + ".",
+        "- Blocked: " + ("open questions below." if questions else "nothing known."),
+    ]
     next_move = questions or ["- Continue the conversation; answer from memory when asked."]
     files = sorted({f[:200] for m in messages for f in _FILE.findall(m.get("text", ""))})[:10]
 

@@ -4,10 +4,12 @@ Every method is synchronous and touches only `SqlStorage`, so it runs unchanged 
 Durable Object (Pyodide) and in the local host (CPython + sqlite3). Inputs are assumed
 validated by `http_api`; the engine only enforces the memory semantics.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
@@ -28,18 +30,19 @@ MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
 
 def utc_iso(dt: datetime) -> str:
     """ISO-8601 UTC with milliseconds and a Z, the format of every stored timestamp."""
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class ChatMemory:
     """The memory of one chat: archive + index, ring, facts, summary state, usage."""
 
-    def __init__(self, sql: SqlStorage, clock: Callable[[], datetime] = _now,
-                 retention: int = RETENTION_MESSAGES):
+    def __init__(
+        self, sql: SqlStorage, clock: Callable[[], datetime] = _now, retention: int = RETENTION_MESSAGES
+    ):
         self.sql = sql
         self.clock = clock
         self.retention = retention
@@ -58,7 +61,10 @@ class ChatMemory:
     def _set_state(self, key: str, value: str | None) -> None:
         self.sql.exec(
             "INSERT INTO state(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            key,
+            value,
+        )
 
     def mode(self) -> str:
         """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
@@ -76,13 +82,27 @@ class ChatMemory:
         rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE message_id = ?", message_id)
         return rows[0] if rows else None
 
-    def _insert(self, role: str, text: str, author: str, author_id: str,
-                message_id: str | None, ts: str, index: bool = True) -> int | None:
+    def _insert(
+        self,
+        role: str,
+        text: str,
+        author: str,
+        author_id: str,
+        message_id: str | None,
+        ts: str,
+        index: bool = True,
+    ) -> int | None:
         """Store one message and index it; None when its message_id is already stored."""
         rows = self.sql.exec(
             "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
-            role, author, author_id, text, ts, message_id)
+            role,
+            author,
+            author_id,
+            text,
+            ts,
+            message_id,
+        )
         if not rows:
             return None
         new_id = int(rows[0]["id"])
@@ -93,15 +113,24 @@ class ChatMemory:
     def _apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
         for change in extract_facts(text):
             if change.remove_from:
-                self._change_fact(author, author_id, change.remove_from, source, ts,
-                                  remove=change.value)
+                self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             self._change_fact(author, author_id, change.key, source, ts, add=change.value)
 
-    def _change_fact(self, author: str, author_id: str, key: str, source: int, ts: str,
-                     add: str | None = None, remove: str | None = None) -> None:
+    def _change_fact(
+        self,
+        author: str,
+        author_id: str,
+        key: str,
+        source: int,
+        ts: str,
+        add: str | None = None,
+        remove: str | None = None,
+    ) -> None:
         rows = self.sql.exec(
             "SELECT id, value FROM facts WHERE author_id = ? AND key = ? AND superseded_at IS NULL",
-            author_id, key)
+            author_id,
+            key,
+        )
         current = rows[0]["value"] if rows else None
         if is_list_key(key):
             value = merge_list(current, add=add, remove=remove)
@@ -114,12 +143,25 @@ class ChatMemory:
         if value:
             self.sql.exec(
                 "INSERT INTO facts(author, author_id, key, value, updated_at, source_message) "
-                "VALUES (?, ?, ?, ?, ?, ?)", author, author_id, key, value, ts, source)
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                author,
+                author_id,
+                key,
+                value,
+                ts,
+                source,
+            )
 
     # -- the turn ----------------------------------------------------------------------
 
-    def turn(self, text: str, author: str = "", author_id: str = "",
-             message_id: str | None = None, mode: str | None = None) -> dict[str, Any]:
+    def turn(
+        self,
+        text: str,
+        author: str = "",
+        author_id: str = "",
+        message_id: str | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
         """Record a user message, then build its memory prompt from everything before it."""
         ts = self.now()
 
@@ -144,8 +186,15 @@ class ChatMemory:
             summary = self._state("summary") or ""
             prompt = render_prompt(recent, retrieved, summary, facts)
             self._set_state("last_prompt", prompt)
-            return {"current_id": current_id, "mode": chosen, "recent": recent,
-                    "retrieved": retrieved, "facts": facts, "summary": summary, "prompt": prompt}
+            return {
+                "current_id": current_id,
+                "mode": chosen,
+                "recent": recent,
+                "retrieved": retrieved,
+                "facts": facts,
+                "summary": summary,
+                "prompt": prompt,
+            }
 
         built = self.sql.transaction(build)
         current_id, mode = built["current_id"], built["mode"]
@@ -166,8 +215,8 @@ class ChatMemory:
     def _recent_before(self, current_id: int, n: int) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
         rows = self.sql.exec(
-            f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?",
-            current_id, n)
+            f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", current_id, n
+        )
         rows.reverse()
         return rows
 
@@ -192,42 +241,84 @@ class ChatMemory:
 
     # -- replies and usage -------------------------------------------------------------
 
-    def reply(self, text: str, tier: str, model: str, prompt_tokens: int = 0,
-              completion_tokens: int = 0, latency_ms: float | None = None,
-              cost_usd: float = 0.0, ok: bool = True, message_id: str | None = None,
-              error: str | None = None, author_id: str = "") -> dict[str, Any]:
+    def reply(
+        self,
+        text: str,
+        tier: str,
+        model: str,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        latency_ms: float | None = None,
+        cost_usd: float = 0.0,
+        ok: bool = True,
+        message_id: str | None = None,
+        error: str | None = None,
+        author_id: str = "",
+    ) -> dict[str, Any]:
         """Record one model attempt: the assistant message (when it has text) and a usage row."""
         ts = self.now()
 
         def record() -> dict[str, Any]:
             if message_id is not None:
                 seen = self.sql.exec(
-                    "SELECT 1 AS x FROM router_usage WHERE message_id = ? LIMIT 1", message_id)
+                    "SELECT 1 AS x FROM router_usage WHERE message_id = ? LIMIT 1", message_id
+                )
                 existing = self._find_by_message_id(message_id)
                 if seen or existing:
-                    return {"message_id": message_id, "id": existing and existing["id"],
-                            "duplicate": True}
+                    return {"message_id": message_id, "id": existing and existing["id"], "duplicate": True}
             new_id = None
             # A failed attempt with text is a stream cut off midway: the user saw that text,
             # so memory keeps it too.
             if text:
                 new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
-            self._record_usage(ts, tier, model, prompt_tokens, completion_tokens, latency_ms,
-                               cost_usd, ok, error, message_id, author_id)
+            self._record_usage(
+                ts,
+                tier,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                latency_ms,
+                cost_usd,
+                ok,
+                error,
+                message_id,
+                author_id,
+            )
             mid = message_id if message_id is not None else (str(new_id) if new_id else None)
             return {"message_id": mid, "id": new_id}
 
         return self.sql.transaction(record)
 
-    def _record_usage(self, ts: str, tier: str, model: str, prompt_tokens: int,
-                      completion_tokens: int, latency_ms: float | None, cost_usd: float,
-                      ok: bool, error: str | None, message_id: str | None, author_id: str) -> None:
+    def _record_usage(
+        self,
+        ts: str,
+        tier: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: float | None,
+        cost_usd: float,
+        ok: bool,
+        error: str | None,
+        message_id: str | None,
+        author_id: str,
+    ) -> None:
         rows = self.sql.exec(
             "INSERT INTO router_usage(ts, tier, model, prompt_tokens, completion_tokens, "
             "latency_ms, cost_usd, ok, error, message_id, author_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd,
-            1 if ok else 0, error, message_id, author_id)
+            ts,
+            tier,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            latency_ms,
+            cost_usd,
+            1 if ok else 0,
+            error,
+            message_id,
+            author_id,
+        )
         self.sql.exec(
             "INSERT INTO usage_daily(day, tier, calls, errors, prompt_tokens, completion_tokens, cost_usd) "
             "VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(day, tier) DO UPDATE SET "
@@ -235,24 +326,37 @@ class ChatMemory:
             "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
             "completion_tokens = completion_tokens + excluded.completion_tokens, "
             "cost_usd = cost_usd + excluded.cost_usd",
-            ts[:10], tier, 0 if ok else 1, prompt_tokens, completion_tokens, cost_usd)
+            ts[:10],
+            tier,
+            0 if ok else 1,
+            prompt_tokens,
+            completion_tokens,
+            cost_usd,
+        )
         # Bounded: the per-call rows keep a window; the daily table keeps the totals.
         newest = int(rows[0]["id"])
         if newest % 100 == 0:
             self.sql.exec("DELETE FROM router_usage WHERE id <= ?", newest - USAGE_ROWS_KEPT)
 
-    _TOTALS = ("SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt_tokens, "
-               "SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd")
+    _TOTALS = (
+        "SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt_tokens, "
+        "SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd"
+    )
 
     def _tier_totals(self, where: str = "", *params: Any) -> dict[str, dict[str, Any]]:
         rows = self.sql.exec(
-            f"SELECT tier, {self._TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier",
-            *params)
-        return {r["tier"]: {
-            "calls": int(r["calls"] or 0), "errors": int(r["errors"] or 0),
-            "prompt_tokens": int(r["prompt_tokens"] or 0),
-            "completion_tokens": int(r["completion_tokens"] or 0),
-            "cost_usd": round(float(r["cost_usd"] or 0.0), 8)} for r in rows}
+            f"SELECT tier, {self._TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier", *params
+        )
+        return {
+            r["tier"]: {
+                "calls": int(r["calls"] or 0),
+                "errors": int(r["errors"] or 0),
+                "prompt_tokens": int(r["prompt_tokens"] or 0),
+                "completion_tokens": int(r["completion_tokens"] or 0),
+                "cost_usd": round(float(r["cost_usd"] or 0.0), 8),
+            }
+            for r in rows
+        }
 
     def usage_today(self) -> dict[str, dict[str, Any]]:
         """Today's (UTC) calls, errors, tokens and cost per tier."""
@@ -262,7 +366,9 @@ class ChatMemory:
         """All-time totals per tier and the most recent model calls."""
         rows = self.sql.exec(
             "SELECT ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error "
-            "FROM router_usage ORDER BY id DESC LIMIT ?", recent)
+            "FROM router_usage ORDER BY id DESC LIMIT ?",
+            recent,
+        )
         for r in rows:
             r["ok"] = bool(r["ok"])
         return {"tiers": self._tier_totals(), "today": self.usage_today(), "recent": rows}
@@ -270,8 +376,10 @@ class ChatMemory:
     # -- views -------------------------------------------------------------------------
 
     def _current_facts(self, limit: int | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT author, author_id, key, value, updated_at FROM facts "
-               "WHERE superseded_at IS NULL ORDER BY id DESC")
+        sql = (
+            "SELECT author, author_id, key, value, updated_at FROM facts "
+            "WHERE superseded_at IS NULL ORDER BY id DESC"
+        )
         rows = self.sql.exec(sql + " LIMIT ?", limit) if limit else self.sql.exec(sql)
         rows.reverse()
         return rows
@@ -281,7 +389,8 @@ class ChatMemory:
         if not history:
             return {"facts": self._current_facts()}
         rows = self.sql.exec(
-            "SELECT author, author_id, key, value, updated_at, superseded_at FROM facts ORDER BY id")
+            "SELECT author, author_id, key, value, updated_at, superseded_at FROM facts ORDER BY id"
+        )
         return {"facts": rows}
 
     def summary(self) -> dict[str, Any]:
@@ -295,26 +404,33 @@ class ChatMemory:
 
     def active_count(self) -> int:
         """How many messages the summary does not cover yet."""
-        return int(self.sql.exec(
-            "SELECT COUNT(*) AS n FROM messages WHERE id > ?", self.summarized_upto())[0]["n"])
+        return int(
+            self.sql.exec("SELECT COUNT(*) AS n FROM messages WHERE id > ?", self.summarized_upto())[0]["n"]
+        )
 
     def needs_compaction(self) -> bool:
         """True when the un-summarized history has grown past the threshold."""
         # Looks for the one message past the threshold instead of counting them all: on
         # the turn path, a long backlog (summarizer down for days) must not cost O(backlog).
-        return bool(self.sql.exec(
-            "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?",
-            self.summarized_upto(), COMPACT_THRESHOLD))
+        return bool(
+            self.sql.exec(
+                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?",
+                self.summarized_upto(),
+                COMPACT_THRESHOLD,
+            )
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counts of kept, active and archived messages, facts, the mode, the last prompt."""
         total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
         active = self.active_count()
-        facts = int(self.sql.exec(
-            "SELECT COUNT(*) AS n FROM facts WHERE superseded_at IS NULL")[0]["n"])
+        facts = int(self.sql.exec("SELECT COUNT(*) AS n FROM facts WHERE superseded_at IS NULL")[0]["n"])
         out: dict[str, Any] = {
-            "total_messages": total, "active_messages": active,
-            "archived_messages": total - active, "facts": facts, "mode": self.mode(),
+            "total_messages": total,
+            "active_messages": active,
+            "archived_messages": total - active,
+            "facts": facts,
+            "mode": self.mode(),
         }
         last = self._state("last_prompt")
         if last is not None:
@@ -345,8 +461,9 @@ class ChatMemory:
                 author = m.get("author") or ("assistant" if role == "assistant" else "")
                 author_id = m.get("author_id") or ""
                 ts = m.get("ts") or now
-                new_id = self._insert(role, m["text"], author, author_id, m.get("message_id"),
-                                      ts, index=False)
+                new_id = self._insert(
+                    role, m["text"], author, author_id, m.get("message_id"), ts, index=False
+                )
                 if new_id is None:
                     skipped += 1
                     continue
@@ -372,21 +489,26 @@ class ChatMemory:
         # Only summarized messages go: the summary already keeps their gist.
         where = "id IN (SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT ?)"
         unindex_messages(self.sql, where, self.summarized_upto(), excess)
-        rows = self.sql.exec(f"DELETE FROM messages WHERE {where} RETURNING id",
-                             self.summarized_upto(), excess)
+        rows = self.sql.exec(
+            f"DELETE FROM messages WHERE {where} RETURNING id", self.summarized_upto(), excess
+        )
         return len(rows)
 
     def _new_epoch(self) -> None:
         # A compaction started before a forgetting must not commit its summary.
-        self._set_state("summary_epoch", self.now() + ":" + str(self.sql.exec(
-            "SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]))
+        self._set_state(
+            "summary_epoch",
+            self.now() + ":" + str(self.sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]),
+        )
 
     def forget_author(self, author_id: str) -> dict[str, Any]:
         """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""
+
         def run() -> dict[str, Any]:
             unindex_messages(self.sql, "author_id = ? AND role = 'user'", author_id)
             gone = self.sql.exec(
-                "DELETE FROM messages WHERE author_id = ? AND role = 'user' RETURNING id", author_id)
+                "DELETE FROM messages WHERE author_id = ? AND role = 'user' RETURNING id", author_id
+            )
             facts = self.sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
             self.sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
             # The old summary may quote them: drop it and summarize again from what remains.
@@ -395,13 +517,16 @@ class ChatMemory:
             self._set_state("summarized_upto", "0")
             self._new_epoch()
             return {"deleted": True, "messages": len(gone), "facts": len(facts)}
+
         return self.sql.transaction(run)
 
     def forget_chat(self) -> dict[str, Any]:
         """Delete everything this chat remembers."""
+
         def run() -> None:
             for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
                 self.sql.exec(f"DELETE FROM {table}")
             self._new_epoch()
+
         self.sql.transaction(run)
         return {"deleted": True}

@@ -5,15 +5,17 @@ an `Operation` (or an error `Response`); `execute` runs an operation on one chat
 `ChatMemory`. The Worker entry, the Durable Object and the local host all call these two,
 so every host answers exactly alike.
 """
+
 from __future__ import annotations
 
 import hmac
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from .compaction import Summarize, SummarizerError, compact_once, offline_summarize
@@ -158,8 +160,10 @@ def _parse(req: Request, token: str) -> Operation | Response:
     elif name == "reply":
         args = _reply_args(_json_body(req))
     elif name == "search":
-        args = {"query": _plain(query.get("q", ""), "q", MAX_TEXT_BYTES),
-                "k": _int(query.get("k", "3"), "k", 1, MAX_SEARCH_K)}
+        args = {
+            "query": _plain(query.get("q", ""), "q", MAX_TEXT_BYTES),
+            "k": _int(query.get("k", "3"), "k", 1, MAX_SEARCH_K),
+        }
     elif name == "facts":
         args = {"history": query.get("history", "0") not in ("0", "", "false", "no")}
     elif name == "update_settings":
@@ -216,8 +220,7 @@ def _plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:
     except UnicodeEncodeError:
         raise ApiError(400, f"{name} is not valid unicode (lone surrogate)")
     if size > max_bytes:
-        raise ApiError(413 if max_bytes == MAX_TEXT_BYTES else 400,
-                       f"{name} is over {max_bytes} bytes")
+        raise ApiError(413 if max_bytes == MAX_TEXT_BYTES else 400, f"{name} is over {max_bytes} bytes")
     return value
 
 
@@ -257,7 +260,12 @@ def _int(value: Any, name: str, low: int, high: int) -> int:
 def _number(value: Any, name: str, default: float = 0.0) -> float:
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ApiError(400, f"{name} must be a non-negative number")
     return float(value)
 
@@ -319,14 +327,18 @@ def _import_args(body: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(m, dict):
             raise ApiError(400, f"messages[{i}] must be an object")
         try:
-            out.append({
-                "role": _choice("user" if m.get("role") is None else m["role"], "role", ROLES),  # null = absent
-                "text": _text(m),
-                "author": _optional(m, "author"),
-                "author_id": _optional(m, "author_id"),
-                "message_id": _optional(m, "message_id"),
-                "ts": _iso(m.get("ts"), "ts"),
-            })
+            out.append(
+                {
+                    "role": _choice(
+                        "user" if m.get("role") is None else m["role"], "role", ROLES
+                    ),  # null = absent
+                    "text": _text(m),
+                    "author": _optional(m, "author"),
+                    "author_id": _optional(m, "author_id"),
+                    "message_id": _optional(m, "message_id"),
+                    "ts": _iso(m.get("ts"), "ts"),
+                }
+            )
         except ApiError as err:
             raise ApiError(err.status, f"messages[{i}]: {err.message}")
     return out

@@ -1,8 +1,10 @@
 """The memory prompt: what the model is shown of a chat's memory, quoted as data."""
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 
@@ -51,13 +53,18 @@ def render_prompt(
     if retrieved:
         parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
     if summary:
-        parts.append("Summary of earlier conversation (quoted):\n" + "\n".join(
-            "> " + line for line in summary.splitlines()))
+        parts.append(
+            "Summary of earlier conversation (quoted):\n"
+            + "\n".join("> " + line for line in summary.splitlines())
+        )
     by_author: dict[str, list[str]] = {}
     for f in facts:
         by_author.setdefault(_name(f["author"] or f["author_id"]) or "someone", []).append(
-            f"{f['key']} = {_quote(f['value'])}")
+            f"{f['key']} = {_quote(f['value'])}"
+        )
     if by_author:
-        parts.append("Known facts:\n" + "\n".join(
-            f"- {author}: " + "; ".join(items) for author, items in by_author.items()))
+        parts.append(
+            "Known facts:\n"
+            + "\n".join(f"- {author}: " + "; ".join(items) for author, items in by_author.items())
+        )
     return "\n\n".join(parts)

@@ -11,6 +11,7 @@ row that matches any query term, at a cost that grows with the number of terms, 
 query first keeps its most selective terms within a budget (see `_select`). The terms it
 drops are the common ones, whose bm25 idf is small anyway.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,7 +52,11 @@ def index_message(sql: SqlStorage, message_id: int, text: str, author: str) -> N
     prev = _previous(sql, message_id)
     sql.exec(
         "INSERT INTO messages_fts(rowid, body, author, context) VALUES (?, ?, ?, ?)",
-        message_id, text, author, (prev["text"] if prev else "")[:CONTEXT_CHARS])
+        message_id,
+        text,
+        author,
+        (prev["text"] if prev else "")[:CONTEXT_CHARS],
+    )
 
 
 def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
@@ -64,7 +69,10 @@ def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
         "SELECT m.id, m.text, m.author, substr(COALESCE((SELECT p.text FROM messages p "
         "WHERE p.id < m.id ORDER BY p.id DESC LIMIT 1), ''), 1, ?) "
         "FROM messages m WHERE m.id >= ? AND m.id <= ? ORDER BY m.id",
-        CONTEXT_CHARS, first_id, last_id)
+        CONTEXT_CHARS,
+        first_id,
+        last_id,
+    )
 
 
 def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
@@ -76,18 +84,27 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
     # A forgotten message must not live on as its successor's context: each survivor that
     # followed a removed message takes the words of the nearest surviving one before it.
     removed = set(gone)
-    ids = [int(r["id"]) for r in sql.exec(
-        "SELECT id FROM messages WHERE id >= ? AND id <= "
-        "(SELECT COALESCE(MIN(id), ?) FROM messages WHERE id > ?) ORDER BY id",
-        _previous_id(sql, gone[0]), gone[-1], gone[-1])]
+    ids = [
+        int(r["id"])
+        for r in sql.exec(
+            "SELECT id FROM messages WHERE id >= ? AND id <= "
+            "(SELECT COALESCE(MIN(id), ?) FROM messages WHERE id > ?) ORDER BY id",
+            _previous_id(sql, gone[0]),
+            gone[-1],
+            gone[-1],
+        )
+    ]
     last_kept: int | None = None
     for n, i in enumerate(ids):
         if i in removed:
             continue
         if n > 0 and ids[n - 1] in removed:
             rows = sql.exec("SELECT text FROM messages WHERE id = ?", last_kept) if last_kept else []
-            sql.exec("UPDATE messages_fts SET context = ? WHERE rowid = ?",
-                     (rows[0]["text"] if rows else "")[:CONTEXT_CHARS], i)
+            sql.exec(
+                "UPDATE messages_fts SET context = ? WHERE rowid = ?",
+                (rows[0]["text"] if rows else "")[:CONTEXT_CHARS],
+                i,
+            )
         last_kept = i
 
 
@@ -107,16 +124,21 @@ def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
     # common to be worth its cost beside rarer ones; it is scored only when nothing rarer
     # is in the query.
     counts = sql.exec(
-        "SELECT " + ", ".join(
+        "SELECT "
+        + ", ".join(
             f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-            f"LIMIT {COUNT_CAP})) AS c{n}" for n in range(len(terms))),
-        *[fts_query([t]) for t in terms])[0]
+            f"LIMIT {COUNT_CAP})) AS c{n}"
+            for n in range(len(terms))
+        ),
+        *[fts_query([t]) for t in terms],
+    )[0]
     by_rarity = sorted((int(counts[f"c{n}"]), n, t) for n, t in enumerate(terms))
     kept: list[str] = []
     rows = 0
     for df, _, t in by_rarity:
-        if kept and (df >= COUNT_CAP or len(kept) == MAX_SCORED_TERMS
-                     or _cost(rows + df, len(kept) + 1) > SCORE_BUDGET):
+        if kept and (
+            df >= COUNT_CAP or len(kept) == MAX_SCORED_TERMS or _cost(rows + df, len(kept) + 1) > SCORE_BUDGET
+        ):
             break
         kept.append(t)
         rows += df
@@ -126,7 +148,9 @@ def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
     if by_rarity[0][0] >= COUNT_CAP:
         newest = sql.exec(
             "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            fts_query(kept), SCORE_BUDGET // _cost(1, len(kept)))
+            fts_query(kept),
+            SCORE_BUDGET // _cost(1, len(kept)),
+        )
         floor = int(newest[0]["rowid"]) if newest else 0
     return kept, floor
 
@@ -145,14 +169,21 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     rows = sql.exec(
         f"SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
         "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?",
-        match, floor, max(CANDIDATES, k) + len(exclude))
+        match,
+        floor,
+        max(CANDIDATES, k) + len(exclude),
+    )
     candidates = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
     named = set(terms)
     authors: dict[int, str] = {}
     if AUTHOR_BOOST and candidates:
         marks = ",".join("?" * len(candidates))
-        authors = {int(r["id"]): r["author"] or "" for r in sql.exec(
-            f"SELECT id, author FROM messages WHERE id IN ({marks})", *(i for i, _ in candidates))}
+        authors = {
+            int(r["id"]): r["author"] or ""
+            for r in sql.exec(
+                f"SELECT id, author FROM messages WHERE id IN ({marks})", *(i for i, _ in candidates)
+            )
+        }
     ranked = []
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     for i, score in candidates:

@@ -4,9 +4,11 @@ The interface has the shape of Cloudflare's `ctx.storage.sql.exec(query, *params
 Durable Object shell adapts its cursor to it, the local host adapts `sqlite3`. Rows come
 back as plain dicts, column name to value.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -114,7 +116,9 @@ def migrate(sql: SqlStorage, now: str) -> int:
                 sql.exec(statement)
             sql.exec(
                 "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
-                version, name, now,
+                version,
+                name,
+                now,
             )
 
         sql.transaction(apply)

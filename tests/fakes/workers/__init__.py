@@ -20,14 +20,16 @@ Same names, same sync/async-ness as the real API: `sql.exec` and `transactionSyn
 synchronous; `setAlarm`/`getAlarm`/`deleteAlarm` return promises; `Request.bytes()`,
 `Response.text()` and `fetch` are coroutines; `request.method` is an `HTTPMethod`.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import sys
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import _js, entrypoints
 from .entrypoints import DurableObject, WorkerEntrypoint, handler
@@ -37,9 +39,20 @@ from .response import FetchResponse, Response
 from .rpc import python_from_rpc, python_to_rpc
 from .runtime import FakeWorkerd
 
-__all__ = ["DurableObject", "FakeWorkerd", "FetchResponse", "Request", "Response",
-           "WorkerEntrypoint", "fetch", "handler", "installed", "load_entry",
-           "python_from_rpc", "python_to_rpc"]
+__all__ = [
+    "DurableObject",
+    "FakeWorkerd",
+    "FetchResponse",
+    "Request",
+    "Response",
+    "WorkerEntrypoint",
+    "fetch",
+    "handler",
+    "installed",
+    "load_entry",
+    "python_from_rpc",
+    "python_to_rpc",
+]
 
 ENTRY = Path(__file__).resolve().parents[3] / "memory_worker" / "src" / "entry.py"
 

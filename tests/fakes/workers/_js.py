@@ -12,11 +12,13 @@ the conversions Pyodide really applies:
 - a Python exception that crosses JS comes back as a `JsException` named `PythonError`;
 - a JS promise runs as soon as it is created, awaited or not.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -24,9 +26,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 class _JsNull:
     """JS `null` as Pyodide shows it: a falsy singleton distinct from None."""
 
-    _instance: "_JsNull | None" = None
+    _instance: _JsNull | None = None
 
-    def __new__(cls) -> "_JsNull":
+    def __new__(cls) -> _JsNull:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -90,8 +92,13 @@ class JsProxy:
     anything else (a class instance: `to_py()` gives the proxy itself).
     """
 
-    def __init__(self, constructor: str, props: dict[str, Any] | None = None,
-                 items: list[Any] | None = None, kind: str = "instance"):
+    def __init__(
+        self,
+        constructor: str,
+        props: dict[str, Any] | None = None,
+        items: list[Any] | None = None,
+        kind: str = "instance",
+    ):
         object.__setattr__(self, "_props", dict(props or {}))
         object.__setattr__(self, "_items", items)
         object.__setattr__(self, "_kind", kind)
@@ -176,7 +183,7 @@ class JsPromise:
         self._value = value
         self._error = error
 
-    def then(self, *_args: Any) -> "JsPromise":
+    def then(self, *_args: Any) -> JsPromise:
         """Present so `hasattr(x, "then")` detects a thenable, as the SDK does."""
         return self
 
@@ -290,23 +297,38 @@ class JsRequest(_Body, JsProxy):
         method = method.upper()
         if body not in (None, jsnull) and method in ("GET", "HEAD"):
             raise JsException("TypeError", "Request with a GET or HEAD method cannot have a body.")
-        self._props.update(url=url, method=method, headers=JsHeaders(headers), cf=jsnull,
-                           cache="default", credentials="same-origin", destination="",
-                           integrity="", isHistoryNavigation=False, keepalive=False,
-                           mode="cors", redirect="follow", referrer="about:client",
-                           referrerPolicy="")
+        self._props.update(
+            url=url,
+            method=method,
+            headers=JsHeaders(headers),
+            cf=jsnull,
+            cache="default",
+            credentials="same-origin",
+            destination="",
+            integrity="",
+            isHistoryNavigation=False,
+            keepalive=False,
+            mode="cors",
+            redirect="follow",
+            referrer="about:client",
+            referrerPolicy="",
+        )
         self._init_body(body)
 
     @classmethod
-    def new(cls, input: Any, **init: Any) -> "JsRequest":
+    def new(cls, input: Any, **init: Any) -> JsRequest:
         """`new Request(input, init)`."""
         if isinstance(input, JsRequest):
             base = input.clone()
-            return cls(base.url, init.get("method", base.method),
-                       init.get("headers", base.headers), init.get("body", base._data))
+            return cls(
+                base.url,
+                init.get("method", base.method),
+                init.get("headers", base.headers),
+                init.get("body", base._data),
+            )
         return cls(input, init.get("method", "GET"), init.get("headers"), init.get("body"))
 
-    def clone(self) -> "JsRequest":
+    def clone(self) -> JsRequest:
         """A copy with its own unread body."""
         if self._props["bodyUsed"]:
             raise JsException("TypeError", "Body has already been used.")
@@ -316,20 +338,28 @@ class JsRequest(_Body, JsProxy):
 class JsResponse(_Body, JsProxy):
     """The Fetch `Response` (`js.Response`)."""
 
-    def __init__(self, body: Any = None, status: int = 200, statusText: str = "",
-                 headers: Any = None, url: str = ""):
+    def __init__(
+        self, body: Any = None, status: int = 200, statusText: str = "", headers: Any = None, url: str = ""
+    ):
         JsProxy.__init__(self, "Response")
         if not 200 <= int(status) <= 599:
             raise JsException("RangeError", f"invalid status {status}")
-        self._props.update(status=int(status), statusText=statusText, headers=JsHeaders(headers),
-                           url=url, type="default", redirected=False, ok=200 <= int(status) < 300)
+        self._props.update(
+            status=int(status),
+            statusText=statusText,
+            headers=JsHeaders(headers),
+            url=url,
+            type="default",
+            redirected=False,
+            ok=200 <= int(status) < 300,
+        )
         self._init_body(body)
 
     @classmethod
-    def new(cls, body: Any = None, **init: Any) -> "JsResponse":
+    def new(cls, body: Any = None, **init: Any) -> JsResponse:
         """`new Response(body, init)`."""
         return cls(body, init.get("status", 200), init.get("statusText", ""), init.get("headers"))
 
-    def clone(self) -> "JsResponse":
+    def clone(self) -> JsResponse:
         """A copy with its own unread body."""
         return JsResponse(self._data, self.status, self.statusText, self.headers, self.url)

@@ -9,6 +9,7 @@ its arguments and results (rows become `JsDict`s, JS null becomes None).
 `ctx.storage` is then the bare JS proxy (rows are JS objects that need `to_py()`, null
 comes back as `jsnull`, None is sent as `undefined`). Tests run the shell under both.
 """
+
 from __future__ import annotations
 
 import functools

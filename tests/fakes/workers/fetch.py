@@ -5,6 +5,7 @@ otherwise it is the global `fetch`, done here as real HTTP with httpx (tests kee
 127.0.0.1). Like Pyodide's `pyfetch`, a network failure raises `OSError`; like the
 Workers runtime, there is no timeout of its own (the caller cancels).
 """
+
 from __future__ import annotations
 
 from http import HTTPMethod
@@ -27,12 +28,18 @@ async def _global_fetch(resource: Any, init: dict[str, Any]) -> JsResponse:
     headers = list(request.headers)
     try:
         async with httpx.AsyncClient(trust_env=False, timeout=None) as client:
-            resp = await client.request(request.method, request.url, headers=headers,
-                                        content=body.to_bytes() or None)
+            resp = await client.request(
+                request.method, request.url, headers=headers, content=body.to_bytes() or None
+            )
     except httpx.HTTPError as exc:
         raise JsException("TypeError", f"Network connection lost: {exc!r}") from None
-    return JsResponse(resp.content, resp.status_code, resp.reason_phrase,
-                      list(resp.headers.multi_items()), url=str(resp.url))
+    return JsResponse(
+        resp.content,
+        resp.status_code,
+        resp.reason_phrase,
+        list(resp.headers.multi_items()),
+        url=str(resp.url),
+    )
 
 
 async def fetch(resource: Any, **other_options: Any) -> Response:

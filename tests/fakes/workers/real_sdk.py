@@ -11,22 +11,31 @@ The SDK is not vendored: point `WORKERS_SDK_DIR` at an unpacked wheel
 (`pip download --no-deps workers-runtime-sdk -d DIR && cd DIR && unzip -o *.whl`), or
 install `workers-runtime-sdk` in the venv. Without it, the tests using this are skipped.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import _js
 from .fetch import _global_fetch
 from .response import FetchResponse
 
-NAMES = ("js", "pyodide", "pyodide.ffi", "pyodide.http", "_cloudflare_compat_flags",
-         "_pyodide_entrypoint_helper", "entry")
+NAMES = (
+    "js",
+    "pyodide",
+    "pyodide.ffi",
+    "pyodide.http",
+    "_cloudflare_compat_flags",
+    "_pyodide_entrypoint_helper",
+    "entry",
+)
 
 # Every callable the SDK handed to `create_proxy` (never destroyed by the SDK).
 PROXIED: list[Any] = []
@@ -67,22 +76,33 @@ def _create_proxy(obj: Any, **_kwargs: Any) -> _PyProxy:
     return _PyProxy(obj)
 
 
-def _to_js(value: Any, *, depth: int = -1, pyproxies: Any = None, create_pyproxies: bool = True,
-           dict_converter: Any = None, default_converter: Any = None) -> Any:
+def _to_js(
+    value: Any,
+    *,
+    depth: int = -1,
+    pyproxies: Any = None,
+    create_pyproxies: bool = True,
+    dict_converter: Any = None,
+    default_converter: Any = None,
+) -> Any:
     if value is None or value is _js.jsnull or isinstance(value, (_js.JsProxy, _PyProxy, str, float)):
         return value
     if isinstance(value, (bool, int, bytes, bytearray, memoryview)):
         return _js.to_js_value(value)
     if isinstance(value, dict):
-        items = [(k, _to_js(v, dict_converter=dict_converter, default_converter=default_converter))
-                 for k, v in value.items()]
+        items = [
+            (k, _to_js(v, dict_converter=dict_converter, default_converter=default_converter))
+            for k, v in value.items()
+        ]
         return dict_converter(items) if dict_converter else _js.js_object(dict(items))
     if isinstance(value, (list, tuple)):
-        return _js.js_array([_to_js(v, dict_converter=dict_converter,
-                                    default_converter=default_converter) for v in value])
+        return _js.js_array(
+            [_to_js(v, dict_converter=dict_converter, default_converter=default_converter) for v in value]
+        )
     if default_converter is not None:
-        return default_converter(value, lambda x: _to_js(x, dict_converter=dict_converter,
-                                                         default_converter=default_converter), {})
+        return default_converter(
+            value, lambda x: _to_js(x, dict_converter=dict_converter, default_converter=default_converter), {}
+        )
     return _create_proxy(value)
 
 
@@ -129,8 +149,14 @@ def _modules() -> dict[str, types.ModuleType]:
     helper.patchWaitUntil = lambda ctx: None
     helper.cloudflareWorkersModule = None
     helper.cloudflareSocketsModule = None
-    return {"js": js, "pyodide": pyodide, "pyodide.ffi": ffi, "pyodide.http": http,
-            "_cloudflare_compat_flags": flags, "_pyodide_entrypoint_helper": helper}
+    return {
+        "js": js,
+        "pyodide": pyodide,
+        "pyodide.ffi": ffi,
+        "pyodide.http": http,
+        "_cloudflare_compat_flags": flags,
+        "_pyodide_entrypoint_helper": helper,
+    }
 
 
 @contextmanager
@@ -144,6 +170,7 @@ def installed_real_sdk(path: Path) -> Iterator[types.ModuleType]:
     sys.path.insert(0, str(path))
     try:
         import workers  # the real one, from `path`
+
         assert Path(workers.__file__).parent.parent == path, workers.__file__
         yield workers
     finally:

@@ -1,4 +1,5 @@
 """Mirror of `workers/request.py` and the header helper of `workers/utils.py`."""
+
 from __future__ import annotations
 
 import http.client
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 from http import HTTPMethod
 from typing import Any
 
-from ._js import JsHeaders, JsRequest, JsException
+from ._js import JsException, JsHeaders, JsRequest
 
 
 class HTTPMessageMapping(http.client.HTTPMessage, Mapping):
@@ -45,7 +46,8 @@ class Request:
         if "headers" in other_options:
             other_options["headers"] = _to_js_headers(other_options["headers"])
         self._js_request = JsRequest.new(
-            input._js_request if isinstance(input, Request) else input, **other_options)
+            input._js_request if isinstance(input, Request) else input, **other_options
+        )
 
     def __repr__(self) -> str:
         return f"Request(method={self._js_request.method!r}, url={self._js_request.url!r})"
@@ -99,7 +101,7 @@ class Request:
         self._raise_if_failed()
         return (await self.buffer()).to_bytes()
 
-    def clone(self) -> "Request":
+    def clone(self) -> Request:
         """A copy whose body can be read separately."""
         if self.body_used:
             raise OSError("Body already used")

@@ -1,4 +1,5 @@
 """Mirror of `workers/response.py` (and the `pyodide.http.FetchResponse` it extends)."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,7 @@ class FetchResponse:
         if 400 <= self.status < 600:
             raise OSError(f"{self.status} {self.status_text} error for url ({self.url})")
 
-    def clone(self) -> "FetchResponse":
+    def clone(self) -> FetchResponse:
         """A copy with its own unread body."""
         return type(self)(self._url, self.js_response.clone())
 
@@ -86,8 +87,14 @@ class FetchResponse:
 class Response(FetchResponse):
     """A response to send (or one received): body str | bytes | None, status, headers."""
 
-    def __init__(self, body: Any = None, status: HTTPStatus | int | None = None,
-                 status_text: str = "", headers: Any = None, web_socket: Any = None):
+    def __init__(
+        self,
+        body: Any = None,
+        status: HTTPStatus | int | None = None,
+        status_text: str = "",
+        headers: Any = None,
+        web_socket: Any = None,
+    ):
         if _is_js_instance(body, "Response"):
             if status is not None or status_text or headers is not None:
                 raise ValueError("Expected no options when constructing Response from a js.Response")
@@ -103,8 +110,9 @@ class Response(FetchResponse):
         return f"Response(status={self.status})"
 
     @staticmethod
-    def _create_options(status: Any = HTTPStatus.OK, status_text: str = "",
-                        headers: Any = None) -> dict[str, Any]:
+    def _create_options(
+        status: Any = HTTPStatus.OK, status_text: str = "", headers: Any = None
+    ) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if status:
             options["status"] = status.value if isinstance(status, HTTPStatus) else status
@@ -115,8 +123,9 @@ class Response(FetchResponse):
         return options
 
     @staticmethod
-    def from_json(data: Any, status: HTTPStatus | int = HTTPStatus.OK, status_text: str = "",
-                  headers: Any = None) -> "Response":
+    def from_json(
+        data: Any, status: HTTPStatus | int = HTTPStatus.OK, status_text: str = "", headers: Any = None
+    ) -> Response:
         """A JSON response (content-type application/json unless given)."""
         options = Response._create_options(status, status_text, headers)
         if "headers" not in options:

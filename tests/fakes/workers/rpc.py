@@ -7,6 +7,7 @@
 namespaces as `_DurableObjectNamespaceWrapper`, whose `get`/`getByName` stubs are
 `_FetcherWrapper`s with an SDK `fetch`.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -23,9 +24,11 @@ def _python_from_rpc_default_converter(value: Any, convert: Any, cache: Any) -> 
     name = value.constructor.name
     if name == "Response":
         from .response import Response
+
         return Response(value)
     if name == "Request":
         from .request import Request
+
         return Request(value)
     return value
 
@@ -134,8 +137,10 @@ class _BindingWrapper:
         js_args, js_kwargs = self._convert_args(args, kwargs)
         result = fn(*js_args, **js_kwargs)
         if hasattr(result, "then") and callable(result.then):
+
             async def await_and_convert() -> Any:
                 return self._convert_result(await result)
+
             return await_and_convert()
         return self._convert_result(result)
 
@@ -146,6 +151,7 @@ class _BindingWrapper:
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             return self._conver_and_invoke(attr, args, kwargs)
+
         return wrapper
 
     def __getattr__(self, name: str) -> Any:
@@ -166,6 +172,7 @@ class _FetcherWrapper(_BindingWrapper):
     def fetch(self, *args: Any, **kwargs: Any) -> Any:
         """Send a request to the bound object; an SDK Response."""
         from .fetch import fetch
+
         return fetch(*args, fetcher=self._binding.fetch, **kwargs)
 
 

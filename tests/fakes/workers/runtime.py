@@ -24,6 +24,7 @@ Cloudflare's runtime that the memory worker depends on.
 - `FakeWorkerd`: builds `env` (the namespace, vars, secrets), calls the entry's
   `Default.fetch` per request (uncaught errors answer 500 and are kept in `errors`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,40 +33,34 @@ import secrets
 import sqlite3
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from . import entrypoints
-from ._js import (JsArrayBuffer, JsBigInt, JsException, JsPromise, JsProxy, JsRequest,
-                  JsResponse, js_array, js_number, js_object, jsnull, to_js_value)
+from ._js import (
+    JsArrayBuffer,
+    JsBigInt,
+    JsException,
+    JsPromise,
+    JsProxy,
+    JsRequest,
+    JsResponse,
+    js_array,
+    js_number,
+    js_object,
+    jsnull,
+    to_js_value,
+)
 
 # The SQL functions a Durable Object allows (workerd's allow-list, as documented:
 # core scalar, aggregate, window, date/time, JSON, math, FTS5 auxiliary functions).
-ALLOWED_FUNCTIONS = frozenset("""
-abs changes char coalesce concat concat_ws format glob hex ifnull iif instr last_insert_rowid
-length like likelihood likely lower ltrim max min nullif octet_length printf quote random
-randomblob replace round rtrim sign soundex sqlite_source_id sqlite_version substr substring
-total_changes trim typeof unhex unicode unlikely upper zeroblob
-date time datetime julianday unixepoch strftime timediff current_date current_time
-current_timestamp
-avg count group_concat string_agg sum total
-row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value
-nth_value
-acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10
-log2 mod pi pow power radians sin sinh sqrt tan tanh trunc
-json jsonb json_array jsonb_array json_array_length json_error_position json_extract
-jsonb_extract json_insert jsonb_insert json_object jsonb_object json_patch jsonb_patch
-json_pretty json_remove jsonb_remove json_replace jsonb_replace json_set jsonb_set json_type
-json_valid json_quote json_group_array jsonb_group_array json_group_object
-jsonb_group_object json_each json_tree
-bm25 highlight snippet fts5 match
-""".split())
+ALLOWED_FUNCTIONS = frozenset(
+    ["abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull", "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim", "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace", "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring", "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date", "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total", "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json", "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract", "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch", "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace", "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array", "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25", "highlight", "snippet", "fts5", "match"]
+)
 
-ALLOWED_PRAGMAS = frozenset("""
-data_version defer_foreign_keys foreign_keys foreign_key_check foreign_key_list index_info
-index_list index_xinfo legacy_alter_table optimize quick_check table_info table_list
-table_xinfo
-""".split())
+ALLOWED_PRAGMAS = frozenset(
+    ["data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list", "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check", "table_info", "table_list", "table_xinfo"]
+)
 
 ALARM_RETRIES = 6
 ALARM_FIRST_BACKOFF_MS = 2000
@@ -84,14 +79,16 @@ class SqlStorageCursor(JsProxy):
     """The result of `sql.exec`: rows as JS objects, or raw arrays."""
 
     def __init__(self, columns: list[str], rows: list[tuple], rows_written: int):
-        super().__init__("SqlStorageCursor", {
-            "columnNames": js_array(columns), "rowsRead": len(rows), "rowsWritten": rows_written})
+        super().__init__(
+            "SqlStorageCursor",
+            {"columnNames": js_array(columns), "rowsRead": len(rows), "rowsWritten": rows_written},
+        )
         object.__setattr__(self, "_columns", columns)
         object.__setattr__(self, "_rows", [tuple(_from_sqlite(v) for v in r) for r in rows])
         object.__setattr__(self, "_pos", 0)
 
     def _take(self) -> list[tuple]:
-        rest = self._rows[self._pos:]
+        rest = self._rows[self._pos :]
         object.__setattr__(self, "_pos", len(self._rows))
         return rest
 
@@ -140,8 +137,11 @@ def _to_sqlite(value: Any, index: int) -> Any:
     if value is None or value is jsnull:
         return None
     if isinstance(value, bool) or isinstance(value, JsBigInt):
-        raise JsException("TypeError", f"Failed to execute 'exec' on 'SqlStorage': parameter {index + 2} "
-                                       f"is not of type 'string or number or ArrayBuffer or null'.")
+        raise JsException(
+            "TypeError",
+            f"Failed to execute 'exec' on 'SqlStorage': parameter {index + 2} "
+            f"is not of type 'string or number or ArrayBuffer or null'.",
+        )
     if isinstance(value, JsArrayBuffer):
         return value.to_bytes()
     if isinstance(value, (str, int, float)):
@@ -182,9 +182,19 @@ class SqlStorage(JsProxy):
             return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() not in ALLOWED_FUNCTIONS:
             return sqlite3.SQLITE_DENY
-        table = arg1 if action in (sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_INSERT,
-                                   sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE,
-                                   sqlite3.SQLITE_READ, sqlite3.SQLITE_DROP_TABLE) else None
+        table = (
+            arg1
+            if action
+            in (
+                sqlite3.SQLITE_CREATE_TABLE,
+                sqlite3.SQLITE_INSERT,
+                sqlite3.SQLITE_UPDATE,
+                sqlite3.SQLITE_DELETE,
+                sqlite3.SQLITE_READ,
+                sqlite3.SQLITE_DROP_TABLE,
+            )
+            else None
+        )
         if isinstance(table, str) and table.lower().startswith("_cf_"):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
@@ -192,9 +202,11 @@ class SqlStorage(JsProxy):
     def exec(self, query: str, *bindings: Any) -> SqlStorageCursor:
         """Run one statement; a cursor over its rows."""
         if re.match(r"\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", query, re.I):
-            raise _sql_error("To execute a transaction, please use the state.storage.transaction() "
-                             "or state.storage.transactionSync() APIs instead of the SQL BEGIN "
-                             "TRANSACTION or SAVEPOINT statements")
+            raise _sql_error(
+                "To execute a transaction, please use the state.storage.transaction() "
+                "or state.storage.transactionSync() APIs instead of the SQL BEGIN "
+                "TRANSACTION or SAVEPOINT statements"
+            )
         params = [_to_sqlite(b, i) for i, b in enumerate(bindings)]
         before = self._conn.total_changes
         try:
@@ -300,7 +312,7 @@ class DurableObjectId(JsProxy):
         """The id as hex."""
         return self._hex
 
-    def equals(self, other: "DurableObjectId") -> bool:
+    def equals(self, other: DurableObjectId) -> bool:
         """Same object?"""
         return self._hex == other._hex
 
@@ -342,7 +354,7 @@ class ExecutionContext(JsProxy):
 class DurableObjectStub(JsProxy):
     """A stub: `fetch(input, init)` reaches the object."""
 
-    def __init__(self, namespace: "DurableObjectNamespace", obj_id: DurableObjectId):
+    def __init__(self, namespace: DurableObjectNamespace, obj_id: DurableObjectId):
         super().__init__("DurableObject", {"id": obj_id, "name": obj_id.name})
         object.__setattr__(self, "_ns", namespace)
         object.__setattr__(self, "_obj_id", obj_id)
@@ -355,7 +367,7 @@ class DurableObjectStub(JsProxy):
 class DurableObjectNamespace(JsProxy):
     """The `CHAT_MEMORY` binding: ids and stubs of the class's objects."""
 
-    def __init__(self, runtime: "FakeWorkerd", cls: type):
+    def __init__(self, runtime: FakeWorkerd, cls: type):
         super().__init__("DurableObjectNamespace")
         object.__setattr__(self, "_runtime", runtime)
         object.__setattr__(self, "_cls", cls)
@@ -386,8 +398,12 @@ class DurableObjectNamespace(JsProxy):
         if isinstance(input, JsRequest):
             # The request crosses to the object: the caller's body is consumed.
             body = (await input.arrayBuffer()).to_bytes() if input.body is not None else None
-            request = JsRequest(input.url, init.get("method", input.method),
-                                init.get("headers", input.headers), init.get("body", body))
+            request = JsRequest(
+                input.url,
+                init.get("method", input.method),
+                init.get("headers", input.headers),
+                init.get("body", body),
+            )
         else:
             request = JsRequest.new(str(input), **init)
         instance = self._runtime._instance(self._cls, obj_id)
@@ -402,9 +418,16 @@ class _Env(JsProxy):
 class FakeWorkerd:
     """Runs one Worker module: its `Default` entrypoint and its Durable Object class."""
 
-    def __init__(self, module: Any, data_dir: Path, vars: dict[str, str] | None = None,
-                 binding: str = "CHAT_MEMORY", class_name: str = "ChatMemorySQLite",
-                 entrypoint: str = "Default", wrap_requests: bool = False):
+    def __init__(
+        self,
+        module: Any,
+        data_dir: Path,
+        vars: dict[str, str] | None = None,
+        binding: str = "CHAT_MEMORY",
+        class_name: str = "ChatMemorySQLite",
+        entrypoint: str = "Default",
+        wrap_requests: bool = False,
+    ):
         self.module = module
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -450,6 +473,7 @@ class FakeWorkerd:
 
     def _wrap(self, request: JsRequest) -> Any:
         from .request import Request
+
         return Request(request) if self.wrap_requests else request
 
     async def _call_fetch(self, instance: Any, request: JsRequest, where: str) -> JsResponse:
@@ -466,8 +490,9 @@ class FakeWorkerd:
 
     # -- the Worker ----------------------------------------------------------------------
 
-    async def fetch(self, method: str, url: str, headers: dict[str, str] | None = None,
-                    body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    async def fetch(
+        self, method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         """One request to the Worker's entrypoint: (status, headers, body)."""
         request = JsRequest(url, method, headers or {}, body if body else None)
         instance = self.entrypoint(ExecutionContext(), self.env)
@@ -496,7 +521,7 @@ class FakeWorkerd:
                 self.alarm_runs.append((obj_id.name, repr(exc)))
                 if retry < ALARM_RETRIES and key not in self.alarms:
                     self.alarm_retries[key] = retry + 1
-                    self.alarms[key] = now_ms() + ALARM_FIRST_BACKOFF_MS * 2 ** retry
+                    self.alarms[key] = now_ms() + ALARM_FIRST_BACKOFF_MS * 2**retry
                 continue
             self.alarm_retries.pop(key, None)
             self.alarm_runs.append((obj_id.name, "ok"))

@@ -1,11 +1,13 @@
 """Helpers shared by the router tests (no tests here): settings for the fake server, a running router."""
+
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from bot.app import build_router
 from bot.config import Settings, settings_from
@@ -70,14 +72,31 @@ async def running_router(settings: Settings, data_dir: Path, **kwargs: Any) -> A
         yield router
 
 
-def msg(text: str, *, chat: str = "test:chat", author: str = "ada", author_id: str = "u1",
-        message_id: str | None = None, admin: bool = True, **extra: Any) -> IncomingMessage:
+def msg(
+    text: str,
+    *,
+    chat: str = "test:chat",
+    author: str = "ada",
+    author_id: str = "u1",
+    message_id: str | None = None,
+    admin: bool = True,
+    **extra: Any,
+) -> IncomingMessage:
     """An incoming message with test defaults."""
-    return IncomingMessage(chat_key=chat, author=author, author_id=author_id, text=text,
-                           message_id=message_id, is_admin=admin, **extra)
+    return IncomingMessage(
+        chat_key=chat,
+        author=author,
+        author_id=author_id,
+        text=text,
+        message_id=message_id,
+        is_admin=admin,
+        **extra,
+    )
 
 
-async def wait_until(predicate: Callable[[], Awaitable[Any] | Any], timeout: float = 5.0, what: str = "condition") -> Any:
+async def wait_until(
+    predicate: Callable[[], Awaitable[Any] | Any], timeout: float = 5.0, what: str = "condition"
+) -> Any:
     """Poll `predicate` (sync or async) until truthy, failing after `timeout` seconds; its value.
 
     For state with no event to wait on; where a fake offers an event (`wait_for`), use that.
