@@ -9,7 +9,8 @@ from pathlib import Path
 from bot.app import build_router
 from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
-from bot.router.models import OfflineModel, OpenAICompatModel
+from bot.router.models import OpenAICompatModel
+from bot.router.offline import OfflineModel
 from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import FAST, make_settings, msg

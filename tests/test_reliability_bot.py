@@ -620,7 +620,7 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
     assert (down.bot_chat, down.bot_request) == ("test:ctx", turn.turn_request)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
     assert line.startswith(
-        f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable"
+        f"bot.router.gateway [chat=test:ctx req={turn.turn_request}] memory worker unavailable"
     )
     assert "memory=False" in turn.getMessage()
 

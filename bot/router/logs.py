@@ -96,7 +96,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON."""
-        data = {
+        data: dict[str, object] = {
             "time": self.formatTime(record),
             "level": record.levelname,
             "logger": record.name,
