@@ -90,10 +90,13 @@ async def build_router(
             url, token = settings.memory_url, settings.memory_token or ""
         # From here on no log record carries a secret, whichever library writes it.
         stack.callback(logs.install((*settings.secrets(), token or "")))
-        client: MemoryClient = await stack.enter_async_context(HttpMemoryClient(url, token))
+        client: MemoryClient = await stack.enter_async_context(
+            HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+        )
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
         # The gateway's replay task runs while the router is in use; closing it flushes once more.
-        gateway = await stack.enter_async_context((options or RouterOptions()).gateway(client, outbox))
+        options = options or RouterOptions.from_settings(settings.memory)
+        gateway = await stack.enter_async_context(options.gateway(client, outbox))
 
         offline = False
         if models is not None:

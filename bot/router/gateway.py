@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config import default
 from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.models import MemoryContext
 from bot.router.outbox import Outbox
@@ -29,8 +30,8 @@ log = logging.getLogger(__name__)
 class BackOff:
     """How long the worker is skipped after a failure: `first_s`, doubling up to `max_s`."""
 
-    first_s: float = 2.0
-    max_s: float = 30.0
+    first_s: float = default("memory", "retry_s")
+    max_s: float = default("memory", "retry_max_s")
 
 
 class MemoryGateway:
@@ -41,7 +42,7 @@ class MemoryGateway:
         client: MemoryClient,
         outbox: Outbox,
         *,
-        replay_interval_s: float = 2.0,
+        replay_interval_s: float = default("memory", "replay_interval_s"),
         backoff: BackOff | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.config import Settings, Tier
+from bot.config import MemorySettings, Settings, Tier, default
 from bot.router import logs
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
@@ -39,11 +39,16 @@ MEMORY_DOWN = "My memory is unreachable right now; please try again later."
 
 @dataclass(frozen=True)
 class RouterOptions:
-    """Knobs of the memory gateway that are not in Settings (tests and benchmarks turn them)."""
+    """The memory gateway's pacing ([memory] of bot.toml); tests and benchmarks pass faster ones."""
 
-    replay_interval_s: float = 2.0  # how often the background task retries the outbox
-    memory_retry_s: float = 2.0  # after a failure, skip the worker this long (then try again)
-    memory_retry_max_s: float = 30.0
+    replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
+    memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
+    memory_retry_max_s: float = default("memory", "retry_max_s")
+
+    @classmethod
+    def from_settings(cls, memory: MemorySettings) -> RouterOptions:
+        """The options the settings' [memory] table states."""
+        return cls(memory.replay_interval_s, memory.retry_s, memory.retry_max_s)
 
     def gateway(self, client: Any, outbox: Any) -> MemoryGateway:
         """The memory gateway these options describe."""
@@ -255,12 +260,16 @@ class Router:
             ok,
             with_memory,
             extra={
-                "tier": tier,
-                "latency_ms": latency_ms,
-                "ok": ok,
-                "with_memory": with_memory,
-                "turn_chat": chat,
-                "turn_request": request_id,
+                # Named fields of the JSON line; the line is logged after its context closed,
+                # so it names its own chat and request.
+                "fields": {
+                    "chat": chat,
+                    "request_id": request_id,
+                    "tier": tier,
+                    "latency_ms": latency_ms,
+                    "ok": ok,
+                    "with_memory": with_memory,
+                },
             },
         )
 
