@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,15 @@ MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
 FAST = RouterOptions(replay_interval_s=0.05, memory_retry_s=0.05, memory_retry_max_s=0.2)
 
 
+async def no_wait(seconds: float) -> None:
+    """An injected sleep for the tier router: every retry decision is made, no time is waited."""
+    await asyncio.sleep(0)
+
+
+# For tests of what the router decides, not of how long it waits (those keep FAST).
+INSTANT = dataclasses.replace(FAST, sleep=no_wait)
+
+
 def make_settings(
     base_url: str | None,
     *,
@@ -32,8 +42,13 @@ def make_settings(
     memory_url: str | None = None,
     memory_token: str | None = None,
     choice: dict[str, Any] | None = None,
+    summary_model: str | None = "offline",
 ) -> Settings:
-    """Settings with three tiers on the fake server (models m-light, m-standard, m-heavy)."""
+    """Settings with three tiers on the fake server (models m-light, m-standard, m-heavy).
+
+    Compaction summarizes offline unless `summary_model` says otherwise (None: the cheapest
+    tier, the product's default), so the fake model sees only the router's calls.
+    """
     data: dict[str, Any] = {
         "bot": {"daily_budget_usd": daily_budget_usd},
         "router": {
@@ -61,6 +76,8 @@ def make_settings(
         env["MEMORY_URL"] = memory_url
     if memory_token:
         env["MEMORY_API_TOKEN"] = memory_token
+    if summary_model:
+        env["SUMMARY_MODEL"] = summary_model
     return settings_from(data, env)
 
 

@@ -12,8 +12,8 @@ from bot.router.memory import HttpMemoryClient
 from bot.router.models import OpenAICompatModel
 from bot.router.offline import OfflineModel
 from memory_worker.host import EmbeddedMemoryHost
-from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import FAST, make_settings, msg
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
+from tests.support import API_KEY, FAST, make_settings, msg
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -159,3 +159,47 @@ def test_chat_from_another_folder_needs_no_bot_config(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "offline" in out.stdout and "FileNotFoundError" not in out.stderr
+
+
+SUMMARY = "\n".join(
+    [
+        "## Objective",
+        "- plan the trip to Kyoto",
+        "## Important Details",
+        "- Ada's dog is Biscuit",
+        "## Work State (Completed / Active / Blocked)",
+        "- active: booking",
+        "## Next Move",
+        "- book the train",
+        "## Relevant Files",
+        "- none",
+    ]
+)
+
+
+async def test_with_a_model_and_no_summary_settings_compaction_uses_the_cheapest_tier(tmp_path):
+    async with FakeOpenAI(default=Echo()) as fake:
+        fake.script(Answer(SUMMARY), model="m-light")
+        settings = make_settings(fake.url, summary_model=None)  # no SUMMARY_*: the product's default
+        async with build_router(settings, tmp_path, options=FAST) as router:
+            for i in range(3):
+                await router.handle(msg(f"message {i} about the trip to Kyoto with Biscuit"))
+            done = await router.command(msg("/compact"), "compact", "")
+            summary = await router.memory.summary("test:chat")
+    assert done.text.startswith("Compacted:")
+    summarizer = [r for r in fake.requests if r.model == "m-light"]
+    assert len(summarizer) == 1 and summarizer[0].headers["Authorization"] == f"Bearer {API_KEY}"
+    assert "Biscuit" in summary["summary"]
+
+
+def test_summary_settings_override_each_part_and_offline_stays_offline():
+    from bot.app import summary_endpoint
+
+    settings = make_settings("http://127.0.0.1:1/v1", summary_model=None)
+    assert summary_endpoint(settings) == ("http://127.0.0.1:1/v1", "m-light", API_KEY)
+    assert summary_endpoint(make_settings("http://127.0.0.1:1/v1", summary_model="offline")) is None
+    env = {"OPENAI_API_KEY": API_KEY, "SUMMARY_MODEL": "m-summary", "SUMMARY_API_KEY": "sk-summary-key"}
+    assert summary_endpoint(settings_from({}, env)) == ("https://api.openai.com/v1", "m-summary", "sk-summary-key")
+    env["SUMMARY_BASE_URL"] = "http://127.0.0.1:2/v1"
+    assert summary_endpoint(settings_from({}, env))[0] == "http://127.0.0.1:2/v1"
+    assert summary_endpoint(load_settings(env={}, env_file=None)) is None  # no model: offline

@@ -27,7 +27,7 @@ from memory_worker.host import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import make_settings, msg, running_router, tier_totals, wait_until
+from tests.support import INSTANT, make_settings, msg, running_router, tier_totals, wait_until
 from tests.test_discord import World
 from tests.test_discord import running as discord_running
 from tests.test_telegram import running_bot
@@ -337,11 +337,8 @@ async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises
     async with FakeOpenAI() as fake:
         fake.responder = rotating_faults
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
-        async with running_router(settings, tmp_path) as router:
-            # Short backoffs keep 150 attempts quick; the policy is otherwise the configured one.
-            router.tier_router.policy = replace(
-                router.tier_router.policy, base_backoff_s=0.005, max_backoff_s=0.01
-            )
+        # The back-offs are decided but not waited: 150 attempts stay quick.
+        async with running_router(settings, tmp_path, options=INSTANT) as router:
             replies: list[str] = []
             for i in range(50):
                 m = msg(f"message {i} about the weather", message_id=f"w{i}")

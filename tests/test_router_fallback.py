@@ -17,7 +17,7 @@ from tests.fakes.openai_server import (
     RateLimit,
     ServerError,
 )
-from tests.support import API_KEY, make_settings, msg, running_router, tier_totals
+from tests.support import API_KEY, INSTANT, make_settings, msg, running_router, tier_totals
 
 
 async def test_plain_answer_is_recorded_with_tokens_and_cost(tmp_path):
@@ -79,7 +79,7 @@ async def test_5xx_twice_falls_back_in_configured_order(tmp_path):
         fake.script(ServerError(500), ServerError(503), model="m-standard")
         fake.script(ServerError(502), ServerError(500), model="m-light")
         async with running_router(
-            make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path
+            make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path, options=INSTANT
         ) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.ok and reply.tier == "heavy"
@@ -110,7 +110,7 @@ async def test_garbage_bodies_are_malformed_answers(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(Garbage("<html>oops</html>"), Garbage('{"foo": 1}'), model="m-standard")
         fake.script(Garbage("plain words", "text/plain"), Answer("real answer"), model="m-light")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.text == "real answer" and reply.tier == "light"
             assert tier_totals(await router.memory.usage("test:chat")) == {
@@ -171,7 +171,7 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
     async with FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)()
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
-        async with running_router(settings, tmp_path) as router:
+        async with running_router(settings, tmp_path, options=INSTANT) as router:
             replies = []
             for i in range(30):
                 replies.append(
