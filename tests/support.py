@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -133,3 +134,112 @@ async def wait_until(
 def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{tier: (calls, errors)} from GET /usage."""
     return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
+
+
+class TcpGate:
+    """A TCP relay on a 127.0.0.1 port of its own, which can be shut (connections refused) and
+    opened again, in front of a server that may move (`open(target_port)`).
+
+    The port cannot race: it is bound once, on port 0, by a socket that never listens and is
+    held until `close()`. The listening socket shares it (SO_REUSEPORT); while it is shut, the
+    kernel refuses connections there (nothing listens) and no other server can take the port.
+    """
+
+    def __init__(self, target_port: int = 0) -> None:
+        self.target_port = target_port
+        self._hold = socket.socket()
+        self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self._hold.bind(("127.0.0.1", 0))
+        self.port: int = self._hold.getsockname()[1]
+        self._server: asyncio.AbstractServer | None = None
+        self._pipes: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        """http://127.0.0.1:<port>."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def open(self, target_port: int | None = None) -> None:
+        """Listen: connections go through to the target (a new one when given)."""
+        await self.shut()  # open once: a second open moves the target
+        if target_port is not None:
+            self.target_port = target_port
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port, reuse_port=True)
+
+    async def shut(self) -> None:
+        """Stop listening and cut every open connection: the next connect is refused."""
+        if self._server is None:
+            return
+        self._server.close()
+        for writer in list(self._pipes):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def close(self) -> None:
+        """Shut, and give the port back."""
+        await self.shut()
+        self._hold.close()
+
+    async def __aenter__(self) -> TcpGate:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._pipes.update((writer, up_writer))
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                if dst.transport:
+                    dst.transport.abort()
+
+        try:
+            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        finally:
+            self._pipes.difference_update((writer, up_writer))
+
+
+def port_of(url: str) -> int:
+    """The port of an http://host:port URL (servers bind port 0 and report it in their URL)."""
+    return int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+class World:
+    """A guild with an admin, a member and an owner-listed user, plus a DM channel."""
+
+    def __init__(self, fake_discord: Any) -> None:
+        self.guild = fake_discord.add_guild("Test guild")
+        self.general = self.guild["channels"][0]
+        self.thread = fake_discord.add_channel(self.guild, "a thread", parent=self.general)
+        self.admin = fake_discord.make_user("alice")
+        self.member = fake_discord.make_user("bob")
+        self.owner_listed = fake_discord.make_user("carol")  # in ADMIN_USER_IDS, no admin role
+        fake_discord.add_member(self.guild, self.admin, roles=[fake_discord.admin_role(self.guild)])
+        fake_discord.add_member(self.guild, self.member)
+        fake_discord.add_member(self.guild, self.owner_listed)
+        self.dm = fake_discord.add_dm(self.member)
+
+
+class People:
+    """Alice (group admin), Bob (plain member), their group and private chats."""
+
+    def __init__(self, tg: Any) -> None:
+        self.alice = tg.user(111, "Alice", "alice")
+        self.bob = tg.user(222, "Bob", "bob")
+        self.group = tg.group(-100777, "Team")
+        self.alice_dm = tg.private_chat(self.alice)
+        self.bob_dm = tg.private_chat(self.bob)
+        tg.set_role(self.group, self.alice, "administrator")

@@ -17,7 +17,7 @@ from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
-from tests.support import wait_until
+from tests.support import World, wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
@@ -69,11 +69,12 @@ class RecordingRouter:
         await self._note(self.commands, (message, name, args))
         if self.command_delay is not None:
             await self.command_delay.wait()
-        if name in ADMIN_NAMES:
-            if not message.is_admin:
-                return CommandResult(text="Only admins can do that.")
+        if name in ADMIN_NAMES and not message.is_admin:
+            return CommandResult(text="Only admins can do that.")
         if name == "usage":
-            return CommandResult("Usage:", table="tier calls\nstandard 3", files=(File("usage.png", PNG, "image/png"),))
+            return CommandResult(
+                "Usage:", table="tier calls\nstandard 3", files=(File("usage.png", PNG, "image/png"),)
+            )
         if name == "forget" and args != "yes":
             return CommandResult(text="Forget this whole chat?", confirm="/forget yes")
         return CommandResult(text=f"{name} done {args}".strip())
@@ -88,28 +89,6 @@ class RecordingRouter:
                 return value
 
         return await asyncio.wait_for(until(), timeout)
-
-
-class World:
-    """A guild with an admin, a member and an owner-listed user, plus a DM channel."""
-
-    def __init__(self, fake_discord: FakeDiscord) -> None:
-        self.guild = fake_discord.add_guild("Test guild")
-        self.general = self.guild["channels"][0]
-        self.thread = fake_discord.add_channel(self.guild, "a thread", parent=self.general)
-        self.admin = fake_discord.make_user("alice")
-        self.member = fake_discord.make_user("bob")
-        self.owner_listed = fake_discord.make_user("carol")  # in ADMIN_USER_IDS, no admin role
-        fake_discord.add_member(self.guild, self.admin, roles=[fake_discord.admin_role(self.guild)])
-        fake_discord.add_member(self.guild, self.member)
-        fake_discord.add_member(self.guild, self.owner_listed)
-        self.dm = fake_discord.add_dm(self.member)
-
-
-@pytest.fixture
-def world(fake_discord: FakeDiscord) -> World:
-    """The people and places of a test."""
-    return World(fake_discord)
 
 
 def settings_for(
@@ -132,7 +111,8 @@ def settings_for(
 @contextlib.asynccontextmanager
 async def running(router, settings: Settings) -> AsyncIterator[adapter.DiscordBot]:
     """The adapter's client, logged in and connected to the fake until the block ends."""
-    client = adapter.build_client(router, settings, guild_ready_timeout=0.05)
+    # No pause before identifying again: the fake does not rate-limit IDENTIFY.
+    client = adapter.build_client(router, settings, guild_ready_timeout=0.05, identify_pause_s=0.0)
     task = asyncio.create_task(adapter.run_client(client, settings.discord.token))
     try:
         await wait_until(lambda: client.is_ready() or task.done(), timeout=10)
@@ -562,7 +542,7 @@ async def test_everyone_commands_run_for_members(fake_discord, world, router, bo
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     incoming, called, _ = router.commands[-1]
     assert called == name and not incoming.is_admin and incoming.author_id == world.member["id"]
-    body, message = _answer(fake_discord, iid)
+    _body, message = _answer(fake_discord, iid)
     assert message["flags"] & EPHEMERAL and message["content"] == f"{name} done"
 
 

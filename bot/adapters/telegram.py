@@ -92,6 +92,7 @@ class TelegramBot:
         self.admin = AdminCheck(settings.admin_user_ids)
         self.sender = TelegramSender(RetryPlan(budget_s=settings.telegram.send_budget_s), typing_interval)
         self.edit_intervals = edit_intervals
+        self.webhook_port: int | None = None  # the port the webhook server listens on, once it does
 
     def edit_interval(self, chat: Chat) -> float:
         """Seconds between two renders of a streamed answer in this chat."""
@@ -379,7 +380,7 @@ async def serve(
     `Application.stop` waits for them) before it returns.
     """
     webhook_listen = webhook_listen or settings.telegram.webhook_listen
-    webhook_port = webhook_port or settings.telegram.webhook_port
+    webhook_port = settings.telegram.webhook_port if webhook_port is None else webhook_port  # 0: any
     stop = stop or asyncio.Event()
     app = app or build_application(router, settings)
     adapter: TelegramBot = app.bot_data["adapter"]
@@ -396,7 +397,8 @@ async def serve(
         await app.start()
         try:
             if settings.telegram.webhook_url:
-                async with webhook_server(app, settings, webhook_listen, webhook_port):
+                async with webhook_server(app, settings, webhook_listen, webhook_port) as port:
+                    adapter.webhook_port = port
                     await stop.wait()
             else:
                 await updater.start_polling(timeout=poll_timeout, allowed_updates=ALLOWED_UPDATES)

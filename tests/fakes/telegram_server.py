@@ -17,6 +17,7 @@ faults, and records every call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import itertools
 import json
@@ -145,7 +146,8 @@ def parse_html(text: str) -> str:
             if name not in _HTML_TAGS:
                 kind = "end" if closing else "start"
                 raise bad(
-                    f'can\'t parse entities: Unsupported {kind} tag "{name}" at byte offset {_byte_offset(text, i)}'
+                    f'can\'t parse entities: Unsupported {kind} tag "{name}"'
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             if closing:
                 if not stack:
@@ -163,7 +165,8 @@ def parse_html(text: str) -> str:
                     pass  # the real server accepts <a> without href and drops the link
                 if name == "span" and "tg-spoiler" not in attrs:
                     raise bad(
-                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler" at byte offset {_byte_offset(text, i)}'
+                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler"'
+                        f" at byte offset {_byte_offset(text, i)}"
                     )
                 stack.append((name, i))
             i = m.end()
@@ -201,7 +204,8 @@ def parse_markdown(text: str) -> str:
             end = text.find("```", i + 3)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
@@ -211,7 +215,8 @@ def parse_markdown(text: str) -> str:
             end = text.find(c, i + 1)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(text[i + 1 : end])
             i = end + 1
@@ -219,7 +224,8 @@ def parse_markdown(text: str) -> str:
             m = re.compile(r"\[([^\]]*)\]\(([^)]*)\)").match(text, i)
             if not m:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(m.group(1))
             i = m.end()
@@ -253,7 +259,8 @@ def parse_markdown_v2(text: str) -> str:
             end = text.find("```", i + 3)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of Pre entity at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of Pre entity"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
@@ -264,7 +271,8 @@ def parse_markdown_v2(text: str) -> str:
             end = text.find("`", i + 1)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of Code entity at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of Code entity"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(text[i + 1 : end])
             i = end + 1
@@ -297,7 +305,8 @@ def parse_markdown_v2(text: str) -> str:
                 continue
         if c in _V2_RESERVED:
             raise bad(
-                f"can't parse entities: Character '{c}' is reserved and must be escaped with the preceding '\\'"
+                f"can't parse entities: Character '{c}' is reserved"
+                f" and must be escaped with the preceding '\\'"
             )
         out.append(c)
         line_start = c == "\n"
@@ -305,7 +314,8 @@ def parse_markdown_v2(text: str) -> str:
     if open_marks:
         _, at = open_marks[-1]
         raise bad(
-            f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, at)}"
+            f"can't parse entities: Can't find end of the entity starting"
+            f" at byte offset {_byte_offset(text, at)}"
         )
     return "".join(out)
 
@@ -671,7 +681,8 @@ class FakeTelegram:
         if self.webhook_url:
             raise ApiError(
                 409,
-                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+                "Conflict: can't use getUpdates method while webhook is active;"
+                " use deleteWebhook to delete the webhook first",
             )
         offset = params.get("offset") or 0
         limit = min(max(params.get("limit") or 100, 1), 100)
@@ -698,7 +709,8 @@ class FakeTelegram:
                 if generation != self._poll_generation:
                     raise ApiError(
                         409,
-                        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                        "Conflict: terminated by other getUpdates request;"
+                        " make sure that only one bot instance is running",
                     )
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -1001,9 +1013,7 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, 
             except ValueError:
                 raise bad(f"can't parse {key} JSON object") from None
         elif isinstance(value, str) and key in _INT_FIELDS:
-            try:
+            with contextlib.suppress(ValueError):
                 value = int(value)
-            except ValueError:
-                pass
         params[key] = value
     return params, files
