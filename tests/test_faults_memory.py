@@ -29,7 +29,7 @@ import httpx
 import pytest
 from memory_engine.compaction import SECTIONS
 
-from memory_worker.host import ChatStore, EmbeddedMemoryHost
+from memory_worker.local import ChatStore, EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
 from tests.support import wait_until
 
@@ -340,9 +340,9 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
     slow = audit(data, "term:slow")
     assert len(slow.message_ids) == 10
     lines = [json.loads(line) for line in served.log.read_text().splitlines() if line.startswith("{")]
-    assert any(line.get("msg") == "stopped cleanly" for line in lines)
+    assert any(line.get("message") == "stopped cleanly" for line in lines)
     requests = [line for line in lines if line.get("logger") == "memory_worker.access"]
-    assert requests and all({"request_id", "chat", "status", "ms", "route"} <= set(line) for line in requests)
+    assert requests and all({"request_id", "chat_key", "status", "ms", "route"} <= set(line) for line in requests)
     assert TOKEN not in served.log.read_text() and "slow chat" not in served.log.read_text()
 
 
@@ -549,7 +549,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
     """The alarm table on a full disk: a failed reschedule must not rerun the compaction at once."""
     from memory_engine.compaction import SummarizerError
 
-    import memory_worker.host as host_module
+    from memory_worker.local.scheduler import now_ms
 
     calls = 0
 
@@ -564,7 +564,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
         real_set = host.host.alarms.set
 
         def full_disk_set(chat_key, due_ms, keep_earlier=False):
-            if due_ms > host_module._now_ms() + 1000:  # a reschedule, not the first alarm
+            if due_ms > now_ms() + 1000:  # a reschedule, not the first alarm
                 raise sqlite3.OperationalError("database or disk is full")
             return real_set(chat_key, due_ms, keep_earlier)
 
@@ -586,7 +586,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
                 )
                 assert r.status_code == 200
             assert calls == 1, f"the compaction was rerun {calls - 1} times at once"
-            assert "held" in host.host._held
+            assert "held" in host.host.scheduler.held
             assert (await client.get("/v1/chats/held/stats")).json()["total_messages"] == 56
 
 

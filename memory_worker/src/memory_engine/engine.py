@@ -74,6 +74,11 @@ class ChatMemory:
         """The id of the newest message the summary covers (0: none)."""
         return int(self._state("summarized_upto", "0") or 0)
 
+    def record_chat_key(self, chat_key: str) -> None:
+        """Store which chat key this database belongs to, unless one is stored already."""
+        if self._state("chat_key") is None:
+            self._set_state("chat_key", chat_key)
+
     # -- recording ---------------------------------------------------------------------
 
     def _find_by_message_id(self, message_id: str | None) -> dict[str, Any] | None:
