@@ -11,17 +11,18 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from . import forgetting
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
-from .retrieval import index_message, index_messages, rank, unindex_messages
+from .retrieval import index_message, index_messages, rank
 from .storage import SqlStorage, migrate
+from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
 KEEP_UNSUMMARIZED = 5
-USAGE_ROWS_KEPT = 2000
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
@@ -54,11 +55,13 @@ class ChatMemory:
         """The current time as a stored timestamp."""
         return utc_iso(self.clock())
 
-    def _state(self, key: str, default: str | None = None) -> str | None:
+    def state(self, key: str, default: str | None = None) -> str | None:
+        """One value of the chat's key-value state (summary, marks, settings)."""
         rows = self.sql.exec("SELECT value FROM state WHERE key = ?", key)
         return rows[0]["value"] if rows else default
 
-    def _set_state(self, key: str, value: str | None) -> None:
+    def set_state(self, key: str, value: str | None) -> None:
+        """Set one value of the chat's key-value state."""
         self.sql.exec(
             "INSERT INTO state(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -66,13 +69,16 @@ class ChatMemory:
             value,
         )
 
+    _state = state  # the names the hosts use
+    _set_state = set_state
+
     def mode(self) -> str:
         """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
-        return self._state("mode", "auto") or "auto"
+        return self.state("mode", "auto") or "auto"
 
     def summarized_upto(self) -> int:
         """The id of the newest message the summary covers (0: none)."""
-        return int(self._state("summarized_upto", "0") or 0)
+        return int(self.state("summarized_upto", "0") or 0)
 
     # -- recording ---------------------------------------------------------------------
 
@@ -183,9 +189,9 @@ class ChatMemory:
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
-            summary = self._state("summary") or ""
+            summary = self.state("summary") or ""
             prompt = render_prompt(recent, retrieved, summary, facts)
-            self._set_state("last_prompt", prompt)
+            self.set_state("last_prompt", prompt)
             return {
                 "current_id": current_id,
                 "mode": chosen,
@@ -271,7 +277,8 @@ class ChatMemory:
             # so memory keeps it too.
             if text:
                 new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
-            self._record_usage(
+            record_usage(
+                self.sql,
                 ts,
                 tier,
                 model,
@@ -289,89 +296,13 @@ class ChatMemory:
 
         return self.sql.transaction(record)
 
-    def _record_usage(
-        self,
-        ts: str,
-        tier: str,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        latency_ms: float | None,
-        cost_usd: float,
-        ok: bool,
-        error: str | None,
-        message_id: str | None,
-        author_id: str,
-    ) -> None:
-        rows = self.sql.exec(
-            "INSERT INTO router_usage(ts, tier, model, prompt_tokens, completion_tokens, "
-            "latency_ms, cost_usd, ok, error, message_id, author_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            ts,
-            tier,
-            model,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            cost_usd,
-            1 if ok else 0,
-            error,
-            message_id,
-            author_id,
-        )
-        self.sql.exec(
-            "INSERT INTO usage_daily(day, tier, calls, errors, prompt_tokens, completion_tokens, cost_usd) "
-            "VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(day, tier) DO UPDATE SET "
-            "calls = calls + 1, errors = errors + excluded.errors, "
-            "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
-            "completion_tokens = completion_tokens + excluded.completion_tokens, "
-            "cost_usd = cost_usd + excluded.cost_usd",
-            ts[:10],
-            tier,
-            0 if ok else 1,
-            prompt_tokens,
-            completion_tokens,
-            cost_usd,
-        )
-        # Bounded: the per-call rows keep a window; the daily table keeps the totals.
-        newest = int(rows[0]["id"])
-        if newest % 100 == 0:
-            self.sql.exec("DELETE FROM router_usage WHERE id <= ?", newest - USAGE_ROWS_KEPT)
-
-    _TOTALS = (
-        "SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt_tokens, "
-        "SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd"
-    )
-
-    def _tier_totals(self, where: str = "", *params: Any) -> dict[str, dict[str, Any]]:
-        rows = self.sql.exec(
-            f"SELECT tier, {self._TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier", *params
-        )
-        return {
-            r["tier"]: {
-                "calls": int(r["calls"] or 0),
-                "errors": int(r["errors"] or 0),
-                "prompt_tokens": int(r["prompt_tokens"] or 0),
-                "completion_tokens": int(r["completion_tokens"] or 0),
-                "cost_usd": round(float(r["cost_usd"] or 0.0), 8),
-            }
-            for r in rows
-        }
-
     def usage_today(self) -> dict[str, dict[str, Any]]:
         """Today's (UTC) calls, errors, tokens and cost per tier."""
-        return self._tier_totals("WHERE day = ?", self.now()[:10])
+        return usage_on(self.sql, self.now()[:10])
 
     def usage(self, recent: int = 20) -> dict[str, Any]:
         """All-time totals per tier and the most recent model calls."""
-        rows = self.sql.exec(
-            "SELECT ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error "
-            "FROM router_usage ORDER BY id DESC LIMIT ?",
-            recent,
-        )
-        for r in rows:
-            r["ok"] = bool(r["ok"])
-        return {"tiers": self._tier_totals(), "today": self.usage_today(), "recent": rows}
+        return usage_report(self.sql, self.now()[:10], recent)
 
     # -- views -------------------------------------------------------------------------
 
@@ -396,10 +327,10 @@ class ChatMemory:
     def summary(self) -> dict[str, Any]:
         """The rolling summary and how far it reaches."""
         return {
-            "summary": self._state("summary") or "",
-            "compactions": int(self._state("compactions", "0") or 0),
+            "summary": self.state("summary") or "",
+            "compactions": int(self.state("compactions", "0") or 0),
             "summarized_upto": self.summarized_upto(),
-            "updated_at": self._state("summary_updated_at"),
+            "updated_at": self.state("summary_updated_at"),
         }
 
     def active_count(self) -> int:
@@ -432,7 +363,7 @@ class ChatMemory:
             "facts": facts,
             "mode": self.mode(),
         }
-        last = self._state("last_prompt")
+        last = self.state("last_prompt")
         if last is not None:
             out["last_prompt"] = last
         return out
@@ -444,7 +375,7 @@ class ChatMemory:
     def update_settings(self, mode: str | None = None) -> dict[str, Any]:
         """Change the chat's settings; returns them."""
         if mode is not None:
-            self._set_state("mode", mode)
+            self.set_state("mode", mode)
         return self.settings()
 
     # -- bulk import and forgetting ----------------------------------------------------
@@ -482,51 +413,12 @@ class ChatMemory:
 
     def apply_retention(self) -> int:
         """Delete the oldest summarized messages past the retention cap; how many went."""
-        total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
-        excess = total - self.retention
-        if excess <= 0:
-            return 0
-        # Only summarized messages go: the summary already keeps their gist.
-        where = "id IN (SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT ?)"
-        unindex_messages(self.sql, where, self.summarized_upto(), excess)
-        rows = self.sql.exec(
-            f"DELETE FROM messages WHERE {where} RETURNING id", self.summarized_upto(), excess
-        )
-        return len(rows)
-
-    def _new_epoch(self) -> None:
-        # A compaction started before a forgetting must not commit its summary.
-        self._set_state(
-            "summary_epoch",
-            self.now() + ":" + str(self.sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]),
-        )
+        return forgetting.apply_retention(self)
 
     def forget_author(self, author_id: str) -> dict[str, Any]:
         """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""
-
-        def run() -> dict[str, Any]:
-            unindex_messages(self.sql, "author_id = ? AND role = 'user'", author_id)
-            gone = self.sql.exec(
-                "DELETE FROM messages WHERE author_id = ? AND role = 'user' RETURNING id", author_id
-            )
-            facts = self.sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
-            self.sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
-            # The old summary may quote them: drop it and summarize again from what remains.
-            for key in ("summary", "summary_updated_at", "last_prompt"):
-                self.sql.exec("DELETE FROM state WHERE key = ?", key)
-            self._set_state("summarized_upto", "0")
-            self._new_epoch()
-            return {"deleted": True, "messages": len(gone), "facts": len(facts)}
-
-        return self.sql.transaction(run)
+        return forgetting.forget_author(self, author_id)
 
     def forget_chat(self) -> dict[str, Any]:
         """Delete everything this chat remembers."""
-
-        def run() -> None:
-            for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
-                self.sql.exec(f"DELETE FROM {table}")
-            self._new_epoch()
-
-        self.sql.transaction(run)
-        return {"deleted": True}
+        return forgetting.forget_chat(self)
