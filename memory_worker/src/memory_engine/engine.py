@@ -88,6 +88,19 @@ class ChatMemory:
         rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE message_id = ?", message_id)
         return rows[0] if rows else None
 
+    def _answered_author(self, message_id: str | None, author_id: str | None) -> str | None:
+        if author_id:
+            return author_id
+        answered = self._find_by_message_id(message_id)
+        if answered is None:
+            # Unsaid: the bot answers the newest user message. When that guess is wrong, a
+            # forgetting removes a reply too many, never leaves one behind.
+            rows = self.sql.exec(
+                "SELECT author_id FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1"
+            )
+            answered = rows[0] if rows else None
+        return (answered or {}).get("author_id") or None
+
     def _insert(
         self,
         role: str,
@@ -97,17 +110,19 @@ class ChatMemory:
         message_id: str | None,
         ts: str,
         index: bool = True,
+        reply_to_author_id: str | None = None,
     ) -> int | None:
         """Store one message and index it; None when its message_id is already stored."""
         rows = self.sql.exec(
-            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
+            "INSERT INTO messages(role, author, author_id, text, ts, message_id, reply_to_author_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
             role,
             author,
             author_id,
             text,
             ts,
             message_id,
+            reply_to_author_id or None,
         )
         if not rows:
             return None
@@ -138,6 +153,7 @@ class ChatMemory:
             key,
         )
         current = rows[0]["value"] if rows else None
+        value: str | None
         if is_list_key(key):
             value = merge_list(current, add=add, remove=remove)
         else:
@@ -260,8 +276,15 @@ class ChatMemory:
         message_id: str | None = None,
         error: str | None = None,
         author_id: str = "",
+        reply_to_message_id: str | None = None,
+        reply_to_author_id: str | None = None,
     ) -> dict[str, Any]:
-        """Record one model attempt: the assistant message (when it has text) and a usage row."""
+        """Record one model attempt: the assistant message (when it has text) and a usage row.
+
+        The message remembers whose message it answers (`reply_to_author_id`, else the author
+        of `reply_to_message_id`, else of the newest user message), so that forgetting that
+        person removes it too.
+        """
         ts = self.now()
 
         def record() -> dict[str, Any]:
@@ -276,7 +299,10 @@ class ChatMemory:
             # A failed attempt with text is a stream cut off midway: the user saw that text,
             # so memory keeps it too.
             if text:
-                new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
+                answered = self._answered_author(reply_to_message_id, reply_to_author_id)
+                new_id = self._insert(
+                    "assistant", text, "assistant", "", message_id, ts, reply_to_author_id=answered
+                )
             record_usage(
                 self.sql,
                 ts,
@@ -387,13 +413,21 @@ class ChatMemory:
         def run() -> dict[str, int]:
             imported = skipped = 0
             first_id = last_id = None
+            answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
             for m in messages:
                 role = m["role"]
                 author = m.get("author") or ("assistant" if role == "assistant" else "")
                 author_id = m.get("author_id") or ""
                 ts = m.get("ts") or now
                 new_id = self._insert(
-                    role, m["text"], author, author_id, m.get("message_id"), ts, index=False
+                    role,
+                    m["text"],
+                    author,
+                    author_id,
+                    m.get("message_id"),
+                    ts,
+                    index=False,
+                    reply_to_author_id=m.get("reply_to_author_id") if role == "assistant" else None,
                 )
                 if new_id is None:
                     skipped += 1
@@ -403,13 +437,34 @@ class ChatMemory:
                 last_id = new_id
                 if role == "user":
                     self._apply_facts(m["text"], author, author_id, new_id, ts)
-            if first_id is not None:
+                elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
+                    answers.append((new_id, m["reply_to_message_id"]))
+            if first_id is not None and last_id is not None:
                 # One statement for the batch: ids in [first, last] are all this import's,
                 # since one chat runs one request at a time.
                 index_messages(self.sql, first_id, last_id)
+                self._attribute_replies(first_id, last_id, answers)
             return {"imported": imported, "skipped": skipped}
 
         return self.sql.transaction(run)
+
+    def _attribute_replies(self, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:
+        """Say whose message each imported assistant message answers (see `reply`)."""
+        for row_id, answered in answers:
+            self.sql.exec(
+                "UPDATE messages SET reply_to_author_id = "
+                "(SELECT NULLIF(a.author_id, '') FROM messages a WHERE a.message_id = ?) WHERE id = ?",
+                answered,
+                row_id,
+            )
+        # The rest answer the user message before them, as a live reply does by default.
+        self.sql.exec(
+            "UPDATE messages SET reply_to_author_id = (SELECT NULLIF(p.author_id, '') FROM messages p "
+            "WHERE p.id < messages.id AND p.role = 'user' ORDER BY p.id DESC LIMIT 1) "
+            "WHERE id >= ? AND id <= ? AND role = 'assistant' AND reply_to_author_id IS NULL",
+            first_id,
+            last_id,
+        )
 
     def apply_retention(self) -> int:
         """Delete the oldest summarized messages past the retention cap; how many went."""
