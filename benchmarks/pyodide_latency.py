@@ -25,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from memory_latency import IMPORT_BATCH, Corpus, percentile  # noqa: E402
+from memory_latency import IMPORT_BATCH, Corpus, percentile
 
-from memory_worker.pyodide_runtime import PyodideHost  # noqa: E402
+from memory_worker.pyodide_runtime import PyodideHost
 
 TOKEN = "bench-token-0123456789abcdef"
 COLD_STARTS = 3
@@ -145,7 +145,8 @@ def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
         results = asyncio.run(both(corpus, n, turns, tmp))
     walls = [s["wall"] for s in starts]
     print(
-        f"Pyodide cold start (Node start -> ready, {len(starts)} starts): median {statistics.median(walls):.2f} s "
+        f"Pyodide cold start (Node start -> ready, {len(starts)} starts): "
+        f"median {statistics.median(walls):.2f} s "
         f"(min {min(walls):.2f}, max {max(walls):.2f}); of which loadPyodide "
         f"{statistics.median(s['pyodide'] for s in starts):.2f} s"
     )
@@ -160,7 +161,9 @@ def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
         )
     lp, pp = (percentile(results[k]["turns"], 50) for k in ("local", "pyodide"))
     l99, p99 = (percentile(results[k]["turns"], 99) for k in ("local", "pyodide"))
-    print(f"Pyodide / local: p50 {pp / lp:.1f}x, p99 {p99 / l99:.1f}x ({turns} turns at N={n:,}, ms over HTTP)")
+    print(
+        f"Pyodide / local: p50 {pp / lp:.1f}x, p99 {p99 / l99:.1f}x ({turns} turns at N={n:,}, ms over HTTP)"
+    )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
         f"on {os.cpu_count()} CPUs"

@@ -530,7 +530,9 @@ async def test_every_host_answers_exactly_alike(tmp_path, pyodide_host):
     answers = {}
     kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else []) + ["pyodide"]
     for kind in kinds:
-        backend = await start_backend(kind, tmp_path / kind, **({"host": pyodide_host} if kind == "pyodide" else {}))
+        backend = await start_backend(
+            kind, tmp_path / kind, **({"host": pyodide_host} if kind == "pyodide" else {})
+        )
         try:
             answers[kind] = [(await backend.call(m, p, json=j, token=t)) for m, p, j, t in script]
         finally:

@@ -23,7 +23,13 @@ import httpx
 import pytest
 from memory_engine.compaction import SECTIONS
 
-from memory_worker.pyodide_runtime import HOST_DIR, PyodideHost, PyodideUnavailable, check_installed, node_binary
+from memory_worker.pyodide_runtime import (
+    HOST_DIR,
+    PyodideHost,
+    PyodideUnavailable,
+    check_installed,
+    node_binary,
+)
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang
 from tests.memory_backends import TOKEN
 from tests.support import wait_until
@@ -96,8 +102,15 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
         ) as client:
             await _healthy(client, proc)
             chat = "/v1/chats/telegram:-1001"
-            reply = {"text": "hi", "tier": "fast", "model": "m", "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
-            imported = {"messages": [{"role": "user", "text": f"old {i}", "message_id": f"o{i}"} for i in range(3)]}
+            reply = {
+                "text": "hi",
+                "tier": "fast",
+                "model": "m",
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            }
+            imported = {
+                "messages": [{"role": "user", "text": f"old {i}", "message_id": f"o{i}"} for i in range(3)]
+            }
             every_route = [
                 ("POST", f"{chat}/turn", {"text": "my name is Ada and I like chess", "author_id": "u1"}),
                 ("POST", f"{chat}/reply", reply),
@@ -117,11 +130,15 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
                 assert r.status_code == 200, (method, path, r.status_code, r.text)
                 assert isinstance(r.json(), dict)
             assert (await client.get("/v1/chats/x/nope")).status_code == 404
-            assert (await client.get("/v1/chats/x/stats", headers={"authorization": "Bearer no"})).status_code == 401
+            assert (
+                await client.get("/v1/chats/x/stats", headers={"authorization": "Bearer no"})
+            ).status_code == 401
 
             async def writer(key: str) -> None:
                 for i in range(1000):
-                    r = await client.post(f"/v1/chats/{key}/turn", json={"text": f"durable {i}", "message_id": f"m{i}"})
+                    r = await client.post(
+                        f"/v1/chats/{key}/turn", json={"text": f"durable {i}", "message_id": f"m{i}"}
+                    )
                     assert r.status_code == 200
                     acked[key] = acked.get(key, 0) + 1
 
@@ -150,7 +167,8 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
 
 async def _import(client: httpx.AsyncClient, chat: str, n: int) -> None:
     msgs = [
-        {"role": "user", "text": f"story part {i} about the lighthouse", "message_id": f"p{i}"} for i in range(n)
+        {"role": "user", "text": f"story part {i} about the lighthouse", "message_id": f"p{i}"}
+        for i in range(n)
     ]
     r = await client.post(f"/v1/chats/{chat}/import", json={"messages": msgs})
     assert r.json()["imported"] == n
@@ -163,7 +181,9 @@ async def test_alarm_compacts_through_fetch_lets_turns_in_and_survives_kill_9(tm
         host = PyodideHost(tmp_path / "data", TOKEN, env=env)
         await asyncio.to_thread(host.start)
         try:
-            async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=60) as client:
+            async with httpx.AsyncClient(
+                base_url=host.url, headers=AUTH, trust_env=False, timeout=60
+            ) as client:
                 await _import(client, "cmp", 30)  # over the threshold: the object sets its alarm
                 await fake.wait_requests(1, timeout=60)  # the alarm fired and called out via fetch
                 assert fake.requests[0].model == "light-1"
@@ -203,10 +223,15 @@ async def test_alarm_compacts_through_fetch_lets_turns_in_and_survives_kill_9(tm
 
 async def test_state_survives_eviction_of_every_object(pyodide_host):
     pyodide_host.control("reset")
-    async with httpx.AsyncClient(base_url=pyodide_host.url, headers=AUTH, trust_env=False, timeout=60) as client:
+    async with httpx.AsyncClient(
+        base_url=pyodide_host.url, headers=AUTH, trust_env=False, timeout=60
+    ) as client:
         r = await client.post("/v1/chats/ev/turn", json={"text": "remember the walrus", "message_id": "w1"})
         assert r.status_code == 200
-        assert pyodide_host.control("evict") == {"ok": "evict", "errors": []}  # fresh instances, files reopened
+        assert pyodide_host.control("evict") == {
+            "ok": "evict",
+            "errors": [],
+        }  # fresh instances, files reopened
         got = (await client.post("/v1/chats/ev/turn", json={"text": "walrus?"})).json()
         assert [m["text"] for m in got["recent"]] == ["remember the walrus"]
         assert (await client.get("/v1/chats/ev/stats")).json()["total_messages"] == 2

@@ -263,7 +263,7 @@ class DurableObjectStorage(JsProxy):
         object.__setattr__(self, "_depth", depth + 1)
         try:
             result = fn()
-        except BaseException as exc:
+        except BaseException:
             self._sql._run_internal(f"ROLLBACK TO {name}")
             self._sql._run_internal(f"RELEASE {name}")
             # A Python error raised in fn crosses into JS as a PythonError, and Pyodide
