@@ -41,8 +41,9 @@ lint: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -m slow
 
-bench: $(STAMP)
+bench: $(STAMP) $(PYODIDE_STAMP)
 	$(PY) benchmarks/memory_latency.py
+	$(PY) benchmarks/pyodide_latency.py --data ../shared/locomo/locomo-dev.json
 	$(PY) benchmarks/locomo_recall.py --data ../shared/locomo/locomo-dev.json
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/compaction_cost.py
