@@ -10,7 +10,8 @@ case-folded, with spaces collapsed, surrounding punctuation and a leading "the/a
 dropped. The baseline is `git show main:memory_worker/src/memory_engine/facts.py` loaded into
 a temporary module in the same run (`--baseline-ref` to pick another commit).
 
---verbose lists the dev errors (missed and wrong facts); --show-holdout lists holdout errors too.
+--verbose lists the errors (missed and wrong facts) of every split but the holdout;
+--show-holdout lists the holdout errors too.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def load(path: Path = DATA) -> list[dict[str, Any]]:
 
 def norm(value: str) -> str:
     """A value as compared: case-folded, spaces collapsed, no edge punctuation or leading article."""
-    value = " ".join(value.casefold().split()).strip(" .,!?;:\"'()")
+    value = " ".join(value.casefold().split()).strip(" .,!?;:\"'")
     return re.sub(r"^(?:the|a|an)\s+", "", value)
 
 
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--baseline-ref", default="main")
-    parser.add_argument("--verbose", action="store_true", help="list the dev errors")
+    parser.add_argument("--verbose", action="store_true", help="list the errors outside the holdout")
     parser.add_argument("--show-holdout", action="store_true", help="list the holdout errors too")
     args = parser.parse_args(argv)
 
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.baseline_ref} (baseline)": lambda t: pairs_of(old.extract_facts(t)),
         "this branch": lambda t: pairs_of(facts.extract_facts(t)),
     }
-    splits = {"all": rows, **{s: [r for r in rows if r.get("split") == s] for s in ("dev", "holdout")}}
+    names = list(dict.fromkeys(r.get("split", "dev") for r in rows))
+    splits = {"all": rows, **{s: [r for r in rows if r.get("split", "dev") == s] for s in names}}
     results: dict[str, dict[str, Any]] = {}
     print(
         f"{len(rows)} sentences: {len(splits['dev'])} dev, {len(splits['holdout'])} holdout; "
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, s in results[f"{name}/all"]["keys"].items():
             print(_row(key, s))
     if args.verbose:
-        shown = {"dev", "holdout"} if args.show_holdout else {"dev"}
+        shown = set(names) if args.show_holdout else set(names) - {"holdout"}
         errors = [e for e in results["this branch/all"]["errors"] if e["split"] in shown]
         print(f"\nErrors of this branch ({', '.join(sorted(shown))}): {len(errors)}")
         for e in errors:

@@ -10,6 +10,7 @@ a wrong fact in every prompt is worse than a missing one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from .facts_clauses import FactChange, clauses, is_question, sentences
@@ -21,8 +22,9 @@ __all__ = ["FactChange", "extract_facts", "is_list_key", "merge_list"]
 LIST_KEYS = ("likes", "dislikes", "pets", "family")  # values that accumulate as a list
 MAX_SET_ITEMS = 12
 MAX_CHANGES = 40  # per message: a pasted wall of text must not rewrite every fact
-MAX_TEXT = 20000  # facts are read from the start of a long message only
+MAX_TEXT = 8000  # facts are read from the start of a long message only
 
+_ABOUT_ME = re.compile(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|fav\w*)\b", re.I)
 Rule = Callable[[str], Iterator[FactChange]]
 RULES: tuple[Rule, ...] = (names, places, work, age, dates_and_pronouns, preferences, favorites, kin)
 
@@ -34,6 +36,8 @@ def extract_facts(text: str) -> list[FactChange]:
         if is_question(sentence):
             continue
         for clause in clauses(sentence):
+            if not _ABOUT_ME.search(clause):
+                continue  # most chat is not about the speaker: no rule could fire
             for rule in RULES:
                 changes.extend(rule(clause))
     lived = any(c.key == "location" and c.remove_from is None for c in changes)

@@ -14,12 +14,14 @@ from .facts_lexicon import (
     GUARD_WORDS,
     LEAD_FILLERS,
     NOT_NAMES,
+    OWN_REPORT,
     TIME_HEADS,
     TIME_UNITS,
     TIME_WORDS,
 )
 
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
 _ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+|;\s*")
 _QUESTION_END = re.compile(r"\?[\s\"')\]\W]*$")
@@ -33,10 +35,24 @@ _INVERTED = re.compile(
 )
 _SUBJECT = r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|he|she|they|it|you|there|our|his|her|their)\b"
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:[:()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
-    r"|,\s*(?:and\s+|so\s+|or\s+)?(?=" + _SUBJECT + r")"
-    r"|\s+(?:and|so|or)\s+(?=" + _SUBJECT + r"))",
+    r"\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
+    r"|[,:]\s*(?:and\s+|so\s+|or\s+)?(?=" + _SUBJECT + r")"
+    r"|(?<!^i)(?<! i)\s+(?:and|so|or)\s+(?=" + _SUBJECT + r"))",
     re.I,
+)
+# Chat spellings without the apostrophe, and stutters ("I hate hate HATE").
+_BARE = {"im": "I'm", "ive": "I've", "dont": "don't", "doesnt": "doesn't", "didnt": "didn't", "cant": "can't"}
+_BARE_WORD = re.compile(r"\b(" + "|".join(_BARE) + r")\b", re.I)
+_STUTTER = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.I)
+# "Name: Ingrid", "fav food: tacos", "Things I love: books, tea": a label read as a sentence.
+_LABELS = (
+    (re.compile(r"^\W*(?:my\s+)?name\s*[:=\-]\s*", re.I), "my name is "),
+    (
+        re.compile(r"^\W*(?:my\s+)?(fav(?:ou?rite)?|fave)\s+([a-z][a-z ]{0,30}?)\s*[:=]\s*", re.I),
+        r"my \1 \2 is ",
+    ),
+    (re.compile(r"^\W*(?:things|stuff)\s+i\s+(love|like|enjoy|hate|dislike)\s*[:=\-]\s*", re.I), r"I \1 "),
+    (re.compile(r"^\W*(?:my\s+)?pronouns\s*[:=\-]\s*", re.I), "my pronouns are "),
 )
 # "I'm Ana and live in Oslo": the second verb keeps the first person subject.
 _ELIDED = re.compile(
@@ -49,7 +65,7 @@ _TOKEN = re.compile(r"n't|'[a-z]+|[\w\-]+", re.I)
 
 def sentences(text: str) -> list[str]:
     """The sentences of a message, with their final punctuation."""
-    text = _ABBREV.sub(lambda m: m.group(1) + "\x01", text.translate(_QUOTES))
+    text = _ABBREV.sub(lambda m: m.group(1) + "\x01", _EMOJI.sub(" ", text.translate(_QUOTES)))
     return [s.replace("\x01", ".").strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
@@ -61,6 +77,9 @@ def is_question(sentence: str) -> bool:
 def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
+    sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).lower()], _STUTTER.sub(r"\1", sentence))
+    for label, spoken in _LABELS:
+        sentence = label.sub(spoken, sentence, count=1)
     if re.match(r"\W*i\b", sentence, re.I):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
     return [c.strip(" ,") for c in _CLAUSE_BREAK.split(sentence) if c and c.strip(" ,")]
@@ -74,7 +93,8 @@ def tokens(text: str) -> list[str]:
 def guarded(prefix: str) -> bool:
     """True when the words before a trigger make it no current fact (negation, "if", "used to")."""
     words = tokens(prefix)
-    if any(w in GUARD_WORDS for w in words):
+    own = {i + 1 for i, w in enumerate(words) if w == "i"}  # "I said", "I told you": the speaker's own words
+    if any(w in GUARD_WORDS and not (i in own and w in OWN_REPORT) for i, w in enumerate(words)):
         return True
     return any((a, b) in GUARD_BIGRAMS for a, b in itertools.pairwise(words))
 
@@ -94,7 +114,8 @@ _TRAIL_PHRASES = re.compile(
     r"(?:a|one|\w+) (?:\w+ )?(?:days?|weeks?|months?|years?) ago|a while ago|since \S+|in \d{4}|"
     r"for (?:\w+ )?(?:days|weeks|months|years)|every (?:day|night|week|weekend|morning|evening)|"
     r"in the (?:morning|evening|afternoon|summer|winter|spring|autumn|fall)s?|"
-    r"on (?:the )?weekends?))+$",
+    r"on (?:the )?weekends?|on (?:mon|tues|wednes|thurs|fri|satur|sun)days|now and then|every now and then|"
+    r"from time to time|once in a while|(?:and|or) (?:so on|stuff|whatever|more)|etc))+$",
     re.I,
 )
 
@@ -168,6 +189,7 @@ class FactChange:
 # Emphasis between "I" and the verb ("I really dislike"), the subject "I", a word of a name.
 ADV = r"(?:(?:" + "|".join(sorted(ADVERBS)) + r"|kind of|sort of|pretty much)\s+)*"
 I_ = r"(?<![\w'])i"
+I_AM_ = r"(?<![\w'])i(?:'m|\s+am)\s+"
 WORD = re.compile(r"[^\W\d_][\w'\-]*")
 
 

@@ -21,6 +21,7 @@ REPORT = _words(
     "think thinks thought believe believes believed say says said tell tells told claim claims "
     "claimed assume assumes assumed know knows knew heard reckon reckons suspect"
 )
+OWN_REPORT = _words("said say told mentioned")
 GUARD_WORDS = NEGATION | MODAL | PAST | HEDGE | REPORT
 GUARD_BIGRAMS = frozenset(
     {
@@ -52,12 +53,12 @@ LEAD_FILLERS = _words(
 )
 TIME_WORDS = _words(
     "now today tonight yesterday currently nowadays anymore lately recently again already "
-    "too also though tbh lol haha btw tho permanently finally"
+    "too also though tbh lol haha btw tho permanently finally sometimes often occasionally etc"
 )
 TIME_HEADS = _words("last this next every each past")
 TIME_UNITS = _words(
     "week month year night morning evening weekend summer winter spring autumn fall time day "
-    "weeks months years days decade"
+    "weeks months years days decade monday tuesday wednesday thursday friday saturday sunday"
 )
 
 # Words that cannot be a stored preference on their own or at the start of one.
@@ -66,7 +67,7 @@ VAGUE_START = _words(
     "everyone everybody anyone anybody someone somebody how when what where why who whatever "
     "whenever if whether my your his their our its to so too very much lots a-lot such which "
     "in on at during for with from after before by about of than like as because but not no "
-    "being-with"
+    "neither nor none etc"
 )
 PRONOUN_TOKENS = _words("you me him her them us it i i'm myself yourself")
 VAGUE_VALUES = frozenset(
@@ -93,6 +94,9 @@ VAGUE_VALUES = frozenset(
         "stuff",
         "things",
         "life",
+        "etc",
+        "so on",
+        "whatever",
     }
 )
 
@@ -167,7 +171,8 @@ NOT_NAMES = _words(
     "bi single married divorced retired unemployed important weird strange long short difficult "
     "hard easy unusual common boring nice pretty special cool famous normal different same "
     "names name sick ill hungry thirsty bored angry upset excited confused lost stuck glad proud "
-    "alone awake asleep online offline available"
+    "alone awake asleep online offline available nobody everyone everybody anyone anybody someone "
+    "somebody none all same also nothing something everything"
 )
 
 
@@ -265,6 +270,18 @@ SPECIES = {
     "ducks": "duck",
     "goats": "goat",
     "pigs": "pig",
+    **{
+        w: w
+        for w in _words(
+            "retriever labrador lab poodle terrier beagle husky spaniel collie bulldog dachshund "
+            "chihuahua pug corgi greyhound whippet schnauzer rottweiler doberman boxer dalmatian"
+        )
+    },
+    "golden retriever": "golden retriever",
+    "labrador retriever": "labrador retriever",
+    "german shepherd": "german shepherd",
+    "border collie": "border collie",
+    "jack russell": "jack russell",
     "guinea pig": "guinea pig",
     "guinea pigs": "guinea pig",
 }

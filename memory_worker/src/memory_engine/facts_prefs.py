@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from .facts_clauses import (
     ADV,
     I_,
+    I_AM_,
     WORD,
     FactChange,
     clean,
@@ -40,6 +41,8 @@ _LIKE = rx(
     r"in\s+love\s+with|hooked\s+on)\s+"
     r"|" + I_ + r"\s+" + ADV + r"can(?:'t|not|\s+not)\s+get\s+enough\s+of\s+"
 )
+_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)")
+_OVER = rx(r"\s+(?:to|over|rather\s+than|instead\s+of)\s+")
 _DISLIKE = rx(
     I_ + r"\s+" + ADV + r"(?:dislike|hate|detest|loathe|despise|abhor)\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:can't|cannot|can\s+not|cant)\s+(?:stand|bear|stomach)\s+"
@@ -48,15 +51,14 @@ _DISLIKE = rx(
     r"into|keen\s+on|fond\s+of)\s+"
 )
 _NO_LONGER = rx(
-    I_
-    + r"\s+"
-    + ADV
-    + r"(?:no\s+longer\s+(?:like|love|enjoy)|(?:have\s+)?stopped\s+(?:liking|loving|enjoying))\s+"
+    I_AM_ + ADV + r"no\s+longer\s+(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|into|keen\s+on|fond\s+of)\s+"
+    r"|" + I_ + r"\s+" + ADV + r"(?:no\s+longer\s+(?:like|love|enjoy)|(?:have\s+)?stopped\s+(?:liking|loving|"
+    r"enjoying))\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"love\s+(?=.*\bany\s?more\b)"
 )
 _ANYMORE = rx(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
 _VALUE_END = rx(
-    r"\s+(?:because|since|when|whenever|while|if|unless|until|that|which|who|whom|where|how|what|why|"
+    r"\s+(?:because|since|when|whenever|while|if|unless|until|where|"
     r"as\s+long\s+as|so\s+much|more\s+than|better\s+than|rather\s+than|than|instead\s+of|except|but|"
     r"even\s+though|whether)\b|[.!?;:]"
 )
@@ -86,34 +88,47 @@ def _items(rest: str) -> list[str]:
     """The items of a preference list ("hiking, black coffee and old jazz records")."""
     rest = " " + rest
     end = _VALUE_END.search(rest)
-    rest = protect_binomials(rest[: end.start()] if end else rest)
+    rest = protect_binomials(strip_trailing(rest[: end.start()] if end else rest))
     parts = [restore(p) for p in _LIST_SPLIT.split(rest.strip())]
     infinitive = parts[0].lower().startswith("to ") if parts else False
     items: list[str] = []
     for part in parts:
-        item = clean(part)
-        words = item.split()
+        words = clean(part).split()
         if infinitive and words:
-            if words[0].lower() == "to":
+            if words[0].lower() == "to" and len(words) > 1 and words[1].islower():
                 words = words[1:]
-            if not words or words[0].lower() in COGNITIVE_VERBS:
+            if words[0].lower() in COGNITIVE_VERBS:
                 return []
             if words[0].lower() == "go" and len(words) > 1 and words[1].endswith("ing"):
                 words = words[1:]  # "to go hiking" -> "hiking"
-            else:
+            elif words[0].isalpha() and words[0].islower() and words[0] not in VAGUE_START:
                 words = [_gerund(words[0]), *words[1:]]
-        low = [w.lower() for w in words]
-        if (
-            not words
-            or len(words) > 6
-            or low[0] in VAGUE_START
-            or " ".join(low) in VAGUE_VALUES
-            or " ".join(low[:2]) in VAGUE_VALUES
-            or any(w in PRONOUN_TOKENS for w in low)
-        ):
-            continue
-        items.append(" ".join(words))
+        item = _item(words)
+        relative = _RELATIVE.search(" ".join(words))
+        if item is None and relative:  # "books that make me think": keep "books"
+            item = _item(" ".join(words)[: relative.start()].split())
+        if item:
+            items.append(item)
     return items
+
+
+_RELATIVE = rx(r"\s+(?:that|which|who|whom|what|how|why)\b")
+
+
+def _item(words: list[str]) -> str | None:
+    """One list item, or None when it is vague, a clause, or too long to be one thing."""
+    low = [w.lower() for w in words]
+    if (
+        not words
+        or len(words) > 6
+        or len(" ".join(words)) < 2
+        or low[0] in VAGUE_START
+        or " ".join(low) in VAGUE_VALUES
+        or " ".join(low[:2]) in VAGUE_VALUES
+        or any(w in PRONOUN_TOKENS for w in low)
+    ):
+        return None
+    return " ".join(words)
 
 
 def preferences(clause: str) -> Iterator[FactChange]:
@@ -137,6 +152,11 @@ def preferences(clause: str) -> Iterator[FactChange]:
         if any(a <= m.start() < b for a, b in taken):
             continue
         for item in _items(clause[m.end() :]):
+            yield FactChange("likes", item, remove_from="dislikes")
+    for m in triggers(clause, _PREFER):  # "I prefer tea to coffee": the first one is liked
+        rest = clause[m.end() :]
+        over = _OVER.search(rest)
+        for item in _items(rest[: over.start()] if over else rest):
             yield FactChange("likes", item, remove_from="dislikes")
 
 
@@ -184,7 +204,7 @@ _MY_KIN = rx(
 _HAVE_KIN = rx(
     r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
     r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
-    r"(?:\s*,\s*|\s+(?:named|called)\s+)(?=[^\W\d_])"
+    r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])"
 )
 _NAME_LIST = re.compile(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)")
 

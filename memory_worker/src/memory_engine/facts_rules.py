@@ -67,11 +67,20 @@ def _take_name(rest: str, allow_lower: bool) -> str | None:
     return name if capital else title(name)
 
 
-_MY_NAME = rx(r"\b(?:my|the)\s+name(?:'s|\s+is)\s+")
+_MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+")
 _CALL_ME = rx(
     r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+"
 )
 _I_AM = rx(r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+")
+
+
+_HERE = rx(
+    r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*(?:(?:this\s+is|it's)\s+(?P<a>[^\W\d_][\w'\-]*)"
+    r"(?:\s+(?:speaking|here))?|(?P<b>[^\W\d_][\w'\-]*)\s+here)$"
+)
+
+
+_GREETED = rx(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
 def names(clause: str) -> Iterator[FactChange]:
@@ -80,6 +89,12 @@ def names(clause: str) -> Iterator[FactChange]:
             name = _take_name(clause[m.end() :], allow_lower=lower)
             if name:
                 yield FactChange("name", name)
+    here = _HERE.match(clause)
+    # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
+    if here and (here.group("b") or clause.lower().endswith(("speaking", "here")) or _GREETED.match(clause)):
+        name = here.group("a") or here.group("b")
+        if is_name_word(name) and not name.lower().endswith("'s"):
+            yield FactChange("name", name)
 
 
 # -- places, work, age, birthday, pronouns -------------------------------------------------
@@ -93,7 +108,11 @@ _LOWER_STOP = TIME_WORDS | TIME_HEADS | PLACE_STOP
 def _take_proper(rest: str, links: str, limit: int = 5) -> str | None:
     """A run of capitalised words (with linking words like "de", "of", "&") at the start of `rest`."""
     m = re.match(_PLACE_WORD, rest)
-    if not m or not is_capitalised(m.group()) or m.group().lower().rstrip(".") in NOT_PROPER:
+    if (
+        not m
+        or not is_capitalised(m.group())
+        or (m.group().lower().rstrip(".") in NOT_PROPER and not m.group().isupper())
+    ):
         return None
     words, pos = [m.group()], m.end()
     link = re.compile(r"\s+(?:(" + links + r")\s+)?(" + _PLACE_WORD + r")", re.I)
@@ -137,7 +156,8 @@ def _take_place(rest: str, allow_lower: bool = True) -> str | None:
 
 
 _LIVE = rx(
-    r"\b(?:" + I_ + r"|we)\s+" + ADV + r"(?:live|reside)\s+in\s+"
+    r"\b(?:" + I_ + r"|we|" + I_ + r"\s+and\s+(?:my|our)\s+[a-z\-]+)\s+" + ADV + r"(?:live|reside)\s+"
+    r"(?:with\s+[^,.;]{1,40}?\s+)?in\s+"
     r"|\b(?:" + I_ + r"(?:'m|\s+am)|we(?:'re|\s+are))\s+" + ADV + r"(?:living|based|settled|residing)\s+"
     r"(?:in|out\s+of)\s+"
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"been\s+" + ADV + r"(?:living|based|residing)\s+in\s+"
@@ -165,6 +185,7 @@ def places(clause: str) -> Iterator[FactChange]:
 
 
 _I_AM_A = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+")
+_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+")
 _WORK_AS = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?"
 )
@@ -236,6 +257,10 @@ def work(clause: str) -> Iterator[FactChange]:
         if job:
             yield FactChange("job", job[0])
             yield from _after_job(job[1])
+    for m in triggers(clause, _BEEN_A):
+        job = _take_job(clause[m.end() :], need_lexicon=True)
+        if job and re.match(r"\s*,?\s+(?:for|since)\b", job[1], re.I):
+            yield FactChange("job", job[0])  # "I've been a plumber for 20 years": still one
     for pattern in (_WORK_AS, _MY_JOB):
         for m in triggers(clause, pattern):
             rest = clause[m.end() :]
@@ -270,7 +295,7 @@ _AGE = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b"
 )
-_AGE_END = rx(r"\s*(?:$|[,.!;:)\-]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet)\b)")
+_AGE_END = rx(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
 
 
 def _number(text: str) -> int | None:
