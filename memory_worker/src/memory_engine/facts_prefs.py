@@ -58,7 +58,7 @@ _NO_LONGER = rx(
 )
 _ANYMORE = rx(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
 _VALUE_END = rx(
-    r"\s+(?:because|since|when|whenever|while|if|unless|until|where|"
+    r"\s+(?:because|since|when|whenever|while|if|unless|until|after|before|where|"
     r"as\s+long\s+as|so\s+much|more\s+than|better\s+than|rather\s+than|than|instead\s+of|except|but|"
     r"even\s+though|whether)\b|[.!?;:]"
 )
@@ -199,7 +199,7 @@ _KIN = "|".join(re.escape(k) for k in sorted([*SPECIES, *RELATIONS], key=len, re
 _MY_KIN = rx(
     r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
-    r"(?=[^\W\d_])"
+    r"(?=(?-i:[^\W\d_a-z]))"
 )
 _HAVE_KIN = rx(
     r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
