@@ -155,10 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     names = list(dict.fromkeys(r.get("split", "dev") for r in rows))
     splits = {"all": rows, **{s: [r for r in rows if r.get("split", "dev") == s] for s in names}}
     results: dict[str, dict[str, Any]] = {}
-    print(
-        f"{len(rows)} sentences: {len(splits['dev'])} dev, {len(splits['holdout'])} holdout; "
-        f"{sum(1 for r in rows if not r['facts'])} with no fact\n"
-    )
+    sizes = ", ".join(f"{len(splits[s])} {s}" for s in names)
+    print(f"{len(rows)} sentences: {sizes}; {sum(1 for r in rows if not r['facts'])} with no fact\n")
     print("| extractor / split | precision | recall | F1 | tp | fp | fn |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, extract in extractors.items():
