@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -46,8 +48,8 @@ class OfflineSummarizer:
             self._pool = ProcessPoolExecutor(
                 max_workers=1,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=os.nice,
-                initargs=(NICENESS,),
+                initializer=_child_started,
+                initargs=(os.getpid(),),
             )
         rows = [dict(m) for m in messages]
         try:
@@ -63,3 +65,15 @@ class OfflineSummarizer:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _child_started(parent_pid: int) -> None:
+    """In the child: run niced, and exit when the host is gone (a `kill -9` leaves no orphan)."""
+    os.nice(NICENESS)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
