@@ -18,7 +18,8 @@ from memory_engine.compaction import SummarizerError, offline_summary
 from memory_engine.operations import OPERATIONS, kind, names
 from memory_engine.settings import retention_setting
 
-from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
+from bot.router.logs import JsonFormatter
+from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
 from tests.memory_backends import WorkerBackend
@@ -100,6 +101,21 @@ async def test_the_worker_reads_the_same_name(tmp_path, caplog):
         finally:
             await backend.close()
     assert "MEMORY_RETENTION_MESSAGES is deprecated" in caplog.text
+
+
+# -- the bot's log format ------------------------------------------------------------------------
+
+
+def test_host_log_lines_have_the_bot_field_names():
+    record = logging.LogRecord("memory_worker.host", logging.INFO, __file__, 1, "serving %s", ("x",), None)
+    bot_line = json.loads(JsonFormatter().format(record))
+    host_line = json.loads(JsonLogFormatter().format(record))
+    assert set(host_line) == set(bot_line) == {"time", "level", "logger", "message"}
+    assert {k: host_line[k] for k in ("level", "logger", "message")} == {
+        k: bot_line[k] for k in ("level", "logger", "message")
+    }
+    setattr(record, "fields", {"chat_key": "c1", "request_id": "r1", "status": 200})  # noqa: B010
+    assert json.loads(JsonLogFormatter().format(record))["chat_key"] == "c1"
 
 
 # -- compaction off the event loop --------------------------------------------------------------
