@@ -1,23 +1,27 @@
 """The local host's own duties: the engine's operation table, one retention setting, compaction
-off the event loop, and forgotten words overwritten in the database file."""
+off the event loop (a child process), and forgotten words overwritten in the database file."""
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import logging
+import os
 import sqlite3
-import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 from memory_engine import Operation, Request, parse
+from memory_engine.compaction import SummarizerError, offline_summary
 from memory_engine.operations import OPERATIONS, kind, names
 from memory_engine.settings import retention_setting
 
-from memory_worker.local import EmbeddedMemoryHost, SqliteStorage, scheduler
+from bot.router.logs import JsonFormatter
+from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage
 from memory_worker.local.cli import settings_from_env
+from memory_worker.local.offline import OfflineSummarizer
 from tests.memory_backends import WorkerBackend
 from tests.support import wait_until
 
@@ -99,45 +103,77 @@ async def test_the_worker_reads_the_same_name(tmp_path, caplog):
     assert "MEMORY_RETENTION_MESSAGES is deprecated" in caplog.text
 
 
+# -- the bot's log format ------------------------------------------------------------------------
+
+
+def test_host_log_lines_have_the_bot_field_names():
+    record = logging.LogRecord("memory_worker.host", logging.INFO, __file__, 1, "serving %s", ("x",), None)
+    bot_line = json.loads(JsonFormatter().format(record))
+    host_line = json.loads(JsonLogFormatter().format(record))
+    assert set(host_line) == set(bot_line) == {"time", "level", "logger", "message"}
+    assert {k: host_line[k] for k in ("level", "logger", "message")} == {
+        k: bot_line[k] for k in ("level", "logger", "message")
+    }
+    setattr(record, "fields", {"chat_key": "c1", "request_id": "r1", "status": 200})  # noqa: B010
+    assert json.loads(JsonLogFormatter().format(record))["chat_key"] == "c1"
+
+
 # -- compaction off the event loop --------------------------------------------------------------
 
 
-async def test_offline_summarizing_runs_off_the_event_loop(tmp_path, monkeypatch):
-    """While one chat's offline summarizer is busy (held here in its thread), every chat is served."""
-    started, release = threading.Event(), threading.Event()
-    threads: list[int] = []
-    real = scheduler.offline_summary
+def _held_summary(flags: str, previous: str, messages: list[dict]) -> str:
+    """In the summarizer's child process: say so, wait for the test's release, then summarize."""
+    Path(flags, "started").write_text(str(os.getpid()))
+    deadline = time.monotonic() + 30
+    while not Path(flags, "release").exists():  # another process: a file is the signal it can see
+        assert time.monotonic() < deadline, "the test never released the summarizer"
+        time.sleep(0.01)
+    return offline_summary(previous, messages)
 
-    def held(previous, messages):
-        threads.append(threading.get_ident())
-        started.set()
-        assert release.wait(20), "the test never released the summarizer"
-        return real(previous, messages)
 
-    monkeypatch.setattr(scheduler, "offline_summary", held)
-    loop_thread = threading.get_ident()
+def _die(previous: str, messages: list[dict]) -> str:
+    os._exit(3)
+
+
+async def test_a_backlog_is_summarized_in_a_child_process_while_every_chat_is_served(tmp_path):
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    summarizer = OfflineSummarizer(fn=functools.partial(_held_summary, str(flags)), inline_max_chars=0)
     async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host,
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarizer) as host,
         httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client,
     ):
         backlog = [{"text": f"backlog {i} about sailing", "message_id": f"b{i}"} for i in range(60)]
         r = await client.post("/v1/chats/busy/import", json={"messages": backlog})
         assert r.status_code == 200
-        assert await asyncio.to_thread(started.wait, 20), "no compaction started"
+        await wait_until((flags / "started").exists, timeout=60, what="the summarizer's child process")
         try:
-            # A held summarizer on the loop would hang these: they are answered while it runs.
+            # A summarizer held on the event loop would hang these: they are answered while it runs.
             for chat in ("other", "busy"):
                 r = await client.post(f"/v1/chats/{chat}/turn", json={"text": "still there?"})
                 assert r.status_code == 200
             assert (await client.get("/v1/chats/busy/summary")).json()["compactions"] == 0
         finally:
-            release.set()
+            (flags / "release").write_text("go")
 
         async def compacted() -> bool:
             return (await client.get("/v1/chats/busy/summary")).json()["compactions"] >= 1
 
-        await wait_until(compacted, timeout=20, what="the released compaction")
-    assert threads and loop_thread not in threads
+        await wait_until(compacted, timeout=30, what="the released compaction")
+    assert int((flags / "started").read_text()) != os.getpid()
+
+
+async def test_the_offline_summarizer_inline_and_after_its_child_died():
+    rows = [{"role": "user", "author": "Ann", "text": "I live in Rome.", "ts": "t"}]
+    assert await OfflineSummarizer()("", rows) == offline_summary("", rows)  # small: inline
+    dying = OfflineSummarizer(fn=_die, inline_max_chars=0)
+    try:
+        with pytest.raises(SummarizerError, match="process died"):
+            await dying("", rows)
+        dying.fn = offline_summary  # the next call starts a fresh child
+        assert await dying("", rows) == offline_summary("", rows)
+    finally:
+        dying.close()
 
 
 # -- forgotten words leave the file ------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A write that leaves too much un-summarized history sets the chat's persisted alarm and
 returns at once; `CompactionScheduler.run` compacts due chats in the background, a few at
-a time, and retries failures with the engine's backoff. The offline summarizer is CPU work:
-it runs in a worker thread (`off_the_loop`), so a chat's compaction never stalls the turns
-of other chats.
+a time, and retries failures with the engine's backoff. The summarizer's wait (a model) or
+work (the offline one, see `offline.py`) happens off the event loop, so a chat's compaction
+never stalls the turns of any chat.
 """
 
 from __future__ import annotations
@@ -13,18 +13,9 @@ import asyncio
 import logging
 import sqlite3
 import time
-from typing import Any
 
 from memory_engine import ChatMemory
-from memory_engine.compaction import (
-    BACKOFF_BASE_MS,
-    BACKOFF_MAX_MS,
-    Summarize,
-    alarm_needed,
-    offline_summarize,
-    offline_summary,
-    on_alarm,
-)
+from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, on_alarm
 
 from .alarms import AlarmTable
 from .chats import ChatStore
@@ -38,22 +29,6 @@ UNEXPECTED_FAILURE_RETRY_MS = 60_000
 def now_ms() -> int:
     """Wall-clock time in milliseconds, the unit of alarm due times."""
     return int(time.time() * 1000)
-
-
-def off_the_loop(summarize: Summarize) -> Summarize:
-    """`summarize`, with the offline summarizer moved to a worker thread (others are I/O-bound).
-
-    The thread gets only plain data (the previous summary and the batch's rows), never a
-    database connection: reading the batch and committing the summary stay on the event
-    loop, each one synchronous step, as in the Durable Object.
-    """
-    if summarize is not offline_summarize:
-        return summarize
-
-    async def offline_in_a_thread(previous: str, messages: list[dict[str, Any]]) -> str:
-        return await asyncio.to_thread(offline_summary, previous, [dict(m) for m in messages])
-
-    return offline_in_a_thread
 
 
 class CompactionScheduler:

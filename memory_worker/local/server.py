@@ -27,7 +27,8 @@ from memory_engine.operations import kind
 from .alarms import AlarmTable
 from .chats import MAX_OPEN_CHATS, ChatStore
 from .health import healthy, host_version, storage_state
-from .scheduler import CompactionScheduler, off_the_loop
+from .offline import OfflineSummarizer
+from .scheduler import CompactionScheduler
 
 log = logging.getLogger("memory_worker.host")
 access_log = logging.getLogger("memory_worker.access")
@@ -55,7 +56,10 @@ class MemoryHost:
         self.token = token
         self.store = ChatStore(self.data_dir, max_open=max_open, retention=retention)
         self.alarms = AlarmTable(self.data_dir)
-        self.summarize = off_the_loop(summarize or offline_summarize)
+        # The engine's offline summarizer is CPU work: the host runs it off the event loop.
+        if summarize is None or summarize is offline_summarize:
+            summarize = OfflineSummarizer()
+        self.summarize: Summarize = summarize
         self.scheduler = CompactionScheduler(
             self.store, self.alarms, self.summarize, backoff_base_ms, backoff_max_ms
         )
@@ -192,6 +196,8 @@ class MemoryHost:
         """Close every chat database and the alarm table."""
         self.store.close()
         self.alarms.close()
+        if isinstance(self.summarize, OfflineSummarizer):
+            self.summarize.close()
 
 
 def storage_error(err: BaseException) -> Response | None:
