@@ -46,7 +46,7 @@ access_log = logging.getLogger("memory_worker.access")
 T = TypeVar("T")
 
 MAX_OPEN_CHATS = 256
-READ_ONLY = {"search", "facts", "summary", "usage", "stats", "settings"}
+READ_ONLY = {"search", "facts", "summary", "usage", "stats", "settings", "export", "notes", "forget_fact"}
 FORGETTING = {"forget_chat", "forget_author"}
 GROWING = {"turn", "reply", "import", "forget_author"}  # may call for a compaction
 MAX_ALARMS_IN_FLIGHT = 4

@@ -407,7 +407,7 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
     if op.name == "search":
         return Response(200, m.search(a["query"], a["k"]))
     if op.name == "facts":
-        return Response(200, m.facts(history=a["history"]))
+        return Response(200, m.facts(history=a["history"], kind=a["kind"]))
     if op.name == "summary":
         return Response(200, m.summary())
     if op.name == "usage":
