@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from memory_engine import ChatMemory
+from memory_engine import ChatMemory, user_data
 from memory_engine.storage import MIGRATIONS
 
 from memory_worker.host import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.memory_backends import Backend, start_backend
+from tests.memory_backends import Backend, LocalBackend, start_backend
 
 NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available")
 BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
@@ -30,7 +29,6 @@ BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
     backend = await start_backend(request.param, tmp_path / request.param)
-    backend.kind = request.param  # type: ignore[attr-defined]
     try:
         yield backend
     finally:
@@ -272,8 +270,26 @@ async def test_topic_start_limits_recent_only(mem):
 # -- persona ----------------------------------------------------------------------------------
 
 
-async def test_persona_is_stored_returned_and_reset(mem, tmp_path):
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_persona_is_stored_returned_and_reset(kind, tmp_path):
     chat = "discord:555"
+    mem = await start_backend(kind, tmp_path / kind)
+    try:
+        persona = await _set_and_reset_persona(mem, chat)
+    finally:
+        await mem.close()
+    # It lives in the chat's database: a host started again on the same directory has it.
+    restarted = await start_backend(kind, tmp_path / kind)
+    try:
+        assert (await restarted.ok("GET", chat_url(chat, "settings")))["persona"] == persona
+        assert (await restarted.turn(chat, "still there?"))["persona"] == persona
+        assert (await restarted.ok("GET", chat_url("other", "settings")))["persona"] == ""
+    finally:
+        await restarted.close()
+
+
+async def _set_and_reset_persona(mem: Backend, chat: str) -> str:
+    """Set, change and reset a persona; leaves one set and returns it."""
     assert await mem.ok("GET", chat_url(chat, "settings")) == {"mode": "auto", "persona": ""}
     persona = "Tu es un pirate poli.\nRéponds en français 🏴‍☠️ et sois bref."
     assert await mem.ok("PUT", chat_url(chat, "settings"), {"persona": persona}) == {
@@ -290,23 +306,7 @@ async def test_persona_is_stored_returned_and_reset(mem, tmp_path):
     assert (await mem.ok("PUT", chat_url(chat, "settings"), {"persona": ""}))["persona"] == ""
     assert (await mem.turn(chat, "again"))["persona"] == ""
     await mem.ok("PUT", chat_url(chat, "settings"), {"persona": persona})
-
-    # It lives in the chat's database: a restarted host still has it.
-    kind = mem.kind  # type: ignore[attr-defined]
-    data_dir = tmp_path / kind
-    await mem.close()
-    restarted = await start_backend(kind, data_dir)
-    try:
-        assert (await restarted.ok("GET", chat_url(chat, "settings")))["persona"] == persona
-        assert (await restarted.turn(chat, "still there?"))["persona"] == persona
-        assert (await restarted.ok("GET", chat_url("other", "settings")))["persona"] == ""
-    finally:
-        await restarted.close()
-    mem.close = _noop  # type: ignore[method-assign]
-
-
-async def _noop() -> None:
-    """Stands in for close() on a backend already closed."""
+    return persona
 
 
 # -- usage per author for the caps -------------------------------------------------------------
@@ -509,8 +509,10 @@ async def test_one_chats_export_never_holds_anothers(mem):
     # A chat that does not exist exports empty (and, on the local host, is not created).
     empty = await export_all(mem, "nobody-here")
     assert empty["messages"] == [] and empty["facts"] == [] and empty["export"]["counts"]["messages"] == 0
-    if mem.kind == "local":  # type: ignore[attr-defined]
-        assert not list(Path(mem.data_dir).rglob("*nobody-here*"))  # type: ignore[attr-defined]
+    if isinstance(mem, LocalBackend):
+        assert mem.host is not None and mem.host.host is not None
+        store = mem.host.host.store
+        assert store.exists("discord:1") and not store.exists("nobody-here")
 
 
 def test_migration_5_is_recorded_and_applies_out_of_order(tmp_path):
@@ -524,3 +526,24 @@ def test_migration_5_is_recorded_and_applies_out_of_order(tmp_path):
     ChatMemory(storage)
     assert storage.exec("SELECT COUNT(*) AS n FROM schema_migrations WHERE version = 2")[0]["n"] == 1
     assert storage.exec("SELECT name FROM sqlite_master WHERE name = 'facts_current_by_id'")
+
+
+def test_person_export_holds_the_replies_to_them_once_replies_say_whom_they_answer(tmp_path):
+    # The column of migration 3 (engine12's branch), added by hand: export must use it as soon as it exists.
+    storage = SqliteStorage(tmp_path / "r.sqlite")
+    memory = ChatMemory(storage)
+    if not user_data.has_reply_author(storage):
+        storage.exec("ALTER TABLE messages ADD COLUMN reply_to_author_id TEXT")
+    memory.turn("hello from Ada", author="Ada", author_id="a1")
+    memory.turn("hello from Bob", author="Bob", author_id="b2")
+    for text, whom in (("hi Ada", "a1"), ("hi Bob", "b2")):
+        new_id = memory.reply(text, "standard", "m", author_id=whom)["id"]
+        storage.exec("UPDATE messages SET reply_to_author_id = ? WHERE id = ?", whom, new_id)
+    page = user_data.export_page(
+        storage, "c", "a1", memory.now(), None, None, 10, memory.settings, memory.summary, memory.usage
+    )
+    assert [(m["role"], m["text"]) for m in page["messages"]] == [
+        ("user", "hello from Ada"),
+        ("assistant", "hi Ada"),
+    ]
+    assert page["export"]["counts"]["messages"] == 2 and page["messages"][1]["reply_to_author_id"] == "a1"
