@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memory_worker.host import EmbeddedMemoryHost  # noqa: E402
+from memory_worker.local import EmbeddedMemoryHost  # noqa: E402
 
 
 def locomo_texts(path: Path) -> list[str]:

@@ -86,7 +86,7 @@ def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[f
     """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages."""
     from memory_engine import ChatMemory
 
-    from memory_worker.host import SqliteStorage
+    from memory_worker.local import SqliteStorage
 
     storage = SqliteStorage(tmp / f"inproc-{n}.sqlite3")
     memory = ChatMemory(storage, retention=10 * n)
@@ -118,7 +118,7 @@ async def over_http(
     """Turn latencies (ms) over HTTP per size, and the import throughput of the prefill."""
     import aiohttp
 
-    from memory_worker.host import EmbeddedMemoryHost
+    from memory_worker.local import EmbeddedMemoryHost
 
     results: dict[int, list[float]] = {}
     rates: dict[int, float] = {}

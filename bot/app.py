@@ -78,7 +78,7 @@ async def build_router(
     data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
         if settings.memory_url is None:
-            from memory_worker.host import EmbeddedMemoryHost
+            from memory_worker.local import EmbeddedMemoryHost
 
             host = await stack.enter_async_context(
                 EmbeddedMemoryHost(data_dir / "memory", token=None, summarizer=None)

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
     if args.command == "memory":
-        from memory_worker.host import serve_forever
+        from memory_worker.local import serve_forever
 
         return serve_forever(args.host, args.port, args.data)
     from bot import app

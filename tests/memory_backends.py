@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes import workers as fake_workers
 from tests.fakes.workers.real_sdk import installed_real_sdk, sdk_dir
 

@@ -10,7 +10,7 @@ from bot.app import build_router
 from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
 from bot.router.models import OfflineModel, OpenAICompatModel
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import FAST, make_settings, msg
 

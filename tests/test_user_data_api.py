@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from memory_engine import ChatMemory, user_data
+from memory_engine import ChatMemory
 from memory_engine.storage import MIGRATIONS
 
-from memory_worker.host import SqliteStorage
+from memory_worker.local import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
 from tests.memory_backends import Backend, LocalBackend, start_backend
 
@@ -461,12 +461,7 @@ async def test_export_of_a_person_then_forgetting_them(mem):
     assert "My name is Mira and I live in Riga." in texts and "I moved to Tallinn." in texts
     assert not any("Jonas" in t or "Vilnius" in t for t in texts)
     replies = [m for m in hers["messages"] if m["role"] == "assistant"]
-    # Until migration 3 (whose message a reply answers) is in, replies cannot be told apart.
-    knows_replies = "reply_to_author_id" in hers["messages"][0]
-    if knows_replies:
-        assert [m["text"] for m in replies] == ["Hello Mira from Riga!"]
-    else:
-        assert replies == []
+    assert [(m["text"], m["reply_to_author_id"]) for m in replies] == [("Hello Mira from Riga!", "m1")]
     assert {f["author_id"] for f in hers["facts"]} == {"m1"}
     assert [(f["value"], bool(f["superseded_at"])) for f in hers["facts"] if f["key"] == "location"] == [
         ("Riga", True),
@@ -486,10 +481,7 @@ async def test_export_of_a_person_then_forgetting_them(mem):
         "facts": 0,
         "notes": 0,
     }
-    chat_export = await export_all(mem, chat)
-    if not knows_replies:
-        chat_export["messages"] = [m for m in chat_export["messages"] if m["role"] != "assistant"]
-    whole = json.dumps(chat_export, ensure_ascii=False)
+    whole = json.dumps(await export_all(mem, chat), ensure_ascii=False)
     for mark in ("Mira", "Riga", "Tallinn", "mornings", '"m1"'):
         assert mark not in whole, mark
     assert "Jonas" in whole and "Vilnius" in whole  # the other person is untouched
@@ -526,24 +518,3 @@ def test_migration_5_is_recorded_and_applies_out_of_order(tmp_path):
     ChatMemory(storage)
     assert storage.exec("SELECT COUNT(*) AS n FROM schema_migrations WHERE version = 2")[0]["n"] == 1
     assert storage.exec("SELECT name FROM sqlite_master WHERE name = 'facts_current_by_id'")
-
-
-def test_person_export_holds_the_replies_to_them_once_replies_say_whom_they_answer(tmp_path):
-    # The column of migration 3 (engine12's branch), added by hand: export must use it as soon as it exists.
-    storage = SqliteStorage(tmp_path / "r.sqlite")
-    memory = ChatMemory(storage)
-    if not user_data.has_reply_author(storage):
-        storage.exec("ALTER TABLE messages ADD COLUMN reply_to_author_id TEXT")
-    memory.turn("hello from Ada", author="Ada", author_id="a1")
-    memory.turn("hello from Bob", author="Bob", author_id="b2")
-    for text, whom in (("hi Ada", "a1"), ("hi Bob", "b2")):
-        new_id = memory.reply(text, "standard", "m", author_id=whom)["id"]
-        storage.exec("UPDATE messages SET reply_to_author_id = ? WHERE id = ?", whom, new_id)
-    page = user_data.export_page(
-        storage, "c", "a1", memory.now(), None, None, 10, memory.settings, memory.summary, memory.usage
-    )
-    assert [(m["role"], m["text"]) for m in page["messages"]] == [
-        ("user", "hello from Ada"),
-        ("assistant", "hi Ada"),
-    ]
-    assert page["export"]["counts"]["messages"] == 2 and page["messages"][1]["reply_to_author_id"] == "a1"

@@ -23,23 +23,17 @@ MAX_PAGE = 5000
 PAGE_TEXT_BYTES = 4 * 1024 * 1024  # a page stops after this much message text
 _BATCH = 100  # rows per query inside a page: at most 100 x 64 KiB in hand at once
 
-MSG_FIELDS = "id, role, author, author_id, text, ts, message_id"
+MSG_FIELDS = "id, role, author, author_id, text, ts, message_id, reply_to_author_id"
 FACT_HISTORY_FIELDS = "id, author, author_id, key, value, kind, updated_at, superseded_at"
 
 
-def has_reply_author(sql: SqlStorage) -> bool:
-    """True when messages carry `reply_to_author_id` (migration 3: whose message a reply answers)."""
-    return any(r["name"] == "reply_to_author_id" for r in sql.exec("PRAGMA table_info(messages)"))
-
-
-def _message_filter(sql: SqlStorage, author_id: str | None) -> tuple[str, list[Any], str]:
-    """(WHERE clause, its params, extra columns) choosing the exported messages."""
+def _message_filter(author_id: str | None) -> tuple[str, list[Any]]:
+    """(WHERE clause, its params) choosing the exported messages."""
     if author_id is None:
-        return "1 = 1", [], ""
-    if has_reply_author(sql):
-        # Their own messages (any role: an import may mark some `system`) and the replies to them.
-        return "(author_id = ? OR reply_to_author_id = ?)", [author_id, author_id], ", reply_to_author_id"
-    return "author_id = ?", [author_id], ""
+        return "1 = 1", []
+    # What forgetting them removes: their messages (any role: an import may mark some
+    # `system`) and the bot's replies to them.
+    return "(author_id = ? OR reply_to_author_id = ?)", [author_id, author_id]
 
 
 def message_page(
@@ -51,15 +45,14 @@ def message_page(
     max_bytes: int = PAGE_TEXT_BYTES,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Messages with after < id <= upto, oldest first; (page, next `after` or None when done)."""
-    where, params, extra = _message_filter(sql, author_id)
+    where, params = _message_filter(author_id)
     out: list[dict[str, Any]] = []
     size = 0
     cursor = after
     while len(out) < limit and size < max_bytes:
         want = min(_BATCH, limit - len(out))
         rows = sql.exec(
-            f"SELECT {MSG_FIELDS}{extra} FROM messages WHERE id > ? AND id <= ? AND {where} "
-            "ORDER BY id LIMIT ?",
+            f"SELECT {MSG_FIELDS} FROM messages WHERE id > ? AND id <= ? AND {where} ORDER BY id LIMIT ?",
             cursor,
             upto,
             *params,
@@ -94,7 +87,7 @@ def export_header(
 ) -> dict[str, Any]:
     """Everything but the messages: metadata, settings, facts and notes with history, usage."""
     upto = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
-    where, params, _ = _message_filter(sql, author_id)
+    where, params = _message_filter(author_id)
     whose = "" if author_id is None else " AND author_id = ?"
     who = [] if author_id is None else [author_id]
     facts = sql.exec(f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = 'fact'{whose} ORDER BY id", *who)

@@ -1,0 +1,199 @@
+"""The local host's own duties: the engine's operation table, one retention setting, compaction
+off the event loop, and forgotten words overwritten in the database file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from memory_engine import Operation, Request, parse
+from memory_engine.operations import OPERATIONS, kind, names
+from memory_engine.settings import retention_setting
+
+from memory_worker.local import EmbeddedMemoryHost, SqliteStorage, scheduler
+from memory_worker.local.cli import settings_from_env
+from tests.memory_backends import WorkerBackend
+from tests.support import wait_until
+
+TOKEN = "local-host-token-5f1c9a"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+WORD = b"Zorblaxium"
+
+# Every route of the contract, the agreed additions included (those not built yet answer 404).
+CONTRACT_CALLS = [
+    ("POST", "/turn", {"text": "hi"}),
+    ("POST", "/reply", {"text": "hi", "tier": "t", "model": "m"}),
+    ("GET", "/search?q=hi", None),
+    ("GET", "/facts", None),
+    ("GET", "/summary", None),
+    ("GET", "/usage", None),
+    ("GET", "/stats", None),
+    ("GET", "/settings", None),
+    ("PUT", "/settings", {"mode": "full"}),
+    ("POST", "/compact", None),
+    ("POST", "/import", {"messages": [{"text": "hi"}]}),
+    ("DELETE", "/authors/u1", None),
+    ("DELETE", "", None),
+    ("GET", "/export", None),
+    ("POST", "/topic", {}),
+    ("POST", "/notes", {"text": "remember this", "author": "A", "author_id": "a"}),
+    ("DELETE", "/facts/1", None),
+]
+
+
+def test_every_routed_operation_is_named_in_the_engine_table():
+    routed = []
+    for method, suffix, body in CONTRACT_CALLS:
+        path, _, query = suffix.partition("?")
+        raw = b"" if body is None else json.dumps(body).encode()
+        op = parse(Request(method, f"/v1/chats/c1{path}", query, AUTH, raw), TOKEN)
+        if isinstance(op, Operation):
+            routed.append(op.name)
+            assert op.name in OPERATIONS, f"add {op.name!r} to memory_engine/operations.py"
+    assert {"turn", "reply", "import", "forget_author", "forget_chat", "compact"} <= set(routed)
+
+
+def test_operation_kinds_are_consistent():
+    assert names(lambda k: k.grows) == {"turn", "reply", "import", "forget_author"}
+    assert names(lambda k: k.forgets) == {"forget_author", "forget_chat"}
+    for name, k in OPERATIONS.items():
+        assert not (k.read_only and (k.grows or k.forgets or k.erases_chat)), name
+        assert not k.erases_chat or k.forgets, name
+    assert kind("not-a-route-yet") == kind("update_settings")  # unlisted: a plain write
+
+
+# -- one name for the retention setting ---------------------------------------------------------
+
+
+def test_retention_has_one_name_and_the_old_one_is_deprecated(caplog):
+    assert settings_from_env({"RETENTION_MESSAGES": "120"}).retention == 120
+    with pytest.warns(DeprecationWarning, match="MEMORY_RETENTION_MESSAGES is deprecated: use RETENTION_"):
+        assert settings_from_env({"MEMORY_RETENTION_MESSAGES": "70"}).retention == 70
+    with pytest.warns(DeprecationWarning, match="ignored"):
+        both = settings_from_env({"RETENTION_MESSAGES": "120", "MEMORY_RETENTION_MESSAGES": "70"})
+    assert both.retention == 120
+    assert settings_from_env({}).retention is None
+    caplog.set_level(logging.WARNING, logger="memory_worker")
+    assert settings_from_env({"RETENTION_MESSAGES": "lots"}).retention is None
+    assert "not a whole number" in caplog.text
+    assert retention_setting({"RETENTION_MESSAGES": " 9 "}.get) == (9, [])
+    assert retention_setting({"RETENTION_MESSAGES": "²"}.get)[0] is None  # a digit to isdigit(), not to int()
+
+
+async def test_the_worker_reads_the_same_name(tmp_path, caplog):
+    for vars, expected in (({"RETENTION_MESSAGES": "60"}, 60), ({"MEMORY_RETENTION_MESSAGES": "61"}, 61)):
+        backend = await WorkerBackend(tmp_path / str(expected), vars=vars).start()
+        try:
+            await backend.turn("c1", "hello")
+            assert backend.runtime is not None
+            (instance,) = backend.runtime.instances.values()
+            assert instance.memory().retention == expected
+        finally:
+            await backend.close()
+    assert "MEMORY_RETENTION_MESSAGES is deprecated" in caplog.text
+
+
+# -- compaction off the event loop --------------------------------------------------------------
+
+
+async def test_offline_summarizing_runs_off_the_event_loop(tmp_path, monkeypatch):
+    """While one chat's offline summarizer is busy (held here in its thread), every chat is served."""
+    started, release = threading.Event(), threading.Event()
+    threads: list[int] = []
+    real = scheduler.offline_summary
+
+    def held(previous, messages):
+        threads.append(threading.get_ident())
+        started.set()
+        assert release.wait(20), "the test never released the summarizer"
+        return real(previous, messages)
+
+    monkeypatch.setattr(scheduler, "offline_summary", held)
+    loop_thread = threading.get_ident()
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client,
+    ):
+        backlog = [{"text": f"backlog {i} about sailing", "message_id": f"b{i}"} for i in range(60)]
+        r = await client.post("/v1/chats/busy/import", json={"messages": backlog})
+        assert r.status_code == 200
+        assert await asyncio.to_thread(started.wait, 20), "no compaction started"
+        try:
+            # A held summarizer on the loop would hang these: they are answered while it runs.
+            for chat in ("other", "busy"):
+                r = await client.post(f"/v1/chats/{chat}/turn", json={"text": "still there?"})
+                assert r.status_code == 200
+            assert (await client.get("/v1/chats/busy/summary")).json()["compactions"] == 0
+        finally:
+            release.set()
+
+        async def compacted() -> bool:
+            return (await client.get("/v1/chats/busy/summary")).json()["compactions"] >= 1
+
+        await wait_until(compacted, timeout=20, what="the released compaction")
+    assert threads and loop_thread not in threads
+
+
+# -- forgotten words leave the file ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secure", [True, False])
+def test_deleted_rows_are_overwritten_in_the_file(tmp_path, secure):
+    """secure_delete: a deleted row's bytes are zeroed, not left in a free page (False: the control)."""
+    path = tmp_path / "chat.sqlite3"
+    storage = SqliteStorage(path)
+    if not secure:
+        storage.conn.execute("PRAGMA secure_delete = OFF")
+    storage.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT)")
+    for i in range(50):
+        storage.exec(
+            "INSERT INTO t(text) VALUES (?)", f"row {i} " + ("Zorblaxium" if i % 7 == 0 else "filler")
+        )
+    storage.exec("DELETE FROM t WHERE text LIKE '%Zorblaxium%'")
+    storage.close()  # checkpoints the WAL into the file
+    assert (path.read_bytes().count(WORD) == 0) is secure
+
+
+def _fts_residue(path: Path) -> int:
+    """How often the indexed (lower-case) term is in the full-text index's segments."""
+    conn = sqlite3.connect(path)
+    try:
+        return sum(
+            bytes(b).count(WORD.lower()) for (b,) in conn.execute("SELECT block FROM messages_fts_data")
+        )
+    finally:
+        conn.close()
+
+
+async def test_a_forgotten_persons_words_are_overwritten_in_the_file_and_the_wal(tmp_path):
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        for i in range(30):
+            who = ("Marta", "m") if i % 3 == 0 else ("Bob", "b")
+            text = f"my dog Zorblaxium chewed rope {i}" if who[1] == "m" else f"weather note {i}"
+            r = await client.post(
+                "/v1/chats/g/turn", json={"text": text, "author": who[0], "author_id": who[1]}
+            )
+            assert r.status_code == 200
+        path = host.host.store.path_for("g")
+        wal = Path(str(path) + "-wal")
+        assert WORD in path.read_bytes() + wal.read_bytes()  # the words were written
+        assert (await client.delete("/v1/chats/g/authors/m")).status_code == 200
+        # Read while the host still has the chat open: the forget emptied the WAL itself.
+        assert not wal.exists() or WORD.lower() not in wal.read_bytes().lower()
+        raw = path.read_bytes()
+        found = (await client.get("/v1/chats/g/search", params={"q": "Zorblaxium"})).json()
+        assert found["results"] == []
+    # Their text is in no row and no free page. The index's lower-case terms may remain in the
+    # FTS5 segments until they are merged ('optimize'), which is the engine's part (in the
+    # Durable Object too), not the host's.
+    assert raw.count(WORD) == 0
+    assert raw.count(WORD.lower()) <= _fts_residue(path)
