@@ -37,6 +37,11 @@ OPERATIONS: dict[str, Kind] = {
     "stats": READ,
     "settings": READ,
     "update_settings": WRITE,
+    "export": READ,
+    "notes": READ,
+    "add_note": WRITE,
+    "forget_fact": WRITE,  # supersedes, keeps the history: not a forgetting
+    "start_topic": WRITE,
     "compact": Kind(summarizes=True),
     # Forgetting someone resets the summary mark: all that remains is un-summarized again.
     "forget_author": Kind(grows=True, forgets=True),
