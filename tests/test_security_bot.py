@@ -11,7 +11,7 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from bot.config import DEFAULT_CONFIG, settings_from
-from bot.router.commands import refused
+from bot.router.registry import refused
 from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import EPHEMERAL
