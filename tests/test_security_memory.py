@@ -222,7 +222,7 @@ async def test_no_token_and_no_message_text_in_logs(host, caplog):
     access = [r.fields for r in caplog.records if r.name == "memory_worker.access"]
     assert [a["status"] for a in access] == statuses
     assert [a["request_id"] for a in access] == [f"rq-{i}" for i in range(len(requests))]
-    assert [a["chat_key"] for a in access] == ["c1", "c1", CHAT, CHAT, CHAT, CHAT, CHAT, None]
+    assert [a["chat"] for a in access] == ["c1", "c1", CHAT, CHAT, CHAT, CHAT, CHAT, None]
     assert access[5]["route"] == "/v1/chats/{chat}/search" and all(a["ms"] >= 0 for a in access)
     line = json.loads(JsonLogFormatter().format(caplog.records[-1]))
     assert line["status"] == 200 and line["logger"] == "memory_worker.access"

@@ -1,9 +1,7 @@
-"""The memory host's JSON log lines, with the field names of the bot's (`bot/router/logs.py`).
+"""The JSON log line format, written once for the memory host and the bot (`bot/jsonlog.py`).
 
-One JSON object per line: `time`, `level`, `logger`, `message`, then `chat_key` and
-`request_id` when the record has them, the record's other `fields`, and `error` (the
-traceback) last. When the bot's formatter becomes the shared one, the host switches by
-changing the import in `configure`.
+It lives here, beside the host, because the bot may import the local host but the host
+never imports the bot.
 """
 
 from __future__ import annotations
@@ -19,7 +17,15 @@ LOGGERS = {"memory_worker": logging.INFO, "aiohttp": logging.INFO, "httpx": logg
 
 
 class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: time, level, logger, message and the record's `fields`."""
+    """One JSON object per log line, the one format of the bot and the memory host.
+
+    `ts` (ISO-8601 UTC, milliseconds), `level` (lower case), `logger`, `msg`, then `chat` and
+    `request_id` when the record belongs to a handled message or request, then the record's
+    own `fields` (a dict passed as `extra={"fields": {...}}`), then `exc` with the traceback.
+    """
+
+    # The bot's request context (bot/router/logs.py sets these attributes on its records).
+    CONTEXT = (("bot_chat", "chat"), ("bot_request", "request_id"))
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         """ISO-8601 UTC with milliseconds, as every stored timestamp."""
@@ -28,14 +34,19 @@ class JsonLogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as a JSON line."""
         out: dict[str, Any] = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
+            "ts": self.formatTime(record),
+            "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "msg": record.getMessage(),
         }
+        for attr, key in self.CONTEXT:
+            value = getattr(record, attr, "")
+            if value:
+                out[key] = value
         out.update(getattr(record, "fields", None) or {})
         if record.exc_info:
-            out["error"] = record.exc_text or self.formatException(record.exc_info)
+            # exc_text may already be set, and redacted, by a record factory: prefer it.
+            out["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False, default=str)
 
 

@@ -162,7 +162,7 @@ class MemoryHost:
             "request",
             extra={
                 "fields": {
-                    "chat_key": chat_key,
+                    "chat": chat_key,
                     "request_id": request_id,
                     "method": request.method[:16],
                     "route": _route(path),
