@@ -255,10 +255,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 # date (index 2, 3, 4 of retrieval.BM25_WEIGHTS) and the author boost. A row tunes only
 # the knobs its index has; the others stay at the shipped value.
 GRID = {
-    "before": (0.25, 0.35, 0.5, 0.75),
-    "after": (0.2, 0.35, 0.5),
-    "date": (0.25, 0.5, 1.0),
-    "boost": (0.0, 0.2, 0.35, 0.5),
+    "before": (0.35, 0.5, 0.75),
+    "after": (0.1, 0.2, 0.35),
+    "date": (0.5, 1.0, 1.5),
+    "boost": (0.2, 0.35, 0.5),
 }
 WEIGHT_INDEX = {"before": 2, "after": 3, "date": 4}
 

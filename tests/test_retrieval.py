@@ -301,6 +301,26 @@ def test_british_and_american_spellings_find_each_other():
     assert ids_of(m, "what is the favorite color", 1) == ["m5"]
 
 
+def test_every_listed_form_stems_differently():
+    import sqlite3
+
+    from memory_engine.text_forms import WORD_FORMS
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+
+    def stem(word: str) -> str:
+        db.execute("DELETE FROM t")
+        db.execute("INSERT INTO t VALUES (?)", (word,))
+        return db.execute("SELECT term FROM v").fetchone()[0]
+
+    for word, group in WORD_FORMS.items():
+        assert len(group) > 1, word
+        stems = [stem(f) for f in group]
+        assert len(set(stems)) == len(stems), (word, group, stems)
+
+
 def test_word_forms_count_as_one_term():
     groups = query_groups("who did she meet, and what did she buy?")
     assert ("meet", "met") in groups and ("buy", "bought") in groups

@@ -26,7 +26,7 @@ from .text import MONTHS, fts_query, query_groups, tokens
 COLUMNS = ("body", "author", "context_before", "context_after", "date")
 # bm25 column weights, in COLUMNS order. Tuned on the LoCoMo development split only
 # (benchmarks/locomo_recall.py; the leave-conversations-out check there).
-BM25_WEIGHTS = (1.0, 0.5, 0.5, 0.35, 0.5)
+BM25_WEIGHTS = (1.0, 0.5, 0.5, 0.2, 1.0)
 # A message whose author the query names scores this much more (x 1.35): "what did Ann
 # say about ..." is most often answered by Ann's own words. A factor, not a filter,
 # because a question can name one person and be answered by another. (bm25 cannot do
@@ -35,7 +35,7 @@ AUTHOR_BOOST = 0.35
 # How many bm25 candidates are re-scored with the author boost (beyond the excluded).
 CANDIDATES = 50
 # Each neighbour's text is indexed up to this many characters: its gist, bounded cost.
-NEIGHBOUR_CHARS = 500
+NEIGHBOUR_CHARS = 300
 # How many messages before and after a message are indexed with it (the ablation knobs of
 # benchmarks/locomo_recall.py; 1 and 0 was the previous design).
 TURNS_BEFORE = 2
