@@ -391,7 +391,7 @@ def chart(systems: dict[str, Tally], path: Path, title: str = "LoCoMo retrieval 
     labels = ["overall" if k == "all" else CATEGORIES.get(k, str(k)) for k in keys]
     fig, axes = plt.subplots(1, len(KS), figsize=(12, 4.5), sharey=True)
     width = 0.8 / len(systems)
-    for ax, (n, k) in zip(axes, enumerate(KS)):
+    for ax, (n, k) in zip(axes, enumerate(KS), strict=True):
         for s, (name, tally) in enumerate(systems.items()):
             xs = [i + (s - (len(systems) - 1) / 2) * width for i in range(len(keys))]
             values = [tally.recall(key)[n] for key in keys]
@@ -435,7 +435,10 @@ def report_holdout(convs: list[dict[str, Any]], png: Path) -> None:
     )
     print("\nsplits of 'all':")
     print(f"{'test':<18}{'train R@3/R@10':>16}{'test tuned':>14}{'test shipped':>14}  tuned setting")
-    fmt = lambda r: f"{r[0]:.3f}/{r[1]:.3f}"
+
+    def fmt(r: tuple[float, ...]) -> str:
+        return f"{r[0]:.3f}/{r[1]:.3f}"
+
     for s in all_splits:
         print(
             f"{'+'.join(s['test']):<18}{fmt(s['tuned_train']):>16}{fmt(s['tuned_test']):>14}"

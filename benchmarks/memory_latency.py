@@ -150,6 +150,40 @@ def in_process(
     return out, sizes
 
 
+# The previous design's index-time knobs (retrieval.py): one turn before, none after, no dates.
+PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False}
+IMPORT_COMPARED = 20_000
+
+
+def import_rates(corpus: Corpus, tmp: Path) -> dict[str, float]:
+    """In-process import throughput (messages/s) with our index and with the previous design's."""
+    from memory_engine import ChatMemory, retrieval
+
+    from memory_worker.host import SqliteStorage
+
+    batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
+    saved = {k: getattr(retrieval, k) for k in PREVIOUS_INDEX}
+    out = {}
+    try:
+        # Alternated twice, so that a change in the machine's load hits both alike.
+        for run, (name, knobs) in enumerate([("previous", PREVIOUS_INDEX), ("ours", saved)] * 2):
+            for k, v in knobs.items():
+                setattr(retrieval, k, v)
+            storage = SqliteStorage(tmp / f"import-{run}.sqlite3")
+            memory = ChatMemory(storage, retention=10 * IMPORT_COMPARED)
+            _progress(f"import in process, {name} index, run {run // 2 + 1}/2")
+            started = time.perf_counter()
+            for batch in batches:
+                memory.import_messages(batch)
+            out[name] = out.get(name, 0.0) + (time.perf_counter() - started)
+            storage.close()
+    finally:
+        for k, v in saved.items():
+            setattr(retrieval, k, v)
+    _done()
+    return {name: 2 * IMPORT_COMPARED / seconds for name, seconds in out.items()}
+
+
 # -- over HTTP ---------------------------------------------------------------------------
 
 
@@ -340,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         http, imports = asyncio.run(over_http(corpus, sizes, args.turns, tmp))
+        compared = import_rates(corpus, tmp)
         for n in sizes:
             inproc, index = in_process(corpus, n, args.turns, tmp)
             rows.append(
@@ -382,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         count, ours, previous = r["index"]
         print(
-            f"{r['n']:>8,}: {ours / count:,.0f} B/message now, {previous / count:,.0f} B/message with the "
-            f"previous design (one turn before as context, no after-context, no dates): x{ours / previous:.2f}"
+            f"{r['n']:>8,}: {ours / count:,.0f} B/message now, {previous / count:,.0f} B/message "
+            f"with the previous design (one turn before as context, no after-context, no dates): "
+            f"x{ours / previous:.2f}"
         )
     rate = imports["imported"] / imports["seconds"]
     print(
@@ -393,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{n:,}: {r:,.0f}/s" if isinstance(n, int) else f"{n}: {r:,.0f}/s"
             for n, r in imports["rates"].items()
         )
+    )
+    print(
+        f"import in process, {IMPORT_COMPARED:,} messages twice each: {compared['ours']:,.0f} "
+        f"messages/s with our index, {compared['previous']:,.0f}/s with the previous design's "
+        f"(x{compared['ours'] / compared['previous']:.2f})"
     )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
