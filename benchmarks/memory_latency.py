@@ -155,15 +155,20 @@ PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False}
 IMPORT_COMPARED = 20_000
 
 
-def import_rates(corpus: Corpus, tmp: Path) -> dict[str, float]:
-    """In-process import throughput (messages/s) with our index and with the previous design's."""
+COMPARED_TURNS = 150
+
+
+def previous_design(corpus: Corpus, tmp: Path) -> dict[str, Any]:
+    """In process, ours beside the previous design's index: import messages/s and turn p50 (ms)."""
     from memory_engine import ChatMemory, retrieval
 
     from memory_worker.host import SqliteStorage
 
     batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
+    live = corpus.take(COMPARED_TURNS, "live")
     saved = {k: getattr(retrieval, k) for k in PREVIOUS_INDEX}
-    out = {}
+    out: dict[str, float] = {}
+    turns: dict[str, list[float]] = {}
     try:
         # Alternated twice, so that a change in the machine's load hits both alike.
         for run, (name, knobs) in enumerate([("previous", PREVIOUS_INDEX), ("ours", saved)] * 2):
@@ -176,12 +181,21 @@ def import_rates(corpus: Corpus, tmp: Path) -> dict[str, float]:
             for batch in batches:
                 memory.import_messages(batch)
             out[name] = out.get(name, 0.0) + (time.perf_counter() - started)
+            for m in live:
+                started = time.perf_counter()
+                memory.turn(
+                    m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"]
+                )
+                turns.setdefault(name, []).append((time.perf_counter() - started) * 1000)
             storage.close()
     finally:
         for k, v in saved.items():
             setattr(retrieval, k, v)
     _done()
-    return {name: 2 * IMPORT_COMPARED / seconds for name, seconds in out.items()}
+    return {
+        "import": {name: 2 * IMPORT_COMPARED / seconds for name, seconds in out.items()},
+        "turn_p50": {name: percentile(values, 50) for name, values in turns.items()},
+    }
 
 
 # -- over HTTP ---------------------------------------------------------------------------
@@ -374,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         http, imports = asyncio.run(over_http(corpus, sizes, args.turns, tmp))
-        compared = import_rates(corpus, tmp)
+        compared = previous_design(corpus, tmp)
         for n in sizes:
             inproc, index = in_process(corpus, n, args.turns, tmp)
             rows.append(
@@ -430,10 +444,12 @@ def main(argv: list[str] | None = None) -> int:
             for n, r in imports["rates"].items()
         )
     )
+    rates, p50 = compared["import"], compared["turn_p50"]
     print(
-        f"import in process, {IMPORT_COMPARED:,} messages twice each: {compared['ours']:,.0f} "
-        f"messages/s with our index, {compared['previous']:,.0f}/s with the previous design's "
-        f"(x{compared['ours'] / compared['previous']:.2f})"
+        f"in process, {IMPORT_COMPARED:,} messages imported twice per design, then {COMPARED_TURNS} turns: "
+        f"import {rates['ours']:,.0f} messages/s with our index, {rates['previous']:,.0f}/s with the "
+        f"previous design's (x{rates['ours'] / rates['previous']:.2f}); turn p50 {p50['ours']:.2f} ms vs "
+        f"{p50['previous']:.2f} ms (x{p50['ours'] / p50['previous']:.2f})"
     )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
