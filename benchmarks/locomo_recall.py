@@ -243,13 +243,19 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
 
 # Index-time knobs of retrieval.py per ablation row: each row is built from the previous
 # design ("baseline": one turn before as context, no dates, no word forms) plus one change.
-INDEX_OFF = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "WORD_FORMS": False}
+INDEX_OFF = {
+    "TURNS_BEFORE": 1,
+    "TURNS_AFTER": 0,
+    "DATES": False,
+    "WORD_FORMS": False,
+    "NEIGHBOUR_CHARS": 2000,
+}
 ABLATIONS: dict[str, dict[str, Any]] = {
     "baseline": INDEX_OFF,
-    "+neighbours": {**INDEX_OFF, "TURNS_BEFORE": 2, "TURNS_AFTER": 1},
+    "+neighbours": {**INDEX_OFF, "TURNS_BEFORE": 2, "TURNS_AFTER": 1, "NEIGHBOUR_CHARS": 500},
     "+dates": {**INDEX_OFF, "DATES": True},
     "+word forms": {**INDEX_OFF, "WORD_FORMS": True},
-    "all": {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "DATES": True, "WORD_FORMS": True},
+    "all": {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "DATES": True, "WORD_FORMS": True, "NEIGHBOUR_CHARS": 500},
 }
 # The query-time knobs tuned per row: bm25 weights of context_before, context_after and
 # date (index 2, 3, 4 of retrieval.BM25_WEIGHTS) and the author boost. A row tunes only

@@ -151,7 +151,7 @@ def in_process(
 
 
 # The previous design's index-time knobs (retrieval.py): one turn before, none after, no dates.
-PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False}
+PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "NEIGHBOUR_CHARS": 2000}
 IMPORT_COMPARED = 20_000
 
 

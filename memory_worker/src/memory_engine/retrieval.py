@@ -35,7 +35,7 @@ AUTHOR_BOOST = 0.35
 # How many bm25 candidates are re-scored with the author boost (beyond the excluded).
 CANDIDATES = 50
 # Each neighbour's text is indexed up to this many characters: its gist, bounded cost.
-NEIGHBOUR_CHARS = 300
+NEIGHBOUR_CHARS = 500
 # How many messages before and after a message are indexed with it (the ablation knobs of
 # benchmarks/locomo_recall.py; 1 and 0 was the previous design).
 TURNS_BEFORE = 2

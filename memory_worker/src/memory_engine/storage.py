@@ -109,9 +109,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
             """INSERT INTO messages_fts(rowid, body, author, context_before, context_after, date)
             SELECT id, text, author,
-                substr(COALESCE(lag(text, 2) OVER w, ''), 1, 300) || ' '
-                    || substr(COALESCE(lag(text, 1) OVER w, ''), 1, 300),
-                substr(COALESCE(lead(text, 1) OVER w, ''), 1, 300),
+                substr(COALESCE(lag(text, 2) OVER w, ''), 1, 500) || ' '
+                    || substr(COALESCE(lag(text, 1) OVER w, ''), 1, 500),
+                substr(COALESCE(lead(text, 1) OVER w, ''), 1, 500),
                 COALESCE((CASE substr(ts, 6, 2)
                     WHEN '01' THEN 'january'
                     WHEN '02' THEN 'february'
