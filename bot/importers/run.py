@@ -126,7 +126,7 @@ async def send(
     buffers: dict[str, list[Record]] = {}
     sizes: dict[str, int] = {}
     show = progress if progress is not None else (None if plan.total >= PROGRESS_MIN else False)
-    with _bar(show, plan.total, "importing") as bar:
+    with _bar(show, plan.total, "importing", leave=True) as bar:
 
         async def flush(key: str) -> None:
             batch = buffers.pop(key, [])
@@ -172,7 +172,7 @@ async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> 
 
 
 @contextlib.contextmanager
-def _bar(show: bool | None, total: int | None, what: str) -> Iterator[Any]:
+def _bar(show: bool | None, total: int | None, what: str, leave: bool = False) -> Iterator[Any]:
     """A tqdm bar on stderr (messages, rate, time left); `show=None`: only on a terminal."""
     with tqdm(
         total=total,
@@ -181,7 +181,7 @@ def _bar(show: bool | None, total: int | None, what: str) -> Iterator[Any]:
         unit_scale=True,
         file=sys.stderr,
         disable=None if show is None else not show,
-        leave=False,
+        leave=leave,
         mininterval=0.5,
     ) as bar:
         yield bar
