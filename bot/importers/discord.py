@@ -59,7 +59,7 @@ def _source(path: Path, scope: str) -> Source:
     channel_id = require(channel.get("id"), (str, int), path, "channel", "id")
     if not str(channel_id).isdigit():
         raise ExportError(path, "channel: `id` is not a Discord id")
-    guild = header.get("guild") if isinstance(header.get("guild"), dict) else {}
+    guild: dict[str, Any] = header["guild"] if isinstance(header.get("guild"), dict) else {}
     name = str(channel.get("name") or channel_id)
     if guild.get("name") and guild.get("name") != "Direct Messages":
         name = f"{guild['name']} #{name}"

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -155,7 +155,7 @@ async def send(
 
 
 async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> dict[str, Any]:
-    bodies = [r.body() for r in batch]
+    bodies: list[Mapping[str, Any]] = [r.body() for r in batch]
     for delay in (*RETRIES, None):
         try:
             return await memory.import_messages(key, bodies)
