@@ -204,11 +204,15 @@ def main() -> None:
             ("  baseline: POST /import of prebuilt batches", raw_s),
             ("  baseline: check pass alone (ijson)", check_s),
             ("  baseline: json.load of the file", load_s),
-            ("second import of the same file (all skipped)", again_s),
+            ("second import (over 50k: see the note)", again_s),
         ]
         for what, s in rows:
             print(f"{what:<44} {s:8.1f} {n / s:11,.0f} {s / e2e_s:7.2f}")
         print(f"imported {report.imported}, skipped {report.skipped}; second run imported {second.imported}")
+        if second.imported:
+            # Retention keeps the newest 50,000 rows by row id: their message ids are forgotten,
+            # so a repeat of a bigger chat adds the dropped ones back (and drops the others).
+            print("note: the chat is over the memory's retention, so message ids were forgotten")
 
         print(f"\ncreating {args.chats} chats of 5 messages ...", file=sys.stderr)
         data = root / "many"
