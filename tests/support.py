@@ -122,6 +122,23 @@ async def wait_until(
         await asyncio.sleep(0.01)  # a poll step with a deadline, not a wait-for-luck sleep
 
 
+def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
+    """Every message row of one chat, read straight from its database file (read-only), in id order."""
+    import sqlite3
+
+    from memory_worker.host import ChatStore
+
+    path = ChatStore(memory_dir).path_for(chat_key)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")]
+    finally:
+        conn.close()
+
+
 def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{tier: (calls, errors)} from GET /usage."""
     return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
