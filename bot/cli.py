@@ -78,10 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         else logging.INFO,
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
-    if args.command == "memory" and args.runtime == "pyodide":
-        from memory_worker.pyodide_runtime import serve
-
-        return serve(args.host, args.port, args.data)
     if args.command == "import":
         from bot.importers.run import run_import
 
@@ -92,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory_command == "backup":
             return backup.backup_main(args.dest, args.data)
         return backup.restore_main(args.src, args.data, args.force)
+    if args.command == "memory" and args.memory_command == "serve" and args.runtime == "pyodide":
+        from memory_worker.pyodide_runtime import serve
+
+        return serve(args.host, args.port, args.data)
     if args.command == "memory":
         from memory_worker.local import serve_forever
 
