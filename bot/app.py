@@ -100,7 +100,7 @@ async def build_router(
     data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
         if settings.memory_url is None:
-            from memory_worker.host import EmbeddedMemoryHost
+            from memory_worker.local import EmbeddedMemoryHost
 
             base, model, key = summary_endpoint(settings) or (None, None, None)
             host = await stack.enter_async_context(

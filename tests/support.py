@@ -1,20 +1,29 @@
-"""Helpers shared by the router tests (no tests here): settings for the fake server, a running router."""
+"""Helpers shared by the tests (no tests here): fake-server settings, a running router, a chat memory."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import os
+import re
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+from memory_engine import ChatMemory
+
 from bot.app import build_router
 from bot.config import Settings, settings_from
 from bot.router.pipeline import Router, RouterOptions
 from bot.router.types import IncomingMessage
+from memory_worker.local import SqliteStorage
 
 API_KEY = "sk-test-secret-0123456789abcdefXYZ"
 MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
@@ -131,6 +140,23 @@ async def wait_until(
         await asyncio.sleep(0.01)  # a poll step with a deadline, not a wait-for-luck sleep
 
 
+def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
+    """Every message row of one chat, read straight from its database file (read-only), in id order."""
+    import sqlite3
+
+    from memory_worker.host import ChatStore
+
+    path = ChatStore(memory_dir).path_for(chat_key)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")]
+    finally:
+        conn.close()
+
+
 def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{tier: (calls, errors)} from GET /usage."""
     return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
@@ -243,3 +269,124 @@ class People:
         self.alice_dm = tg.private_chat(self.alice)
         self.bob_dm = tg.private_chat(self.bob)
         tg.set_role(self.group, self.alice, "administrator")
+
+
+_SERVING = re.compile(r"^memory host serving .* on (http://\S+)$", re.M)
+
+
+class ServedMemory:
+    """`chatbot memory serve --port 0` as a subprocess, its output kept in a file.
+
+    The system picks the port (no free-port guess that another process could take first);
+    `start` reads the URL the host prints, so each restart may get a new `url`.
+    """
+
+    def __init__(self, data: Path, token: str, env: dict[str, str] | None = None, log: Path | None = None):
+        self.data, self.token, self.env = data, token, env or {}
+        self.log = log or data.parent / f"{data.name}-serve.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.starts = 0
+
+    async def start(self, timeout: float = 20) -> None:
+        """Start the host, wait for the URL it prints and for /health to answer 200."""
+        chatbot = Path(sys.executable).with_name("chatbot")
+        env = dict(os.environ, MEMORY_API_TOKEN=self.token, **self.env)
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        args = ["memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(self.data)]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [str(chatbot), *args],
+                env=env,
+                stdout=out,
+                stderr=out,
+            )
+        self.starts += 1
+
+        def printed_url() -> str | None:
+            assert self.proc is not None and self.proc.poll() is None, self.output()[-2000:]
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                found = _SERVING.search(f.read().decode("utf-8", "replace"))
+            return found.group(1) if found else None
+
+        self.url = await wait_until(printed_url, timeout=timeout, what="the memory host's URL")
+        async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=2) as client:
+
+            async def healthy() -> bool:
+                try:
+                    return (await client.get("/health")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_until(healthy, timeout=timeout, what="memory host health")
+
+    def output(self) -> str:
+        """Everything the host printed so far (all its runs)."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill9(self) -> None:
+        """SIGKILL, and reap."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=10) == -signal.SIGKILL
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM; the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def stop_quietly(self) -> None:
+        """Make sure nothing is left running."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+# -- the memory engine in process (retrieval tests) -------------------------------------------
+
+
+def memory(tmp_path: Path | None = None) -> ChatMemory:
+    """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""
+    return ChatMemory(SqliteStorage(":memory:" if tmp_path is None else tmp_path / "chat.sqlite3"))
+
+
+def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
+    """The message_ids `search` returns for `query`, best first."""
+    return [r["message_id"] for r in m.search(query, k)["results"]]
+
+
+def add(m: ChatMemory, *rows: tuple[str, str] | tuple[str, str, str]) -> None:
+    """Import (author, text[, ts]) rows with message ids m1, m2, ..."""
+    start = len(m.sql.exec("SELECT id FROM messages"))
+    m.import_messages(
+        [
+            {
+                "role": "user",
+                "author": row[0],
+                "author_id": row[0].lower(),
+                "text": row[1],
+                "message_id": f"m{start + n + 1}",
+                **({"ts": row[2]} if len(row) > 2 else {}),
+            }
+            for n, row in enumerate(rows)
+        ]
+    )
+
+
+FILLER = [
+    ("Zed", "the weather is grey and wet again"),
+    ("Yan", "my tea went cold while I was typing"),
+    ("Zed", "the bus was late this morning"),
+    ("Yan", "planning to repaint the kitchen soon"),
+]
+
+
+def fts_row(m: ChatMemory, message_id: str) -> dict:
+    """The FTS5 row of one message: every column."""
+    return m.sql.exec(
+        "SELECT body, author, context_before, context_after, date FROM messages_fts "
+        "WHERE rowid = (SELECT id FROM messages WHERE message_id = ?)",
+        message_id,
+    )[0]

@@ -11,7 +11,7 @@ from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
 from bot.router.models import OpenAICompatModel
 from bot.router.offline import OfflineModel
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.support import API_KEY, FAST, make_settings, msg
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from memory_engine.compaction import SECTIONS, SummarizerError, offline_summary, validate_summary
 
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.support import wait_until
 

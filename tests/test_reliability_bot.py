@@ -23,7 +23,7 @@ import pytest
 
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import APOLOGY, CUT_OFF
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.fakes.telegram_server import FakeTelegram

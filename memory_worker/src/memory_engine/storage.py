@@ -96,6 +96,70 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "index of current facts in insertion order (the prompt's facts query)",
         ["CREATE INDEX facts_current_by_id ON facts(id) WHERE superseded_at IS NULL"],
     ),
+    (
+        3,
+        "assistant messages name the author they answer (forgetting a person removes them)",
+        [
+            "ALTER TABLE messages ADD COLUMN reply_to_author_id TEXT",
+            "CREATE INDEX messages_reply_to ON messages(reply_to_author_id) "
+            "WHERE reply_to_author_id IS NOT NULL",
+        ],
+    ),
+    (
+        4,
+        "full-text index with the turns around each message and its month and year",
+        [
+            # Frozen copy of retrieval.index_messages's statement at the time (tested equal):
+            # a shipped migration never changes, while retrieval.py may.
+            "DROP TABLE messages_fts",
+            """CREATE VIRTUAL TABLE messages_fts USING fts5(
+                body, author, context_before, context_after, date,
+                tokenize = 'porter unicode61 remove_diacritics 2'
+            )""",
+            """INSERT INTO messages_fts(rowid, body, author, context_before, context_after, date)
+            SELECT id, text, author,
+                substr(COALESCE(lag(text, 2) OVER w, ''), 1, 500) || ' '
+                    || substr(COALESCE(lag(text, 1) OVER w, ''), 1, 500),
+                substr(COALESCE(lead(text, 1) OVER w, ''), 1, 500),
+                COALESCE((CASE substr(ts, 6, 2)
+                    WHEN '01' THEN 'january'
+                    WHEN '02' THEN 'february'
+                    WHEN '03' THEN 'march'
+                    WHEN '04' THEN 'april'
+                    WHEN '05' THEN 'may'
+                    WHEN '06' THEN 'june'
+                    WHEN '07' THEN 'july'
+                    WHEN '08' THEN 'august'
+                    WHEN '09' THEN 'september'
+                    WHEN '10' THEN 'october'
+                    WHEN '11' THEN 'november'
+                    WHEN '12' THEN 'december'
+                END) || ' ' || substr(ts, 1, 4), '')
+            FROM messages WINDOW w AS (ORDER BY id)""",
+        ],
+    ),
+    (
+        5,
+        "fact kinds (notes), per-author daily usage, indexes for today's counts",
+        [
+            "ALTER TABLE facts ADD COLUMN kind TEXT NOT NULL DEFAULT 'fact'",
+            "CREATE INDEX facts_notes ON facts(id) WHERE kind = 'note' AND superseded_at IS NULL",
+            # Today's messages of one author / of the chat, without a scan of the archive.
+            "CREATE INDEX messages_author_ts ON messages(author_id, ts)",
+            "CREATE INDEX messages_ts ON messages(ts)",
+            # router_usage keeps a window of rows; caps need whole days per author.
+            """CREATE TABLE usage_daily_author (
+                day TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                calls INTEGER NOT NULL DEFAULT 0,
+                errors INTEGER NOT NULL DEFAULT 0,
+                prompt_tokens INTEGER NOT NULL DEFAULT 0,
+                completion_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0,
+                PRIMARY KEY (day, author_id)
+            )""",
+        ],
+    ),
 ]
 
 
@@ -105,10 +169,11 @@ def migrate(sql: SqlStorage, now: str) -> int:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
     )
-    rows = sql.exec("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")
-    current = int(rows[0]["v"]) if rows else 0
-    for version, name, statements in MIGRATIONS:
-        if version <= current:
+    # Every version not recorded runs, in order: branches that add migrations in parallel
+    # may land out of number order, and a database at 4 must still get 3 when it lands.
+    applied = {int(r["version"]) for r in sql.exec("SELECT version FROM schema_migrations")}
+    for version, name, statements in sorted(MIGRATIONS, key=lambda m: m[0]):
+        if version in applied:
             continue
 
         def apply(statements=statements, version=version, name=name) -> None:
@@ -122,5 +187,5 @@ def migrate(sql: SqlStorage, now: str) -> int:
             )
 
         sql.transaction(apply)
-        current = version
-    return current
+        applied.add(version)
+    return max(applied, default=0)
