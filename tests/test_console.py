@@ -198,3 +198,15 @@ async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(t
         after = await session.answer("/why")
     assert "Biscuit" not in after and "Nazaré" not in after
     assert after == "No answer yet in this chat, so no memory prompt to show."
+
+
+def test_a_command_result_with_files_saves_them_next_to_the_data(tmp_path):
+    from bot.router.types import CommandResult, File
+
+    session = ConsoleSession(None, "console:ada", data_dir=tmp_path)  # type: ignore[arg-type]  # render only
+    result = CommandResult(
+        "Your data:", table="a  b\n1  2", files=(File("export.json", b"{}", "application/json"),)
+    )
+    text = session.render(result)
+    assert text.startswith("Your data:\na  b\n1  2\n(file saved to ")
+    assert (tmp_path / "export-console_ada.json").read_bytes() == b"{}"

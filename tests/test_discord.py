@@ -37,6 +37,7 @@ class RecordingRouter:
         self.before_answer: Callable | None = None  # awaited inside handle, before answering
         self.streamer: Callable[[IncomingMessage], AsyncIterator[str]] | None = None  # custom stream
         self.command_delay: asyncio.Event | None = None  # commands wait for it when set
+        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
         self._changed = asyncio.Condition()
 
     async def _note(self, log: list, item) -> None:
@@ -69,6 +70,8 @@ class RecordingRouter:
         await self._note(self.commands, (message, name, args))
         if self.command_delay is not None:
             await self.command_delay.wait()
+        if name in self.results:
+            return self.results[name]
         if name in ADMIN_NAMES and not message.is_admin:
             return CommandResult(text="Only admins can do that.")
         if name == "usage":
@@ -578,6 +581,16 @@ async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world
     (edit,) = fake_discord.interactions[iid]["edits"]
     assert edit.files == [("usage.png", PNG)]
     assert "standard 3" in message["content"] and message["attachments"][0]["filename"] == "usage.png"
+
+
+async def test_a_command_result_with_a_file_attaches_it(fake_discord, world, router, bot):
+    export = File("export.json", b'{"messages": []}', "application/json")
+    router.results["summary"] = CommandResult("Your data:", files=(export,))
+    iid = await fake_discord.invoke("summary", world.admin, world.general)
+    await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
+    message = fake_discord.final_message(iid)
+    assert message["content"] == "Your data:"
+    assert [a["filename"] for a in message["attachments"]] == ["export.json"]
 
 
 async def test_a_slow_command_is_deferred_before_discord_gives_up(

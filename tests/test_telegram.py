@@ -42,6 +42,7 @@ class RecordingService:
         self.hold: asyncio.Event | None = None  # set: handle() waits for it
         self.fail_on: str | None = None  # handle() raises for this text
         self.forget_asked: set[str] = set()
+        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
 
     async def handle(self, message: IncomingMessage) -> Reply:
         self.handled.append(message)
@@ -59,6 +60,8 @@ class RecordingService:
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         self.commands.append((message, name, args))
+        if name in self.results:
+            return self.results[name]
         if name in ADMIN_ONLY and not message.is_admin:
             return CommandResult("Unknown command. Send /help for the list.")
         if name == "usage":
@@ -454,6 +457,19 @@ async def test_usage_sends_the_chart_as_a_photo(tg, alice):
     assert tg.photos == [PNG]
     assert photo["caption"] == "Usage:\ntier calls\nstandard 3" and photo["photo"][0]["file_size"] == len(PNG)
     assert tg.calls_to("sendPhoto")[0].params["caption"] == "Usage:\n<pre>tier calls\nstandard 3</pre>"
+
+
+async def test_a_command_result_with_a_file_is_sent_as_a_document(tg, alice):
+    service = RecordingService()
+    export = File("export.json", b'{"messages": []}', "application/json")
+    service.results["summary"] = CommandResult("Your data:", files=(export,))
+    chat = tg.private_chat(alice)
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(chat, alice, "/summary")
+        text, document = await tg.wait_for_message(chat["id"], count=2)
+    assert text["text"] == "Your data:"
+    assert document["document"]["file_name"] == "export.json"
+    assert tg.documents == [("export.json", b'{"messages": []}')]
 
 
 async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alice, bob, group):

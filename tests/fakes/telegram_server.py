@@ -372,6 +372,7 @@ class FakeTelegram:
         self.roles: dict[tuple[int, int], str] = {}
         self.commands: dict[tuple[str, str], list[dict]] = {}
         self.photos: list[bytes] = []
+        self.documents: list[tuple[str, bytes]] = []  # (file name, bytes) of each sendDocument
         self.webhook_url: str = ""
         self.allowed_updates: list[str] | None = None
         self.webhook_secret: str | None = None
@@ -845,6 +846,16 @@ class FakeTelegram:
         self.photos.append(photo)
         return self._bot_message(chat, **fields)
 
+    async def _m_sendDocument(self, params: dict, files: dict) -> dict:
+        chat = self._chat(params)
+        data = files.get("document")
+        if data is None:
+            raise bad("there is no document in the request")
+        name = str(params.get("document_filename") or "file")
+        self.documents.append((name, data))
+        document = {"file_id": f"doc{len(self.documents)}", "file_name": name, "file_size": len(data)}
+        return self._bot_message(chat, document=document, **self._reply_to(chat, params))
+
     async def _m_setMyCommands(self, params: dict, files: dict) -> bool:
         commands = params.get("commands")
         if not isinstance(commands, list):
@@ -1001,6 +1012,7 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, 
         async for part in reader:
             if part.filename is not None:
                 files[part.name] = await part.read()
+                raw[f"{part.name}_filename"] = part.filename
             else:
                 raw[part.name] = await part.text()
     elif request.can_read_body:
