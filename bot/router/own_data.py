@@ -19,7 +19,7 @@ from bot.router.registry import Arg, Command, CommandContext
 from bot.router.types import CommandResult, File
 
 # What each platform lets a bot upload; a bigger export goes gzipped (JSON shrinks ~5-10x).
-UPLOAD_LIMIT = {"telegram": 50 * 1000 * 1000, "discord": 10 * 1024 * 1024}
+UPLOAD_LIMIT = {"telegram": 50 * 1000 * 1000, "discord": 8 * 1024 * 1024}  # Discord: 8-10 MiB, plan-dependent
 EXPORT_USAGE = "Send /export for your own data here, or /export all (admins) for the whole chat."
 EXPORT_TEXT = "Your data in this chat: {what}, with their history (messages: yours and my replies)."
 NOTHING_OF_YOURS = "I keep nothing of yours in this chat: the export is empty."
@@ -236,7 +236,7 @@ COMMANDS = (
         "unremember",
         "remove note N (numbers from /remember)",
         _unremember,
-        args=(Arg("number", "the note's number, from /remember", required=True),),
+        args=(Arg("number", "the note's number, from /remember"),),  # missing: answered, not refused
     ),
     Command(
         "forgetfact",
