@@ -322,3 +322,24 @@ def test_console_export_forgetme_export_and_remember_forgetfact_new_through_why(
     second = path.read_text()
     assert json.loads(second)["messages"] == [] and json.loads(second)["facts"] == []
     assert json.loads(second)["notes"] == [] and "Grace" not in second and "Tallinn" not in second
+
+
+async def test_export_json_is_valid_for_any_cut_of_pages():
+    async def pages(*cuts: list[dict]) -> Any:
+        yield {"export": {"upto": 3}, "facts": [], "messages": cuts[0], "next_after": 1}
+        for cut in cuts[1:]:
+            yield {"export": {"upto": 3}, "messages": cut, "next_after": None}
+
+    one, two, three = ({"id": i, "text": f'm{i} \u2028 "quoted" ✓'} for i in (1, 2, 3))
+    for cuts in ([[one, two, three]], [[], [one], [two, three]], [[one], [], [two], [three]], [[]]):
+        data, header = await own_data.export_json(pages(*cuts))
+        doc = json.loads(data)
+        assert header == {"export": {"upto": 3}, "facts": []}
+        assert doc["messages"] == [m for cut in cuts for m in cut] and doc["export"] == {"upto": 3}
+
+    async def nothing() -> Any:
+        return
+        yield
+
+    data, header = await own_data.export_json(nothing())
+    assert json.loads(data) == {"messages": []} and header == {}

@@ -10,8 +10,9 @@ checks (the worker checks it again when the caller is not an admin).
 from __future__ import annotations
 
 import gzip
+import io
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterable
 from typing import Any
 
 from bot.router.memory import MemoryRefused
@@ -47,25 +48,28 @@ def _note_line(note: dict[str, Any]) -> str:
 # -- /export ---------------------------------------------------------------------------
 
 
-def export_json(pages: Iterable[dict[str, Any]]) -> bytes:
-    """One JSON document from the export's pages: the header of the first, every page's messages.
+async def export_json(pages: AsyncIterable[dict[str, Any]]) -> tuple[bytes, dict[str, Any]]:
+    """One JSON document from the export's pages, and its header (everything but the messages).
 
-    Written piece by piece, one message per line, so a big chat is never a second time in
-    memory as one giant Python structure.
+    Written page by page as they arrive, one message per line: only the document being built
+    and one page are in memory at a time, never the whole chat as Python objects.
     """
-    out: list[str] = []
-    first = True
-    for page in pages:
-        if first:
+    out = io.StringIO()
+    header: dict[str, Any] | None = None
+    written = 0
+    async for page in pages:
+        if header is None:
             header = {k: v for k, v in page.items() if k not in ("messages", "next_after")}
-            out.append("{\n" + "".join(f"{json.dumps(k)}: {_dump(v)},\n" for k, v in header.items()))
-            out.append('"messages": [')
+            out.write("{\n" + "".join(f"{json.dumps(k)}: {_dump(v)},\n" for k, v in header.items()))
+            out.write('"messages": [')
         for message in page.get("messages") or ():
-            out.append(("\n" if first else ",\n") + json.dumps(message, ensure_ascii=False))
-            first = False
-        first = False
-    out.append("\n]\n}\n")
-    return "".join(out).encode("utf-8")
+            out.write(("\n" if not written else ",\n") + json.dumps(message, ensure_ascii=False))
+            written += 1
+    if header is None:  # the worker sent no page at all
+        header = {}
+        out.write('{\n"messages": [')
+    out.write("\n]\n}\n")
+    return out.getvalue().encode("utf-8"), header
 
 
 def _dump(value: Any) -> str:
@@ -93,9 +97,8 @@ async def _export(ctx: CommandContext) -> CommandResult:
     author_id = None if whole else ctx.message.author_id
     if not whole and not author_id:
         return CommandResult("I can't tell who you are here, so I can't export your data.")
-    pages = [page async for page in ctx.memory.export(ctx.chat, author_id)]
-    data = export_json(pages)
-    counts = pages[0].get("export", {}).get("counts", {}) if pages else {}
+    data, header = await export_json(ctx.memory.export(ctx.chat, author_id))
+    counts = header.get("export", {}).get("counts", {})
     what = ", ".join(_count(int(counts.get(k) or 0), k[:-1]) for k in ("messages", "facts", "notes"))
     if whole:
         text = f"This chat's whole memory: {what}, with their history, and the settings, summary, usage."
