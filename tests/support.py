@@ -1,4 +1,4 @@
-"""Helpers shared by the router tests (no tests here): settings for the fake server, a running router."""
+"""Helpers shared by the tests (no tests here): fake-server settings, a running router, a chat memory."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from memory_engine import ChatMemory
 
 from bot.app import build_router
 from bot.config import Settings, settings_from
 from bot.router.pipeline import Router, RouterOptions
 from bot.router.types import IncomingMessage
+from memory_worker.local import SqliteStorage
 
 API_KEY = "sk-test-secret-0123456789abcdefXYZ"
 MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
@@ -120,6 +122,23 @@ async def wait_until(
         await asyncio.sleep(0.01)  # a poll step with a deadline, not a wait-for-luck sleep
 
 
+def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
+    """Every message row of one chat, read straight from its database file (read-only), in id order."""
+    import sqlite3
+
+    from memory_worker.host import ChatStore
+
+    path = ChatStore(memory_dir).path_for(chat_key)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")]
+    finally:
+        conn.close()
+
+
 def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{tier: (calls, errors)} from GET /usage."""
     return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
@@ -196,3 +215,49 @@ class ServedMemory:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+# -- the memory engine in process (retrieval tests) -------------------------------------------
+
+
+def memory(tmp_path: Path | None = None) -> ChatMemory:
+    """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""
+    return ChatMemory(SqliteStorage(":memory:" if tmp_path is None else tmp_path / "chat.sqlite3"))
+
+
+def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
+    """The message_ids `search` returns for `query`, best first."""
+    return [r["message_id"] for r in m.search(query, k)["results"]]
+
+
+def add(m: ChatMemory, *rows: tuple[str, str] | tuple[str, str, str]) -> None:
+    """Import (author, text[, ts]) rows with message ids m1, m2, ..."""
+    start = len(m.sql.exec("SELECT id FROM messages"))
+    m.import_messages(
+        [
+            {
+                "role": "user",
+                "author": row[0],
+                "author_id": row[0].lower(),
+                "text": row[1],
+                "message_id": f"m{start + n + 1}",
+                **({"ts": row[2]} if len(row) > 2 else {}),
+            }
+            for n, row in enumerate(rows)
+        ]
+    )
+
+
+FILLER = [
+    ("Zed", "the weather is grey and wet again"),
+    ("Yan", "my tea went cold while I was typing"),
+    ("Zed", "the bus was late this morning"),
+    ("Yan", "planning to repaint the kitchen soon"),
+]
+
+
+def fts_row(m: ChatMemory, message_id: str) -> dict:
+    """The FTS5 row of one message: every column."""
+    return m.sql.exec(
+        "SELECT body, author, context_before, context_after, date FROM messages_fts "
+        "WHERE rowid = (SELECT id FROM messages WHERE message_id = ?)",
+        message_id,
+    )[0]

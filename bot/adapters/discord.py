@@ -32,6 +32,7 @@ from bot.adapters.discord_send import (
     typing_shown,
 )
 from bot.adapters.split import split_text
+from bot.chat_keys import discord_chat_key
 from bot.config import Settings
 from bot.router.registry import Command, refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
@@ -66,9 +67,7 @@ class Translator:
 
     def chat_key(self, channel_id: int, user_id: int) -> str:
         """`discord:<channel>`, or `discord:<channel>:<user>` with per-user memory."""
-        if self.settings.memory_scope == "user":
-            return f"discord:{channel_id}:{user_id}"
-        return f"discord:{channel_id}"
+        return discord_chat_key(channel_id, user_id, memory_scope=self.settings.memory_scope)
 
     def is_admin(self, user_id: int, in_dm: bool, manage_guild: bool) -> bool:
         """DM users own their memory; in guilds manage_guild or ADMIN_USER_IDS."""
