@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from bot.router import own_data
 from bot.router.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, msg, running_router
+from tests.support import make_settings, msg, numbered, prompt_section, running_router
 from tests.test_console import _clean_env
 
 CHAT = "test:chat"
@@ -29,11 +28,6 @@ def exported(result: CommandResult) -> dict[str, Any]:
     (file,) = result.files
     data = gzip.decompress(file.data) if file.name.endswith(".gz") else file.data
     return json.loads(data)
-
-
-def numbers(text: str) -> dict[str, int]:
-    """{"name: Ada": 1, ...} from the numbered lines of /facts, /forgetfact or /remember."""
-    return {m.group(2).strip(): int(m.group(1)) for m in re.finditer(r"#(\d+) ([^\n]+)", text)}
 
 
 @pytest.fixture
@@ -57,7 +51,7 @@ async def test_remember_lists_numbered_notes_in_every_prompt_and_unremember_remo
     again = (await run(router, ADA, "remember", "answer in french")).text
     assert again.startswith("I already keep that note")
     listed = (await run(router, BOB, "remember")).text
-    notes = numbers(listed)
+    notes = numbered(listed)
     assert list(notes) == ["Answer in French (from ada)", "Bob is vegetarian (from bob)"]
     await router.handle(msg("what should we cook tonight?", **ADA))
     why = (await run(router, ADA, "why")).text
@@ -108,10 +102,10 @@ async def test_a_note_too_long_is_refused_with_the_limit(router):
 async def test_facts_are_numbered_and_forgetfact_removes_own_ones_or_anyones_for_admins(router):
     await router.handle(msg("my name is Ada and I live in Lisbon", **ADA))
     await router.handle(msg("my name is Bob and I live in Porto", **BOB))
-    facts = numbers((await run(router, ADA, "facts")).text)
+    facts = numbered((await run(router, ADA, "facts")).text)
     assert {"name: Ada", "location: Lisbon", "name: Bob", "location: Porto"} <= set(facts)
     mine = (await run(router, BOB, "forgetfact")).text  # no number: their own facts, numbered
-    assert numbers(mine) == {"location: Porto": facts["location: Porto"], "name: Bob": facts["name: Bob"]}
+    assert numbered(mine) == {"location: Porto": facts["location: Porto"], "name: Bob": facts["name: Bob"]}
     assert "Ada" not in mine and "Lisbon" not in mine
 
     refused = (await run(router, BOB, "forgetfact", str(facts["location: Lisbon"]))).text
@@ -134,7 +128,7 @@ async def test_facts_are_numbered_and_forgetfact_removes_own_ones_or_anyones_for
     assert "location: Porto (until " in history and "#" + str(facts["location: Porto"]) not in history
     await router.handle(msg("where does everyone live?", **ADA))
     why = (await run(router, ADA, "why")).text
-    assert '"Lisbon"' in why and "Porto" not in why.split("Known facts:")[1]
+    assert '"Lisbon"' in why and "Porto" not in prompt_section(why, "Known facts")
 
 
 @pytest.mark.parametrize(
@@ -174,7 +168,7 @@ async def test_new_starts_a_topic_seen_through_why(router, name):
     assert "New topic since " in why and "(/new)" in why
     await router.handle(msg("totally different: how do I bake bread?", **ADA))
     why = (await run(router, ADA, "why")).text
-    recent = why.split("Recent messages:")[1] if "Recent messages:" in why else ""
+    recent = prompt_section(why, "Recent messages")
     assert "(new topic started " in why and "New topic since" not in why  # said once
     assert "rocket engine" not in recent and "launch is on Friday" not in recent
     assert 'name = "Ada"' in why  # facts stay
@@ -302,20 +296,20 @@ def test_console_export_forgetme_export_and_remember_forgetfact_new_through_why(
     first = json.loads(path.read_text())
     assert first["messages"][0]["text"] == "my name is Grace and I live in Tallinn"
     assert first["export"]["chat_key"] == "console:grace"
-    facts = numbers(answers[3])
+    facts = numbered(answers[3])
     assert set(facts) == {"name: Grace", "location: Tallinn"}
     assert "Recent messages:" in answers[6] and answers[6].endswith(
         "(/new): recent messages begin there from the next answer."
     )
     (why,) = _chat(tmp_path, ["tell me something new", "/why"])[1:]
-    assert "(new topic started" in why and "ferry to Helsinki" not in why.split("Known facts")[0]
+    assert "(new topic started" in why and "ferry to Helsinki" not in prompt_section(why, "Recent messages")
     assert '"Grace wants answers in verse"' in why and '"Tallinn"' in why
 
     removed, _, why = _chat(
         tmp_path, [f"/forgetfact {facts['location: Tallinn']}", "what do you know?", "/why"]
     )
     assert removed.startswith(f"Removed #{facts['location: Tallinn']} location: Tallinn")
-    assert "Tallinn" not in why.split("Known facts")[1] and '"Grace"' in why
+    assert "Tallinn" not in prompt_section(why, "Known facts") and '"Grace"' in why
 
     forgot, empty = _chat(tmp_path, ["/forgetme", "/export"])
     assert forgot.startswith("Done") and empty == own_data.NOTHING_OF_YOURS + saved

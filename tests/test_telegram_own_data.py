@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from bot.adapters import telegram as tgad
 from bot.router import own_data
+from tests.support import numbered, prompt_section
 from tests.test_telegram_e2e import People, ask, bot_on_router
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -19,10 +19,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 @pytest.fixture
 def people(tg) -> People:
     return People(tg)
-
-
-def numbers(text: str) -> dict[str, int]:
-    return {m.group(2).strip(): int(m.group(1)) for m in re.finditer(r"#(\d+) ([^\n]+)", text)}
 
 
 async def exported_to(tg, user: dict, count: int) -> dict:
@@ -93,7 +89,7 @@ async def test_remember_forgetfact_new_seen_through_why(tg, openai, people, tmp_
         await ask(tg, dm, alice, "My name is Ada and I live in Paris.")
         await ask(tg, dm, alice, "The launch review is on Friday.")
         noted = await ask(tg, dm, alice, "/remember Ada wants short answers")
-        facts = numbers((await ask(tg, dm, alice, "/facts"))["text"])
+        facts = numbered((await ask(tg, dm, alice, "/facts"))["text"])
         removed = await ask(tg, dm, alice, f"/forgetfact {facts['location: Paris']}")
         bad = await ask(tg, dm, alice, "/forgetfact Paris")
         await ask(tg, dm, alice, "/new")
@@ -105,11 +101,11 @@ async def test_remember_forgetfact_new_seen_through_why(tg, openai, people, tmp_
     assert bad["text"].startswith("Which fact? Send /forgetfact N")
     assert "New topic since" in why_at_once["text"]
     text = why["text"]
-    assert "new topic started" in text and "launch review" not in text.split("Known facts")[0]
+    assert "new topic started" in text and "launch review" not in prompt_section(text, "Recent messages")
     assert (
         '"Ada wants short answers"' in text
         and '"Ada"' in text
-        and "Paris" not in text.split("Known facts")[1]
+        and "Paris" not in prompt_section(text, "Known facts")
     )
 
 
@@ -118,8 +114,8 @@ async def test_a_member_cannot_remove_someone_elses_fact_or_note(tg, openai, peo
     async with bot_on_router(tg, openai, tmp_path):
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         await ask(tg, g, people.alice, "/remember the team meets on Mondays")
-        facts = numbers((await ask(tg, g, people.alice, "/facts"))["text"])
-        notes = numbers((await ask(tg, g, people.bob, "/remember"))["text"])
+        facts = numbered((await ask(tg, g, people.alice, "/facts"))["text"])
+        notes = numbered((await ask(tg, g, people.bob, "/remember"))["text"])
         fact_refused = await ask(tg, g, people.bob, f"/forgetfact {facts['name: Ada']}")
         note_refused = await ask(
             tg, g, people.bob, f"/unremember {notes['the team meets on Mondays (from Alice)']}"
