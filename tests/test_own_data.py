@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bot.router import own_data
+from bot.router.pipeline import MEMORY_DOWN
 from bot.router.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import make_settings, msg, numbered, prompt_section, running_router
@@ -337,3 +338,24 @@ async def test_export_json_is_valid_for_any_cut_of_pages():
 
     data, header = await own_data.export_json(nothing())
     assert json.loads(data) == {"messages": []} and header == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("export", ""),
+        ("export", "all"),
+        ("remember", "x"),
+        ("remember", ""),
+        ("unremember", "1"),
+        ("forgetfact", "1"),
+        ("forgetfact", ""),
+        ("new", ""),
+    ],
+)
+async def test_with_the_memory_unreachable_each_command_says_so_and_sends_no_file(tmp_path, name, args):
+    settings = make_settings(None, api_key=None, memory_url="http://127.0.0.1:9", memory_token="x" * 20)
+    async with running_router(settings, tmp_path) as router:
+        result = await run(router, ADA, name, args)
+    assert result.text == MEMORY_DOWN
+    assert not result.files
