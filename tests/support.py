@@ -390,3 +390,15 @@ def fts_row(m: ChatMemory, message_id: str) -> dict:
         "WHERE rowid = (SELECT id FROM messages WHERE message_id = ?)",
         message_id,
     )[0]
+
+
+def prompt_section(prompt: str, title: str) -> str:
+    """One section of a memory prompt (or of /why), e.g. "Recent messages"; "" when absent."""
+    if f"{title}:" not in prompt:
+        return ""
+    return prompt.split(f"{title}:", 1)[1].split("\n\n", 1)[0]
+
+
+def numbered(text: str) -> dict[str, int]:
+    """{"name: Ada": 1, ...} from the "#N ..." lines of /facts, /forgetfact or /remember."""
+    return {m.group(2).strip(): int(m.group(1)) for m in re.finditer(r"#(\d+) ([^\n]+)", text)}

@@ -469,7 +469,7 @@ async def test_a_command_result_with_a_file_is_sent_as_a_document(tg, alice):
         text, document = await tg.wait_for_message(chat["id"], count=2)
     assert text["text"] == "Your data:"
     assert document["document"]["file_name"] == "export.json"
-    assert tg.documents == [("export.json", b'{"messages": []}')]
+    assert [(d.name, d.data) for d in tg.documents] == [("export.json", b'{"messages": []}')]
 
 
 async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alice, bob, group):

@@ -33,6 +33,7 @@ from aiohttp import web
 TOKEN = "123456:TEST-token_for-the-fake"
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
+MAX_UPLOAD = 50 * 1000 * 1000  # what the Bot API takes from a bot per file
 
 # Fields PTB sends as JSON strings inside form data.
 _JSON_FIELDS = {
@@ -372,7 +373,7 @@ class FakeTelegram:
         self.roles: dict[tuple[int, int], str] = {}
         self.commands: dict[tuple[str, str], list[dict]] = {}
         self.photos: list[bytes] = []
-        self.documents: list[tuple[str, bytes]] = []  # (file name, bytes) of each sendDocument
+        self.documents: list[Document] = []
         self.webhook_url: str = ""
         self.allowed_updates: list[str] | None = None
         self.webhook_secret: str | None = None
@@ -639,6 +640,9 @@ class FakeTelegram:
         if chat_id is None:
             raise bad("chat_id is empty")
         chat = self.chats.get(chat_id)
+        if chat is None and any(m.get("from", {}).get("id") == chat_id for m in self.messages.values()):
+            # A user the bot has seen (in a group) but who never pressed Start: the real answer.
+            raise ApiError(403, "Forbidden: bot can't initiate conversation with a user")
         if chat is None:
             raise bad("chat not found")
         return chat
@@ -848,13 +852,31 @@ class FakeTelegram:
 
     async def _m_sendDocument(self, params: dict, files: dict) -> dict:
         chat = self._chat(params)
-        data = files.get("document")
-        if data is None:
+        upload = files.get("document")
+        ref = params.get("document")
+        if upload is None and isinstance(ref, str) and ref.startswith("attach://"):
+            upload = files.get(ref.removeprefix("attach://"))
+        if upload is None:
             raise bad("there is no document in the request")
-        name = str(params.get("document_filename") or "file")
-        self.documents.append((name, data))
-        document = {"file_id": f"doc{len(self.documents)}", "file_name": name, "file_size": len(data)}
-        return self._bot_message(chat, document=document, **self._reply_to(chat, params))
+        if len(upload) > MAX_UPLOAD:
+            raise ApiError(413, "Request Entity Too Large")
+        if not upload:
+            raise bad("file must be non-empty")
+        name = getattr(upload, "filename", None) or "document"
+        document = Document(chat["id"], name, bytes(upload))
+        self.documents.append(document)
+        fields: dict[str, Any] = {
+            "document": {
+                "file_id": f"document{len(self.documents)}",
+                "file_unique_id": f"d{len(self.documents)}",
+                "file_name": name,
+                "file_size": len(upload),
+            },
+            **self._reply_to(chat, params),
+        }
+        if params.get("caption"):
+            fields["caption"] = plain_text(str(params["caption"]), params.get("parse_mode"))
+        return self._bot_message(chat, **fields)
 
     async def _m_setMyCommands(self, params: dict, files: dict) -> bool:
         commands = params.get("commands")
@@ -998,6 +1020,21 @@ def _error(e: ApiError) -> web.Response:
     return web.json_response(body, status=e.code)
 
 
+class Upload(bytes):
+    """An uploaded file's bytes, with the file name the client gave."""
+
+    filename: str = ""
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file the bot sent with sendDocument."""
+
+    chat_id: int
+    name: str
+    data: bytes
+
+
 async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Parameters from the query, a JSON body, a form or a multipart body, typed like the server does."""
     raw: dict[str, Any] = dict(request.query)
@@ -1011,8 +1048,9 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, 
         reader = await request.multipart()
         async for part in reader:
             if part.filename is not None:
-                files[part.name] = await part.read()
-                raw[f"{part.name}_filename"] = part.filename
+                upload = Upload(await part.read())
+                upload.filename = part.filename
+                files[part.name] = upload
             else:
                 raw[part.name] = await part.text()
     elif request.can_read_body:
