@@ -25,8 +25,10 @@ from memory_engine.compaction import (
     offline_summary,
     on_alarm,
     prepare,
+    summarizer_request,
     validate_summary,
 )
+from memory_engine.compaction_facts import split_reply
 from memory_engine.engine import KEEP_UNSUMMARIZED
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.offline_summary import named_things
@@ -509,3 +511,41 @@ def test_retention_after_a_big_import_goes_in_small_steps(tmp_path):
     steps = [a - b for a, b in itertools.pairwise(totals) if b < a]
     assert steps and max(steps) <= RETENTION_STEP
     assert sum(steps) == 1060 - totals[-1] and totals[-1] < 200
+
+
+def test_the_summarizer_request_asks_for_the_facts_block_in_the_same_call():
+    body = summarizer_request(
+        "light-sum",
+        "",
+        [
+            {"role": "user", "author": "Maya", "author_id": "7", "text": "I live in Porto", "ts": "t"},
+            {"role": "assistant", "author": "assistant", "author_id": "", "text": "noted", "ts": "t"},
+        ],
+    )
+    system, user = (m["content"] for m in body["messages"])
+    assert "fenced code block tagged json" in system and "favorite_" in system and "pets" in system
+    lines = [json.loads(line) for line in user.split("New messages (JSON lines):\n")[1].splitlines()]
+    assert lines[0]["author_id"] == "7" and "author_id" not in lines[1]
+    text, block = split_reply(
+        fenced(offline_summary("", []), [{"author_id": "7", "key": "name", "value": "Maya"}])
+    )
+    assert validate_summary(text) == text and block == [{"author_id": "7", "key": "name", "value": "Maya"}]
+
+
+async def test_facts_from_the_model_reach_the_facts_route(tmp_path):
+    async with FakeOpenAI() as fake:
+
+        def with_facts(req) -> Answer:
+            facts = [
+                {"author_id": "1", "key": "pets", "value": ["Biscuit (dog)"]},
+                {"author_id": "2", "key": "x"},
+            ]
+            return Answer(text=fenced(summary_echo(req).text, facts))
+
+        fake.responder = with_facts
+        async with host_with(fake, tmp_path) as (_host, client):
+            await say(client, 26)
+            done = await wait_until(lambda: _compactions(client, 1), timeout=10)
+            assert "```" not in done["summary"] and "Biscuit" not in done["summary"]
+            facts = (await client.get(f"/v1/chats/{CHAT}/facts")).json()["facts"]
+            assert [(f["author_id"], f["key"], f["value"]) for f in facts] == [("1", "pets", "Biscuit (dog)")]
