@@ -47,9 +47,12 @@ BATCH_CHARS = 24000  # and at most this much of their text
 # A backlog of any length costs at most this many summarizer calls: what they would not
 # cover is archived (searchable, never summarized). Room for a normal cycle of long messages.
 MAX_BACKLOG_CALLS = 4
-# After an import, at most this many of its newest messages (one call's worth at most) are
-# left to summarize; the older history is archived.
-IMPORT_TAIL = 50
+COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
+KEEP_UNSUMMARIZED = 5  # the newest messages a compaction leaves un-summarized
+# After an import, this many of its newest messages (and the kept five) are left to
+# summarize, the older history archived: exactly the threshold, so an import alone, in any
+# number of requests, makes no compaction due; the next live message makes one (one call).
+IMPORT_TAIL = COMPACT_THRESHOLD - KEEP_UNSUMMARIZED
 BACKOFF_BASE_MS = 2000
 BACKOFF_MAX_MS = 3600 * 1000
 
@@ -119,8 +122,6 @@ def archive_backlog(
     backlog of any length (an import, a summarizer down for days, the rebuild after a
     forgetting) costs at most `batches` calls, and a compaction step stays small.
     """
-    from .engine import KEEP_UNSUMMARIZED
-
     keep = KEEP_UNSUMMARIZED if keep is None else keep
     limit = batches * BATCH_MESSAGES if max_messages is None else min(max_messages, batches * BATCH_MESSAGES)
     rows = memory.sql.exec(
@@ -148,7 +149,7 @@ def archive_backlog(
 
 def prepare(memory: ChatMemory, keep: int | None = None, force: bool = False) -> Job | None:
     """The next compaction job, or None when the un-summarized history is short enough."""
-    from .engine import COMPACT_THRESHOLD, KEEP_UNSUMMARIZED, MSG_COLUMNS
+    from .engine import MSG_COLUMNS
 
     keep = KEEP_UNSUMMARIZED if keep is None else keep
     if not memory.unsummarized_beyond(keep if force else COMPACT_THRESHOLD):

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import forgetting, imports
+from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
 from .retrieval import index_message, rank
@@ -21,8 +22,6 @@ from .usage import record_usage, usage_on, usage_report
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
-COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
-KEEP_UNSUMMARIZED = 5
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 

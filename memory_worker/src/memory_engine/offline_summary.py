@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from .facts import extract_facts
-from .text import STOPWORDS
+from .text import STOPWORDS, tokens
 
 SECTIONS = (
     "## Objective",
@@ -77,6 +77,7 @@ _TO_SOMEONE = re.compile(
     r"(?:\s+\w+)?\s+(?:to|at|from)\s+$",
     re.I,
 )
+_CALLED = re.compile(r"(\b[\w ]{0,40}?)\s(?:named|called)\s+([^\W\d_][\w'’\-]*)", re.I)
 _AFTER = re.compile(rf"^\s+({_WORKS})\b", re.I)  # "the Atlas project"
 
 
@@ -157,6 +158,9 @@ def named_things(messages: list[dict[str, Any]]) -> list[tuple[str, str | None, 
             if q.strip() and q.strip()[0].isupper():
                 add(q.strip(), "title", False)
         text = _QUOTED.sub(" ", text)  # a title's words are not names of their own
+        for cue, name in _CALLED.findall(text):  # typed in lower case: only an explicit "called"
+            if not name[:1].isupper() and name not in STOPWORDS:
+                add(name, _kind(cue + " ", "") or None, False)
         for s in _SENTENCE.findall(text):
             for start, end, name, leading in _runs(s):
                 add(name, _kind(s[:start], s[end:]), leading)
@@ -169,6 +173,27 @@ def named_things(messages: list[dict[str, Any]]) -> list[tuple[str, str | None, 
         kind = kinds[key].most_common(1)[0][0] if key in kinds else None
         out.append((spelled[key], kind, counts[key]))
     return out
+
+
+# Words that say how people feel about something, not what it is.
+_FILLER = frozenset(
+    {
+        *("wow", "great", "cool", "nice", "awesome", "amazing", "sure", "yeah", "love", "good", "glad"),
+        *("totally", "definitely", "absolutely", "thanks", "called", "named", "happy", "sounds", "fun"),
+    }
+)
+
+
+def _frequent_words(said: list[dict[str, Any]], n: int = 6) -> list[str]:
+    skip = _FILLER | {w for m in said for w in tokens(_speaker(m))}
+    # Bounded in length: one 60k-character "word" must not fill the summary.
+    words = Counter(
+        t
+        for m in said
+        for t in tokens(m.get("text", ""))
+        if t not in STOPWORDS and t not in skip and 2 < len(t) <= 32 and not t.isdigit()
+    )
+    return [w for w, _ in words.most_common(n)]
 
 
 def _label(name: str, kind: str | None) -> str:
@@ -222,6 +247,8 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     speakers = Counter(_speaker(m) for m in said)
     things = named_things(messages)
     labels = [_label(name, kind) for name, kind, _ in things]
+    if len(labels) < 3:  # little is named (or everything typed in lower case): the frequent words too
+        labels += [w for w in _frequent_words(said) if w not in {n.lower() for n, _, _ in things}]
     objective = _objective(old[SECTIONS[0]], [s for s, _ in speakers.most_common(6)], labels)
 
     details: list[str] = []
