@@ -195,7 +195,7 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
     """Import every conversation into a local host and score its search route, per conversation."""
     import httpx
 
-    from memory_worker.host import EmbeddedMemoryHost
+    from memory_worker.local import EmbeddedMemoryHost
 
     tallies: list[Tally] = []
     timing: dict[str, Any] = {"import_s": 0.0, "imported": 0, "search_ms": []}
@@ -250,7 +250,7 @@ def _in_process_tallies(convs: list[dict[str, Any]]) -> dict[tuple[float, float]
     """Per knob setting, one tally per conversation (ChatMemory over SqliteStorage, in memory)."""
     from memory_engine import ChatMemory, retrieval
 
-    from memory_worker.host import SqliteStorage
+    from memory_worker.local import SqliteStorage
 
     built = []
     for conv in convs:

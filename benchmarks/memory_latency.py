@@ -86,7 +86,7 @@ def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[f
     """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages."""
     from memory_engine import ChatMemory
 
-    from memory_worker.host import SqliteStorage
+    from memory_worker.local import SqliteStorage
 
     storage = SqliteStorage(tmp / f"inproc-{n}.sqlite3")
     memory = ChatMemory(storage, retention=10 * n)
@@ -118,7 +118,7 @@ async def over_http(
     """Turn latencies (ms) over HTTP per size, and the import throughput of the prefill."""
     import aiohttp
 
-    from memory_worker.host import EmbeddedMemoryHost
+    from memory_worker.local import EmbeddedMemoryHost
 
     results: dict[int, list[float]] = {}
     rates: dict[int, float] = {}
@@ -281,7 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="comma-separated chat sizes")
     parser.add_argument("--turns", type=int, default=300, help="turns measured per size (ours)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("memory_latency.png")))
+    parser.add_argument(
+        "--runtime",
+        choices=("cpython", "pyodide"),
+        default="cpython",
+        help="pyodide: the Worker on Pyodide beside the local host at 10k messages (pyodide_latency.py)",
+    )
     args = parser.parse_args(argv)
+    if args.runtime == "pyodide":
+        import pyodide_latency
+
+        return pyodide_latency.main(["--data", args.data, "--turns", str(min(args.turns, 200))])
     sizes = tuple(int(s) for s in args.sizes.split(","))
 
     corpus = Corpus(args.data)

@@ -20,9 +20,11 @@ from typing import Any
 
 from bot.config import Settings, Tier, load_settings
 from bot.router import logs
+from bot.router.chats import ChatState
 from bot.router.fallback import RetryPolicy
 from bot.router.memory import HttpMemoryClient, MemoryClient
-from bot.router.models import ChatModel, OfflineModel, OpenAICompatModel
+from bot.router.models import ChatModel, OpenAICompatModel
+from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
 from bot.router.tiers import ChoiceRules
@@ -78,18 +80,23 @@ async def build_router(
     data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
         if settings.memory_url is None:
-            from memory_worker.host import EmbeddedMemoryHost
+            from memory_worker.local import EmbeddedMemoryHost
 
             host = await stack.enter_async_context(
                 EmbeddedMemoryHost(data_dir / "memory", token=None, summarizer=None)
             )
             url, token = host.url, host.token
         else:
-            url, token = settings.memory_url, settings.memory_token
+            url, token = settings.memory_url, settings.memory_token or ""
         # From here on no log record carries a secret, whichever library writes it.
         stack.callback(logs.install((*settings.secrets(), token or "")))
-        memory: MemoryClient = await stack.enter_async_context(HttpMemoryClient(url, token))
+        client: MemoryClient = await stack.enter_async_context(
+            HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+        )
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
+        # The gateway's replay task runs while the router is in use; closing it flushes once more.
+        options = options or RouterOptions.from_settings(settings.memory)
+        gateway = await stack.enter_async_context(options.gateway(client, outbox))
 
         offline = False
         if models is not None:
@@ -105,9 +112,9 @@ async def build_router(
             chosen, tiers = {"offline": OfflineModel()}, {"offline": OFFLINE_TIER}
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
-        router = Router(
-            memory=memory,
-            outbox=outbox,
+        yield Router(
+            memory=gateway,
+            chats=ChatState(),
             models=chosen,
             tiers=tiers,
             settings=settings,
@@ -121,11 +128,8 @@ async def build_router(
                 max_wait_s=settings.router.max_retry_wait_s,
             ),
             secrets=(*settings.secrets(), token or ""),
-            options=options,
             offline=offline,
         )
-        async with router:
-            yield router
 
 
 def run_chat(data_dir: Path, chat_key: str) -> int:

@@ -1,15 +1,75 @@
-"""Settings: read once from config/bot.toml (or BOT_CONFIG), the environment and an env file."""
+"""Settings: read once from config/bot.toml (or BOT_CONFIG), the environment and an env file.
+
+config/bot.toml is the one place where defaults are stated: it ships inside the package (as
+`bot.defaults`, see pyproject.toml), a BOT_CONFIG file is read over it (a table it leaves out
+keeps the shipped values; its own [tiers] replace the shipped ones), and the dataclass
+defaults below are read from it too.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
+_SOURCE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
+
+
+def _packaged_config() -> Path:
+    """config/bot.toml as installed with the package (bot.defaults), or in the source tree."""
+    try:
+        packaged = resources.files("bot.defaults").joinpath("bot.toml")
+        if packaged.is_file():
+            return Path(str(packaged))
+    except ModuleNotFoundError:  # a source checkout on PYTHONPATH, not installed
+        pass
+    return _SOURCE_CONFIG
+
+
+DEFAULT_CONFIG = _packaged_config()
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def default(section: str, key: str) -> Any:
+    """The shipped default of `[section] key` (section may be dotted: "router.choice")."""
+    table: Any = _defaults()
+    for part in section.split("."):
+        table = table[part]
+    return copy.deepcopy(table[key])
+
+
+def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` (a parsed bot.toml) read over the shipped defaults: tables merge, values replace.
+
+    A config with its own [tiers] replaces the shipped tiers whole, and then the shipped
+    fallback order and default tier (which name the shipped tiers) give way to its own tiers.
+    """
+    merged = copy.deepcopy(_defaults())
+    if "tiers" in data:
+        merged["tiers"] = {}
+        merged["router"].pop("fallback_order", None)
+        merged["router"].pop("default_tier", None)
+    _merge(merged, data)
+    return merged
+
+
+def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 @dataclass(frozen=True)
@@ -20,7 +80,7 @@ class Tier:
     model: str
     base_url: str | None = None
     api_key: str | None = None
-    context_tokens: int = 128000
+    context_tokens: int = 128000  # when a tier does not say (bot.toml states it for each tier)
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
 
@@ -29,12 +89,12 @@ class Tier:
 class RouterSettings:
     """How the router picks, retries and falls back between tiers."""
 
-    fallback_order: tuple[str, ...] = ("standard", "light", "heavy")
-    default_tier: str = "standard"
-    time_budget_s: float = 60.0
-    request_timeout_s: float = 30.0
-    max_attempts_per_tier: int = 2
-    max_retry_wait_s: float = 5.0  # longest Retry-After waited for; longer: next tier at once
+    fallback_order: tuple[str, ...] = tuple(default("router", "fallback_order"))
+    default_tier: str = default("router", "default_tier")
+    time_budget_s: float = default("router", "time_budget_s")
+    request_timeout_s: float = default("router", "request_timeout_s")
+    max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
+    max_retry_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
     choice: Mapping[str, Any] = field(default_factory=dict)  # [router.choice]: tier-choice signals
 
 
@@ -47,12 +107,22 @@ class PlatformSettings:
     gateway_url: str | None = None  # Discord only
     webhook_url: str | None = None  # Telegram only
     dev_guild_id: str | None = None  # Discord only
-    streaming: bool = True
+    streaming: bool = default("telegram", "streaming")
     # How long a reply keeps being retried through a platform outage (5xx, refused, timeouts)
     # before it is logged as undelivered; the conversation in memory is intact either way.
-    send_budget_s: float = 60.0
-    webhook_listen: str = "0.0.0.0"  # Telegram only: where the webhook server listens
-    webhook_port: int = 8443  # Telegram only
+    send_budget_s: float = default("telegram", "send_budget_s")
+    webhook_listen: str = default("telegram", "webhook_listen")  # Telegram only
+    webhook_port: int = default("telegram", "webhook_port")  # Telegram only
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """How the bot talks to the memory worker: its timeout, and the outbox replay and back-off."""
+
+    timeout_s: float = default("memory", "timeout_s")
+    replay_interval_s: float = default("memory", "replay_interval_s")
+    retry_s: float = default("memory", "retry_s")
+    retry_max_s: float = default("memory", "retry_max_s")
 
 
 @dataclass(frozen=True)
@@ -62,9 +132,10 @@ class Settings:
     tiers: Mapping[str, Tier]
     router: RouterSettings = field(default_factory=RouterSettings)
     admin_user_ids: frozenset[str] = frozenset()
-    record_group_messages: bool = True
-    memory_scope: str = "chat"  # "chat" or "user"
-    daily_budget_usd: float = 1.0
+    record_group_messages: bool = default("bot", "record_group_messages")
+    memory_scope: str = default("bot", "memory_scope")  # "chat" or "user"
+    daily_budget_usd: float = default("bot", "daily_budget_usd")
+    memory: MemorySettings = field(default_factory=MemorySettings)
     memory_url: str | None = None  # unset: embedded local memory host
     memory_token: str | None = None
     summary_base_url: str | None = None
@@ -118,55 +189,67 @@ def _blank_to_none(value: str | None) -> str | None:
     return value.strip() if value and value.strip() else None
 
 
-def settings_from(data: Mapping, env: Mapping[str, str]) -> Settings:
-    """Build Settings from parsed TOML and an environment mapping."""
+def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
+    """Build Settings from parsed TOML (read over the shipped defaults) and an environment mapping."""
+    data = with_defaults(data)
     default_base = _blank_to_none(env.get("OPENAI_BASE_URL"))
     tiers: dict[str, Tier] = {}
-    for name, t in (data.get("tiers") or {}).items():
+    for name, t in data["tiers"].items():
         key_env = t.get("api_key_env", "OPENAI_API_KEY")
         tiers[name] = Tier(
             name=name,
             model=t["model"],
             base_url=_blank_to_none(t.get("base_url")) or default_base,
             api_key=_blank_to_none(env.get(key_env)),
-            context_tokens=int(t.get("context_tokens", 128000)),
+            context_tokens=int(t.get("context_tokens", Tier.context_tokens)),
             price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
             price_out_per_mtok=float(t.get("price_out_per_mtok", 0.0)),
         )
-    r = data.get("router") or {}
+    r = data["router"]
     router = RouterSettings(
         fallback_order=tuple(r.get("fallback_order") or tiers.keys()),
-        default_tier=r.get("default_tier") or next(iter(tiers), "standard"),
-        time_budget_s=float(r.get("time_budget_s", 60.0)),
-        request_timeout_s=float(r.get("request_timeout_s", 30.0)),
-        max_attempts_per_tier=int(r.get("max_attempts_per_tier", 2)),
-        max_retry_wait_s=float(r.get("max_retry_wait_s", 5.0)),
-        choice=dict(r.get("choice") or {}),
+        default_tier=r.get("default_tier") or next(iter(tiers), ""),
+        time_budget_s=float(r["time_budget_s"]),
+        request_timeout_s=float(r["request_timeout_s"]),
+        max_attempts_per_tier=int(r["max_attempts_per_tier"]),
+        max_retry_wait_s=float(r["max_retry_wait_s"]),
+        choice=dict(r["choice"]),
     )
-    b = data.get("bot") or {}
+    b = data["bot"]
+    m = data["memory"]
     admins = frozenset(x.strip() for x in (env.get("ADMIN_USER_IDS") or "").split(",") if x.strip())
 
     def platform(section: str, prefix: str) -> PlatformSettings:
-        p = data.get(section) or {}
+        p = data[section]
         return PlatformSettings(
             token=_blank_to_none(env.get(f"{prefix}_BOT_TOKEN")),
             api_base_url=_blank_to_none(env.get(f"{prefix}_API_BASE_URL")),
             gateway_url=_blank_to_none(env.get(f"{prefix}_GATEWAY_URL")),
             webhook_url=_blank_to_none(env.get(f"{prefix}_WEBHOOK_URL")),
             dev_guild_id=_blank_to_none(env.get(f"{prefix}_DEV_GUILD_ID")),
-            streaming=bool(p.get("streaming", True)),
-            send_budget_s=float(p.get("send_budget_s", 60.0)),
-            webhook_listen=_blank_to_none(env.get(f"{prefix}_WEBHOOK_LISTEN")) or "0.0.0.0",
-            webhook_port=int(_blank_to_none(env.get(f"{prefix}_WEBHOOK_PORT")) or 8443),
+            streaming=bool(p["streaming"]),
+            send_budget_s=float(p.get("send_budget_s", PlatformSettings.send_budget_s)),
+            webhook_listen=_blank_to_none(env.get(f"{prefix}_WEBHOOK_LISTEN"))
+            or str(p.get("webhook_listen", PlatformSettings.webhook_listen)),
+            webhook_port=int(
+                _blank_to_none(env.get(f"{prefix}_WEBHOOK_PORT"))
+                or p.get("webhook_port", PlatformSettings.webhook_port)
+            ),
         )
 
     return Settings(
         tiers=tiers,
         router=router,
         admin_user_ids=admins,
-        record_group_messages=bool(b.get("record_group_messages", True)),
-        memory_scope=str(b.get("memory_scope", "chat")),
-        daily_budget_usd=float(b.get("daily_budget_usd", 1.0)),
+        record_group_messages=bool(b["record_group_messages"]),
+        memory_scope=str(b["memory_scope"]),
+        daily_budget_usd=float(b["daily_budget_usd"]),
+        memory=MemorySettings(
+            timeout_s=float(m["timeout_s"]),
+            replay_interval_s=float(m["replay_interval_s"]),
+            retry_s=float(m["retry_s"]),
+            retry_max_s=float(m["retry_max_s"]),
+        ),
         memory_url=_blank_to_none(env.get("MEMORY_URL")),
         memory_token=_blank_to_none(env.get("MEMORY_API_TOKEN")),
         summary_base_url=_blank_to_none(env.get("SUMMARY_BASE_URL")),

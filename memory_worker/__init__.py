@@ -1,0 +1,1 @@
+"""The memory worker: the Cloudflare Worker (`src/`) and the local host running the same engine (`local/`)."""

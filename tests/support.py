@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bot.app import build_router
 from bot.config import Settings, settings_from
@@ -116,3 +123,76 @@ async def wait_until(
 def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """{tier: (calls, errors)} from GET /usage."""
     return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
+
+
+_SERVING = re.compile(r"^memory host serving .* on (http://\S+)$", re.M)
+
+
+class ServedMemory:
+    """`chatbot memory serve --port 0` as a subprocess, its output kept in a file.
+
+    The system picks the port (no free-port guess that another process could take first);
+    `start` reads the URL the host prints, so each restart may get a new `url`.
+    """
+
+    def __init__(self, data: Path, token: str, env: dict[str, str] | None = None, log: Path | None = None):
+        self.data, self.token, self.env = data, token, env or {}
+        self.log = log or data.parent / f"{data.name}-serve.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.starts = 0
+
+    async def start(self, timeout: float = 20) -> None:
+        """Start the host, wait for the URL it prints and for /health to answer 200."""
+        chatbot = Path(sys.executable).with_name("chatbot")
+        env = dict(os.environ, MEMORY_API_TOKEN=self.token, **self.env)
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        args = ["memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(self.data)]
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [str(chatbot), *args],
+                env=env,
+                stdout=out,
+                stderr=out,
+            )
+        self.starts += 1
+
+        def printed_url() -> str | None:
+            assert self.proc is not None and self.proc.poll() is None, self.output()[-2000:]
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                found = _SERVING.search(f.read().decode("utf-8", "replace"))
+            return found.group(1) if found else None
+
+        self.url = await wait_until(printed_url, timeout=timeout, what="the memory host's URL")
+        async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=2) as client:
+
+            async def healthy() -> bool:
+                try:
+                    return (await client.get("/health")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_until(healthy, timeout=timeout, what="memory host health")
+
+    def output(self) -> str:
+        """Everything the host printed so far (all its runs)."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill9(self) -> None:
+        """SIGKILL, and reap."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=10) == -signal.SIGKILL
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM; the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def stop_quietly(self) -> None:
+        """Make sure nothing is left running."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)

@@ -9,8 +9,9 @@ from pathlib import Path
 from bot.app import build_router
 from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
-from bot.router.models import OfflineModel, OpenAICompatModel
-from memory_worker.host import EmbeddedMemoryHost
+from bot.router.models import OpenAICompatModel
+from bot.router.offline import OfflineModel
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import FAST, make_settings, msg
 
@@ -105,3 +106,56 @@ def test_platform_command_without_token_says_so_and_exits_2(tmp_path):
     )
     assert out.returncode == 2
     assert "DISCORD_BOT_TOKEN" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
+    import tomllib
+    from importlib import resources
+
+    from bot.config import DEFAULT_CONFIG, MemorySettings, PlatformSettings, RouterSettings, Settings
+    from bot.router.fallback import RetryPolicy
+    from bot.router.tiers import ChoiceRules
+
+    packaged = resources.files("bot.defaults").joinpath("bot.toml")
+    assert packaged.is_file() and DEFAULT_CONFIG.samefile(str(packaged))
+    assert packaged.read_bytes() == (REPO / "config" / "bot.toml").read_bytes()  # one file, shipped
+    toml = tomllib.loads(packaged.read_text())
+    router, choice = toml["router"], toml["router"]["choice"]
+    assert RouterSettings().time_budget_s == RetryPolicy().time_budget_s == router["time_budget_s"]
+    assert RouterSettings().request_timeout_s == RetryPolicy().request_timeout_s == router["request_timeout_s"]
+    assert RetryPolicy().max_attempts_per_tier == router["max_attempts_per_tier"]
+    assert RetryPolicy().max_wait_s == router["max_retry_wait_s"]
+    assert ChoiceRules().heavy_words == tuple(choice["heavy_words"]) and ChoiceRules().long_chars == choice["long_chars"]
+    assert PlatformSettings().send_budget_s == toml["telegram"]["send_budget_s"]
+    assert PlatformSettings().webhook_port == toml["telegram"]["webhook_port"]
+    assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
+    assert Settings(tiers={}).daily_budget_usd == toml["bot"]["daily_budget_usd"]
+
+
+def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
+    partial = tmp_path / "partial.toml"
+    partial.write_text("[router]\ntime_budget_s = 5.0\n\n[bot]\ndaily_budget_usd = 0.25\n")
+    settings = load_settings(env={"BOT_CONFIG": str(partial)}, env_file=None)
+    assert settings.router.time_budget_s == 5.0 and settings.daily_budget_usd == 0.25
+    assert settings.router.request_timeout_s == 30.0 and list(settings.tiers) == ["light", "standard", "heavy"]
+    own = tmp_path / "own.toml"
+    own.write_text('[tiers.fast]\nmodel = "m-fast"\n\n[tiers.smart]\nmodel = "m-smart"\n')
+    settings = load_settings(env={"BOT_CONFIG": str(own)}, env_file=None)
+    assert list(settings.tiers) == ["fast", "smart"]  # its own tiers replace the shipped ones
+    assert settings.router.fallback_order == ("fast", "smart") and settings.router.default_tier == "fast"
+    assert settings.router.choice["heavy_words"][0] == "explain"  # the rest is still shipped
+
+
+def test_chat_from_another_folder_needs_no_bot_config(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OPENAI_", "BOT_CONFIG"))}
+    out = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "d")],
+        input="where do I live?\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # no config/ folder here
+        env=env,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "offline" in out.stdout and "FileNotFoundError" not in out.stderr

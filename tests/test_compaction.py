@@ -33,7 +33,7 @@ from memory_engine.compaction_facts import split_reply
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.offline_summary import named_things
 
-from memory_worker.host import EmbeddedMemoryHost, SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.support import wait_until
 

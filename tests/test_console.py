@@ -179,3 +179,16 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
         if proc.poll() is None:
             proc.kill()
         os.close(master)
+
+
+async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tmp_path):
+    async with FakeOpenAI(default=Echo(prefix="model says: ")) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            session = ConsoleSession(router, "console:bob")
+            await session.answer("my dog Biscuit loves the beach at Nazaré")
+            await session.answer("tell me about the beach")
+            assert "Biscuit" in await session.answer("/why")
+            assert "forgot" in await session.answer("/forgetme")
+            after = await session.answer("/why")
+    assert "Biscuit" not in after and "Nazaré" not in after
+    assert after == "No answer yet in this chat, so no memory prompt to show."

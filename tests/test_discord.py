@@ -14,17 +14,20 @@ import pytest
 
 from bot.adapters import discord as adapter
 from bot.config import PlatformSettings, Settings
-from bot.router.types import CommandResult, IncomingMessage, Reply
+from bot.router.commands import COMMANDS
+from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
 from tests.support import wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
-ADMIN_NAMES = sorted([*adapter.ADMIN_COMMANDS, "mode", "forget"])
-EVERYONE_NAMES = sorted([*adapter.EVERYONE_COMMANDS, "tier"])
+ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
+EVERYONE_NAMES = sorted(c.name for c in COMMANDS if not c.admin and c.on("discord"))
 
 
 class RecordingRouter:
     """An honest ChatService: answers by rule, refuses admin commands to non-admins, records calls."""
+
+    registry = COMMANDS  # the real commands: the slash commands are built from them
 
     def __init__(self, answer: Callable[[IncomingMessage], str] | None = None) -> None:
         self.answer = answer or (lambda m: f"echo: {m.text}")
@@ -70,7 +73,7 @@ class RecordingRouter:
             if not message.is_admin:
                 return CommandResult(text="Only admins can do that.")
         if name == "usage":
-            return CommandResult(text="```\ntier calls\nstandard 3\n```", image_png=PNG)
+            return CommandResult("Usage:", table="tier calls\nstandard 3", files=(File("usage.png", PNG, "image/png"),))
         if name == "forget" and args != "yes":
             return CommandResult(text="Forget this whole chat?", confirm="/forget yes")
         return CommandResult(text=f"{name} done {args}".strip())

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from bot.adapters import discord as adapter
+from bot.adapters import discord_send
 from bot.app import build_router
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import CUT_OFF
@@ -215,7 +216,7 @@ async def test_forget_button_erases_the_chat(fake_discord, openai, world, bot):
 
 
 async def test_the_answer_streams_into_one_growing_message(fake_discord, openai, world, bot, monkeypatch):
-    monkeypatch.setattr(adapter, "EDIT_INTERVAL_S", 0.05)
+    monkeypatch.setattr(discord_send, "EDIT_INTERVAL_S", 0.05)
     text = "Streaming works. " * 20
     openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
     await fake_discord.user_says(world.dm, world.member, "Please stream something to me.")
@@ -273,3 +274,19 @@ async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(fake_discord, openai, world, bot):
+    ch = world.general
+    bot_mention = fake_discord.mention(fake_discord.bot)
+    await fake_discord.user_says(ch, world.member, "my dog Biscuit loves the beach at Nazaré")  # recorded
+    await fake_discord.user_says(
+        ch, world.member, f"{bot_mention} tell me about the beach", mentions=[fake_discord.bot]
+    )
+    await answered(fake_discord, ch, "tell me about the beach")
+    before = await slash(fake_discord, "why", world.admin, ch)
+    await slash(fake_discord, "forgetme", world.member, ch)
+    after = await slash(fake_discord, "why", world.admin, ch)
+    assert "Biscuit" in before["content"]
+    assert "Biscuit" not in after["content"] and "Nazaré" not in after["content"]
+    assert after["content"] == "No answer yet in this chat, so no memory prompt to show."

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.adapters import discord as adapter
+from bot.adapters import discord_send
 from tests.test_discord import router, running, settings_for, world  # noqa: F401  (router, world: fixtures)
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short
@@ -17,7 +18,7 @@ INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 @pytest.fixture(autouse=True)
 def fast_pace(monkeypatch):
     """Edits at most every INTERVAL seconds."""
-    monkeypatch.setattr(adapter, "EDIT_INTERVAL_S", INTERVAL)
+    monkeypatch.setattr(discord_send, "EDIT_INTERVAL_S", INTERVAL)
 
 
 @pytest.fixture

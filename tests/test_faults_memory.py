@@ -18,10 +18,8 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,87 +27,13 @@ import httpx
 import pytest
 from memory_engine.compaction import SECTIONS
 
-from memory_worker.host import ChatStore, EmbeddedMemoryHost
+from memory_worker.local import ChatStore, EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
-from tests.support import wait_until
+from tests.support import ServedMemory, wait_until
 
 TOKEN = "faults-token-9d2e7b41"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 TRANSPORT = (httpx.TransportError,)
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Served:
-    """`chatbot memory serve` as a subprocess on a fixed port, its output kept in files."""
-
-    def __init__(self, data: Path, port: int, env: dict[str, str] | None = None):
-        self.data, self.port, self.env = data, port, env or {}
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-        self.log = data.parent / f"{data.name}-serve.log"
-
-    @property
-    def url(self) -> str:
-        """The base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        """Start the host and wait until /health answers."""
-        chatbot = Path(sys.executable).with_name("chatbot")
-        env = dict(os.environ, MEMORY_API_TOKEN=TOKEN, **self.env)
-        out = open(self.log, "ab")
-        self.proc = subprocess.Popen(
-            [
-                str(chatbot),
-                "memory",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--data",
-                str(self.data),
-            ],
-            env=env,
-            stdout=out,
-            stderr=out,
-        )
-        out.close()
-        self.starts += 1
-        async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=2) as client:
-
-            async def healthy() -> bool:
-                assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-2000:]
-                try:
-                    return (await client.get("/health")).status_code == 200
-                except TRANSPORT:
-                    return False
-
-            await wait_until(healthy, timeout=20, what="host health")
-
-    def kill9(self) -> None:
-        """SIGKILL, and reap."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        assert self.proc.wait(timeout=10) == -signal.SIGKILL
-
-    def terminate(self, timeout: float = 30) -> int:
-        """SIGTERM; the exit code."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def stop_quietly(self) -> None:
-        """Make sure nothing is left running."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 def chat_db(data: Path, chat: str) -> Path:
@@ -162,7 +86,7 @@ async def _exactly_once_under_kills(
 ) -> LoadResult:
     rng = random.Random(seed)
     data = tmp_path / "data"
-    served = Served(data, free_port())
+    served = ServedMemory(data, TOKEN)
     result = LoadResult()
     total = chats * turns * 2
     # Kill points: random counts of acknowledged writes, spread over the run.
@@ -173,7 +97,6 @@ async def _exactly_once_under_kills(
     up.set()
     try:
         async with httpx.AsyncClient(
-            base_url=served.url,
             headers=AUTH,
             trust_env=False,
             timeout=10,
@@ -181,11 +104,11 @@ async def _exactly_once_under_kills(
         ) as client:
 
             async def send(path: str, body: dict) -> None:
-                """POST until acknowledged; retries reuse the same message_id."""
+                """POST until acknowledged; retries reuse the same message_id (each restart has its URL)."""
                 while True:
                     await up.wait()
                     try:
-                        r = await client.post(path, json=body)
+                        r = await client.post(served.url + path, json=body)
                     except TRANSPORT:
                         result.retried += 1
                         continue
@@ -225,7 +148,7 @@ async def _exactly_once_under_kills(
             async def killer() -> None:
                 for point in points:
                     async with acked_changed:
-                        await acked_changed.wait_for(lambda: result.acked >= point)
+                        await acked_changed.wait_for(lambda point=point: result.acked >= point)
                     up.clear()
                     served.kill9()
                     result.kills += 1
@@ -282,7 +205,7 @@ def _summary_text() -> str:
 async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_path):
     async with FakeOpenAI(default=Answer(text=_summary_text(), delay=1.5)) as fake:
         data = tmp_path / "data"
-        served = Served(data, free_port(), env={"SUMMARY_BASE_URL": fake.url, "SUMMARY_MODEL": "light"})
+        served = ServedMemory(data, TOKEN, env={"SUMMARY_BASE_URL": fake.url, "SUMMARY_MODEL": "light"})
         await served.start()
         acked: dict[str, set[str]] = {}
         failed: dict[str, set[str]] = {}
@@ -340,9 +263,11 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
     slow = audit(data, "term:slow")
     assert len(slow.message_ids) == 10
     lines = [json.loads(line) for line in served.log.read_text().splitlines() if line.startswith("{")]
-    assert any(line.get("msg") == "stopped cleanly" for line in lines)
+    assert any(line.get("message") == "stopped cleanly" for line in lines)
     requests = [line for line in lines if line.get("logger") == "memory_worker.access"]
-    assert requests and all({"request_id", "chat", "status", "ms", "route"} <= set(line) for line in requests)
+    assert requests and all(
+        {"request_id", "chat_key", "status", "ms", "route"} <= set(line) for line in requests
+    )
     assert TOKEN not in served.log.read_text() and "slow chat" not in served.log.read_text()
 
 
@@ -365,30 +290,32 @@ async def _turn(client: httpx.AsyncClient, chat: str, mid: str, size: int = 2000
 
 async def test_disk_full_page_cap_is_a_clear_507_and_recovers(tmp_path, capsys):
     data = tmp_path / "data"
-    async with EmbeddedMemoryHost(data, token=TOKEN) as host:
-        async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client:
-            assert await _turn(client, "full:a", "a0") == 200
-            assert await _turn(client, "full:b", "b0") == 200
-            memory = host.host.store.open("full:a")
-            pages = memory.sql.exec("PRAGMA page_count")[0]["page_count"]
-            memory.sql.conn.execute(f"PRAGMA max_page_count = {pages + 8}")  # chat a's disk: nearly full
-            acked, refused = {"a0"}, []
-            for i in range(1, 60):
-                status = await _turn(client, "full:a", f"a{i}")
-                (acked.add(f"a{i}") if status == 200 else refused.append(f"a{i}"))
-                # the other chat keeps being served throughout
-                assert await _turn(client, "full:b", f"b{i}") == 200
-            assert len(refused) >= 20, "the cap never filled"
-            r = await client.get("/v1/chats/full:a/stats")  # reads still answer
-            assert r.status_code == 200 and r.json()["total_messages"] == len(acked)
-            r = await client.get("/v1/chats/full:a/search", params={"q": "fill words"})
-            assert r.status_code == 200
-            # space is back: the refused ones are retried with their ids, exactly once
-            memory.sql.conn.execute("PRAGMA max_page_count = 1073741823")
-            for mid in refused + ["a1"]:
-                assert await _turn(client, "full:a", mid) == 200
-            r = await client.get("/v1/chats/full:a/stats")
-            assert r.json()["total_messages"] == 60
+    async with (
+        EmbeddedMemoryHost(data, token=TOKEN) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client,
+    ):
+        assert await _turn(client, "full:a", "a0") == 200
+        assert await _turn(client, "full:b", "b0") == 200
+        memory = host.host.store.open("full:a")
+        pages = memory.sql.exec("PRAGMA page_count")[0]["page_count"]
+        memory.sql.conn.execute(f"PRAGMA max_page_count = {pages + 8}")  # chat a's disk: nearly full
+        acked, refused = {"a0"}, []
+        for i in range(1, 60):
+            status = await _turn(client, "full:a", f"a{i}")
+            (acked.add(f"a{i}") if status == 200 else refused.append(f"a{i}"))
+            # the other chat keeps being served throughout
+            assert await _turn(client, "full:b", f"b{i}") == 200
+        assert len(refused) >= 20, "the cap never filled"
+        r = await client.get("/v1/chats/full:a/stats")  # reads still answer
+        assert r.status_code == 200 and r.json()["total_messages"] == len(acked)
+        r = await client.get("/v1/chats/full:a/search", params={"q": "fill words"})
+        assert r.status_code == 200
+        # space is back: the refused ones are retried with their ids, exactly once
+        memory.sql.conn.execute("PRAGMA max_page_count = 1073741823")
+        for mid in [*refused, "a1"]:
+            assert await _turn(client, "full:a", mid) == 200
+        r = await client.get("/v1/chats/full:a/stats")
+        assert r.json()["total_messages"] == 60
     a, b = audit(data, "full:a"), audit(data, "full:b")
     assert a.integrity == b.integrity == "ok"
     assert set(a.message_ids) == {f"a{i}" for i in range(60)} and set(a.message_ids.values()) == {1}
@@ -402,17 +329,19 @@ async def test_disk_full_page_cap_is_a_clear_507_and_recovers(tmp_path, capsys):
 
 async def test_disk_full_cap_for_every_chat_via_the_store_hook(tmp_path):
     data = tmp_path / "data"
-    async with EmbeddedMemoryHost(data, token=TOKEN) as host:
-        async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client:
-            assert await _turn(client, "cap:a", "a0") == 200
-            host.host.store.limit_pages(1)  # below any database's size: nothing more fits anywhere
-            assert await _turn(client, "cap:a", "a1") == 507
-            assert await _turn(client, "cap:new", "n0") == 507  # a new chat cannot even be created
-            r = await client.get("/v1/chats/cap:a/stats")
-            assert r.status_code == 200 and r.json()["total_messages"] == 1
-            host.host.store.limit_pages(None)
-            assert await _turn(client, "cap:a", "a1") == 200
-            assert await _turn(client, "cap:new", "n0") == 200
+    async with (
+        EmbeddedMemoryHost(data, token=TOKEN) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=10) as client,
+    ):
+        assert await _turn(client, "cap:a", "a0") == 200
+        host.host.store.limit_pages(1)  # below any database's size: nothing more fits anywhere
+        assert await _turn(client, "cap:a", "a1") == 507
+        assert await _turn(client, "cap:new", "n0") == 507  # a new chat cannot even be created
+        r = await client.get("/v1/chats/cap:a/stats")
+        assert r.status_code == 200 and r.json()["total_messages"] == 1
+        host.host.store.limit_pages(None)
+        assert await _turn(client, "cap:a", "a1") == 200
+        assert await _turn(client, "cap:new", "n0") == 200
     assert audit(data, "cap:a").message_ids == {"a0": 1, "a1": 1}
     assert audit(data, "cap:new").message_ids == {"n0": 1}
 
@@ -434,8 +363,7 @@ async def test_disk_full_on_a_real_small_filesystem(tmp_path, capsys):
     mnt = tmp_path / "small"
     if not _can_mount_tmpfs(mnt):
         pytest.skip("needs root to mount a 4 MiB tmpfs")
-    served = Served(mnt / "data", free_port())
-    served.log = tmp_path / "serve.log"
+    served = ServedMemory(mnt / "data", TOKEN, log=tmp_path / "serve.log")
     try:
         await served.start()
         async with httpx.AsyncClient(
@@ -502,36 +430,38 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
                 backoff_base_ms=1,
                 backoff_max_ms=10,
             )
-            async with EmbeddedMemoryHost(data, **opts) as host:
-                async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
-                    for i in range(30):
-                        for chat in chats:
-                            r = await client.post(
-                                f"/v1/chats/{chat}/turn",
-                                json={"text": f"{chat} note {i}", "message_id": f"m{i}"},
-                            )
-                            assert r.status_code == 200
-                    await fake.wait_requests(60, timeout=90)
-                    health = (await client.get("/health", params={"detail": "1"})).json()
-                    assert health["storage"]["pending_alarms"] == 3
-            # Restarted with the summarizer still down: the persisted alarms keep retrying.
-            async with EmbeddedMemoryHost(data, **opts) as host:
-                async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client:
-                    await fake.wait_requests(100, timeout=90)
+            async with (
+                EmbeddedMemoryHost(data, **opts) as host,
+                httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+            ):
+                for i in range(30):
                     for chat in chats:
-                        s = (await client.get(f"/v1/chats/{chat}/stats")).json()
-                        assert (s["total_messages"], s["archived_messages"]) == (30, 0)
-                    fake.default = Answer(text=_summary_text())
+                        r = await client.post(
+                            f"/v1/chats/{chat}/turn",
+                            json={"text": f"{chat} note {i}", "message_id": f"m{i}"},
+                        )
+                        assert r.status_code == 200
+                await fake.wait_requests(60, timeout=90)
+                health = (await client.get("/health", params={"detail": "1"})).json()
+                assert health["storage"]["pending_alarms"] == 3
+            # Restarted with the summarizer still down: the persisted alarms keep retrying.
+            async with (
+                EmbeddedMemoryHost(data, **opts) as host,
+                httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+            ):
+                await fake.wait_requests(100, timeout=90)
+                for chat in chats:
+                    s = (await client.get(f"/v1/chats/{chat}/stats")).json()
+                    assert (s["total_messages"], s["archived_messages"]) == (30, 0)
+                fake.default = Answer(text=_summary_text())
 
-                    async def all_compacted() -> bool:
-                        sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
-                        return all(s["compactions"] >= 1 for s in sums)
+                async def all_compacted() -> bool:
+                    sums = [(await client.get(f"/v1/chats/{c}/summary")).json() for c in chats]
+                    return all(s["compactions"] >= 1 for s in sums)
 
-                    await wait_until(
-                        all_compacted, timeout=20, what="compaction after the summarizer came back"
-                    )
-                    health = (await client.get("/health", params={"detail": "1"})).json()
-                    assert health["storage"]["pending_alarms"] == 0
+                await wait_until(all_compacted, timeout=20, what="compaction after the summarizer came back")
+                health = (await client.get("/health", params={"detail": "1"})).json()
+                assert health["storage"]["pending_alarms"] == 0
         failed = sum(1 for r in fake.requests if r.action == "ServerError")
         assert failed >= 100
         with capsys.disabled():
@@ -549,7 +479,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
     """The alarm table on a full disk: a failed reschedule must not rerun the compaction at once."""
     from memory_engine.compaction import SummarizerError
 
-    import memory_worker.host as host_module
+    from memory_worker.local.scheduler import now_ms
 
     calls = 0
 
@@ -564,7 +494,7 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
         real_set = host.host.alarms.set
 
         def full_disk_set(chat_key, due_ms, keep_earlier=False):
-            if due_ms > host_module._now_ms() + 1000:  # a reschedule, not the first alarm
+            if due_ms > now_ms() + 1000:  # a reschedule, not the first alarm
                 raise sqlite3.OperationalError("database or disk is full")
             return real_set(chat_key, due_ms, keep_earlier)
 
@@ -586,19 +516,21 @@ async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_pat
                 )
                 assert r.status_code == 200
             assert calls == 1, f"the compaction was rerun {calls - 1} times at once"
-            assert "held" in host.host._held
+            assert "held" in host.host.scheduler.held
             assert (await client.get("/v1/chats/held/stats")).json()["total_messages"] == 56
 
 
 async def test_health_says_503_when_the_data_folder_cannot_be_written(tmp_path):
-    async with EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host:
-        async with httpx.AsyncClient(base_url=host.url, trust_env=False) as client:
-            assert (await client.get("/health")).json() == {"ok": True, "version": "1"}
-            host.host.data_dir = tmp_path / "gone" / "data"  # as if the disk went away
-            r = await client.get("/health")
-            assert r.status_code == 503
-            body = r.json()
-            assert body["ok"] is False and body["storage"]["data_dir_writable"] is False
-            assert body["storage"]["error"]
-            host.host.data_dir = tmp_path / "data"
-            assert (await client.get("/health")).status_code == 200
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN) as host,
+        httpx.AsyncClient(base_url=host.url, trust_env=False) as client,
+    ):
+        assert (await client.get("/health")).json() == {"ok": True, "version": "1"}
+        host.host.data_dir = tmp_path / "gone" / "data"  # as if the disk went away
+        r = await client.get("/health")
+        assert r.status_code == 503
+        body = r.json()
+        assert body["ok"] is False and body["storage"]["data_dir_writable"] is False
+        assert body["storage"]["error"]
+        host.host.data_dir = tmp_path / "data"
+        assert (await client.get("/health")).status_code == 200

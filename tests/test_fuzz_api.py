@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_engine import ChatMemory, Operation, Request, Response, execute, parse
 
-from memory_worker.host import EmbeddedMemoryHost, SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 
 TOKEN = "fuzz-token-5f1c9a"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

@@ -13,13 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -27,6 +21,7 @@ from memory_engine.compaction import SECTIONS
 
 from tests.fakes.workers.real_sdk import sdk_dir
 from tests.memory_backends import TOKEN, Backend, WorkerBackend, start_backend
+from tests.support import ServedMemory
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 KIB64 = 64 * 1024
@@ -35,12 +30,14 @@ NO_SDK = pytest.mark.skipif(
     reason="workers-runtime-sdk not available "
     "(pip download --no-deps workers-runtime-sdk; set WORKERS_SDK_DIR)",
 )
-BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
+BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK), "pyodide"]
 
 
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    backend = await start_backend(request.param, tmp_path / request.param)
+    # One Pyodide host serves the session (tests/conftest.py); the backend empties it.
+    options = {"host": request.getfixturevalue("pyodide_host")} if request.param == "pyodide" else {}
+    backend = await start_backend(request.param, tmp_path / request.param, **options)
     try:
         yield backend
     finally:
@@ -497,7 +494,7 @@ async def test_forgetting_a_person_removes_the_replies_to_them_only(mem):
         {"messages": [{"role": "assistant", "text": "Pimento imported", "reply_to_author_id": "m1"}]},
     )
     gone = await mem.ok("DELETE", "/v1/chats/fr/authors/m1")
-    assert (gone["messages"], gone["replies"], gone["facts"]) == (1, 4, 0)
+    assert (gone["messages"], gone["replies"], gone["facts"]) == (1, 4, 1)  # the pet fact "Pimento (dog)"
     assert await mem.search("fr", "Pimento", k=10) == []
     assert texts(await mem.search("fr", "Saffron lovely", k=10)) == [
         "Saffron, lovely",
@@ -522,7 +519,7 @@ def _normalised(value):
     return value
 
 
-async def test_every_host_answers_exactly_alike(tmp_path):
+async def test_every_host_answers_exactly_alike(tmp_path, pyodide_host):
     script = [
         ("GET", "/health", None, None),
         ("GET", "/v1/chats/x/stats", None, ""),
@@ -580,9 +577,11 @@ async def test_every_host_answers_exactly_alike(tmp_path):
         ("POST", "/v1/chats/x/turn", {"text": "again"}, ""),
     ]
     answers = {}
-    kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else [])
+    kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else []) + ["pyodide"]
     for kind in kinds:
-        backend = await start_backend(kind, tmp_path / kind)
+        backend = await start_backend(
+            kind, tmp_path / kind, **({"host": pyodide_host} if kind == "pyodide" else {})
+        )
         try:
             answers[kind] = [(await backend.call(m, p, json=j, token=t)) for m, p, j, t in script]
         finally:
@@ -597,47 +596,15 @@ async def test_every_host_answers_exactly_alike(tmp_path):
 # -- the local host only: kill -9 ------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(data: Path, port: int) -> subprocess.Popen:
-    chatbot = Path(sys.executable).with_name("chatbot")
-    env = dict(os.environ, MEMORY_API_TOKEN=TOKEN)
-    return subprocess.Popen(
-        [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-async def _wait_healthy(client: httpx.AsyncClient, proc: subprocess.Popen, deadline_s: float = 20) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the host exited"
-        try:
-            if (await client.get("/health")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.05)  # polling a port with a deadline, not waiting for a guess
-    raise AssertionError("host did not become healthy")
-
-
 async def test_kill_9_loses_no_acknowledged_write(tmp_path):
-    port = _free_port()
-    data = tmp_path / "data"
+    served = ServedMemory(tmp_path / "data", TOKEN)
     headers = {"authorization": f"Bearer {TOKEN}"}
-    proc = _serve(data, port)
     acked: list[str] = []
     try:
+        await served.start()
         async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=headers, trust_env=False, timeout=10
+            base_url=served.url, headers=headers, trust_env=False, timeout=10
         ) as client:
-            await _wait_healthy(client, proc)
 
             async def writer(chat: str, count: int) -> None:
                 for i in range(count):
@@ -658,13 +625,11 @@ async def test_kill_9_loses_no_acknowledged_write(tmp_path):
                 },
             )
             assert r.json() == {"imported": 500, "skipped": 0}
-            proc.send_signal(signal.SIGKILL)
-            assert proc.wait(timeout=10) == -signal.SIGKILL
-        proc = _serve(data, port)
+            served.kill9()
+        await served.start()
         async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=headers, trust_env=False, timeout=10
+            base_url=served.url, headers=headers, trust_env=False, timeout=10
         ) as client:
-            await _wait_healthy(client, proc)
             for c in range(4):
                 stats = (await client.get(f"/v1/chats/k{c}/stats")).json()
                 assert stats["total_messages"] == acked.count(f"k{c}") == 30
@@ -672,9 +637,7 @@ async def test_kill_9_loses_no_acknowledged_write(tmp_path):
             # and it keeps working on the same data
             assert (await client.post("/v1/chats/k0/turn", json={"text": "after restart"})).status_code == 200
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+        served.stop_quietly()
 
 
 # -- the Worker only: forwarding ------------------------------------------------------------

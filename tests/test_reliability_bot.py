@@ -23,7 +23,7 @@ import pytest
 
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import APOLOGY, CUT_OFF
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.fakes.telegram_server import FakeTelegram
@@ -531,7 +531,8 @@ async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_disc
 
 
 async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_path, caplog):
-    from bot.router.logs import JsonFormatter, KeyValueFormatter
+    from bot.jsonlog import JsonFormatter
+    from bot.router.logs import KeyValueFormatter
 
     caplog.set_level(logging.INFO)
     async with FakeOpenAI(default=Echo()) as openai:
@@ -539,7 +540,7 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
             await router.handle(msg("a private thought about cheese", chat="test:logs"))
             await router.handle(msg("another private thought", chat="test:logs"))
     turns = [r for r in caplog.records if r.getMessage().startswith("turn ")]
-    assert len(turns) == 2 and turns[0].turn_request != turns[1].turn_request
+    assert len(turns) == 2 and turns[0].fields["request_id"] != turns[1].fields["request_id"]
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
     assert re.fullmatch(
         r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
@@ -547,13 +548,14 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
         line,
     )
     data = json.loads(JsonFormatter().format(turns[1]))
-    assert (data["chat_key"], data["tier"], data["ok"], data["with_memory"]) == (
+    assert (data["chat"], data["tier"], data["ok"], data["with_memory"]) == (
         "test:logs",
         "standard",
         True,
         True,
     )
-    assert data["request_id"] == turns[1].turn_request and isinstance(data["latency_ms"], int)
+    assert data["request_id"] == turns[1].fields["request_id"] and isinstance(data["latency_ms"], int)
+    assert data["level"] == "info" and data["logger"] == "bot.router.pipeline" and data["ts"].endswith("Z")
     assert "cheese" not in caplog.text and "private thought" not in caplog.text
 
 
@@ -610,17 +612,18 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
         async with running_router(settings, tmp_path / "bot") as router:
             await router.handle(msg("hello without memory", chat="test:ctx"))
     [turn] = [r for r in caplog.records if r.getMessage().startswith("turn ")]
+    request_id = turn.fields["request_id"]
     # The outbox replay in the background may warn too, under its own context.
     [down] = [
         r
         for r in caplog.records
         if "memory worker unavailable" in r.getMessage()
-        and getattr(r, "bot_request", None) == turn.turn_request
+        and getattr(r, "bot_request", None) == request_id
     ]
-    assert (down.bot_chat, down.bot_request) == ("test:ctx", turn.turn_request)
+    assert (down.bot_chat, down.bot_request) == ("test:ctx", request_id)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
     assert line.startswith(
-        f"bot.router.pipeline [chat=test:ctx req={turn.turn_request}] memory worker unavailable"
+        f"bot.router.gateway [chat=test:ctx req={request_id}] memory worker unavailable"
     )
     assert "memory=False" in turn.getMessage()
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from bot.router.pipeline import APOLOGY
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, RateLimit, ServerError
 from tests.fakes.telegram_server import ApiError, FakeTelegram
 from tests.support import make_settings, msg, running_router, wait_until

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memory_engine import ChatMemory, retrieval
 from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
 
-from memory_worker.host import EmbeddedMemoryHost, SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 
 FTS_SYNTAX = [
     '"',

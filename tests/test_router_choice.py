@@ -1,4 +1,4 @@
-"""Tier choice, prompt building and the offline model: pure functions, no network."""
+"""Tier choice and prompt building: pure functions, no network."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from bot.config import Tier
-from bot.router.models import MemoryContext, ModelRequest, OfflineModel, parse_retry_after
+from bot.router.models import parse_retry_after
 from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION, build_messages, redact
 from bot.router.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
 
@@ -147,35 +147,6 @@ def test_retry_after_forms():
     assert parse_retry_after({}) is None
 
 
-def _ask(model: OfflineModel, text: str, mem: MemoryContext | None, author_id: str = "u1") -> str:
-    req = ModelRequest(messages=(), chat_key="c", author="ada", author_id=author_id, text=text, memory=mem)
-    return model.answer_text(req)
-
-
-def test_offline_model_says_offline_and_answers_from_facts_per_speaker():
-    model = OfflineModel()
-    facts = (
-        {"author": "ada", "author_id": "u1", "key": "name", "value": "Ada"},
-        {"author": "ada", "author_id": "u1", "key": "location", "value": "Lisbon"},
-        {"author": "bob", "author_id": "u2", "key": "name", "value": "Bob"},
-    )
-    mem = MemoryContext(facts=facts)
-    first = _ask(model, "hello", mem)
-    assert "offline" in first and "OPENAI_API_KEY" in first and "OPENAI_BASE_URL" in first
-    assert "Your name is Ada." in _ask(model, "what is my name?", mem)
-    assert "You live in Lisbon." in _ask(model, "Where do I live?", mem)
-    assert "Your name is Bob." in _ask(model, "what's my name?", mem, author_id="u2")
-    assert "don't know" in _ask(model, "what do I like?", mem)
-    assert "unreachable" in _ask(model, "what is my name?", None)
-
-
-def test_offline_model_falls_back_to_retrieved_messages():
-    model = OfflineModel()
-    retrieved = ({"id": 3, "role": "user", "author_id": "u1", "text": "by the way, my name is Grace Hopper"},)
-    answer = _ask(model, "do you remember my name?", MemoryContext(retrieved=retrieved))
-    assert "Your name is Grace Hopper." in answer
-
-
 def test_messages_fit_the_context_window():
     recent = [{"role": "user", "text": f"old {i} " + "x" * 1000} for i in range(10)]
     memory = "Relevant chat memory.\n" + "y" * 20000
@@ -202,22 +173,3 @@ def test_no_memory_text_escapes_the_quote(text):
     assert lines[0] == MEMORY_BEGIN and lines[-1] == MEMORY_END
     assert all(line.startswith("| ") for line in lines[1:-1])
     assert block.count(MEMORY_END) == 1
-
-
-@hsettings(max_examples=200, deadline=None)
-@given(
-    st.text(max_size=200),
-    st.lists(
-        st.fixed_dictionaries(
-            {
-                "key": st.sampled_from(["name", "location", "likes"]),
-                "value": st.text(max_size=30),
-                "author_id": st.sampled_from(["u1", "u2", ""]),
-            }
-        ),
-        max_size=5,
-    ),
-)
-def test_offline_model_always_answers(text, facts):
-    answer = _ask(OfflineModel(), text, MemoryContext(facts=tuple(facts)))
-    assert answer.startswith("I'm offline")

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from bot.router.commands import ADMIN_COMMANDS, NOT_AVAILABLE, refused
+import pytest
+
+from bot.router.chats import ChatState, LastPrompt
+from bot.router.commands import COMMANDS, GREETING
+from bot.router.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
+from bot.router.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI, ServerError
 from tests.support import API_KEY, make_settings, msg, running_router
+
+ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
 
 
 async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
@@ -14,6 +21,7 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
             member = msg("/x", author="bob", author_id="u2", admin=False)
             unknown = await router.command(member, "nosuchcommand", "")
             assert unknown.text == NOT_AVAILABLE
+            assert ADMIN_COMMANDS == {"facts", "summary", "usage", "memory", "mode", "compact", "forget"}
             for name in sorted(ADMIN_COMMANDS):
                 result = await router.command(member, f"{name}@memo_bot", "yes")
                 # One wording on every platform: it says no, and nothing of the chat.
@@ -24,7 +32,8 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
             assert stats["total_messages"] == 2 and stats["facts"] >= 2
             help_text = (await router.command(member, "help", "")).text
             assert "/facts" not in help_text and "/forgetme" in help_text
-            assert (await router.command(member, "start", "")).text == help_text  # Telegram's /start
+            start = (await router.command(member, "start", "")).text  # Telegram's /start
+            assert start == f"{GREETING}\n\n{help_text}"
             assert (await router.command(member, "stats", "")).text == refused("stats")  # alias of memory
             admin_help = (await router.command(msg("/help"), "help", "")).text
             assert "/facts" in admin_help and "/forget " in admin_help
@@ -53,8 +62,8 @@ async def test_usage_is_a_table_and_a_png_chart(tmp_path):
             await router.handle(msg("first question of the day for you"))
             result = await router.command(msg("/usage"), "usage", "")
             assert result.image_png is not None and result.image_png.startswith(b"\x89PNG\r\n\x1a\n")
-            assert len(result.image_png) > 2000
-            lines = result.text.splitlines()
+            assert len(result.image_png) > 2000 and [f.name for f in result.files] == ["usage.png"]
+            lines = result.table.splitlines()
             standard = next(line for line in lines if line.startswith("standard"))
             assert standard.split()[1:3] == ["2", "1"]  # two calls, one error
             assert next(line for line in lines if line.startswith("total")).split()[1] == "2"
@@ -121,3 +130,97 @@ async def test_commands_when_memory_is_down_say_so(tmp_path):
         async with running_router(settings, tmp_path) as router:
             result = await router.command(msg("/facts"), "facts", "")
             assert "unreachable" in result.text
+
+
+async def test_forgetme_then_why_shows_nothing_of_the_forgotten_person(tmp_path):
+    async with FakeOpenAI(default=Echo()) as fake:
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            await router.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
+            await router.handle(msg("tell me about the beach", author="bob", author_id="u2"))
+            bob = msg("/x", author="bob", author_id="u2", admin=False)
+            assert "Biscuit" in (await router.command(bob, "why", "")).text
+            await router.command(bob, "forgetme", "")
+            why = (await router.command(msg("/why", admin=False), "why", "")).text
+            assert "Biscuit" not in why and "Nazaré" not in why
+            assert why == "No answer yet in this chat, so no memory prompt to show."
+
+
+class _RecordingClient:
+    """The real memory client, with the reply bodies it sent kept for the assertions."""
+
+    def __init__(self, inner):
+        self.inner, self.replies = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def reply(self, chat, body):
+        self.replies.append(dict(body))
+        return await self.inner.reply(chat, body)
+
+
+async def test_reply_records_say_whose_message_they_answer(tmp_path):
+    async with FakeOpenAI(default=Echo()) as fake:
+        fake.script(ServerError(500), model="m-standard")
+        async with running_router(make_settings(fake.url), tmp_path) as router:
+            router.memory.client = recording = _RecordingClient(router.memory.client)
+            await router.handle(msg("hello there", author_id="u7", message_id="m-42"))
+    assert [r["ok"] for r in recording.replies] == [False, True]  # each attempt says it
+    for body in recording.replies:
+        assert body["reply_to_message_id"] == "m-42" and body["reply_to_author_id"] == "u7"
+
+
+def test_chat_state_forgetting_drops_every_cache_and_stale_prompts():
+    now = [100.0]
+    chats = ChatState(clock=lambda: now[0])
+    before = chats.generation("c")
+    chats.remember_prompt("c", LastPrompt("Bob said: my dog is Biscuit", "standard"), before)
+    chats.force_tier("c", "heavy")
+    chats.ask("c", "forget")
+    chats.forget_author("c", "u2")
+    assert chats.last_prompt("c") is None
+    assert chats.forced_tier("c") == "heavy"  # a chat setting, not the person's
+    # An answer prepared before the forgetting cannot put the forgotten words back.
+    chats.remember_prompt("c", LastPrompt("Bob said: Biscuit again", "standard"), before)
+    assert chats.last_prompt("c") is None
+    chats.remember_prompt("c", LastPrompt("fresh", "standard"), chats.generation("c"))
+    assert chats.last_prompt("c") == LastPrompt("fresh", "standard", at=chats.last_prompt("c").at)
+    chats.forget_chat("c")
+    assert chats.last_prompt("c") is None and chats.forced_tier("c") is None
+    assert not chats.confirm("c", "forget", 300.0)  # the open question went with the chat
+    chats.ask("c", "forget")
+    now[0] += 301.0
+    assert not chats.confirm("c", "forget", 300.0)  # too late
+    chats.ask("c", "forget")
+    assert chats.confirm("c", "forget", 300.0) and not chats.confirm("c", "forget", 300.0)  # once
+
+
+async def _noop(ctx):
+    return CommandResult("ok")
+
+
+def test_registry_finds_names_aliases_and_lists_per_platform_and_role():
+    registry = Registry(
+        [
+            Command("alpha", "everyone's", _noop, aliases=("a",)),
+            Command("beta", "admins'", _noop, who="admin", args=(Arg("mode", "m", choices=("x", "y")),)),
+            Command("gamma", "telegram only", _noop, platforms=frozenset({"telegram"})),
+        ]
+    )
+    assert registry.find("/A@some_bot").name == "alpha" and registry.find("nope") is None
+    assert [c.name for c in registry.listed("console", admin=False)] == ["alpha"]
+    assert [c.name for c in registry.listed("telegram", admin=True)] == ["alpha", "beta", "gamma"]
+    assert registry.names("discord") == ["alpha", "a", "beta"]
+    assert registry.find("beta").usage() == "/beta [x|y]"
+    with pytest.raises(ValueError, match="two commands"):
+        Registry([Command("a", "x", _noop), Command("b", "y", _noop, aliases=("a",))])
+    with pytest.raises(ValueError, match="longer than 100"):
+        Registry([Command("a", "x" * 101, _noop)])
+
+
+def test_every_command_of_the_registry_has_a_short_help_and_valid_name():
+    import re
+
+    for command in COMMANDS:
+        assert re.fullmatch(r"[a-z][a-z0-9_]{0,31}", command.name)  # Telegram's and Discord's rule
+        assert 0 < len(command.help) <= 100

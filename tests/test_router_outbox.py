@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.router.memory import HttpMemoryClient, MemoryUnavailable
 from bot.router.outbox import Outbox
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import make_settings, msg, running_router, tier_totals, wait_until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.support import API_KEY, make_settings, msg, running_router
 

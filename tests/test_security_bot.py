@@ -11,9 +11,9 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from bot.config import DEFAULT_CONFIG, settings_from
-from bot.router.commands import refused
+from bot.router.registry import refused
 from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
-from memory_worker.host import EmbeddedMemoryHost
+from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import EPHEMERAL
 from tests.fakes.openai_server import ServerError
 from tests.fakes.telegram_server import FakeTelegram

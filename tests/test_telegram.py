@@ -17,18 +17,21 @@ from telegram.error import InvalidToken
 
 from bot.adapters import telegram as tgad
 from bot.config import PlatformSettings, Settings
-from bot.router.types import CommandResult, IncomingMessage, Reply
+from bot.router.commands import COMMANDS
+from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-ADMIN_ONLY = set(tgad.ADMIN_COMMANDS)
+ADMIN_ONLY = {c.name for c in COMMANDS if c.admin}
 
 
 class RecordingService:
     """An honest ChatService: records every call, answers like the router's surface does."""
+
+    registry = COMMANDS  # the real commands: menus and handlers are built from them
 
     def __init__(self) -> None:
         self.handled: list[IncomingMessage] = []
@@ -58,7 +61,7 @@ class RecordingService:
         if name in ADMIN_ONLY and not message.is_admin:
             return CommandResult("Unknown command. Send /help for the list.")
         if name == "usage":
-            return CommandResult("tier calls\nstandard 3", image_png=PNG)
+            return CommandResult("Usage:", table="tier calls\nstandard 3", files=(File("u.png", PNG, "image/png"),))
         if name == "forget":
             if args == "yes" and message.chat_key in self.forget_asked:
                 return CommandResult("Done: this chat's memory is erased.")
@@ -68,7 +71,9 @@ class RecordingService:
             )
         if name == "help":
             return CommandResult("Commands:\n/help - this list")
-        if name not in {*tgad.EVERYONE_COMMANDS, *ADMIN_ONLY, "tier"}:
+        if name == "start":
+            return CommandResult("Hi! Commands:\n/help - this list")
+        if COMMANDS.find(name) is None:
             return CommandResult("Unknown command. Send /help for the list.")
         return CommandResult(f"{name} for {message.chat_key} ({args or 'no args'})")
 
@@ -443,7 +448,8 @@ async def test_usage_sends_the_chart_as_a_photo(tg, alice):
         tg.send(chat, alice, "/usage")
         [photo] = await tg.wait_for_message(chat["id"])
     assert tg.photos == [PNG]
-    assert photo["caption"] == "tier calls\nstandard 3" and photo["photo"][0]["file_size"] == len(PNG)
+    assert photo["caption"] == "Usage:\ntier calls\nstandard 3" and photo["photo"][0]["file_size"] == len(PNG)
+    assert tg.calls_to("sendPhoto")[0].params["caption"] == "Usage:\n<pre>tier calls\nstandard 3</pre>"
 
 
 async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alice, bob, group):

@@ -264,3 +264,16 @@ async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai,
         _, stderr = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, stderr.decode()[-2000:]
     assert b"Traceback" not in stderr, stderr.decode()[-2000:]
+
+
+async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tg, openai, people, tmp_path):
+    g = people.group
+    async with bot_on_router(tg, openai, tmp_path):
+        tg.send(g, people.bob, "my dog Biscuit loves the beach at Nazaré")  # recorded, not answered
+        await ask(tg, g, people.bob, "@memo_test_bot tell me about the beach")
+        before = await ask(tg, g, people.alice, "/why")
+        await ask(tg, g, people.bob, "/forgetme")
+        after = await ask(tg, g, people.alice, "/why")
+    assert "Biscuit" in before["text"]
+    assert "Biscuit" not in after["text"] and "Nazaré" not in after["text"]
+    assert after["text"] == "No answer yet in this chat, so no memory prompt to show."

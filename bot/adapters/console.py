@@ -70,15 +70,16 @@ class ConsoleSession:
         return reply.text
 
     def render(self, result: CommandResult) -> str:
-        """A command result as console text; a chart is saved next to the data."""
-        text = result.text
-        if result.image_png is not None:
+        """A command result as console text; its files are saved next to the data."""
+        text = result.full_text
+        for file in result.files:
             folder = self.data_dir or Path(".")
             folder.mkdir(parents=True, exist_ok=True)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.chat_key)
-            path = folder / f"usage-{safe}.png"
-            path.write_bytes(result.image_png)
-            text += f"\n(chart saved to {path})"
+            stem, dot, ext = file.name.rpartition(".")
+            path = folder / (f"{stem}-{safe}.{ext}" if dot else f"{file.name}-{safe}")
+            path.write_bytes(file.data)
+            text += f"\n({'chart' if file.is_image else 'file'} saved to {path})"
         return text
 
 
@@ -94,7 +95,7 @@ async def run_console(
     streaming: bool = True,
     stop: asyncio.Event | None = None,
 ) -> int:
-    """Run the console chat until end of input, /quit or `stop` (after the answer in hand); the exit status."""
+    """Run the console chat until end of input, /quit or `stop` (after the answer in hand); exit status."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     if interactive is None:

@@ -10,53 +10,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import io
 import logging
 import re
-import secrets
-import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal, Optional
 
-import aiohttp
 import discord
 import yarl
 from discord import app_commands
 
+from bot.adapters.discord_send import (
+    MESSAGE_LIMIT,
+    SORRY,
+    TRANSIENT_ERRORS,
+    GrowingAnswer,
+    parts_of,
+    reply_reference,
+    send_with_retry,
+    typing_shown,
+)
 from bot.adapters.split import split_text
-from bot.adapters.streaming import GrowingText
 from bot.config import Settings
-from bot.router.commands import refused
+from bot.router.registry import Command, refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
 log = logging.getLogger(__name__)
 
-MESSAGE_LIMIT = 2000  # Discord refuses longer message content with 400
-TYPING_REFRESH_S = 8.0  # one typing trigger shows for ~10 s
 DEFER_AFTER_S = 2.0  # Discord drops an interaction not acknowledged within 3 s
 CONFIRM_TIMEOUT_S = 300.0
-# Streaming: Discord allows about 5 edits per 5 s per channel; one update a second stays well
-# inside that.
-EDIT_INTERVAL_S = 1.0
-SLOW_COMMANDS = frozenset({"compact", "usage"})  # model call / chart rendering: defer at once
-# Failures worth one more try; 4xx answers (forbidden, too long, unknown channel) are final.
-TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
-# Commands without options; /forget, /mode (admin) and /tier (everyone) take one and are below.
-ADMIN_COMMANDS: dict[str, str] = {
-    "facts": "What I remember about the people in this chat",
-    "summary": "The rolling summary of this chat",
-    "usage": "Model usage and cost of this chat (table and chart)",
-    "memory": "Memory statistics of this chat",
-    "compact": "Summarize the older messages of this chat now",
-}
-EVERYONE_COMMANDS: dict[str, str] = {
-    "why": "What memory my last answer used",
-    "forgetme": "Forget your messages and facts in this chat",
-    "help": "What I can do and the commands",
-}
+PLATFORM = "discord"
+__all__ = ["DiscordBot", "build_client", "parts_of", "run_client", "serve"]
 
 
 class NotAdmin(app_commands.CheckFailure):
@@ -150,147 +137,14 @@ class Translator:
         return text.strip()
 
 
-def discord_markup(name: str, result: CommandResult) -> CommandResult:
-    """Show the /usage table in a code block, so its columns line up in Discord's font."""
-    if name != "usage" or "```" in result.text:
-        return result
-    head, _, table = result.text.partition("\n")
-    return replace(result, text=f"{head}\n```\n{table}\n```" if table else head)
+def discord_text(result: CommandResult) -> str:
+    """A command's text, its table in a code block (so the columns line up in Discord's font)."""
+    return f"{result.text}\n```\n{result.table}\n```" if result.table else result.text
 
 
 def _attachment_kind(attachment: discord.Attachment) -> str:
     kind = (attachment.content_type or "").split("/")[0]
     return {"image": "photo", "audio": "audio", "video": "video"}.get(kind, "document")
-
-
-@contextlib.asynccontextmanager
-async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
-    """Show "typing…" until the block ends; failing to show it never stops the answer."""
-
-    async def keep_typing() -> None:
-        while True:
-            try:
-                await channel.typing()  # awaiting a Typing triggers it once
-            except (discord.HTTPException, *TRANSIENT_ERRORS) as exc:
-                log.warning("typing indicator in %s failed: %r", getattr(channel, "id", "?"), exc)
-            await asyncio.sleep(TYPING_REFRESH_S)
-
-    task = asyncio.create_task(keep_typing())
-    try:
-        yield
-    finally:
-        task.cancel()
-
-
-async def send_with_retry(
-    channel: discord.abc.Messageable, content: str, *, budget_s: float = 60.0, **kwargs
-) -> discord.Message | None:
-    """Send one message, retrying transient failures (once, then until `budget_s` is spent); None if not sent."""
-    # The same nonce with enforce_nonce on every try: Discord keeps one copy if an earlier try got through.
-    nonce = secrets.randbelow(10**18)
-    deadline = time.monotonic() + budget_s
-    delay, attempt = 0.25, 0
-    where = getattr(channel, "id", "?")
-    while True:
-        attempt += 1
-        try:
-            return await channel.send(content, nonce=nonce, **kwargs)
-        except TRANSIENT_ERRORS as exc:
-            log.warning("send to channel %s failed (attempt %d): %r", where, attempt, exc)
-        except discord.HTTPException as exc:
-            log.error("send to channel %s refused: %s", where, exc)
-            return None
-        if attempt >= 2 and time.monotonic() + delay > deadline:
-            log.error(
-                "send to channel %s failed %d times in a row; giving up on this part (the answer is kept in memory)",
-                where,
-                attempt,
-            )
-            return None
-        await asyncio.sleep(delay if attempt >= 2 else 0)  # the first retry at once, as before
-        delay = min(delay * 2, 5.0) if attempt >= 2 else delay
-
-
-SORRY = "Sorry, something went wrong on my side. Please try again."
-
-
-def parts_of(text: str) -> list[str]:
-    """The messages an answer becomes (Discord trims whitespace around a message anyway)."""
-    return split_text(text.strip(), MESSAGE_LIMIT)
-
-
-def _reply_reference(message: discord.Message, part: int) -> discord.MessageReference | None:
-    """In guilds the first part replies to the question (so it is clear whom it answers)."""
-    if part == 0 and message.guild is not None:
-        return message.to_reference(fail_if_not_exists=False)
-    return None
-
-
-class GrowingAnswer(GrowingText):
-    """An answer shown while it is written: sent after about a sentence, then edited in place
-    at most once per EDIT_INTERVAL_S; past 2,000 characters it continues in a new message.
-    Each render shows `split_text(text)`, so the final messages equal the non-streamed ones."""
-
-    def __init__(self, question: discord.Message, budget_s: float = 60.0) -> None:
-        super().__init__()
-        self.question = question
-        self.budget_s = budget_s
-        self.messages: list[discord.Message] = []
-        self.shown: list[str] = []
-
-    def _stream_failed(self) -> None:
-        log.exception("router stream failed on message %s", self.question.id)
-        self.text += ("\n\n" if self.text else "") + SORRY
-
-    async def _render_loop(self) -> None:
-        while True:
-            text, done = await self._next_version()
-            await self._render(text)
-            if done:
-                return
-            await asyncio.sleep(EDIT_INTERVAL_S)  # pacing: Discord's edit rate limit
-
-    async def _render(self, text: str) -> None:
-        parts = parts_of(text)
-        for i, part in enumerate(parts):
-            if i >= len(self.messages):
-                sent = await send_with_retry(
-                    self.question.channel,
-                    part,
-                    budget_s=self.budget_s,
-                    reference=_reply_reference(self.question, i),
-                )
-                if sent is None:
-                    return  # logged; the next render tries again
-                self.messages.append(sent)
-                self.shown.append(part)
-            elif self.shown[i] != part:
-                if await edit_with_retry(self.messages[i], part, budget_s=self.budget_s):
-                    self.shown[i] = part
-        for extra in self.messages[len(parts) :]:  # a late code block can pull text back
-            with contextlib.suppress(discord.HTTPException, *TRANSIENT_ERRORS):
-                await extra.delete()
-        del self.messages[len(parts) :], self.shown[len(parts) :]
-
-
-async def edit_with_retry(message: discord.Message, content: str, *, budget_s: float = 60.0) -> bool:
-    """Edit one message; a transient failure is logged and retried like `send_with_retry`."""
-    deadline = time.monotonic() + budget_s
-    delay, attempt = 0.25, 0
-    while True:
-        attempt += 1
-        try:
-            await message.edit(content=content)
-            return True
-        except TRANSIENT_ERRORS as exc:
-            log.warning("edit of message %s failed (attempt %d): %r", message.id, attempt, exc)
-        except discord.HTTPException as exc:
-            log.error("edit of message %s refused: %s", message.id, exc)
-            return False
-        if attempt >= 2 and time.monotonic() + delay > deadline:
-            return False
-        await asyncio.sleep(delay if attempt >= 2 else 0)
-        delay = min(delay * 2, 5.0) if attempt >= 2 else delay
 
 
 class ConfirmView(discord.ui.View):
@@ -299,8 +153,10 @@ class ConfirmView(discord.ui.View):
     def __init__(self, bot: DiscordBot, confirm: str, owner_id: int) -> None:
         super().__init__(timeout=CONFIRM_TIMEOUT_S)
         self.bot, self.confirm, self.owner_id = bot, confirm, owner_id
-        button = discord.ui.Button(label="Yes, forget it", style=discord.ButtonStyle.danger)
-        button.callback = self.on_confirm
+        button: discord.ui.Button[ConfirmView] = discord.ui.Button(
+            label="Yes, forget it", style=discord.ButtonStyle.danger
+        )
+        button.callback = self.on_confirm  # type: ignore[method-assign]  # discord.py's documented way
         self.add_item(button)
 
     async def interaction_check(self, interaction: discord.Interaction) -> bool:
@@ -335,7 +191,7 @@ class DiscordBot(discord.Client):
         self.router, self.settings = router, settings
         self.translate = Translator(settings)
         self.tree = app_commands.CommandTree(self)
-        self.tree.on_error = self.on_command_error
+        self.tree.on_error = self.on_command_error  # type: ignore[method-assign]  # discord.py's documented way
         self._in_hand = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -357,6 +213,8 @@ class DiscordBot(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         """Answer DMs, mentions and replies; record the rest of a guild channel."""
+        if self.user is None:  # not logged in yet: no message can reach us
+            return
         incoming = self.translate.message(message, self.user)
         if incoming is None:
             return
@@ -404,7 +262,7 @@ class DiscordBot(discord.Client):
                 message.channel,
                 part,
                 budget_s=self.settings.discord.send_budget_s,
-                reference=_reply_reference(message, i),
+                reference=reply_reference(message, i),
             )
 
     async def on_error(self, event_method: str, /, *args, **kwargs) -> None:
@@ -415,21 +273,22 @@ class DiscordBot(discord.Client):
         """Run a router command for an interaction; defer when it is (or turns out) slow."""
         incoming = self.translate.interaction(interaction, name, args)
         work = asyncio.ensure_future(self.router.command(incoming, name, args))
-        if name not in SLOW_COMMANDS:
+        command = self.router.registry.find(name)
+        if command is None or not command.slow:
             await asyncio.wait({work}, timeout=DEFER_AFTER_S)
         if not work.done():  # the work goes on while Discord is told to wait
             if interaction.type is discord.InteractionType.component:
                 await interaction.response.defer()  # the button's message is updated later
             else:
                 await interaction.response.defer(ephemeral=True, thinking=True)
-        await self.deliver(interaction, discord_markup(name, await work))
+        await self.deliver(interaction, await work)
 
     async def deliver(self, interaction: discord.Interaction, result: CommandResult) -> None:
         """Show a CommandResult: text in parts, the PNG attached, a button when it needs confirming."""
-        parts = split_text(result.text, MESSAGE_LIMIT) or [None]
-        extra: dict = {}
-        if result.image_png:
-            extra["attachments"] = [discord.File(io.BytesIO(result.image_png), filename="usage.png")]
+        parts: list[str | None] = [*split_text(discord_text(result), MESSAGE_LIMIT)] or [None]
+        extra: dict[str, Any] = {}
+        if result.files:
+            extra["attachments"] = [discord.File(io.BytesIO(f.data), filename=f.name) for f in result.files]
         if result.confirm:
             extra["view"] = ConfirmView(self, result.confirm, interaction.user.id)
         is_button = interaction.type is discord.InteractionType.component
@@ -444,7 +303,7 @@ class DiscordBot(discord.Client):
             view = extra.pop("view", None)
             await interaction.edit_original_response(content=parts[0], view=view, **extra)
         for part in parts[1:]:
-            await interaction.followup.send(part, ephemeral=result.ephemeral)
+            await interaction.followup.send(part or "", ephemeral=result.ephemeral)
 
     async def on_command_error(
         self, interaction: discord.Interaction, error: app_commands.AppCommandError
@@ -470,46 +329,45 @@ async def say(interaction: discord.Interaction, text: str) -> None:
 
 
 def add_commands(bot: DiscordBot) -> None:
-    """Register the slash commands: admin ones carry the manage_guild hint and a real check."""
+    """A slash command per registry entry: admin ones carry the manage_guild hint and a real check."""
 
     async def admin_only(interaction: discord.Interaction) -> bool:
         if not bot.translate.interaction_admin(interaction):
             raise NotAdmin()
         return True
 
-    def simple(name: str, description: str, admin: bool) -> app_commands.Command:
-        async def callback(interaction: discord.Interaction) -> None:
-            await bot.run_command(interaction, name)
+    for command in bot.router.registry.listed(PLATFORM, admin=True):
+        slash = _slash_command(bot, command)
+        if command.admin:
+            slash.add_check(admin_only)
+            slash.default_permissions = discord.Permissions(manage_guild=True)
+        bot.tree.add_command(slash)
 
-        command = app_commands.Command(name=name, description=description, callback=callback)
-        if admin:
-            command.add_check(admin_only)
-            command.default_permissions = discord.Permissions(manage_guild=True)
-        return command
 
-    for name, description in ADMIN_COMMANDS.items():
-        bot.tree.add_command(simple(name, description, admin=True))
-    for name, description in EVERYONE_COMMANDS.items():
-        bot.tree.add_command(simple(name, description, admin=False))
+def _slash_command(bot: DiscordBot, command: Command) -> app_commands.Command[Any, ..., None]:
+    """The app command of one registry entry; its arguments become options (choices as a list)."""
 
-    @bot.tree.command(name="forget", description="Forget this whole chat (asks to confirm)")
-    @app_commands.describe(confirm="yes: confirm a /forget asked within the last 5 minutes")
-    @app_commands.default_permissions(manage_guild=True)
-    @app_commands.check(admin_only)
-    async def forget(interaction: discord.Interaction, confirm: Literal["yes"] | None = None) -> None:
-        await bot.run_command(interaction, "forget", confirm or "")
+    async def callback(interaction: discord.Interaction, **options: str | None) -> None:
+        args = " ".join(str(options[a.name]) for a in command.args if options.get(a.name))
+        await bot.run_command(interaction, command.name, args)
 
-    @bot.tree.command(name="tier", description="Show the model tier, or force one for this chat")
-    @app_commands.describe(name="a tier name, or auto to choose automatically again")
-    async def tier(interaction: discord.Interaction, name: str | None = None) -> None:
-        await bot.run_command(interaction, "tier", name or "")
-
-    @bot.tree.command(name="mode", description="Show or set how much recent chat I keep in mind")
-    @app_commands.describe(mode="auto: a few recent messages; full: up to twelve")
-    @app_commands.default_permissions(manage_guild=True)
-    @app_commands.check(admin_only)
-    async def mode(interaction: discord.Interaction, mode: Literal["auto", "full"] | None = None) -> None:
-        await bot.run_command(interaction, "mode", mode or "")
+    # discord.py reads the options from the callback's signature: write the one the entry describes.
+    params = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for arg in command.args:
+        kind: Any = (
+            Literal[arg.choices] if arg.choices else str
+        )  # a Literal of the choices, built at run time
+        params.append(
+            inspect.Parameter(
+                arg.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=kind if arg.required else Optional[kind],  # noqa: UP045  # a runtime type
+                default=inspect.Parameter.empty if arg.required else None,
+            )
+        )
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # read by discord.py
+    app_commands.describe(**{a.name: a.help for a in command.args})(callback)
+    return app_commands.Command(name=command.name, description=command.help, callback=callback)
 
 
 def build_client(router: ChatService, settings: Settings, **options) -> DiscordBot:

@@ -1,124 +1,88 @@
-"""Chat commands, the same on every platform: text (and a chart) built from the memory worker.
+"""The chat commands, the same on every platform: one registry entry and one handler each.
 
-Admin-only commands (`ADMIN_COMMANDS`) refuse a non-admin with `refused(name)`, the same
-words on every platform, and reveal nothing of the chat. `/forget` only acts on `/forget yes` sent within a
-few minutes of `/forget` in the same chat.
+Admin-only commands refuse a non-admin with `refused(name)`, the same words on every
+platform, and reveal nothing of the chat. `/forget` only acts on `/forget yes` sent within
+a few minutes of `/forget` in the same chat.
 """
 
 from __future__ import annotations
 
-import io
-import time
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
-
-from bot.router.memory import MemoryRefused, MemoryUnavailable
-from bot.router.prompt import redact
+from bot.router.registry import Arg, Command, CommandContext, Registry
 from bot.router.tiers import rank_tiers
-from bot.router.types import CommandResult, IncomingMessage
+from bot.router.types import CommandResult, File
+from bot.router.usage_report import usage_chart_png, usage_table
 
-if TYPE_CHECKING:
-    from bot.router.pipeline import Router
-
-ADMIN_COMMANDS = frozenset({"facts", "summary", "usage", "memory", "mode", "compact", "forget"})
-ALL_COMMANDS = ("help", "why", "tier", "forgetme", *sorted(ADMIN_COMMANDS))
-NOT_AVAILABLE = "Unknown command. Send /help for the list."
-REFUSED = "Sorry, /{name} is only for admins of this chat."
 FORGET_CONFIRM_S = 300.0
-ALIASES = {"start": "help", "commands": "help", "stats": "memory"}
-
-HELP = {
-    "help": "this list",
-    "why": "the memory prompt used for the last answer here",
-    "tier": "show the tier, or force one: /tier NAME, back to automatic: /tier auto (or !NAME before one message)",
-    "forgetme": "forget everything you said here and every fact about you",
-    "facts": "what I know about the people here (admin)",
-    "summary": "the rolling summary of this chat (admin)",
-    "usage": "model calls, tokens and cost per tier, with a chart (admin)",
-    "memory": "memory statistics (admin)",
-    "mode": "memory mode: /mode auto (4 recent messages) or /mode full (12) (admin)",
-    "compact": "summarize the older messages now (admin)",
-    "forget": "forget this whole chat, after confirmation (admin)",
-}
+INTRO = (
+    "I'm a chat assistant that remembers this chat: what was said, facts people share "
+    "about themselves, and a rolling summary. Commands:"
+)
+GREETING = (
+    "Hi! I'm a chat bot with a memory: I remember what is said here and use it when I answer. "
+    "In groups, mention me or reply to me to ask something."
+)
 
 
-async def run_command(router: Router, message: IncomingMessage, name: str, args: str) -> CommandResult:
-    """Run one command for one message."""
-    name = name.strip().lower().lstrip("/")
-    name = name.split("@", 1)[0]  # Telegram: /facts@my_bot
-    typed, name = name, ALIASES.get(name, name)
-    args = args.strip()
-    if name not in HELP:
-        return CommandResult(NOT_AVAILABLE)
-    if name in ADMIN_COMMANDS and not message.is_admin:
-        return CommandResult(refused(typed))
-    handler = _HANDLERS[name]
-    try:
-        return await handler(router, message, args)
-    except MemoryUnavailable:
-        return CommandResult("My memory is unreachable right now; please try again later.")
-    except MemoryRefused as exc:
-        return CommandResult(f"The memory refused that: {exc.error}")
+def help_text(ctx: CommandContext) -> str:
+    """The command list this user may run here, one line each."""
+    lines = [INTRO]
+    for command in ctx.registry.listed(ctx.message.platform, admin=ctx.message.is_admin):
+        lines.append(f"{command.usage()} - {command.help}" + (" (admin)" if command.admin else ""))
+    return "\n".join(lines)
 
 
-def refused(name: str) -> str:
-    """What a non-admin reads for an admin command, on every platform: it says no, nothing more."""
-    return REFUSED.format(name=name)
+async def _help(ctx: CommandContext) -> CommandResult:
+    return CommandResult(help_text(ctx))
 
 
-async def _help(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    lines = [
-        "I'm a chat assistant that remembers this chat: what was said, facts people share "
-        "about themselves, and a rolling summary. Commands:"
-    ]
-    for cmd in ALL_COMMANDS:
-        if cmd in ADMIN_COMMANDS and not message.is_admin:
-            continue
-        lines.append(f"/{cmd} - {HELP[cmd]}")
-    return CommandResult("\n".join(lines))
+async def _start(ctx: CommandContext) -> CommandResult:
+    return CommandResult(f"{GREETING}\n\n{help_text(ctx)}")
 
 
-async def _why(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    last = router._last_prompts.get(message.chat_key)
+async def _why(ctx: CommandContext) -> CommandResult:
+    last = ctx.chats.last_prompt(ctx.chat)
     if last is None:
-        # After a restart the cache is empty: the worker keeps the last prompt too.
-        stats = await router.memory.stats(message.chat_key)
+        # After a restart (or a forgetting) the cache is empty: the worker keeps the last prompt too.
+        stats = await ctx.memory.stats(ctx.chat)
         prompt = str(stats.get("last_prompt") or "")
         if not prompt:
             return CommandResult("No answer yet in this chat, so no memory prompt to show.")
-        return CommandResult("Memory prompt of the last message:\n" + redact(prompt, router.secrets))
+        return CommandResult("Memory prompt of the last message:\n" + ctx.redact(prompt))
     head = f"Memory prompt used for the last answer (tier {last.tier}"
     head += f": {', '.join(last.reasons)})" if last.reasons else ")"
     return CommandResult(head + ":\n" + (last.prompt or "(empty: nothing to remember yet)"))
 
 
-async def _tier(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    names = rank_tiers(router.tiers)
-    if not args:
-        forced = router.forced.get(message.chat_key)
+async def _tier(ctx: CommandContext) -> CommandResult:
+    names = rank_tiers(ctx.tiers)
+    if not ctx.args:
+        forced = ctx.chats.forced_tier(ctx.chat)
         now = f"forced to {forced}" if forced else "automatic"
         return CommandResult(f"Tier choice here: {now}. Tiers, cheapest first: {', '.join(names)}.")
-    want = args.split()[0].lower()
+    want = ctx.args.split()[0].lower()
     if want in ("auto", "automatic", "off", "reset"):
-        router.forced.set(message.chat_key, None)
+        ctx.chats.force_tier(ctx.chat, None)
         return CommandResult("Tier choice is automatic again.")
     match = next((n for n in names if n.lower() == want), None)
     if match is None:
         return CommandResult(f"No tier called {want!r}. Tiers: {', '.join(names)}, or auto.")
-    router.forced.set(message.chat_key, match)
+    ctx.chats.force_tier(ctx.chat, match)
     return CommandResult(
         f"Answers here now use the {match} tier (within the daily budget). /tier auto undoes it."
     )
 
 
-async def _forgetme(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    await router.memory.forget_author(message.chat_key, message.author_id)
+async def _forgetme(ctx: CommandContext) -> CommandResult:
+    try:
+        await ctx.memory.forget_author(ctx.chat, ctx.message.author_id)
+    finally:  # even if the worker failed: what this process holds of them goes now
+        ctx.chats.forget_author(ctx.chat, ctx.message.author_id)
     return CommandResult("Done: I forgot your messages and what I knew about you in this chat.")
 
 
-async def _facts(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    history = args.lower() in ("history", "all", "--history")
-    facts = await router.memory.facts(message.chat_key, history=history)
+async def _facts(ctx: CommandContext) -> CommandResult:
+    history = ctx.args.lower() in ("history", "all", "--history")
+    facts = await ctx.memory.facts(ctx.chat, history=history)
     if not facts:
         return CommandResult("I don't know any facts in this chat yet.")
     by_author: dict[str, list[str]] = {}
@@ -132,78 +96,26 @@ async def _facts(router: Router, message: IncomingMessage, args: str) -> Command
     for who, items in by_author.items():
         lines.append(f"{who}:")
         lines.extend(f"  - {item}" for item in items)
-    return CommandResult(redact("\n".join(lines), router.secrets))
+    return CommandResult(ctx.redact("\n".join(lines)))
 
 
-async def _summary(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    data = await router.memory.summary(message.chat_key)
+async def _summary(ctx: CommandContext) -> CommandResult:
+    data = await ctx.memory.summary(ctx.chat)
     text = str(data.get("summary") or "").strip()
     if not text:
         return CommandResult("No summary yet: the chat is still short.")
     meta = f"(compactions: {data.get('compactions', 0)}, updated {str(data.get('updated_at') or '?')[:19]})"
-    return CommandResult(redact(f"{text}\n\n{meta}", router.secrets))
+    return CommandResult(ctx.redact(f"{text}\n\n{meta}"))
 
 
-def usage_table(usage: Mapping[str, Any]) -> str:
-    """routerUsage totals per tier as a fixed-width text table."""
-    tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
-    header = f"{'tier':<10} {'calls':>6} {'errors':>6} {'in tok':>9} {'out tok':>9} {'cost $':>10}"
-    lines = [header, "-" * len(header)]
-    total = {"calls": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-    for name, row in tiers.items():
-        for key in total:
-            total[key] += row.get(key) or 0
-        lines.append(
-            f"{name[:10]:<10} {int(row.get('calls') or 0):>6} {int(row.get('errors') or 0):>6} "
-            f"{int(row.get('prompt_tokens') or 0):>9} {int(row.get('completion_tokens') or 0):>9} "
-            f"{float(row.get('cost_usd') or 0):>10.4f}"
-        )
-    lines.append("-" * len(header))
-    lines.append(
-        f"{'total':<10} {total['calls']:>6} {total['errors']:>6} {total['prompt_tokens']:>9} "
-        f"{total['completion_tokens']:>9} {total['cost_usd']:>10.4f}"
-    )
-    return "\n".join(lines)
+async def _usage(ctx: CommandContext) -> CommandResult:
+    usage = await ctx.memory.usage(ctx.chat)
+    chart = File("usage.png", usage_chart_png(usage), "image/png")
+    return CommandResult("Model usage in this chat:", table=usage_table(usage), files=(chart,))
 
 
-def usage_chart_png(usage: Mapping[str, Any]) -> bytes:
-    """A PNG bar chart of calls (ok / errors) and cost per tier (matplotlib, Agg, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
-    names = list(tiers) or ["(none)"]
-    calls = [int((tiers.get(n) or {}).get("calls") or 0) for n in names]
-    errors = [int((tiers.get(n) or {}).get("errors") or 0) for n in names]
-    ok = [c - e for c, e in zip(calls, errors)]
-    cost = [float((tiers.get(n) or {}).get("cost_usd") or 0.0) for n in names]
-    fig = Figure(figsize=(7, 3.2), dpi=100)
-    FigureCanvasAgg(fig)
-    ax1, ax2 = fig.subplots(1, 2)
-    ax1.bar(names, ok, label="ok", color="#4c9a5b")
-    ax1.bar(names, errors, bottom=ok, label="errors", color="#c8553d")
-    ax1.set_title("model calls per tier")
-    ax1.legend(loc="upper right", fontsize=8)
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.set_ylim(0, max(calls + [1]) * 1.2)
-    bars = ax2.bar(names, cost, color="#3d6fc8")
-    ax2.bar_label(bars, labels=[f"${c:.4f}" for c in cost], fontsize=8)
-    ax2.set_ylim(0, max(cost + [0.0]) * 1.25 or 0.01)
-    ax2.set_title("cost per tier (USD)")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-async def _usage(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    usage = await router.memory.usage(message.chat_key)
-    return CommandResult("Model usage in this chat:\n" + usage_table(usage), image_png=usage_chart_png(usage))
-
-
-async def _memory(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    stats = await router.memory.stats(message.chat_key)
+async def _memory(ctx: CommandContext) -> CommandResult:
+    stats = await ctx.memory.stats(ctx.chat)
     lines = [
         "Memory of this chat:",
         f"  messages kept: {stats.get('total_messages', 0)}",
@@ -212,24 +124,26 @@ async def _memory(router: Router, message: IncomingMessage, args: str) -> Comman
         f"  facts: {stats.get('facts', 0)}",
         f"  mode: {stats.get('mode', '?')}",
     ]
-    pending = router.outbox.pending_for(message.chat_key)
+    pending = ctx.memory.pending_for(ctx.chat)
     if pending:
         lines.append(f"  records waiting in the outbox: {pending}")
     return CommandResult("\n".join(lines))
 
 
-async def _mode(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    want = args.split()[0].lower() if args else ""
+async def _mode(ctx: CommandContext) -> CommandResult:
+    want = ctx.args.split()[0].lower() if ctx.args else ""
     if want not in ("auto", "full"):
-        stats = await router.memory.stats(message.chat_key)
+        stats = await ctx.memory.stats(ctx.chat)
         return CommandResult(f"Memory mode is {stats.get('mode', '?')}. Use /mode auto or /mode full.")
-    data = await router.memory.set_mode(message.chat_key, want)
+    data = await ctx.memory.set_mode(ctx.chat, want)
     return CommandResult(f"Memory mode is now {data.get('mode', want)}.")
 
 
-async def _compact(router: Router, message: IncomingMessage, args: str) -> CommandResult:
+async def _compact(ctx: CommandContext) -> CommandResult:
+    from bot.router.memory import MemoryUnavailable
+
     try:
-        data = await router.memory.compact(message.chat_key)
+        data = await ctx.memory.compact(ctx.chat)
     except MemoryUnavailable:
         return CommandResult(
             "Compaction failed (the summarizer or the memory is unavailable); nothing was deleted."
@@ -240,20 +154,16 @@ async def _compact(router: Router, message: IncomingMessage, args: str) -> Comma
     )
 
 
-async def _forget(router: Router, message: IncomingMessage, args: str) -> CommandResult:
-    key = message.chat_key
-    asked = router._pending_forget.get(key)
-    now = time.monotonic()
-    if args.lower() in ("yes", "y", "confirm") and asked is not None and now - asked <= FORGET_CONFIRM_S:
-        router._pending_forget.pop(key, None)
-        await router.memory.forget_chat(key)
-        router._last_prompts.pop(key, None)
+async def _forget(ctx: CommandContext) -> CommandResult:
+    if ctx.args.lower() in ("yes", "y", "confirm") and ctx.chats.confirm(
+        ctx.chat, "forget", FORGET_CONFIRM_S
+    ):
+        try:
+            await ctx.memory.forget_chat(ctx.chat)
+        finally:
+            ctx.chats.forget_chat(ctx.chat)
         return CommandResult("Done: this chat's memory is erased.")
-    # Keep the pending map small: drop expired questions.
-    for k, t in list(router._pending_forget.items()):
-        if now - t > FORGET_CONFIRM_S:
-            router._pending_forget.pop(k, None)
-    router._pending_forget[key] = now
+    ctx.chats.ask(ctx.chat, "forget")
     return CommandResult(
         "This erases everything I remember about this chat: every message, fact and the summary. "
         "Send /forget yes within 5 minutes to confirm.",
@@ -261,21 +171,51 @@ async def _forget(router: Router, message: IncomingMessage, args: str) -> Comman
     )
 
 
-_HANDLERS = {
-    "help": _help,
-    "why": _why,
-    "tier": _tier,
-    "forgetme": _forgetme,
-    "facts": _facts,
-    "summary": _summary,
-    "usage": _usage,
-    "memory": _memory,
-    "mode": _mode,
-    "compact": _compact,
-    "forget": _forget,
-}
-
-
-def command_names(admin: bool) -> Iterable[str]:
-    """The commands a user may see (for platform command menus)."""
-    return [c for c in ALL_COMMANDS if admin or c not in ADMIN_COMMANDS]
+COMMANDS = Registry(
+    [
+        Command(
+            "start",
+            "what I am and how to talk to me",
+            _start,
+            platforms=frozenset({"telegram"}),  # Telegram clients send it when a chat opens
+        ),
+        Command("help", "the commands", _help, aliases=("commands",)),
+        Command("why", "the memory prompt used for my last answer here", _why),
+        Command(
+            "tier",
+            "show the model tier, or force one for this chat (!NAME before one message)",
+            _tier,
+            args=(Arg("name", "a tier name, or auto to choose automatically again"),),
+        ),
+        Command("forgetme", "forget what you said here and what I know about you", _forgetme),
+        Command(
+            "facts",
+            "what I know about the people here",
+            _facts,
+            who="admin",
+            args=(Arg("history", "history: superseded values too", choices=("history",)),),
+        ),
+        Command("summary", "the rolling summary of this chat", _summary, who="admin"),
+        Command(
+            "usage", "model calls, tokens and cost per tier, with a chart", _usage, who="admin", slow=True
+        ),
+        Command("memory", "memory statistics", _memory, who="admin", aliases=("stats",)),
+        Command(
+            "mode",
+            "memory mode: auto (4 recent messages) or full (12)",
+            _mode,
+            who="admin",
+            args=(Arg("mode", "auto: a few recent messages; full: up to twelve", choices=("auto", "full")),),
+        ),
+        Command("compact", "summarize the older messages now", _compact, who="admin", slow=True),
+        Command(
+            "forget",
+            "forget this whole chat, after confirmation",
+            _forget,
+            who="admin",
+            args=(
+                Arg("confirm", "yes: confirm a /forget asked within the last 5 minutes", choices=("yes",)),
+            ),
+        ),
+    ]
+)

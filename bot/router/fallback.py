@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.config import default
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -49,12 +50,12 @@ class Attempt:
 class RetryPolicy:
     """Budget and backoff of the tier router."""
 
-    time_budget_s: float = 60.0
-    request_timeout_s: float = 30.0
-    max_attempts_per_tier: int = 2
+    time_budget_s: float = default("router", "time_budget_s")
+    request_timeout_s: float = default("router", "request_timeout_s")
+    max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
     base_backoff_s: float = 0.25
     max_backoff_s: float = 4.0
-    max_wait_s: float = 5.0  # longest Retry-After honoured by waiting; longer: next tier
+    max_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
 
 
 OnAttempt = Callable[[Attempt], Awaitable[None]]

@@ -5,19 +5,20 @@
 no library passes in `extra`, which would clash) and
 redacts the secrets (API keys, bot tokens, the memory token) from every record's text and
 traceback, whichever library logged it (httpx logs Telegram URLs, which hold the bot token).
-`KeyValueFormatter` and `JsonFormatter` print them; the CLI picks one (LOG_FORMAT=json).
+`KeyValueFormatter` and `bot.jsonlog.JsonFormatter` (the format the memory host writes too)
+print them; the CLI picks one (LOG_FORMAT=json).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
+from bot.jsonlog import JsonFormatter
 from bot.router.prompt import redact
 
 _CONTEXT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("bot_request", default=("", ""))
@@ -89,30 +90,6 @@ class KeyValueFormatter(logging.Formatter):
         chat, req = getattr(record, "bot_chat", ""), getattr(record, "bot_request", "")
         record.context = f" [chat={chat} req={req}]" if req else ""
         return super().format(record)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, chat_key, request_id (when set)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record as one line of JSON."""
-        data = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        # The per-message line is logged after its context closed: it names its own chat and request.
-        data["chat_key"] = getattr(record, "turn_chat", None) or getattr(record, "bot_chat", "")
-        data["request_id"] = getattr(record, "turn_request", None) or getattr(record, "bot_request", "")
-        for key in ("tier", "latency_ms", "ok", "with_memory"):
-            value = getattr(record, key, None)
-            if value is not None:
-                data[key] = value
-        data = {k: v for k, v in data.items() if v != ""}
-        if record.exc_info:
-            data["error"] = record.exc_text or self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False)
 
 
 def configure(level: int, json_lines: bool = False) -> None:

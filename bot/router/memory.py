@@ -17,6 +17,8 @@ from urllib.parse import quote
 import aiohttp
 import yarl
 
+from bot.config import default
+
 
 class MemoryUnavailable(Exception):
     """The memory worker could not be reached or failed on its side (retry later)."""
@@ -109,7 +111,9 @@ class HttpMemoryClient:
     ~2.7 ms, and the bot makes two requests per message (benchmarks/pipeline.py).
     """
 
-    def __init__(self, base_url: str, token: str | None, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, base_url: str, token: str | None, *, timeout: float = default("memory", "timeout_s")
+    ) -> None:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._base_url = base_url.rstrip("/")
         self._timeout = timeout

@@ -1,4 +1,4 @@
-"""Chat models: one small interface, an OpenAI-compatible client, and the offline model.
+"""Chat models: one small interface and an OpenAI-compatible client (the offline model: offline.py).
 
 A `ChatModel` turns a `ModelRequest` (chat messages in the OpenAI format, plus the memory
 they were built from) into a `ModelAnswer`, or raises `ModelFailure` saying what went wrong
@@ -9,15 +9,16 @@ that every attempt is seen and recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
-import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ModelAnswer:
     model: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    notice: str = ""  # shown to the reader before the answer, never recorded as the bot's words
 
 
 class ModelFailure(Exception):
@@ -79,6 +81,7 @@ class AnswerStream(Protocol):
     prompt_tokens: int
     completion_tokens: int
     model: str
+    notice: str  # shown to the reader before the answer, never recorded as the bot's words
 
     def __aiter__(self) -> AsyncIterator[str]:
         """The text pieces, first one included; raises `ModelFailure` if the stream breaks."""
@@ -160,6 +163,11 @@ def failure_from(exc: BaseException) -> ModelFailure:
     return ModelFailure("connection", type(exc).__name__, retryable=True)
 
 
+def _messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    # Our messages are plain {"role", "content"} dicts: exactly the SDK's typed dicts at run time.
+    return cast("list[ChatCompletionMessageParam]", list(request.messages))
+
+
 def _usage_of(obj: Any) -> tuple[int, int]:
     usage = getattr(obj, "usage", None)
     if usage is None:
@@ -179,7 +187,7 @@ class OpenAICompatModel:
         try:
             async with asyncio.timeout(timeout):
                 resp = await self.client.chat.completions.create(
-                    model=self.model, messages=list(request.messages), timeout=timeout
+                    model=self.model, messages=_messages(request), timeout=timeout
                 )
         except Exception as exc:
             raise failure_from(exc) from exc
@@ -206,7 +214,7 @@ class OpenAICompatModel:
             async with asyncio.timeout(timeout):
                 raw = await self.client.chat.completions.create(
                     model=self.model,
-                    messages=list(request.messages),
+                    messages=_messages(request),
                     stream=True,
                     stream_options={"include_usage": True},
                     timeout=timeout,
@@ -226,6 +234,7 @@ class _OpenAIStream:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        self.notice = ""
         self.raw: Any = None
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -275,177 +284,6 @@ class _OpenAIStream:
     async def aclose(self) -> None:
         """Release the HTTP connection."""
         if self.raw is not None:
-            try:
+            # Closing a broken stream may fail again; there is nothing to save.
+            with contextlib.suppress(Exception):
                 await self.raw.close()
-            except Exception:  # closing a broken stream may fail again; nothing to save
-                pass
-
-
-# ---------------------------------------------------------------------------------------
-# The offline model
-
-OFFLINE_NOTICE = (
-    "I'm offline: no language model is configured, so I can only answer from memory. "
-    "To talk to a real model, set OPENAI_API_KEY (and OPENAI_BASE_URL for any other "
-    "OpenAI-compatible server such as OpenRouter, Ollama or vLLM) in the environment or in .env."
-)
-OFFLINE_SHORT = "(offline: answering from memory only)"
-
-_ASKS = (
-    (re.compile(r"\bmy name\b|\bwho am i\b|\bcall me\b", re.I), ("name",), "Your name is {v}."),
-    (
-        re.compile(
-            r"\bwhere\b.*\b(i|me)\b.*\b(live|from|based|stay)\b|\bmy (city|town|home|location)\b", re.I
-        ),
-        ("location", "city", "home"),
-        "You live in {v}.",
-    ),
-    (
-        re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(like|love|enjoy)\b|\bmy (hobbies|favou?rites?)\b", re.I),
-        ("likes", "like", "favorite", "favourite", "hobby"),
-        "You like {v}.",
-    ),
-    (
-        re.compile(r"\bwhat\b.*\b(i|me)\b.*\b(dislike|hate)\b|\bdon'?t i like\b", re.I),
-        ("dislikes", "dislike"),
-        "You don't like {v}.",
-    ),
-    (
-        re.compile(r"\b(my job|what do i do|where do i work|my work)\b", re.I),
-        ("job", "occupation", "work"),
-        "You work as {v}.",
-    ),
-    (re.compile(r"\bhow old\b.*\bi\b|\bmy age\b", re.I), ("age",), "You are {v}."),
-)
-
-# Used only when the memory worker extracted no fact: the same rules, read from old messages.
-_SAID = {
-    "name": re.compile(
-        r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)",
-        re.I,
-    ),
-    "location": re.compile(
-        r"\b(?:i live in|i'm living in|i am living in|i'm from|i am from|i moved to|i'm based in)\s+([^.,!?\n]+)",
-        re.I,
-    ),
-    "likes": re.compile(r"\bi (?:really )?(?:like|love|enjoy)\s+([^.,!?\n]+)", re.I),
-    "dislikes": re.compile(r"\bi (?:really )?(?:dislike|hate|don'?t like)\s+([^.,!?\n]+)", re.I),
-}
-
-
-class OfflineModel:
-    """The built-in model used when no API key is set: says it is offline, answers from memory."""
-
-    model = "offline"
-
-    def __init__(self) -> None:
-        # Chats already told the long notice in this process; later answers get a short tag.
-        self._told: set[str] = set()
-
-    def answer_text(self, request: ModelRequest) -> str:
-        """The offline answer to one request."""
-        first = request.chat_key not in self._told
-        if len(self._told) > 10000:  # bounded: a long-running bot must not grow forever
-            self._told.clear()
-        self._told.add(request.chat_key)
-        head = OFFLINE_NOTICE if first else OFFLINE_SHORT
-        body = self._from_memory(request)
-        return f"{head}\n{body}" if body else head
-
-    def _from_memory(self, request: ModelRequest) -> str:
-        mem = request.memory
-        if mem is None:
-            return "My memory is unreachable right now too, so I have nothing to add."
-        mine = [f for f in mem.facts if str(f.get("author_id") or "") == request.author_id] or [
-            f for f in mem.facts if not f.get("author_id") and f.get("author") == request.author
-        ]
-        by_key: dict[str, str] = {}
-        for f in mine:
-            by_key.setdefault(str(f.get("key", "")).lower(), str(f.get("value", "")))
-        old = [m for m in (*mem.retrieved, *mem.recent) if m.get("role", "user") == "user"]
-        own_old = [m for m in old if str(m.get("author_id") or "") in ("", request.author_id)]
-        lines: list[str] = []
-        asking = _is_question(request.text)
-        for pattern, keys, template in _ASKS if asking else ():
-            if not pattern.search(request.text):
-                continue
-            value = next((by_key[k] for k in keys if by_key.get(k)), None)
-            if value is None:
-                value = _said(own_old, keys[0])
-            if value:
-                lines.append(template.format(v=value))
-            else:
-                lines.append("I don't know that yet: tell me and I'll remember.")
-        if lines:
-            return " ".join(dict.fromkeys(lines))
-        parts: list[str] = []
-        if by_key:
-            known = "; ".join(f"{k}: {v}" for k, v in list(by_key.items())[:6])
-            parts.append(f"What I know about you: {known}.")
-        said = [m for m in mem.retrieved if m.get("role", "user") == "user"]
-        if said:
-            quoted = " | ".join(_one_line(m.get("text", "")) for m in said[:3])
-            parts.append(f"Related earlier messages: {quoted}")
-        if not asking:
-            learned = [f"{k}: {v}" for k, v in by_key.items() if _mentions(request.text, v)]
-            return f"Noted, I'll remember that ({'; '.join(learned)})." if learned else "Noted."
-        if not parts:
-            parts.append("I don't know anything about that yet.")
-        return " ".join(parts)
-
-    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
-        """The offline answer, instantly."""
-        text = self.answer_text(request)
-        return ModelAnswer(text=text, model=self.model, prompt_tokens=0, completion_tokens=0)
-
-    async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
-        """The offline answer as a one-piece stream."""
-        return _OneShot(self.answer_text(request), self.model)
-
-
-class _OneShot:
-    """A finished answer dressed as a stream."""
-
-    def __init__(self, text: str, model: str) -> None:
-        self.text = text
-        self.model = model
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        yield self.text
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
-
-
-_QUESTION_START = re.compile(
-    r"^\s*(what|what's|whats|where|who|whom|which|when|why|how|do|does|did|can|could|would|will|"
-    r"is|are|am|tell me|remind me|remember|recall|say)\b",
-    re.I,
-)
-
-
-def _is_question(text: str) -> bool:
-    return "?" in text or bool(_QUESTION_START.match(text))
-
-
-def _mentions(text: str, value: str) -> bool:
-    return bool(value) and value.lower() in text.lower()
-
-
-def _said(messages: list[dict[str, Any]], key: str) -> str | None:
-    pattern = _SAID.get(key)
-    if pattern is None:
-        return None
-    # Newest statement wins, like a superseding fact.
-    for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):
-        match = pattern.search(str(m.get("text", "")))
-        if match:
-            return match.group(1).strip()
-    return None
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -23,38 +23,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.config import Tier
+from bot.config import Tier, default
 
 
 @dataclass(frozen=True)
 class ChoiceRules:
     """The signals' thresholds and words (overridable in `[router.choice]` of bot.toml)."""
 
-    long_chars: int = 600
-    very_long_chars: int = 2000
-    short_chars: int = 60
-    long_conversation: int = 200  # messages in the chat
-    heavy_at: int = 2
-    light_at: int = -1
-    heavy_words: tuple[str, ...] = (
-        "explain",
-        "analyse",
-        "analyze",
-        "analysis",
-        "step by step",
-        "step-by-step",
-        "prove",
-        "proof",
-        "derive",
-        "compare",
-        "in detail",
-        "why does",
-        "why do",
-        "reason about",
-        "think through",
-        "debug",
-        "refactor",
-    )
+    long_chars: int = default("router.choice", "long_chars")
+    very_long_chars: int = default("router.choice", "very_long_chars")
+    short_chars: int = default("router.choice", "short_chars")
+    long_conversation: int = default("router.choice", "long_conversation")  # messages in the chat
+    heavy_at: int = default("router.choice", "heavy_at")
+    light_at: int = default("router.choice", "light_at")
+    heavy_words: tuple[str, ...] = tuple(default("router.choice", "heavy_words"))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> ChoiceRules:

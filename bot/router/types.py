@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from bot.router.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,46 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class File:
+    """A file a command answers with (a chart, an export): adapters attach or save it."""
+
+    name: str  # a file name with its extension, e.g. "usage.png"
+    data: bytes
+    mime: str = "application/octet-stream"
+
+    @property
+    def is_image(self) -> bool:
+        """True for pictures, which platforms show inline (a photo) rather than as a document."""
+        return self.mime.startswith("image/")
+
+
+@dataclass(frozen=True)
 class CommandResult:
-    """The answer to a chat command: text, and optionally a PNG picture or a confirmation step."""
+    """The answer to a chat command: text, an optional fixed-width table, files, a confirmation step."""
 
     text: str
-    image_png: bytes | None = None
+    table: str = ""  # shown in a monospaced font under `text` (columns line up)
+    files: tuple[File, ...] = ()
     confirm: str | None = None  # a command the user must send (or a button must trigger) to confirm
     ephemeral: bool = True
+
+    @property
+    def full_text(self) -> str:
+        """The text and the table, for places without a monospaced font of their own."""
+        return f"{self.text}\n{self.table}" if self.table else self.text
+
+    @property
+    def image_png(self) -> bytes | None:
+        """The first PNG picture among the files, if any."""
+        return next((f.data for f in self.files if f.mime == "image/png"), None)
 
 
 class ChatService(Protocol):
     """What adapters may call: the router's whole surface towards the platforms."""
+
+    @property
+    def registry(self) -> Registry:
+        """The chat commands, which every adapter renders (menus, slash commands, /help)."""
 
     async def handle(self, message: IncomingMessage) -> Reply:
         """Record the message, answer it with memory, record the answer."""
@@ -61,5 +93,4 @@ class ChatService(Protocol):
         """Record a message into memory without answering it (group chatter)."""
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
-        """Run a chat command (`facts`, `summary`, `usage`, `memory`, `mode`, `why`, `compact`,
-        `forget`, `forgetme`, `help`, `tier`); admin ones refuse non-admins and reveal nothing."""
+        """Run a chat command of `commands`; admin ones refuse non-admins and reveal nothing."""

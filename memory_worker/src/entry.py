@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from http import HTTPMethod
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -31,6 +32,8 @@ from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
 from memory_engine.http_api import JSON_HEADERS
+from memory_engine.operations import kind
+from memory_engine.settings import retention_setting
 from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
@@ -41,8 +44,6 @@ except ImportError:  # pragma: no cover - only outside a Worker without the test
 log = logging.getLogger("memory_worker.entry")
 T = TypeVar("T")
 
-# Calls after which the un-summarized history may have outgrown the threshold.
-GROWING = {"turn", "reply", "import", "forget_author"}
 # When a compaction run fails in a way the engine did not plan for, try again later
 # rather than leaving the chat without an alarm.
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
@@ -138,7 +139,7 @@ async def post_with_fetch(
     """POST through the runtime's `fetch`: (status, lower-case headers, body)."""
 
     async def go() -> tuple[int, dict[str, str], bytes]:
-        resp = await fetch(url, method="POST", headers=headers, body=body.decode("utf-8"))
+        resp = await fetch(url, method=HTTPMethod.POST, headers=headers, body=body.decode("utf-8"))
         data = await resp.bytes()
         return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
 
@@ -182,9 +183,11 @@ class ChatMemorySQLite(DurableObject):
     def memory(self) -> ChatMemory:
         """The chat's ChatMemory, built (and its schema migrated) on first use."""
         if self._memory is None:
-            retention = _var(self.env, "RETENTION_MESSAGES")
-            extra = {"retention": int(retention)} if retention and retention.isdigit() else {}
-            self._memory = ChatMemory(DurableObjectSql(self.ctx.storage), **extra)
+            retention, notes = retention_setting(lambda name: _var(self.env, name))
+            for note in notes:
+                log.warning(note)
+            sql = DurableObjectSql(self.ctx.storage)
+            self._memory = ChatMemory(sql) if retention is None else ChatMemory(sql, retention=retention)
         return self._memory
 
     def summarizer(self) -> Summarize:
@@ -219,13 +222,14 @@ class ChatMemorySQLite(DurableObject):
         # Scheduling compaction must never fail the call that was already recorded.
         storage = self.ctx.storage
         try:
-            if name == "forget_chat":
+            effects = kind(name)
+            if effects.erases_chat:
                 # The rows are gone; free the object's storage entirely, as the local host
                 # deletes the chat's database file. The schema is rebuilt on next use.
                 await storage.deleteAlarm()
                 await storage.deleteAll()
                 self._memory = None
-            elif name in GROWING and alarm_needed(memory) and _is_null(await storage.getAlarm()):
+            elif effects.grows and alarm_needed(memory) and _is_null(await storage.getAlarm()):
                 await storage.setAlarm(_now_ms())
         except Exception:
             log.exception("could not schedule compaction after %s", name)

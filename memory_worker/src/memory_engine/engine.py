@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import forgetting, imports
+from . import chat_state, forgetting, imports
 from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
+from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
 from .retrieval import index_message, rank
 from .storage import SqlStorage, migrate
@@ -79,6 +80,11 @@ class ChatMemory:
         """The id of the newest message the summary covers (0: none)."""
         return int(self.state("summarized_upto", "0") or 0)
 
+    def record_chat_key(self, chat_key: str) -> None:
+        """Store which chat key this database belongs to, unless one is stored already."""
+        if self._state("chat_key") is None:
+            self._set_state("chat_key", chat_key)
+
     # -- recording ---------------------------------------------------------------------
 
     def _find_by_message_id(self, message_id: str | None) -> dict[str, Any] | None:
@@ -135,7 +141,8 @@ class ChatMemory:
         for change in extract_facts(text):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
-            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+            if change.add:  # False for a removal only ("I don't like X anymore")
+                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
 
     def learn_fact(
         self, author: str, author_id: str, key: str, value: str, source: int, not_after: int | None = None
@@ -160,7 +167,7 @@ class ChatMemory:
     ) -> None:
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
-            "WHERE author_id = ? AND key = ? AND superseded_at IS NULL",
+            "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",
             author_id,
             key,
         )
@@ -220,14 +227,17 @@ class ChatMemory:
             # (a full disk fails the whole turn, never half of it).
             current_id = record()
             chosen = mode or self.mode()
-            recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4))
+            topic_after, topic_at = chat_state.topic_start(self.sql)  # /new: recent starts after it
+            recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4), topic_after)
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
+            notes = current_notes(self.sql)
             summary = self.state("summary") or ""
-            prompt = render_prompt(recent, retrieved, summary, facts)
+            prompt = render_prompt(recent, retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
             return {
+                "extras": chat_state.turn_extras(self.sql, author_id, ts[:10], notes, topic_at),
                 "current_id": current_id,
                 "mode": chosen,
                 "recent": recent,
@@ -251,12 +261,16 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
+            **built["extras"],
         }
 
-    def _recent_before(self, current_id: int, n: int) -> list[dict[str, Any]]:
+    def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
         rows = self.sql.exec(
-            f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", current_id, n
+            f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? AND id > ? ORDER BY id DESC LIMIT ?",
+            current_id,
+            after,
+            n,
         )
         rows.reverse()
         return rows
@@ -336,6 +350,10 @@ class ChatMemory:
                 message_id,
                 author_id,
             )
+            whose = author_id or reply_to_author_id or ""  # for per-person daily caps
+            chat_state.record_author_usage(
+                self.sql, ts[:10], whose, ok, prompt_tokens, completion_tokens, cost_usd
+            )
             mid = message_id if message_id is not None else (str(new_id) if new_id else None)
             return {"message_id": mid, "id": new_id}
 
@@ -351,23 +369,12 @@ class ChatMemory:
 
     # -- views -------------------------------------------------------------------------
 
-    def _current_facts(self, limit: int | None = None) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT author, author_id, key, value, updated_at FROM facts "
-            "WHERE superseded_at IS NULL ORDER BY id DESC"
-        )
-        rows = self.sql.exec(sql + " LIMIT ?", limit) if limit else self.sql.exec(sql)
-        rows.reverse()
-        return rows
+    def _current_facts(self, limit: int | None = None, kind: str | None = "fact") -> list[dict[str, Any]]:
+        return current_facts(self.sql, limit, kind)
 
-    def facts(self, history: bool = False) -> dict[str, Any]:
-        """Current facts of every author; with `history`, superseded values too."""
-        if not history:
-            return {"facts": self._current_facts()}
-        rows = self.sql.exec(
-            "SELECT author, author_id, key, value, updated_at, superseded_at FROM facts ORDER BY id"
-        )
-        return {"facts": rows}
+    def facts(self, history: bool = False, kind: str | None = None) -> dict[str, Any]:
+        """Current facts and notes, each with its id and kind; with `history`, superseded ones too."""
+        return {"facts": facts_view(self.sql, history, kind)}
 
     def summary(self) -> dict[str, Any]:
         """The rolling summary and how far it reaches."""
@@ -416,13 +423,15 @@ class ChatMemory:
         return out
 
     def settings(self) -> dict[str, Any]:
-        """The chat's settings."""
-        return {"mode": self.mode()}
+        """The chat's settings: memory mode and persona ("" for the bot's default)."""
+        return {"mode": self.mode(), "persona": chat_state.persona(self.sql)}
 
-    def update_settings(self, mode: str | None = None) -> dict[str, Any]:
+    def update_settings(self, mode: str | None = None, persona: str | None = None) -> dict[str, Any]:
         """Change the chat's settings; returns them."""
         if mode is not None:
             self.set_state("mode", mode)
+        if persona is not None:
+            chat_state.set_persona(self.sql, persona)
         return self.settings()
 
     # -- bulk import and forgetting ----------------------------------------------------

@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from . import notes, user_data
+from .chat_state import MAX_PERSONA_CHARS, start_topic
 from .compaction import Summarize, SummarizerError, compact_once, offline_summarize
 from .engine import ChatMemory
 
@@ -91,7 +93,11 @@ _CHAT_ROUTES: dict[str, dict[str, str]] = {
     "settings": {"GET": "settings", "PUT": "update_settings"},
     "compact": {"POST": "compact"},
     "import": {"POST": "import"},
+    "export": {"GET": "export"},
+    "notes": {"GET": "notes", "POST": "add_note"},
+    "topic": {"POST": "start_topic"},
 }
+_ITEM_ROUTES = {"authors": {"DELETE": "forget_author"}, "facts": {"DELETE": "forget_fact"}}
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -134,8 +140,9 @@ def _parse(req: Request, token: str) -> Operation | Response:
         raise ApiError(404, "unknown route")
     chat_key = _unquote(parts[3], "chat key")
     rest = parts[4:]
-    if len(rest) == 2 and rest[0] == "authors":
-        methods = {"DELETE": "forget_author"}
+    methods: dict[str, str]
+    if len(rest) == 2 and rest[0] in _ITEM_ROUTES:
+        methods = _ITEM_ROUTES[rest[0]]
     elif len(rest) <= 1:
         found = _CHAT_ROUTES.get(rest[0] if rest else "")
         if found is None:
@@ -167,12 +174,54 @@ def _parse(req: Request, token: str) -> Operation | Response:
         }
     elif name == "facts":
         args = {"history": query.get("history", "0") not in ("0", "", "false", "no")}
+        args["kind"] = _choice(query.get("kind"), "kind", ("fact", "note"))
     elif name == "update_settings":
+        args = _settings_args(_json_body(req))
+    elif name in ("export", "forget_fact"):
+        args = _user_data_args(name, rest, query)
+    elif name == "add_note":
         body = _json_body(req)
-        args = {"mode": _choice(body.get("mode"), "mode", MODES, required=True)}
+        text = _plain(body.get("text"), "text", 4 * notes.MAX_NOTE_CHARS).strip()
+        if not text or len(text) > notes.MAX_NOTE_CHARS:
+            raise ApiError(400, f"text must be 1 to {notes.MAX_NOTE_CHARS} characters")
+        args = {
+            "text": text,
+            "author": _optional(body, "author") or "",
+            "author_id": _optional(body, "author_id") or "",
+        }
     elif name == "import":
         args = {"messages": _import_args(_json_body(req))}
     return Operation(name, chat_key, args)
+
+
+def _settings_args(body: dict[str, Any]) -> dict[str, Any]:
+    args = {"mode": _choice(body.get("mode"), "mode", MODES)}
+    if body.get("persona") is not None:
+        persona = _plain(body["persona"], "persona", 4 * MAX_PERSONA_CHARS)
+        if len(persona) > MAX_PERSONA_CHARS:
+            raise ApiError(400, f"persona is over {MAX_PERSONA_CHARS} characters")
+        args["persona"] = persona
+    if args["mode"] is None and "persona" not in args:
+        raise ApiError(400, "give mode (auto or full) or persona")
+    return args
+
+
+def _user_data_args(name: str, rest: list[str], query: dict[str, str]) -> dict[str, Any]:
+    author_id = query.get("author_id")
+    if author_id is not None and not _plain(author_id, "author_id"):
+        raise ApiError(400, "author_id must not be empty")
+    if name == "forget_fact":
+        return {
+            "fact_id": _int(_unquote(rest[1], "fact id"), "fact id", 1, 2**63 - 1),
+            "author_id": author_id,
+        }
+    after, upto = query.get("after"), query.get("upto")
+    return {
+        "author_id": author_id,
+        "after": None if after is None else _int(after, "after", 0, 2**63 - 1),
+        "upto": None if upto is None else _int(upto, "upto", 0, 2**63 - 1),
+        "limit": _int(query.get("limit", user_data.DEFAULT_PAGE), "limit", 1, user_data.MAX_PAGE),
+    }
 
 
 def _unquote(raw: str, name: str) -> str:
@@ -363,7 +412,7 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
     if op.name == "search":
         return Response(200, m.search(a["query"], a["k"]))
     if op.name == "facts":
-        return Response(200, m.facts(history=a["history"]))
+        return Response(200, m.facts(history=a["history"], kind=a["kind"]))
     if op.name == "summary":
         return Response(200, m.summary())
     if op.name == "usage":
@@ -380,6 +429,8 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
         return Response(200, m.forget_chat())
     if op.name == "forget_author":
         return Response(200, m.forget_author(a["author_id"]))
+    if op.name in _USER_DATA_OPS:
+        return _user_data(op, m)
     if op.name == "compact":
         committed = 0
         try:
@@ -393,3 +444,29 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
             return Response(200, dict(m.summary(), compacted=committed, error=str(err)))
         return Response(200, dict(m.summary(), compacted=committed))
     return Response(404, {"error": "unknown route"})
+
+
+_USER_DATA_OPS = {"export", "notes", "add_note", "forget_fact", "start_topic"}
+
+
+def _user_data(op: Operation, m: ChatMemory) -> Response:
+    a = op.args
+    try:
+        if op.name == "export":
+            page = user_data.export_page(
+                m.sql, op.chat_key, now=m.now(), settings=m.settings, summary=m.summary, usage=m.usage, **a
+            )
+            return Response(200, page)
+        if op.name == "notes":
+            return Response(200, {"notes": notes.current_notes(m.sql)})
+        if op.name == "add_note":
+            return Response(200, notes.add_note(m.sql, now=m.now(), **a))
+        if op.name == "forget_fact":
+            return Response(200, notes.forget_fact(m.sql, now=m.now(), **a))
+        return Response(200, start_topic(m.sql, m.now()))
+    except notes.FactNotFound as err:
+        return Response(404, {"error": str(err)})
+    except notes.NotTheirFact as err:
+        return Response(403, {"error": str(err)})
+    except notes.NoteLimitError as err:
+        return Response(400, {"error": str(err)})

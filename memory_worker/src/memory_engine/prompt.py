@@ -33,8 +33,12 @@ def _speaker(msg: dict[str, Any]) -> str:
     return _name(msg.get("author") or "") or msg["role"]
 
 
+def _when(ts: str) -> str:
+    return ts[:16].replace("T", " ")
+
+
 def _line(msg: dict[str, Any]) -> str:
-    ts = (msg.get("ts") or "")[:16].replace("T", " ")
+    ts = _when(msg.get("ts") or "")
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
 
@@ -43,11 +47,15 @@ def render_prompt(
     retrieved: Iterable[dict[str, Any]],
     summary: str | None,
     facts: Iterable[dict[str, Any]],
+    notes: Iterable[dict[str, Any]] = (),
+    topic_started_at: str | None = None,
 ) -> str:
-    """The memory prompt: header, recent, retrieved, then summary and facts when present."""
+    """The memory prompt: header, recent, retrieved, then summary, facts and notes when present."""
     parts = [HEADER]
     recent = list(recent)
     retrieved = list(retrieved)
+    if topic_started_at:  # /new: said once, so /why shows where the recent window begins
+        parts.append(f"(new topic started {_when(topic_started_at)} UTC: recent messages begin there)")
     if recent:
         parts.append("Recent messages:\n" + "\n".join(_line(m) for m in recent))
     if retrieved:
@@ -66,5 +74,13 @@ def render_prompt(
         parts.append(
             "Known facts:\n"
             + "\n".join(f"- {author}: " + "; ".join(items) for author, items in by_author.items())
+        )
+    notes = list(notes)
+    if notes:
+        parts.append(
+            "Notes the chat asked to keep (quoted):\n"
+            + "\n".join(
+                f"- {_quote(n['value'])} ({_name(n['author'] or n['author_id']) or 'someone'})" for n in notes
+            )
         )
     return "\n\n".join(parts)

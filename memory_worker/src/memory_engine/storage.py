@@ -105,6 +105,28 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "WHERE reply_to_author_id IS NOT NULL",
         ],
     ),
+    (
+        5,
+        "fact kinds (notes), per-author daily usage, indexes for today's counts",
+        [
+            "ALTER TABLE facts ADD COLUMN kind TEXT NOT NULL DEFAULT 'fact'",
+            "CREATE INDEX facts_notes ON facts(id) WHERE kind = 'note' AND superseded_at IS NULL",
+            # Today's messages of one author / of the chat, without a scan of the archive.
+            "CREATE INDEX messages_author_ts ON messages(author_id, ts)",
+            "CREATE INDEX messages_ts ON messages(ts)",
+            # router_usage keeps a window of rows; caps need whole days per author.
+            """CREATE TABLE usage_daily_author (
+                day TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                calls INTEGER NOT NULL DEFAULT 0,
+                errors INTEGER NOT NULL DEFAULT 0,
+                prompt_tokens INTEGER NOT NULL DEFAULT 0,
+                completion_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0,
+                PRIMARY KEY (day, author_id)
+            )""",
+        ],
+    ),
 ]
 
 
@@ -114,10 +136,12 @@ def migrate(sql: SqlStorage, now: str) -> int:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
     )
-    rows = sql.exec("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")
-    current = int(rows[0]["v"]) if rows else 0
-    for version, name, statements in MIGRATIONS:
-        if version <= current:
+    # Every version not yet recorded, in number order: branches land migrations out of
+    # order (5 may ship before 3), so "newer than the highest" would skip one.
+    applied = {int(r["version"]) for r in sql.exec("SELECT version FROM schema_migrations")}
+    current = max(applied, default=0)
+    for version, name, statements in sorted(MIGRATIONS, key=lambda m: m[0]):
+        if version in applied:
             continue
 
         def apply(statements=statements, version=version, name=name) -> None:
@@ -131,5 +155,5 @@ def migrate(sql: SqlStorage, now: str) -> int:
             )
 
         sql.transaction(apply)
-        current = version
+        current = max(current, version)
     return current

@@ -1,0 +1,196 @@
+"""Telegram objects <-> the router's neutral types, and who may do what in a Telegram chat.
+
+`Translator` turns PTB messages into `IncomingMessage` values (chat keys, mention gating,
+text, attachments); `AdminCheck` decides admin rights (cached briefly); `ChatOrder` handles
+the updates of one chat in arrival order while different chats proceed concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from telegram import Chat, ChatMember, Message, MessageEntity, Update, User
+from telegram.error import TelegramError
+from telegram.ext import BaseUpdateProcessor
+
+from bot.config import Settings
+from bot.router.types import IncomingMessage
+
+log = logging.getLogger(__name__)
+
+ADMIN_CACHE_S = 60.0
+_ATTACHMENTS = (
+    "photo",
+    "sticker",
+    "voice",
+    "audio",
+    "video",
+    "video_note",
+    "animation",
+    "document",
+    "location",
+    "contact",
+    "poll",
+    "dice",
+)
+
+
+@dataclass
+class Translator:
+    """Telegram objects <-> neutral types, in one place: chat keys, gating, text, attachments."""
+
+    settings: Settings
+    bot_id: int = 0
+    bot_username: str = ""
+
+    def chat_key(self, chat: Chat, user: User | None) -> str:
+        """`telegram:<chat id>`, or `telegram:<chat id>:<user id>` for per-user memory in groups."""
+        if self.settings.memory_scope == "user" and chat.type != Chat.PRIVATE and user is not None:
+            return f"telegram:{chat.id}:{user.id}"
+        return f"telegram:{chat.id}"
+
+    def addressed(self, message: Message) -> bool:
+        """Private chats always; groups when the bot is @mentioned, replied to, or commanded."""
+        if message.chat.type == Chat.PRIVATE:
+            return True
+        reply = message.reply_to_message
+        if reply is not None and reply.from_user is not None and reply.from_user.id == self.bot_id:
+            return True
+        return self._mentions_bot(message)
+
+    def _mentions_bot(self, message: Message) -> bool:
+        mention = "@" + self.bot_username.lower()
+        entities = message.parse_entities() or message.parse_caption_entities()
+        for entity, value in entities.items():
+            if entity.type == MessageEntity.MENTION and value.lower() == mention:
+                return True
+            if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == self.bot_id:
+                return True
+            if entity.type == MessageEntity.BOT_COMMAND and value.lower().endswith(mention):
+                return True
+        return False
+
+    def text(self, message: Message) -> str:
+        """The message's words (a caption counts), without the @mention of the bot."""
+        raw = message.text or message.caption or ""
+        if self.bot_username:
+            raw = re.sub(rf"@{re.escape(self.bot_username)}\b", "", raw, flags=re.IGNORECASE)
+        return re.sub(r"[ \t]{2,}", " ", raw).strip()
+
+    @staticmethod
+    def attachments(message: Message) -> tuple[str, ...]:
+        """Kinds of non-text parts ("photo", "voice", ...)."""
+        return tuple(k for k in _ATTACHMENTS if getattr(message, k, None))
+
+    def incoming(
+        self, message: Message, *, text: str, is_admin: bool, addressed: bool = True
+    ) -> IncomingMessage:
+        """The neutral message for one Telegram message."""
+        user = message.from_user
+        # Anonymous admins and channels speak as a chat, not as a person.
+        speaker = message.sender_chat
+        return IncomingMessage(
+            chat_key=self.chat_key(message.chat, user),
+            author=speaker.title or str(speaker.id) if speaker else _display_name(user, message.chat),
+            author_id=str(speaker.id if speaker else user.id if user else message.chat.id),
+            text=text,
+            message_id=str(message.message_id),
+            is_admin=is_admin,
+            addressed=addressed,
+            attachments=self.attachments(message),
+            platform="telegram",
+        )
+
+    def from_button(self, message: Message, user: User, text: str, is_admin: bool) -> IncomingMessage:
+        """The neutral message for a button press under a bot message."""
+        return IncomingMessage(
+            chat_key=self.chat_key(message.chat, user),
+            author=_display_name(user, message.chat),
+            author_id=str(user.id),
+            text=text,
+            is_admin=is_admin,
+            platform="telegram",
+        )
+
+
+def _display_name(user: User | None, chat: Chat) -> str:
+    if user is None:
+        return chat.title or str(chat.id)  # anonymous admins and channel posts
+    return user.full_name or user.username or str(user.id)
+
+
+class ChatOrder(BaseUpdateProcessor):
+    """Handle the updates of one chat in arrival order, different chats concurrently."""
+
+    def __init__(self, max_concurrent_updates: int = 256) -> None:
+        super().__init__(max_concurrent_updates)
+        self._locks: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        """Run `coroutine` once the earlier updates of the same chat are done."""
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is None:
+            await coroutine
+            return
+        lock, users = self._locks.setdefault(chat.id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                await coroutine
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                self._locks.pop(chat.id, None)  # idle chats cost nothing
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to tear down."""
+
+
+@dataclass
+class AdminCheck:
+    """Who is admin of a chat: ADMIN_USER_IDS, the user of a private chat, or a chat admin/owner."""
+
+    owners: frozenset[str]
+    ttl: float = ADMIN_CACHE_S
+    _cache: dict[tuple[int, int], tuple[float, bool]] = field(default_factory=dict)
+
+    def quick(self, chat: Chat, user: User | None, sender_chat: Chat | None = None) -> bool | None:
+        """The answer without asking Telegram, or None when Telegram must be asked."""
+        if sender_chat is not None and sender_chat.id == chat.id:
+            return True  # an anonymous admin, posting as the group itself
+        if user is None:
+            return False
+        if str(user.id) in self.owners or chat.type == Chat.PRIVATE:
+            return True
+        hit = self._cache.get((chat.id, user.id))
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        return None
+
+    async def __call__(self, chat: Chat, user: User | None, sender_chat: Chat | None = None) -> bool:
+        """Decide, asking Telegram (get_chat_member, cached briefly) for group members."""
+        known = self.quick(chat, user, sender_chat)
+        if known is not None:
+            return known
+        if user is None:  # quick() answers every message without a user; kept for the type checker
+            return False
+        try:
+            member = await chat.get_member(user.id)
+            admin = member.status in (ChatMember.ADMINISTRATOR, ChatMember.OWNER)
+        except TelegramError as exc:
+            # Unknown means not admin: refusing is safe, granting is not.
+            log.warning("get_chat_member(%s, %s) failed: %r", chat.id, user.id, exc)
+            return False
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[(chat.id, user.id)] = (time.monotonic() + self.ttl, admin)
+        return admin

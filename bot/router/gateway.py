@@ -1,0 +1,226 @@
+"""The memory gateway: the only code that talks to the memory worker.
+
+It holds the HTTP client, the outbox of records the worker could not take yet, the back-off
+that skips the worker for a while after a failure, and the background task that replays the
+outbox, in order, once the worker is back. Turns and reply records go through `turn` and
+`reply` (kept in the outbox when the worker is out of reach); every other route is passed
+straight to the client and raises `MemoryUnavailable` / `MemoryRefused` like it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import default
+from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.router.models import MemoryContext
+from bot.router.outbox import Outbox
+from bot.router.types import IncomingMessage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BackOff:
+    """How long the worker is skipped after a failure: `first_s`, doubling up to `max_s`."""
+
+    first_s: float = default("memory", "retry_s")
+    max_s: float = default("memory", "retry_max_s")
+
+
+class MemoryGateway:
+    """The memory client, the outbox and the back-off behind one surface; open it with `async with`."""
+
+    def __init__(
+        self,
+        client: MemoryClient,
+        outbox: Outbox,
+        *,
+        replay_interval_s: float = default("memory", "replay_interval_s"),
+        backoff: BackOff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.outbox = outbox
+        self.replay_interval_s = replay_interval_s
+        self.backoff = backoff or BackOff()
+        self._clock = clock
+        self._down_until = 0.0
+        self._delay = self.backoff.first_s
+        self._wake = asyncio.Event()
+        self._replayer: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def __aenter__(self) -> MemoryGateway:
+        self._replayer = asyncio.create_task(self._replay_loop(), name="outbox-replay")
+        if len(self.outbox):
+            self._wake.set()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._replayer is not None:
+            self._replayer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._replayer
+        # One last try, so a clean shutdown leaves nothing behind when the worker is up.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5.0):
+                await self.outbox.flush(self.client)
+
+    async def _replay_loop(self) -> None:
+        while True:
+            # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow our own cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.replay_interval_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            if not len(self.outbox):
+                continue
+            try:
+                delivered = await self.outbox.flush(self.client)
+            except Exception:  # never let the replayer die; the records stay in SQLite
+                log.exception("outbox replay failed")
+                continue
+            if not len(self.outbox):
+                self._up()
+                log.info("outbox replayed: %d records", delivered)
+            else:
+                self._down(f"outbox replay stopped with {len(self.outbox)} records left")
+
+    async def flush(self) -> int:
+        """Replay the outbox now; how many records were delivered."""
+        delivered = await self.outbox.flush(self.client)
+        if not len(self.outbox):
+            self._up()
+        else:  # flush only stops early when the worker is unavailable
+            self._down(f"outbox replay stopped with {len(self.outbox)} records left")
+        return delivered
+
+    def pending_for(self, chat: str) -> int:
+        """How many records of one chat wait in the outbox."""
+        return self.outbox.pending_for(chat)
+
+    # -- back-off -----------------------------------------------------------------------
+
+    def is_down(self) -> bool:
+        """True while the worker is skipped after a failure."""
+        return self._clock() < self._down_until
+
+    def _down(self, why: str) -> None:
+        # Warn once per outage; the retries while it lasts are debug noise.
+        level = logging.DEBUG if self.is_down() else logging.WARNING
+        log.log(level, "memory worker unavailable (%s); answering without memory, keeping records", why)
+        self._down_until = self._clock() + self._delay
+        self._delay = min(self.backoff.max_s, self._delay * 2)
+
+    def _up(self) -> None:
+        self._down_until = 0.0
+        self._delay = self.backoff.first_s
+
+    def _keep(self, chat: str, kind: str, body: dict[str, Any]) -> None:
+        self.outbox.add(chat, kind, body)
+        self._wake.set()
+
+    # -- the two records of a message ---------------------------------------------------
+
+    async def turn(self, message: IncomingMessage, text: str, message_id: str) -> MemoryContext | None:
+        """Record a user message; its memory context, or None when the worker is out of reach
+        (the record then waits in the outbox) or refuses it for good (too long, bad chat key).
+
+        The caller holds the chat's lock, so one chat's messages go in arrival order.
+        """
+        body = {
+            "text": text,
+            "author": message.author,
+            "author_id": message.author_id,
+            "message_id": message_id,
+        }
+        chat = message.chat_key
+        if len(self.outbox) and not self.is_down():
+            await self.flush()
+        if self.is_down() or self.outbox.pending_for(chat):
+            self._keep(chat, "turn", body)  # older records of this chat wait: this one goes behind
+            return None
+        try:
+            data = await self.client.turn(
+                chat, text, author=message.author, author_id=message.author_id, message_id=message_id
+            )
+        except MemoryUnavailable as exc:
+            self._down(str(exc))
+            self._keep(chat, "turn", body)
+            return None
+        except MemoryRefused as exc:
+            # 413 (too long), 400 (bad chat key): the worker will never take it; answer anyway.
+            log.warning("memory refused the message in %s: %s", chat, exc.error)
+            return None
+        return MemoryContext(
+            prompt=str(data.get("prompt") or ""),
+            recent=tuple(data.get("recent") or ()),
+            retrieved=tuple(data.get("retrieved") or ()),
+            facts=tuple(data.get("facts") or ()),
+            summary=str(data.get("summary") or ""),
+            usage_today=dict(data.get("usage_today") or {}),
+        )
+
+    async def reply(self, chat: str, body: Mapping[str, Any]) -> None:
+        """Record one model attempt; into the outbox when the worker is out of reach."""
+        record = dict(body)
+        if self.is_down() or self.outbox.pending_for(chat):
+            self._keep(chat, "reply", record)
+            return
+        try:
+            await self.client.reply(chat, record)
+        except MemoryUnavailable as exc:
+            self._down(str(exc))
+            self._keep(chat, "reply", record)
+        except MemoryRefused as exc:
+            log.warning("memory refused a reply record in %s: %s", chat, exc.error)
+
+    # -- reads and admin actions, straight to the worker --------------------------------
+
+    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
+        """Retrieve older messages like a turn does, recording nothing."""
+        return await self.client.search(chat, q, k)
+
+    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
+        """Current facts (and superseded ones with `history`)."""
+        return await self.client.facts(chat, history=history)
+
+    async def summary(self, chat: str) -> dict[str, Any]:
+        """The rolling summary and its compaction state."""
+        return await self.client.summary(chat)
+
+    async def usage(self, chat: str) -> dict[str, Any]:
+        """routerUsage totals per tier and the recent rows."""
+        return await self.client.usage(chat)
+
+    async def stats(self, chat: str) -> dict[str, Any]:
+        """Message and fact counts, the mode, the last prompt."""
+        return await self.client.stats(chat)
+
+    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
+        """Set the memory mode (`auto` or `full`)."""
+        return await self.client.set_mode(chat, mode)
+
+    async def compact(self, chat: str) -> dict[str, Any]:
+        """Run compaction now; the new summary state."""
+        return await self.client.compact(chat)
+
+    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Bulk-import history."""
+        return await self.client.import_messages(chat, messages)
+
+    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
+        """Forget one person in a chat (the caller clears its own caches too)."""
+        return await self.client.forget_author(chat, author_id)
+
+    async def forget_chat(self, chat: str) -> dict[str, Any]:
+        """Forget the whole chat (the caller clears its own caches too)."""
+        return await self.client.forget_chat(chat)

@@ -1,0 +1,1 @@
+"""The shipped defaults: bot.toml, installed as the package `bot.defaults` (see pyproject.toml)."""

@@ -1,0 +1,35 @@
+"""The local memory host: the memory engine on CPython's sqlite3, serving the HTTP API v1.
+
+It gives the same guarantees as a Durable Object: one SQLite database per chat key, one
+request at a time per chat key (many chats in parallel), and writes that survive a
+`kill -9` once acknowledged. A bounded number of chat databases stay open, least recently
+used closed first, with their WAL checkpointed on close.
+
+- `storage`: `SqliteStorage`, the engine's storage interface over one sqlite3 file
+- `chats`: `ChatStore`, the database per chat, the LRU of open ones, the lock per chat
+- `alarms`: `AlarmTable`, the persisted compaction alarms
+- `scheduler`: `CompactionScheduler`, the alarm loop (the Durable Object's `alarm()`)
+- `health`: the storage state `GET /health` reports
+- `server`: `MemoryHost`, the HTTP server, access logs and drain
+- `logs`: the JSON log lines
+- `embedded`: `EmbeddedMemoryHost`, the host inside the caller's event loop
+- `cli`: `serve_forever`, `chatbot memory serve`
+"""
+
+from .alarms import AlarmTable
+from .chats import ChatStore
+from .cli import serve_forever
+from .embedded import EmbeddedMemoryHost
+from .logs import JsonLogFormatter
+from .server import MemoryHost
+from .storage import SqliteStorage
+
+__all__ = [
+    "AlarmTable",
+    "ChatStore",
+    "EmbeddedMemoryHost",
+    "JsonLogFormatter",
+    "MemoryHost",
+    "SqliteStorage",
+    "serve_forever",
+]

@@ -1,0 +1,153 @@
+"""The local host's compaction alarms: the Durable Object's `alarm()`, for every chat of the host.
+
+A write that leaves too much un-summarized history sets the chat's persisted alarm and
+returns at once; `CompactionScheduler.run` compacts due chats in the background, a few at
+a time, and retries failures with the engine's backoff. The summarizer's wait (a model) or
+work (the offline one, see `offline.py`) happens off the event loop, so a chat's compaction
+never stalls the turns of any chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+
+from memory_engine import ChatMemory
+from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, on_alarm
+
+from .alarms import AlarmTable
+from .chats import ChatStore
+
+log = logging.getLogger("memory_worker.host")
+
+MAX_ALARMS_IN_FLIGHT = 4
+UNEXPECTED_FAILURE_RETRY_MS = 60_000
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds, the unit of alarm due times."""
+    return int(time.time() * 1000)
+
+
+class CompactionScheduler:
+    """Runs due compaction alarms of every chat, at most `max_in_flight` at a time."""
+
+    def __init__(
+        self,
+        store: ChatStore,
+        alarms: AlarmTable,
+        summarize: Summarize,
+        backoff_base_ms: int = BACKOFF_BASE_MS,
+        backoff_max_ms: int = BACKOFF_MAX_MS,
+        max_in_flight: int = MAX_ALARMS_IN_FLIGHT,
+    ):
+        self.store = store
+        self.alarms = alarms
+        self.summarize = summarize
+        self.backoff = (backoff_base_ms, backoff_max_ms)
+        self.max_in_flight = max_in_flight
+        self._wake = asyncio.Event()
+        self._running: set[str] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._held: dict[str, int] = {}  # chat -> ms: alarms that could not be rescheduled
+        self._loop_task: asyncio.Task | None = None
+
+    @property
+    def running(self) -> int:
+        """How many compactions are in flight."""
+        return len(self._running)
+
+    @property
+    def held(self) -> dict[str, int]:
+        """Chats held back until a time (ms) because their alarm could not be rescheduled."""
+        return dict(self._held)
+
+    def after_write(self, chat_key: str, memory: ChatMemory) -> None:
+        """Set the chat's alarm when its un-summarized history calls for a compaction."""
+        try:
+            if alarm_needed(memory) and not self.alarms.has(chat_key):
+                self.alarms.set(chat_key, now_ms())
+                self._wake.set()
+        except (sqlite3.Error, OSError) as err:
+            # The write is committed: a compaction that cannot be scheduled now is scheduled
+            # by the chat's next write, so the answer stays 200.
+            log.warning("could not schedule compaction: %s", err)
+
+    def forget(self, chat_key: str) -> None:
+        """Drop the alarm of a chat that no longer exists."""
+        self.alarms.delete(chat_key)
+
+    def start(self) -> None:
+        """Start the alarm loop in the running event loop."""
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self.run())
+
+    async def stop(self) -> None:
+        """Cancel the alarm loop and every compaction in flight (their alarms stay pending)."""
+        pending = [t for t in (self._loop_task, *self._tasks) if t is not None]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._loop_task = None
+
+    async def run(self) -> None:
+        """Run due compaction alarms until cancelled (a few chats at a time)."""
+        while True:
+            self._wake.clear()
+            now = now_ms()
+            self._held = {k: until for k, until in self._held.items() if until > now}
+            busy = self._running | set(self._held)
+            timeout: float | None = None  # all slots busy: a finishing alarm wakes us
+            try:
+                free = self.max_in_flight - len(self._running)
+                for chat_key in self.alarms.due(now, busy, free) if free > 0 else []:
+                    self._running.add(chat_key)
+                    task = asyncio.create_task(self._run_alarm(chat_key))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                if len(self._running) < self.max_in_flight:
+                    nxt = self.alarms.next_due(busy | self._running)
+                    timeout = None if nxt is None else max(0.0, (nxt - now_ms()) / 1000)
+            except (sqlite3.Error, OSError) as err:  # the alarm table cannot be read: try again soon
+                log.warning("alarm table unavailable: %s", err)
+                timeout = 5.0
+            if self._held:
+                until = (min(self._held.values()) - now) / 1000
+                timeout = until if timeout is None else min(timeout, until)
+            if timeout == 0:
+                continue
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancellation
+            # that stops this loop, and the host's shutdown then waits for ever.
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _run_alarm(self, chat_key: str) -> None:
+        delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
+        try:
+            with self.store.pinned(chat_key):
+                if not self.store.exists(chat_key):
+                    self.alarms.delete(chat_key)
+                    return
+                try:
+                    memory = self.store.open(chat_key)
+                    delay = await on_alarm(memory, self.summarize, *self.backoff)
+                except Exception:
+                    log.exception("compaction failed chat=%s", chat_key)
+                    delay = UNEXPECTED_FAILURE_RETRY_MS
+                if not self.store.exists(chat_key) or delay is None:
+                    self.alarms.delete(chat_key)
+                else:
+                    self.alarms.set(chat_key, now_ms() + delay)
+        except (sqlite3.Error, OSError) as err:
+            # The alarm table cannot be written (a full disk): its row stays due, so hold the
+            # chat back in memory for the delay, or the loop would run it again at once.
+            log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
+            self._held[chat_key] = now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+        finally:
+            self._running.discard(chat_key)
+            self._wake.set()

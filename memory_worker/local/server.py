@@ -1,0 +1,253 @@
+"""`MemoryHost`: the HTTP API v1 over a `ChatStore`, with the same `parse`/`execute` as the Worker.
+
+It gives the guarantees of a Durable Object: one request at a time per chat key (many chats
+in parallel), writes that survive a `kill -9` once acknowledged, compaction in the
+background from a persisted alarm. Each request logs one access line (never the token, the
+body or the query); `drain` lets the requests in flight finish before a shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+from memory_engine import Operation, Request, Response, execute, parse
+from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, offline_summarize
+from memory_engine.http_api import CHAT_KEY, JSON_HEADERS, MAX_BODY_BYTES, VERSION
+from memory_engine.operations import kind
+
+from .alarms import AlarmTable
+from .chats import MAX_OPEN_CHATS, ChatStore
+from .health import healthy, host_version, storage_state
+from .offline import OfflineSummarizer
+from .scheduler import CompactionScheduler
+
+log = logging.getLogger("memory_worker.host")
+access_log = logging.getLogger("memory_worker.access")
+
+
+class MemoryHost:
+    """Serves the HTTP API v1 over a ChatStore; the same `parse`/`execute` as the Worker.
+
+    Compaction runs like the Durable Object's alarm: a call that leaves too much
+    un-summarized history sets a persisted alarm and returns at once; the `scheduler`
+    compacts in the background and retries failures with backoff.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        token: str,
+        summarize: Summarize | None = None,
+        max_open: int = MAX_OPEN_CHATS,
+        retention: int | None = None,
+        backoff_base_ms: int = BACKOFF_BASE_MS,
+        backoff_max_ms: int = BACKOFF_MAX_MS,
+    ):
+        self.data_dir = Path(data_dir)
+        self.token = token
+        self.store = ChatStore(self.data_dir, max_open=max_open, retention=retention)
+        self.alarms = AlarmTable(self.data_dir)
+        # The engine's offline summarizer is CPU work: the host runs it off the event loop.
+        if summarize is None or summarize is offline_summarize:
+            summarize = OfflineSummarizer()
+        self.summarize: Summarize = summarize
+        self.scheduler = CompactionScheduler(
+            self.store, self.alarms, self.summarize, backoff_base_ms, backoff_max_ms
+        )
+        self.in_flight = 0
+        self.stopping = False  # set by drain: answers then carry Connection: close
+        self._idle = asyncio.Event()
+        self.started = time.monotonic()
+        self.version = host_version()
+
+    async def respond(self, req: Request) -> Response:
+        """Answer one request."""
+        return (await self._respond(req))[0]
+
+    def health(self, detail: bool = False) -> Response:
+        """`GET /health`: 200 `{"ok", "version"}` as the Worker answers (503 when storage is
+        broken); `?detail=1` adds the storage state. No chat data, no token needed."""
+        storage = storage_state(self.data_dir, self.store, self.alarms, self.scheduler.running)
+        ok = healthy(storage)
+        payload: dict[str, Any] = {"ok": ok, "version": VERSION}
+        if detail or not ok:
+            payload.update(
+                host_version=self.version,
+                storage=storage,
+                in_flight=self.in_flight,
+                uptime_s=round(time.monotonic() - self.started, 1),
+            )
+        return Response(200 if ok else 503, payload)
+
+    async def _respond(self, req: Request) -> tuple[Response, str | None]:
+        if req.path == "/health" and req.method.upper() in ("GET", "HEAD"):
+            return self.health(detail="detail=1" in req.query.split("&")), None
+        op = parse(req, self.token)
+        if isinstance(op, Response):
+            return op, None
+        return await self._execute(op), op.chat_key
+
+    async def _execute(self, op: Operation) -> Response:
+        effects = kind(op.name)
+        chat = op.chat_key
+        if effects.summarizes:  # waits on the summarizer: must not hold up the chat's turns
+            if not self.store.exists(chat):
+                return await execute(op, self.store.empty(), self.summarize)
+            with self.store.pinned(chat):
+                return await execute(op, self.store.open(chat), self.summarize)
+        async with self.store.lock(chat):
+            if not self.store.exists(chat) and (effects.read_only or effects.forgets):
+                if effects.forgets:
+                    return Response(200, {"deleted": False})
+                return await execute(op, self.store.empty())
+            memory = self.store.open(chat)
+            response = await execute(op, memory)
+            if response.status != 200:
+                return response
+            if effects.erases_chat:
+                self.store.remove(chat)
+                self.scheduler.forget(chat)
+                return response
+            if effects.forgets:
+                # The deleted rows' old pages are still in the WAL until it is checkpointed.
+                self.store.checkpoint(chat)
+            if effects.grows:
+                self.scheduler.after_write(chat, memory)
+            return response
+
+    def app(self) -> web.Application:
+        """The aiohttp application: one catch-all route into `respond`."""
+        # Bodies over the API's limit are refused while reading, before they fill memory.
+        app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
+        # [\s\S]: a percent-encoded line break in the path must reach `parse` too
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self._web_handler)
+        return app
+
+    async def _web_handler(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        request_id = _request_id(request.headers.get("x-request-id"))
+        path, _, query = request.raw_path.partition("?")
+        chat_key: str | None = None
+        self.in_flight += 1
+        try:
+            body = await request.read()
+            response, chat_key = await self._respond(
+                Request(request.method, path, query, dict(request.headers), body)
+            )
+        except web.HTTPRequestEntityTooLarge:
+            response = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
+        except Exception as err:
+            response = storage_error(err) or Response(500, {"error": "internal error"})
+            if response.status == 500:
+                log.exception("internal error request_id=%s", request_id)
+            else:
+                log.error("storage error request_id=%s: %s", request_id, err)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
+        if chat_key is None:  # a refusal: still say which chat it was for, when the key is valid
+            chat_key = _chat_in(path)
+        # One line per request. Never the token, the body or the query (they carry text).
+        access_log.info(
+            "request",
+            extra={
+                "fields": {
+                    "chat": chat_key,
+                    "request_id": request_id,
+                    "method": request.method[:16],
+                    "route": _route(path),
+                    "status": response.status,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            },
+        )
+        answer = web.Response(
+            status=response.status,
+            body=response.body(),
+            headers={**JSON_HEADERS, "x-request-id": request_id},
+        )
+        if self.stopping:
+            answer.force_close()  # the client reconnects, and finds the port closed
+        return answer
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait (up to `timeout_s`) until no request is in flight; True when none is left."""
+        self.stopping = True
+        while self.in_flight:
+            self._idle.clear()
+            try:
+                async with asyncio.timeout(timeout_s):  # not wait_for: it can swallow a cancel
+                    await self._idle.wait()
+            except TimeoutError:
+                return False
+        return True
+
+    def close(self) -> None:
+        """Close every chat database and the alarm table."""
+        self.store.close()
+        self.alarms.close()
+        if isinstance(self.summarize, OfflineSummarizer):
+            self.summarize.close()
+
+
+def storage_error(err: BaseException) -> Response | None:
+    """The answer for a storage failure: 507 when the disk (or the page cap) is full."""
+    full = (isinstance(err, sqlite3.Error) and "full" in str(err).lower()) or (
+        isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
+    if full:
+        # Not "nothing was recorded": the engine may have committed the message before a later
+        # statement of the same request hit the limit. A retry with its message_id is safe.
+        return Response(
+            507,
+            {
+                "error": "storage is full: retry later with the same message_id "
+                "(a repeat is never stored twice)"
+            },
+        )
+    # Locked, I/O, read-only: the storage's trouble. A constraint error is a bug: a 500.
+    if isinstance(err, (sqlite3.OperationalError, OSError)):
+        return Response(
+            503, {"error": "storage is unavailable right now: retry later with the same message_id"}
+        )
+    return None
+
+
+def _request_id(given: str | None) -> str:
+    """The caller's x-request-id when it is a short plain token, else a fresh one."""
+    if given and len(given) <= 64 and all(c.isalnum() or c in "-_.:" for c in given):
+        return given
+    return uuid.uuid4().hex[:12]
+
+
+def _chat_in(path: str) -> str | None:
+    """The valid chat key a `/v1/chats/{chat}/...` path names, else None."""
+    parts = path.split("/")
+    if len(parts) < 4 or parts[:3] != ["", "v1", "chats"]:
+        return None
+    try:
+        key = unquote(parts[3], errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return key if CHAT_KEY.match(key) else None
+
+
+def _route(path: str) -> str:
+    """The route's shape for the log: `/v1/chats/{chat}/turn` (the chat is logged apart)."""
+    parts = path.split("/")
+    if len(parts) >= 4 and parts[:3] == ["", "v1", "chats"]:
+        rest = parts[4:]
+        if len(rest) >= 2:  # an id in the path (an author, a fact) is not the route's shape
+            rest = [rest[0], "{author_id}" if rest[0] == "authors" else "{id}"]
+        return "/".join(["", "v1", "chats", "{chat}", *rest])[:80]
+    return path[:80]

@@ -1,0 +1,81 @@
+"""`SqliteStorage`: the engine's `SqlStorage` over one sqlite3 database file."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+SQLITE_MAX_PAGES = 1073741823  # SQLite's default max_page_count: "no limit"
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
+
+
+class SqliteStorage:
+    """`SqlStorage` over one sqlite3 database file (WAL, autocommit outside transactions).
+
+    Deleted rows are overwritten in the file (`secure_delete`), not only unlinked from the
+    b-tree: what someone asks to forget must not stay readable in the database's free pages.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        # 32 cached statements, not sqlite3's 128: prepared FTS5 statements dominate an open
+        # chat's memory (0.77 MiB -> 0.45 MiB per open chat, measured; turn latency unchanged).
+        # check_same_thread=False: the host may hand the connection to a worker thread, always
+        # under the chat's lock, so one thread at a time uses it.
+        self.conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=32
+        )
+        self.conn.row_factory = _dict_row
+        if self.path != ":memory:":
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a process crash loses nothing committed; only a power cut can.
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA busy_timeout=5000")
+        self.conn.execute("PRAGMA secure_delete=ON")
+
+    def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """Run one statement; rows as dicts."""
+        return self.conn.execute(query, params).fetchall()
+
+    def transaction(self, fn: Callable[[], T]) -> T:
+        """Run `fn` inside BEGIN IMMEDIATE ... COMMIT (nested calls join the outer one)."""
+        if self.conn.in_transaction:
+            return fn()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn()
+        except BaseException:
+            # SQLite rolls back by itself on some errors (SQLITE_FULL, I/O): a second
+            # ROLLBACK would raise and hide the error that says what went wrong.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        return result
+
+    def limit_pages(self, max_pages: int | None) -> None:
+        """Cap the database at `max_pages` pages (None: SQLite's own limit)."""
+        self.conn.execute(f"PRAGMA max_page_count = {int(max_pages or SQLITE_MAX_PAGES)}")
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database file and empty it; False when that could not be done.
+
+        After a forget, the WAL still holds the old pages' bytes until this runs.
+        """
+        try:
+            row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return False  # a checkpoint is an optimisation; the WAL stays valid without it
+        return bool(row) and not row["busy"]
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the database file and close."""
+        self.checkpoint()
+        self.conn.close()

@@ -1,0 +1,166 @@
+"""Per-chat state beside the messages: the persona, the topic start, today's usage per author.
+
+Each lives in the chat's own database (the `state` table and `usage_daily_author`), so it
+survives restarts and is gone with the chat. Functions take the engine's `SqlStorage`.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from .storage import SqlStorage
+
+MAX_PERSONA_CHARS = 2000
+AUTHOR_USAGE_DAYS_KEPT = 8  # "today" needs one day; a week is there for /usage and debugging
+
+_PERSONA = "persona"
+_TOPIC_AFTER = "topic_after_id"
+_TOPIC_AT = "topic_started_at"
+
+
+def _get(sql: SqlStorage, key: str) -> str | None:
+    rows = sql.exec("SELECT value FROM state WHERE key = ?", key)
+    return rows[0]["value"] if rows else None
+
+
+def _put(sql: SqlStorage, key: str, value: str) -> None:
+    sql.exec(
+        "INSERT INTO state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        key,
+        value,
+    )
+
+
+# -- persona ---------------------------------------------------------------------------
+
+
+def persona(sql: SqlStorage) -> str:
+    """The chat's persona (its own instructions for the model); "" when none is set."""
+    return _get(sql, _PERSONA) or ""
+
+
+def set_persona(sql: SqlStorage, text: str) -> None:
+    """Store the persona; blank text resets it to the bot's default."""
+    if text.strip():
+        _put(sql, _PERSONA, text)
+    else:
+        sql.exec("DELETE FROM state WHERE key = ?", _PERSONA)
+
+
+# -- topic start -----------------------------------------------------------------------
+
+
+def topic_start(sql: SqlStorage) -> tuple[int, str | None]:
+    """(id of the newest message before the topic start, its ts); (0, None) without one."""
+    rows = sql.exec("SELECT key, value FROM state WHERE key IN (?, ?)", _TOPIC_AFTER, _TOPIC_AT)
+    values = {r["key"]: r["value"] for r in rows}
+    return int(values.get(_TOPIC_AFTER) or 0), values.get(_TOPIC_AT)
+
+
+def start_topic(sql: SqlStorage, now: str) -> dict[str, Any]:
+    """Mark a new topic: recent messages from now on begin after the newest one stored."""
+
+    def run() -> dict[str, Any]:
+        newest = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
+        _put(sql, _TOPIC_AFTER, str(newest))
+        _put(sql, _TOPIC_AT, now)
+        return {"topic_started_at": now, "after_id": newest}
+
+    return sql.transaction(run)
+
+
+# -- usage per author ------------------------------------------------------------------
+
+
+def record_author_usage(
+    sql: SqlStorage,
+    day: str,
+    author_id: str,
+    ok: bool,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cost_usd: float,
+) -> None:
+    """Count one model call against the person it answered (for per-person daily caps)."""
+    if not author_id:
+        return
+    sql.exec(
+        "INSERT INTO usage_daily_author(day, author_id, calls, errors, prompt_tokens, "
+        "completion_tokens, cost_usd) VALUES (?, ?, 1, ?, ?, ?, ?) "
+        "ON CONFLICT(day, author_id) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors, "
+        "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
+        "completion_tokens = completion_tokens + excluded.completion_tokens, "
+        "cost_usd = cost_usd + excluded.cost_usd",
+        day,
+        author_id,
+        0 if ok else 1,
+        prompt_tokens,
+        completion_tokens,
+        cost_usd,
+    )
+    # Bounded: a range delete on the primary key, usually of nothing.
+    sql.exec("DELETE FROM usage_daily_author WHERE day < ?", _days_before(day, AUTHOR_USAGE_DAYS_KEPT))
+
+
+def _days_before(day: str, n: int) -> str:
+    return (date.fromisoformat(day) - timedelta(days=n)).isoformat()
+
+
+def forget_author_usage(sql: SqlStorage, author_id: str) -> None:
+    """Drop what is counted against one person (part of forgetting them)."""
+    sql.exec("DELETE FROM usage_daily_author WHERE author_id = ?", author_id)
+
+
+def author_usage_rows(sql: SqlStorage, author_id: str) -> list[dict[str, Any]]:
+    """The per-day usage kept for one person, oldest day first."""
+    return sql.exec(
+        "SELECT day, calls, errors, prompt_tokens, completion_tokens, cost_usd "
+        "FROM usage_daily_author WHERE author_id = ? ORDER BY day",
+        author_id,
+    )
+
+
+def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, Any]:
+    """Today's (UTC `day`) user messages and model calls/cost of one author, and the chat's
+    user messages today: what daily caps are checked against. Counts include the message
+    of the turn being answered."""
+    # Stored ts are ISO-8601 strings, so a day is the half-open range [day, day + "\uffff").
+    end = day + "\uffff"
+    mine = sql.exec(
+        "SELECT COUNT(*) AS n FROM messages WHERE author_id = ? AND ts >= ? AND ts < ? AND role = 'user'",
+        author_id,
+        day,
+        end,
+    )
+    chat = sql.exec("SELECT COUNT(*) AS n FROM messages WHERE ts >= ? AND ts < ? AND role = 'user'", day, end)
+    calls = sql.exec(
+        "SELECT calls, errors, cost_usd FROM usage_daily_author WHERE day = ? AND author_id = ?",
+        day,
+        author_id,
+    )
+    row = calls[0] if calls else {"calls": 0, "errors": 0, "cost_usd": 0.0}
+    return {
+        "day": day,
+        "author_id": author_id,
+        "messages": int(mine[0]["n"]),
+        "calls": int(row["calls"] or 0),
+        "errors": int(row["errors"] or 0),
+        "cost_usd": round(float(row["cost_usd"] or 0.0), 8),
+        "chat_messages": int(chat[0]["n"]),
+    }
+
+
+TABLES = ("usage_daily_author",)  # this module's tables: emptied when the chat is forgotten
+
+
+def turn_extras(
+    sql: SqlStorage, author_id: str, day: str, notes: list[dict[str, Any]], topic_at: str | None
+) -> dict[str, Any]:
+    """What a turn answers beside the memory: notes, persona, topic start, today's usage of its author."""
+    return {
+        "notes": notes,
+        "persona": persona(sql),
+        "topic_started_at": topic_at,
+        "usage_today_author": usage_today_author(sql, author_id, day),
+    }

@@ -1,0 +1,97 @@
+"""Notes (`/remember`) and the removal of one fact (`/forgetfact`).
+
+A note is a fact of kind `note`: the chat asked the bot to keep it, so every prompt shows
+it. Removing a fact or a note supersedes it (the value stays in the history) rather than
+deleting it; forgetting its author deletes it for good, like every fact of theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .storage import SqlStorage
+
+MAX_NOTE_CHARS = 500
+MAX_NOTES = 50  # all of them go into every prompt: bounded
+NOTE_KEY = "note"
+FACT_FIELDS = "id, author, author_id, key, value, kind, updated_at"
+
+
+class NoteLimitError(ValueError):
+    """The chat already keeps the most notes it may."""
+
+
+class FactNotFound(LookupError):
+    """No current fact or note has that id."""
+
+
+class NotTheirFact(PermissionError):
+    """The fact exists but belongs to someone other than the caller named."""
+
+
+def current_notes(sql: SqlStorage) -> list[dict[str, Any]]:
+    """The chat's notes, oldest first."""
+    return sql.exec(
+        f"SELECT {FACT_FIELDS} FROM facts WHERE kind = 'note' AND superseded_at IS NULL ORDER BY id"
+    )
+
+
+def add_note(sql: SqlStorage, text: str, author: str, author_id: str, now: str) -> dict[str, Any]:
+    """Keep one note; the same text twice is one note (a retried request adds nothing)."""
+    text = text.strip()
+
+    def run() -> dict[str, Any]:
+        notes = current_notes(sql)
+        for note in notes:
+            if note["value"].casefold() == text.casefold():
+                return {"note": note, "duplicate": True}
+        if len(notes) >= MAX_NOTES:
+            raise NoteLimitError(f"this chat already keeps {MAX_NOTES} notes: remove one first")
+        rows = sql.exec(
+            "INSERT INTO facts(author, author_id, key, value, updated_at, kind) "
+            f"VALUES (?, ?, ?, ?, ?, 'note') RETURNING {FACT_FIELDS}",
+            author,
+            author_id,
+            NOTE_KEY,
+            text,
+            now,
+        )
+        return {"note": rows[0], "duplicate": False}
+
+    return sql.transaction(run)
+
+
+def forget_fact(sql: SqlStorage, fact_id: int, now: str, author_id: str | None = None) -> dict[str, Any]:
+    """Supersede one current fact or note by id; with `author_id`, only if it is theirs."""
+
+    def run() -> dict[str, Any]:
+        rows = sql.exec(f"SELECT {FACT_FIELDS} FROM facts WHERE id = ? AND superseded_at IS NULL", fact_id)
+        if not rows:
+            raise FactNotFound(f"no current fact or note with id {fact_id}")
+        fact = rows[0]
+        if author_id is not None and fact["author_id"] != author_id:
+            raise NotTheirFact(f"fact {fact_id} is about someone else")
+        sql.exec("UPDATE facts SET superseded_at = ? WHERE id = ?", now, fact_id)
+        return {"removed": dict(fact, superseded_at=now)}
+
+    return sql.transaction(run)
+
+
+def current_facts(
+    sql: SqlStorage, limit: int | None = None, kind: str | None = "fact"
+) -> list[dict[str, Any]]:
+    """Current facts of `kind` ("fact", "note", None: both), the newest `limit`, oldest first."""
+    query = f"SELECT {FACT_FIELDS} FROM facts WHERE superseded_at IS NULL AND kind LIKE ? ORDER BY id DESC"
+    like = kind or "%"
+    rows = sql.exec(query + " LIMIT ?", like, limit) if limit else sql.exec(query, like)
+    rows.reverse()
+    return rows
+
+
+def facts_view(sql: SqlStorage, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
+    """What `GET /facts` lists: current facts (or, with `history`, every value ever held)."""
+    if not history:
+        return current_facts(sql, None, kind)
+    return sql.exec(
+        f"SELECT {FACT_FIELDS}, superseded_at FROM facts WHERE kind LIKE ? ORDER BY id", kind or "%"
+    )

@@ -1,0 +1,152 @@
+"""Export: everything a chat (or one person in it) has in memory, as JSON pages.
+
+`GET /export` answers with a first page (metadata, settings, facts with their history,
+notes, usage, the summary for a whole-chat export, and the first messages); the client
+follows `next_after` with `?after=ID&upto=UPTO` until it is null. Pages are cut by keyset
+on the message id, never by OFFSET, and bounded in rows and in text bytes, so a chat of
+100,000 messages is never held in memory at once by either host, and every host serves
+it as a plain JSON answer (no streaming body to adapt in the Durable Object).
+`upto` (the newest id when the export began) keeps the pages one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .chat_state import author_usage_rows, topic_start
+from .storage import SqlStorage
+
+FORMAT = "chatbot-memory-export/1"
+DEFAULT_PAGE = 500
+MAX_PAGE = 5000
+PAGE_TEXT_BYTES = 4 * 1024 * 1024  # a page stops after this much message text
+_BATCH = 100  # rows per query inside a page: at most 100 x 64 KiB in hand at once
+
+MSG_FIELDS = "id, role, author, author_id, text, ts, message_id, reply_to_author_id"
+FACT_HISTORY_FIELDS = "id, author, author_id, key, value, kind, updated_at, superseded_at"
+
+
+def _message_filter(author_id: str | None) -> tuple[str, list[Any]]:
+    """(WHERE clause, its params) choosing the exported messages."""
+    if author_id is None:
+        return "1 = 1", []
+    # What forgetting them removes: their messages (any role: an import may mark some
+    # `system`) and the bot's replies to them.
+    return "(author_id = ? OR reply_to_author_id = ?)", [author_id, author_id]
+
+
+def message_page(
+    sql: SqlStorage,
+    author_id: str | None,
+    after: int,
+    upto: int,
+    limit: int,
+    max_bytes: int = PAGE_TEXT_BYTES,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Messages with after < id <= upto, oldest first; (page, next `after` or None when done)."""
+    where, params = _message_filter(author_id)
+    out: list[dict[str, Any]] = []
+    size = 0
+    cursor = after
+    while len(out) < limit and size < max_bytes:
+        want = min(_BATCH, limit - len(out))
+        rows = sql.exec(
+            f"SELECT {MSG_FIELDS} FROM messages WHERE id > ? AND id <= ? AND {where} ORDER BY id LIMIT ?",
+            cursor,
+            upto,
+            *params,
+            want,
+        )
+        for row in rows:
+            out.append(row)
+            size += len(row["text"].encode("utf-8"))
+            cursor = int(row["id"])
+            if size >= max_bytes:
+                break
+        if len(rows) < want:
+            return out, None
+    more = sql.exec(
+        f"SELECT 1 AS x FROM messages WHERE id > ? AND id <= ? AND {where} LIMIT 1", cursor, upto, *params
+    )
+    return out, (cursor if more else None)
+
+
+def _count(sql: SqlStorage, table_where: str, *params: Any) -> int:
+    return int(sql.exec(f"SELECT COUNT(*) AS n FROM {table_where}", *params)[0]["n"])
+
+
+def export_header(
+    sql: SqlStorage,
+    chat_key: str,
+    author_id: str | None,
+    now: str,
+    settings: dict[str, Any],
+    summary: Callable[[], dict[str, Any]],
+    usage: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """Everything but the messages: metadata, settings, facts and notes with history, usage."""
+    upto = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
+    where, params = _message_filter(author_id)
+    whose = "" if author_id is None else " AND author_id = ?"
+    who = [] if author_id is None else [author_id]
+    facts = sql.exec(f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = 'fact'{whose} ORDER BY id", *who)
+    notes = sql.exec(f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = 'note'{whose} ORDER BY id", *who)
+    _, topic_at = topic_start(sql)
+    out: dict[str, Any] = {
+        "export": {
+            "format": FORMAT,
+            "chat_key": chat_key,
+            "author_id": author_id,
+            "generated_at": now,
+            "upto": upto,
+            "counts": {
+                "messages": _count(sql, f"messages WHERE id <= ? AND {where}", upto, *params),
+                "facts": len(facts),
+                "notes": len(notes),
+            },
+        },
+        "settings": dict(settings, topic_started_at=topic_at),
+        "facts": facts,
+        "notes": notes,
+    }
+    if author_id is None:
+        out["summary"] = summary()
+        out["usage"] = usage()
+    else:
+        out["usage"] = {"days": author_usage_rows(sql, author_id)}
+    return out
+
+
+def export_page(
+    sql: SqlStorage,
+    chat_key: str,
+    author_id: str | None,
+    now: str,
+    after: int | None,
+    upto: int | None,
+    limit: int,
+    settings: Callable[[], dict[str, Any]],
+    summary: Callable[[], dict[str, Any]],
+    usage: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """One page of the export: the header and first messages, or (with `after`) more messages."""
+
+    def run() -> dict[str, Any]:
+        if after is None:
+            out = export_header(sql, chat_key, author_id, now, settings(), summary, usage)
+            end = int(out["export"]["upto"])
+        else:
+            end = (
+                upto
+                if upto is not None
+                else int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
+            )
+            out = {"export": {"format": FORMAT, "chat_key": chat_key, "author_id": author_id, "upto": end}}
+        messages, next_after = message_page(sql, author_id, after or 0, end, limit)
+        out["messages"] = messages
+        out["next_after"] = next_after
+        return out
+
+    # One read transaction: the header's counts and its first page agree.
+    return sql.transaction(run)
