@@ -1,8 +1,8 @@
 """Forgetting a person leaves nothing of theirs: not in search, summary, facts, `/why`, nor the file.
 
-The engine runs on a real SQLite file through the local host's `SqliteStorage`, with
-`PRAGMA secure_delete = ON` (what the local host sets on its connections) and the WAL
-checkpointed after the forgetting (what the local host does after one).
+The engine runs on a real SQLite file through the local host's `SqliteStorage`, which opens
+it with `PRAGMA secure_delete = ON`; the WAL is checkpointed after the forgetting, as the
+local host does after one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from memory_engine import ChatMemory
 from memory_engine.compaction import compact_once, offline_summarize
 
-from memory_worker.host import SqliteStorage
+from memory_worker.local import SqliteStorage
 
 # Marta's distinctive words: her name, her dog's, her project's, her street's, her town's.
 HERS = ("Marta", "Pimento", "Lumenwick", "Quayside", "Trondheim")
@@ -48,13 +48,9 @@ class Clock:
 
 
 def secure_storage(path: Path) -> SqliteStorage:
-    """The host's storage on a file, freed pages zeroed.
-
-    Set here whatever the build's default (Debian's SQLite is compiled with it on; with it
-    off, the file-bytes check below fails).
-    """
+    """The host's storage on a file: freed pages are zeroed (with them not, the file-bytes check fails)."""
     storage = SqliteStorage(path)
-    storage.exec("PRAGMA secure_delete = ON")
+    assert storage.exec("PRAGMA secure_delete")[0]["secure_delete"] == 1
     return storage
 
 
@@ -129,13 +125,13 @@ def test_forgetting_a_person_leaves_nothing_of_theirs(tmp_path):
     assert all(memory.search(w)["results"] for w in HERS + HIS)
     assert "Pimento" in memory.stats()["last_prompt"]
     assert {f["author_id"] for f in memory.facts(history=True)["facts"]} >= {"m1"}
-    storage.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert storage.checkpoint()
     assert all(found_in(file_bytes(path), w) for w in HERS)
 
     gone = memory.forget_author("m1")
     assert gone["messages"] == 34 and gone["replies"] == 11
     compact_all(memory)  # the summary made again from what remains
-    storage.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert storage.checkpoint()
 
     for word in HERS:
         assert memory.search(word, k=50)["results"] == [], word
@@ -146,7 +142,7 @@ def test_forgetting_a_person_leaves_nothing_of_theirs(tmp_path):
     asked = memory.turn("What do you remember of everyone here?", author="Bob", author_id="b1", mode="full")
     assert asked["summary"] == after and len(asked["recent"]) == 12
     assert not any(found_in(asked["prompt"], w) for w in HERS)
-    storage.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert storage.checkpoint()
 
     # ... nor anywhere in the file: the SQL dump, the raw bytes of the database and its WAL.
     storage.close()

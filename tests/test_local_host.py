@@ -144,6 +144,8 @@ async def test_a_backlog_is_summarized_in_a_child_process_while_every_chat_is_se
         backlog = [{"text": f"backlog {i} about sailing", "message_id": f"b{i}"} for i in range(60)]
         r = await client.post("/v1/chats/busy/import", json={"messages": backlog})
         assert r.status_code == 200
+        # An import archives all but its tail; the next message makes the compaction due.
+        assert (await client.post("/v1/chats/busy/turn", json={"text": "and now?"})).status_code == 200
         await wait_until((flags / "started").exists, timeout=60, what="the summarizer's child process")
         try:
             # A summarizer held on the event loop would hang these: they are answered while it runs.

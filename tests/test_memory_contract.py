@@ -712,17 +712,24 @@ def _summary_ok(text: str) -> bool:
     return text.startswith(SECTIONS[0]) and -1 not in at and at == sorted(at)
 
 
+def _story(i: int) -> dict[str, str]:
+    return {
+        "text": f"story part {i} about the lighthouse",
+        "message_id": f"p{i}",
+        "author": "ann",
+        "author_id": "a1",
+    }
+
+
+async def _say(backend, chat: str, n: int, start: int = 0) -> None:
+    """n live turns (an import would archive them: see test_an_import_is_archived_but_its_tail)."""
+    for i in range(start, start + n):
+        story = _story(i)
+        await backend.turn(chat, story.pop("text"), **story)
+
+
 async def _import(backend, chat: str, n: int, start: int = 0) -> None:
-    msgs = [
-        {
-            "role": "user",
-            "text": f"story part {i} about the lighthouse",
-            "message_id": f"p{i}",
-            "author": "ann",
-            "author_id": "a1",
-        }
-        for i in range(start, start + n)
-    ]
+    msgs = [dict(_story(i), role="user") for i in range(start, start + n)]
     assert (await backend.ok("POST", f"/v1/chats/{chat}/import", {"messages": msgs}))["imported"] == n
 
 
@@ -747,9 +754,9 @@ async def compacting(tmp_path):
 async def test_alarm_compacts_with_the_offline_summarizer(compacting, flavour):
     w = await compacting(flavour != "worker-raw", real_sdk=flavour == "worker-sdk")
     rt = w.runtime
-    await _import(w, "cmp", 20)
+    await _say(w, "cmp", 20)
     assert rt.alarm_of("cmp") is None  # 20 un-summarized: below the threshold
-    await _import(w, "cmp", 10, start=20)
+    await _say(w, "cmp", 10, start=20)
     due = rt.alarm_of("cmp")
     assert due is not None and due <= now_ms()  # set to run now, in the background
     turn = await w.turn("cmp", "and the lighthouse keeper?")  # the turn did not wait for it
@@ -777,7 +784,7 @@ async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting
             SUMMARY_MODEL="light-1",
             SUMMARY_API_KEY="sk-test-key",
         )
-        await _import(w, "oa", 30)
+        await _say(w, "oa", 30)
         await w.runtime.run_alarms()
         assert len(fake.requests) == 1
         req = fake.requests[0]
@@ -788,7 +795,7 @@ async def test_alarm_fetches_a_summarizer_over_http_and_merges_cycles(compacting
         assert "story part 25 about" not in sent  # the 5 newest stay un-summarized
         assert (await w.ok("GET", "/v1/chats/oa/summary"))["summary"] == SUMMARY
         # Second cycle: the history grows past the threshold again; the old summary is merged.
-        await _import(w, "oa", 26, start=30)
+        await _say(w, "oa", 26, start=30)
         assert w.runtime.alarm_of("oa") is not None
         await w.runtime.run_alarms()
         assert len(fake.requests) == 2
@@ -812,7 +819,7 @@ async def test_summarizer_failures_retry_with_backoff_and_lose_nothing(compactin
         )
         w = await compacting(real_sdk=real_sdk, SUMMARY_BASE_URL=fake.url)
         rt = w.runtime
-        await _import(w, "bk", 30)
+        await _say(w, "bk", 30)
         delays = []
         for round_ in range(5):
             before = now_ms()
@@ -838,7 +845,7 @@ async def test_a_hanging_summarizer_times_out(compacting):
         fake.script(Hang())
         w = await compacting(SUMMARY_BASE_URL=fake.url)
         w.entry.SUMMARY_TIMEOUT_S = 1.0  # read when the object builds its summarizer
-        await _import(w, "hg", 30)
+        await _say(w, "hg", 30)
         started = time.monotonic()
         await w.runtime.run_alarms()
         assert time.monotonic() - started < 5
@@ -852,7 +859,7 @@ async def test_compact_now_answers_502_when_the_summarizer_fails(compacting):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
         fake.script(ServerError(500))
         w = await compacting(SUMMARY_BASE_URL=fake.url)
-        await _import(w, "cn", 12)
+        await _say(w, "cn", 12)
         status, data = await w.call("POST", "/v1/chats/cn/compact")
         assert status == 502 and "error" in data
         assert (await w.ok("GET", "/v1/chats/cn/summary"))["compactions"] == 0
@@ -864,7 +871,7 @@ async def test_compact_now_answers_502_when_the_summarizer_fails(compacting):
 
 async def test_compact_now_offline(compacting):
     w = await compacting()
-    await _import(w, "off", 12)
+    await _say(w, "off", 12)
     done = await w.ok("POST", "/v1/chats/off/compact")
     assert done["compactions"] == 1 and _summary_ok(done["summary"])
     assert (await w.stats("off"))["total_messages"] == 12
@@ -872,7 +879,7 @@ async def test_compact_now_offline(compacting):
 
 async def test_pending_alarm_survives_a_restart(compacting):
     w = await compacting()
-    await _import(w, "rs", 30)
+    await _say(w, "rs", 30)
     assert w.runtime.alarm_of("rs") is not None
     w.runtime.restart()  # evicted before the alarm ran
     assert w.runtime.instances == {}
@@ -914,7 +921,7 @@ class GatedSummarizer:
 async def test_messages_arriving_during_compaction_are_kept(compacting):
     async with GatedSummarizer() as gated:
         w = await compacting(SUMMARY_BASE_URL=gated.url)
-        await _import(w, "dc", 30)
+        await _say(w, "dc", 30)
         alarm = asyncio.create_task(w.runtime.run_alarms())
         await asyncio.wait_for(gated.arrived.wait(), 10)
         # The object is waiting on its summarizer: turns still go through, at once.
@@ -935,7 +942,7 @@ async def test_messages_arriving_during_compaction_are_kept(compacting):
 
 async def test_unexpected_alarm_error_reschedules(compacting, monkeypatch):
     w = await compacting()
-    await _import(w, "ue", 30)
+    await _say(w, "ue", 30)
 
     async def broken(memory, summarize):
         raise RuntimeError("a bug, not a summarizer failure")
@@ -950,7 +957,7 @@ async def test_unexpected_alarm_error_reschedules(compacting, monkeypatch):
 
 async def test_forget_chat_drops_the_pending_alarm(compacting):
     w = await compacting()
-    await _import(w, "fg", 30)
+    await _say(w, "fg", 30)
     assert w.runtime.alarm_of("fg") is not None
     await w.ok("DELETE", "/v1/chats/fg")
     assert w.runtime.alarm_of("fg") is None
@@ -959,3 +966,21 @@ async def test_forget_chat_drops_the_pending_alarm(compacting):
     assert storage.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master").one().n == 0
     assert (await w.turn("fg", "a fresh start"))["recent"] == []
     assert (await w.stats("fg"))["total_messages"] == 1
+
+
+async def test_an_import_is_archived_but_its_tail(compacting):
+    w = await compacting()
+    rt = w.runtime
+    await _import(w, "ar", 300)
+    stats = await w.stats("ar")
+    # Searchable, not summarized: the tail alone (the threshold's worth) is left to summarize,
+    # so the import itself makes no compaction due...
+    assert (stats["total_messages"], stats["active_messages"], stats["archived_messages"]) == (300, 25, 275)
+    assert rt.alarm_of("ar") is None
+    assert texts(await w.search("ar", "part 77", k=1)) == ["story part 77 about the lighthouse"]
+    await w.turn("ar", "and now?")  # ...the next message does, and one call covers the tail
+    assert await rt.run_alarms() == 1
+    summary = await w.ok("GET", "/v1/chats/ar/summary")
+    assert summary["compactions"] == 1 and summary["summarized_upto"] == 296
+    assert "Completed: 21 more messages summarized" in summary["summary"]
+    assert rt.alarm_of("ar") is None

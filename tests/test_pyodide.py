@@ -165,13 +165,11 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
         _kill_group(proc)
 
 
-async def _import(client: httpx.AsyncClient, chat: str, n: int) -> None:
-    msgs = [
-        {"role": "user", "text": f"story part {i} about the lighthouse", "message_id": f"p{i}"}
-        for i in range(n)
-    ]
-    r = await client.post(f"/v1/chats/{chat}/import", json={"messages": msgs})
-    assert r.json()["imported"] == n
+async def _say(client: httpx.AsyncClient, chat: str, n: int) -> None:
+    # Live turns: an import would archive all but its tail, making no compaction due.
+    for i in range(n):
+        body = {"text": f"story part {i} about the lighthouse", "message_id": f"p{i}"}
+        assert (await client.post(f"/v1/chats/{chat}/turn", json=body)).status_code == 200
 
 
 async def test_alarm_compacts_through_fetch_lets_turns_in_and_survives_kill_9(tmp_path):
@@ -184,7 +182,7 @@ async def test_alarm_compacts_through_fetch_lets_turns_in_and_survives_kill_9(tm
             async with httpx.AsyncClient(
                 base_url=host.url, headers=AUTH, trust_env=False, timeout=60
             ) as client:
-                await _import(client, "cmp", 30)  # over the threshold: the object sets its alarm
+                await _say(client, "cmp", 30)  # over the threshold: the object sets its alarm
                 await fake.wait_requests(1, timeout=60)  # the alarm fired and called out via fetch
                 assert fake.requests[0].model == "light-1"
                 assert fake.requests[0].headers.get("Authorization") == "Bearer sk-test-key"

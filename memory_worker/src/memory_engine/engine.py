@@ -11,19 +11,18 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import chat_state, forgetting
+from . import chat_state, forgetting, imports
+from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
-from .retrieval import index_message, index_messages, rank
+from .retrieval import index_message, rank
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
-COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
-KEEP_UNSUMMARIZED = 5
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
@@ -107,7 +106,7 @@ class ChatMemory:
             answered = rows[0] if rows else None
         return (answered or {}).get("author_id") or None
 
-    def _insert(
+    def insert_message(
         self,
         role: str,
         text: str,
@@ -118,7 +117,7 @@ class ChatMemory:
         index: bool = True,
         reply_to_author_id: str | None = None,
     ) -> int | None:
-        """Store one message and index it; None when its message_id is already stored."""
+        """Store one message (and index it); None when its message_id is already stored."""
         rows = self.sql.exec(
             "INSERT INTO messages(role, author, author_id, text, ts, message_id, reply_to_author_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
@@ -137,12 +136,23 @@ class ChatMemory:
             index_message(self.sql, new_id, text, author)
         return new_id
 
-    def _apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
+    def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
+        """Record what the rules extract from one user message about its author."""
         for change in extract_facts(text):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             if change.add:  # False for a removal only ("I don't like X anymore")
                 self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+
+    def learn_fact(
+        self, author: str, author_id: str, key: str, value: str, source: int, not_after: int | None = None
+    ) -> None:
+        """Add a fact as the rules would (a new value supersedes, a list gains an item).
+
+        With `not_after`, a current value stated in a message after that id is newer than
+        this one and stays.
+        """
+        self._change_fact(author, author_id, key, source, self.now(), add=value, not_after=not_after)
 
     def _change_fact(
         self,
@@ -153,14 +163,22 @@ class ChatMemory:
         ts: str,
         add: str | None = None,
         remove: str | None = None,
+        not_after: int | None = None,
     ) -> None:
         rows = self.sql.exec(
-            "SELECT id, value FROM facts "
+            "SELECT id, value, source_message FROM facts "
             "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",
             author_id,
             key,
         )
         current = rows[0]["value"] if rows else None
+        if (
+            rows
+            and not_after is not None
+            and not is_list_key(key)
+            and (rows[0]["source_message"] or 0) > not_after
+        ):
+            return
         value: str | None
         if is_list_key(key):
             value = merge_list(current, add=add, remove=remove)
@@ -199,9 +217,9 @@ class ChatMemory:
             existing = self._find_by_message_id(message_id)
             if existing is not None:
                 return int(existing["id"])  # a repeat: acknowledged, not stored twice
-            new_id = self._insert("user", text, author, author_id, message_id, ts)
+            new_id = self.insert_message("user", text, author, author_id, message_id, ts)
             assert new_id is not None
-            self._apply_facts(text, author, author_id, new_id, ts)
+            self.apply_facts(text, author, author_id, new_id, ts)
             return new_id
 
         def build() -> dict[str, Any]:
@@ -315,7 +333,7 @@ class ChatMemory:
             # so memory keeps it too.
             if text:
                 answered = self._answered_author(reply_to_message_id, reply_to_author_id)
-                new_id = self._insert(
+                new_id = self.insert_message(
                     "assistant", text, "assistant", "", message_id, ts, reply_to_author_id=answered
                 )
             record_usage(
@@ -373,17 +391,19 @@ class ChatMemory:
             self.sql.exec("SELECT COUNT(*) AS n FROM messages WHERE id > ?", self.summarized_upto())[0]["n"]
         )
 
-    def needs_compaction(self) -> bool:
-        """True when the un-summarized history has grown past the threshold."""
-        # Looks for the one message past the threshold instead of counting them all: on
-        # the turn path, a long backlog (summarizer down for days) must not cost O(backlog).
+    def unsummarized_beyond(self, n: int) -> bool:
+        """True when more than `n` messages are not covered by the summary."""
+        # Looks for the one message past n instead of counting them all: on the turn path,
+        # a long backlog must not cost O(backlog).
         return bool(
             self.sql.exec(
-                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?",
-                self.summarized_upto(),
-                COMPACT_THRESHOLD,
+                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", self.summarized_upto(), n
             )
         )
+
+    def needs_compaction(self) -> bool:
+        """True when the un-summarized history has grown past the threshold."""
+        return self.unsummarized_beyond(COMPACT_THRESHOLD)
 
     def stats(self) -> dict[str, Any]:
         """Counts of kept, active and archived messages, facts, the mode, the last prompt."""
@@ -417,68 +437,12 @@ class ChatMemory:
     # -- bulk import and forgetting ----------------------------------------------------
 
     def import_messages(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """Store many messages at once, idempotent by message_id; keeps their `ts`."""
-        now = self.now()
+        """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
+        return imports.import_messages(self, messages)
 
-        def run() -> dict[str, int]:
-            imported = skipped = 0
-            first_id = last_id = None
-            answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
-            for m in messages:
-                role = m["role"]
-                author = m.get("author") or ("assistant" if role == "assistant" else "")
-                author_id = m.get("author_id") or ""
-                ts = m.get("ts") or now
-                new_id = self._insert(
-                    role,
-                    m["text"],
-                    author,
-                    author_id,
-                    m.get("message_id"),
-                    ts,
-                    index=False,
-                    reply_to_author_id=m.get("reply_to_author_id") if role == "assistant" else None,
-                )
-                if new_id is None:
-                    skipped += 1
-                    continue
-                imported += 1
-                first_id = new_id if first_id is None else first_id
-                last_id = new_id
-                if role == "user":
-                    self._apply_facts(m["text"], author, author_id, new_id, ts)
-                elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
-                    answers.append((new_id, m["reply_to_message_id"]))
-            if first_id is not None and last_id is not None:
-                # One statement for the batch: ids in [first, last] are all this import's,
-                # since one chat runs one request at a time.
-                index_messages(self.sql, first_id, last_id)
-                self._attribute_replies(first_id, last_id, answers)
-            return {"imported": imported, "skipped": skipped}
-
-        return self.sql.transaction(run)
-
-    def _attribute_replies(self, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:
-        """Say whose message each imported assistant message answers (see `reply`)."""
-        for row_id, answered in answers:
-            self.sql.exec(
-                "UPDATE messages SET reply_to_author_id = "
-                "(SELECT NULLIF(a.author_id, '') FROM messages a WHERE a.message_id = ?) WHERE id = ?",
-                answered,
-                row_id,
-            )
-        # The rest answer the user message before them, as a live reply does by default.
-        self.sql.exec(
-            "UPDATE messages SET reply_to_author_id = (SELECT NULLIF(p.author_id, '') FROM messages p "
-            "WHERE p.id < messages.id AND p.role = 'user' ORDER BY p.id DESC LIMIT 1) "
-            "WHERE id >= ? AND id <= ? AND role = 'assistant' AND reply_to_author_id IS NULL",
-            first_id,
-            last_id,
-        )
-
-    def apply_retention(self) -> int:
-        """Delete the oldest summarized messages past the retention cap; how many went."""
-        return forgetting.apply_retention(self)
+    def apply_retention(self, limit: int = forgetting.RETENTION_STEP) -> int:
+        """Delete the oldest summarized messages past the retention cap, at most `limit`; how many went."""
+        return forgetting.apply_retention(self, limit)
 
     def forget_author(self, author_id: str) -> dict[str, Any]:
         """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import chat_state
+from .compaction import archive_backlog
 from .retrieval import unindex_messages
 from .storage import SqlStorage
 
@@ -12,11 +13,18 @@ if TYPE_CHECKING:
     from .engine import ChatMemory
 
 
-def apply_retention(memory: ChatMemory) -> int:
-    """Delete the oldest summarized messages past the retention cap; how many went."""
+# At most this many messages go per compaction: a step stays small (about 40 us each) even
+# when an import or a lowered cap puts the archive far over it. Imports delete as many as
+# they add, so the archive cannot outgrow the cap by more than the live messages between
+# compactions.
+RETENTION_STEP = 500
+
+
+def apply_retention(memory: ChatMemory, limit: int = RETENTION_STEP) -> int:
+    """Delete the oldest summarized messages past the retention cap, at most `limit`; how many went."""
     sql = memory.sql
     total = int(sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
-    excess = total - memory.retention
+    excess = min(total - memory.retention, limit)
     if excess <= 0:
         return 0
     # Only summarized messages go: the summary already keeps their gist.
@@ -54,6 +62,7 @@ def forget_author(memory: ChatMemory, author_id: str) -> dict[str, Any]:
         for key in ("summary", "summary_updated_at", "last_prompt"):
             sql.exec("DELETE FROM state WHERE key = ?", key)
         memory.set_state("summarized_upto", "0")
+        archive_backlog(memory)  # the rebuild costs a bounded number of summarizer calls
         new_epoch(memory)
         merge_index(sql)
         replies = sum(1 for r in gone if r["role"] == "assistant")
