@@ -134,11 +134,12 @@ def marked(mark: str, *words: str) -> str:
 
 
 def unaddressed_text(message: IncomingMessage) -> str:
-    """What a media message nobody asked the bot about is remembered as (no model, no transcription)."""
+    """What a media message nobody asked the bot about is remembered as (no model, no transcription):
+    a photo as "[photo] caption"; a voice message only when it has a caption ("[voice] caption")."""
     kinds = {p.kind for p in message.media}
     if "photo" in kinds:
         return marked(PHOTO_MARK, message.text)
-    if "voice" in kinds:
+    if "voice" in kinds and message.text.strip():
         return marked(VOICE_MARK, message.text)
     return message.text
 

@@ -434,7 +434,7 @@ class Router:
         """Record a message into memory without answering it (group chatter; a stranger's: never).
 
         Media are not read for it (no transcription, no model): a photo is remembered as
-        "[photo] caption", a voice message as "[voice]".
+        "[photo] caption", a voice message by its caption alone (see media.unaddressed_text).
         """
         if self.access.allows(message):
             await self._remember_only(message, unaddressed_text(message) if message.media else message.text)
