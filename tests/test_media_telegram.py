@@ -86,7 +86,8 @@ async def test_audio_files_and_video_notes_are_transcribed_too(tg, openai, alice
     async with bot(tg, openai, tmp_path, streaming=False):
         song = await ask(tg, dm, alice, media=tg.files.audio(b"ID3" + VOICE, name="tune.mp3"))
         note = await ask(tg, dm, alice, media=tg.files.video_note(b"\x00\x00\x00\x18ftypmp42" + VOICE))
-    assert song["text"] == "echo: Alice: [voice] from a song" and note["text"] == "echo: Alice: [voice] from a video note"
+    assert song["text"] == "echo: Alice: [voice] from a song"
+    assert note["text"] == "echo: Alice: [voice] from a video note"
     assert [t.filename for t in openai.transcriptions] == ["tune.mp3", "video_note.mp4"]
 
 
@@ -117,7 +118,8 @@ async def test_a_failing_or_hanging_transcription_endpoint_is_told_and_the_bot_k
         stats = await router.memory.stats(f"telegram:{dm['id']}")
     assert "couldn't transcribe" in failed["text"] and "HTTP 500" in failed["text"]
     assert "couldn't transcribe" in timed_out["text"] and "in time" in timed_out["text"]
-    assert typed["text"] == "echo: Alice: typed instead" and third["text"] == "echo: Alice: [voice] third time lucky"
+    assert typed["text"] == "echo: Alice: typed instead"
+    assert third["text"] == "echo: Alice: [voice] third time lucky"
     assert stats["total_messages"] == 4  # the two unread voices left nothing behind; two turns + answers
 
 
