@@ -121,7 +121,7 @@ async def _usage(ctx: CommandContext) -> CommandResult:
     if ctx.settings is not None:  # what the daily caps leave ([limits]), counted by the worker
         today, mine = usage.get("today"), usage.get("today_author")
         left = limits.left_lines(ctx.settings.limits, today, mine, ctx.clock())
-        text = "\n".join([*left, "", text])
+        text = "\n".join([*left, text])
     return CommandResult(text, table=usage_table(usage), files=(chart,))
 
 
