@@ -43,7 +43,9 @@ async def kept(router: Router, chat: str) -> int:
 
 async def test_a_stranger_gets_one_refusal_an_hour_and_nothing_of_theirs_is_kept(tmp_path):
     async with guarded(tmp_path, users={"u1"}) as (router, fake, now):
-        eve = dict(chat="test:eve", author="eve", author_id="u9", admin=True)  # admin of her own DM
+        eve = dict(
+            chat="telegram:999", author="eve", author_id="u9", admin=True, platform="telegram"
+        )  # her DM
         first = await router.handle(msg("My name is Eve and I live in Oslo.", **eve))
         again = await router.handle(msg("hello? anyone?", **eve))
         streamed = [p async for p in router.stream(msg("still nothing?", **eve))]
@@ -51,8 +53,8 @@ async def test_a_stranger_gets_one_refusal_an_hour_and_nothing_of_theirs_is_kept
         now[0] += HOUR + 1
         next_hour = await router.handle(msg("and now?", **eve))
         allowed = await router.handle(msg("hi, it's Ada", author_id="u1"))
-        assert await kept(router, "test:eve") == 0
-        assert await router.memory.facts("test:eve") == []
+        assert await kept(router, "telegram:999") == 0
+        assert await router.memory.facts("telegram:999") == []
     assert first.text == REFUSAL and again.text == "" and streamed == []
     assert command.text == REFUSAL  # a command asks directly: refused each time, and runs nothing
     assert next_hour.text == REFUSAL
@@ -96,10 +98,15 @@ async def test_a_listed_chat_lets_everyone_in_it_and_owners_are_allowed_everywhe
     assert len(fake.requests) == 3
 
 
-async def test_no_lists_means_everyone(tmp_path):
+async def test_no_lists_means_everyone_and_the_console_is_always_allowed(tmp_path):
     async with guarded(tmp_path) as (router, fake, _):
-        answer = await router.handle(msg("anyone may talk", author_id="whoever"))
-    assert answer.text == "echo: anyone may talk" and len(fake.requests) == 1
+        answer = await router.handle(msg("anyone may talk", author_id="whoever", platform="telegram"))
+    async with guarded(tmp_path, users={"u1"}) as (router, _, _):
+        console = await router.handle(
+            msg("the operator at the terminal", author_id="ops", platform="console")
+        )
+    assert answer.text == "echo: ada: anyone may talk" and len(fake.requests) == 1
+    assert console.text == "echo: the operator at the terminal"
 
 
 def test_lists_come_from_the_config_and_the_environment_replaces_them():

@@ -6,7 +6,8 @@ ADMIN_USER_IDS always may (a platform admin of some chat is not enough: anyone c
 group of their own). The router asks `check` before it records or sends anything, so
 nothing of a stranger reaches the memory or a model. A stranger's messages get one short
 refusal at most once per `refusal_interval_s` per person; their commands, which ask the
-bot directly (and on Discord must be answered), are refused every time.
+bot directly (and on Discord must be answered), are refused every time. The console
+(`chatbot chat`) is always allowed: its user is whoever runs the bot.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ class AccessPolicy:
 
     def allows(self, message: IncomingMessage) -> bool:
         """True when the author may use the bot in this chat."""
-        if self.open_to_everyone:
-            return True
+        if self.open_to_everyone or message.platform == "console":
+            return True  # the console's user is whoever runs the bot
         # Ids may be written bare ("42") or with their platform ("telegram:42").
         platform = message.platform
         author = message.author_id

@@ -122,8 +122,8 @@ def left_lines(
     for name, cap in caps.items():
         if name.endswith("cost_usd_per_day"):
             left = max(0.0, cap - used[name])
-            lines.append(f"  {name}: ${used[name]:.4f} of ${cap:.2f} used, ${left:.4f} left")
+            line = f"  {name}: ${used[name]:.4f} of ${cap:.2f} used, ${left:.4f} left"
         else:
-            left_n = max(0, int(cap - used[name]))
-            lines.append(f"  {name}: {int(used[name])} of {int(cap)} used, {left_n} left")
+            line = f"  {name}: {int(used[name])} of {int(cap)} used, {max(0, int(cap - used[name]))} left"
+        lines.append(line + (" (yours)" if name.startswith("user_") else ""))
     return lines
