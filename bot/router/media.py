@@ -286,7 +286,9 @@ def image_content(text: str, images: tuple[tuple[str, bytes], ...]) -> list[dict
 
 # -- the description line -------------------------------------------------------------
 
-_DESCRIPTION = re.compile(r"^\s*[*_]*\s*image\s*[*_]*\s*:\s*[*_]*\s*(?P<d>[^\n]*?)[*_\s]*(?:\n|$)", re.I)
+_DESCRIPTION = re.compile(
+    r"^\s*[*_]*[ \t]*image[ \t]*[*_]*[ \t]*:[ \t]*[*_]*[ \t]*(?P<d>[^\n]*?)[*_ \t]*(?:\n|$)", re.I
+)
 DESCRIPTION_WAIT_CHARS = 400  # a first line longer than this is not the description line
 
 
