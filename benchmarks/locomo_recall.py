@@ -239,33 +239,91 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
     return tallies, timing
 
 
-# -- leave-conversations-out check ---------------------------------------------------------
+# -- ablation and leave-conversations-out check ------------------------------------------
 
-# The knobs of retrieval.py tuned in the check: the previous turn's bm25 weight and the
-# author boost. Both act at query time, so each conversation is imported once.
-GRID = {"context_weight": (0.25, 0.35, 0.5, 0.75), "author_boost": (0.0, 0.2, 0.35, 0.5)}
+# Index-time knobs of retrieval.py per ablation row: each row is built from the previous
+# design ("baseline": one turn before as context, no dates, no word forms) plus one change.
+INDEX_OFF = {
+    "TURNS_BEFORE": 1,
+    "TURNS_AFTER": 0,
+    "DATES": False,
+    "WORD_FORMS": False,
+    "NEIGHBOUR_CHARS": 2000,
+}
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "baseline": INDEX_OFF,
+    "+neighbours": {**INDEX_OFF, "TURNS_BEFORE": 2, "TURNS_AFTER": 1, "NEIGHBOUR_CHARS": 500},
+    "+dates": {**INDEX_OFF, "DATES": True},
+    "+word forms": {**INDEX_OFF, "WORD_FORMS": True},
+    "all": {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "DATES": True, "WORD_FORMS": True, "NEIGHBOUR_CHARS": 500},
+}
+# The query-time knobs tuned per row: bm25 weights of context_before, context_after and
+# date (index 2, 3, 4 of retrieval.BM25_WEIGHTS) and the author boost. A row tunes only
+# the knobs its index has; the others stay at the shipped value.
+GRID = {
+    "before": (0.35, 0.5, 0.75),
+    "after": (0.1, 0.2, 0.35),
+    "date": (0.5, 1.0, 1.5),
+    "boost": (0.2, 0.35, 0.5),
+}
+WEIGHT_INDEX = {"before": 2, "after": 3, "date": 4}
+
+Setting = tuple[tuple[str, float], ...]
 
 
-def _in_process_tallies(convs: list[dict[str, Any]]) -> dict[tuple[float, float], list[Tally]]:
-    """Per knob setting, one tally per conversation (ChatMemory over SqliteStorage, in memory)."""
+def _tuned(knobs: dict[str, Any]) -> list[str]:
+    """The query-time knobs an ablation row tunes."""
+    names = ["before", "boost"]
+    if knobs["TURNS_AFTER"]:
+        names.append("after")
+    if knobs["DATES"]:
+        names.append("date")
+    return names
+
+
+def _grid_for(knobs: dict[str, Any]) -> list[Setting]:
+    names = _tuned(knobs)
+    return [tuple(zip(names, values, strict=True)) for values in itertools.product(*(GRID[n] for n in names))]
+
+
+def _shipped(retrieval: Any) -> dict[str, float]:
+    w = retrieval.BM25_WEIGHTS
+    return {"before": w[2], "after": w[3], "date": w[4], "boost": retrieval.AUTHOR_BOOST}
+
+
+def _apply(retrieval: Any, values: dict[str, float]) -> None:
+    weights = list(retrieval.BM25_WEIGHTS)
+    for name, idx in WEIGHT_INDEX.items():
+        weights[idx] = values[name]
+    retrieval.BM25_WEIGHTS = tuple(weights)
+    retrieval.AUTHOR_BOOST = values["boost"]
+
+
+def ablation_tallies(convs: list[dict[str, Any]], name: str) -> tuple[Setting, dict[Setting, list[Tally]]]:
+    """For one ablation row: per knob setting, one tally per conversation (in process)."""
     from memory_engine import ChatMemory, retrieval
 
     from memory_worker.local import SqliteStorage
 
-    built = []
-    for conv in convs:
-        memory = ChatMemory(SqliteStorage(":memory:"))
-        msgs = turns(conv)
-        memory.import_messages(msgs)
-        built.append((memory, questions(conv, {m["message_id"] for m in msgs})))
-    saved = (retrieval.BM25_WEIGHTS, retrieval.AUTHOR_BOOST)
-    out: dict[tuple[float, float], list[Tally]] = {}
-    settings = list(itertools.product(GRID["context_weight"], GRID["author_boost"]))
+    saved = {k: getattr(retrieval, k) for k in (*INDEX_OFF, "BM25_WEIGHTS", "AUTHOR_BOOST")}
+    shipped = _shipped(retrieval)
+    out: dict[Setting, list[Tally]] = {}
     try:
-        for n, (cw, boost) in enumerate(settings, 1):
-            _progress(f"holdout grid {n}/{len(settings)}: context weight {cw}, author boost {boost}")
-            retrieval.BM25_WEIGHTS = (saved[0][0], saved[0][1], cw)
-            retrieval.AUTHOR_BOOST = boost
+        for knob, value in ABLATIONS[name].items():
+            setattr(retrieval, knob, value)
+        settings = _grid_for(ABLATIONS[name])
+        default: Setting = tuple((n, shipped[n]) for n in _tuned(ABLATIONS[name]))
+        if default not in settings:
+            settings.append(default)
+        built = []
+        for conv in convs:
+            memory = ChatMemory(SqliteStorage(":memory:"))
+            msgs = turns(conv)
+            memory.import_messages(msgs)
+            built.append((memory, questions(conv, {m["message_id"] for m in msgs})))
+        for n, setting in enumerate(settings, 1):
+            _progress(f"{name}: setting {n}/{len(settings)} {dict(setting)}")
+            _apply(retrieval, {**shipped, **dict(setting)})
             per_conv = []
             for memory, qs in built:
                 tally = Tally()
@@ -273,11 +331,11 @@ def _in_process_tallies(convs: list[dict[str, Any]]) -> dict[tuple[float, float]
                     res = memory.search(q["question"], max(KS))["results"]
                     tally.add(q["category"], q["evidence"], [m["message_id"] for m in res])
                 per_conv.append(tally)
-            out[(cw, boost)] = per_conv
+            out[setting] = per_conv
     finally:
-        retrieval.BM25_WEIGHTS, retrieval.AUTHOR_BOOST = saved
-    print(file=sys.stderr)
-    return out
+        for knob, value in saved.items():
+            setattr(retrieval, knob, value)
+    return default, out
 
 
 def _total(tallies: Iterable[Tally]) -> Tally:
@@ -287,34 +345,29 @@ def _total(tallies: Iterable[Tally]) -> Tally:
     return acc
 
 
-def holdout(convs: list[dict[str, Any]], train_size: int = 3) -> list[dict[str, Any]]:
-    """Tune the knobs on `train_size` conversations, measure on the rest; every split."""
-    from memory_engine import retrieval
-
-    grid = _in_process_tallies(convs)
-    default = (retrieval.BM25_WEIGHTS[2], retrieval.AUTHOR_BOOST)
-    plain = [fts5_plain_baseline(turns(c), questions(c, {m["message_id"] for m in turns(c)})) for c in convs]
-    names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
+def holdout(
+    grid: dict[Setting, list[Tally]], default: Setting, names: list[str], train_size: int = 3
+) -> tuple[list[dict[str, Any]], Tally]:
+    """Tune on `train_size` conversations, measure on the rest, every split; and the pooled test tally."""
     splits = []
-    for train in itertools.combinations(range(len(convs)), train_size):
-        test = [i for i in range(len(convs)) if i not in train]
-
-        def score(setting: tuple[float, float], idx: Iterable[int]) -> tuple[float, ...]:
-            return _total(grid[setting][i] for i in idx).recall()
-
-        best = max(grid, key=lambda s: sum(score(s, train)))
+    pooled = Tally()
+    n = len(names)
+    for train in itertools.combinations(range(n), train_size):
+        test = [i for i in range(n) if i not in train]
+        best = max(grid, key=lambda s: sum(_total(grid[s][i] for i in train).recall()))
+        tested = _total(grid[best][i] for i in test)
+        pooled = pooled.merge(tested)
         splits.append(
             {
                 "train": [names[i] for i in train],
                 "test": [names[i] for i in test],
                 "tuned": best,
-                "tuned_train": score(best, train),
-                "tuned_test": score(best, test),
-                "default_test": score(default, test) if default in grid else None,
-                "plain_test": _total(plain[i] for i in test).recall(),
+                "tuned_train": _total(grid[best][i] for i in train).recall(),
+                "tuned_test": tested.recall(),
+                "default_test": _total(grid[default][i] for i in test).recall(),
             }
         )
-    return splits
+    return splits, pooled
 
 
 # -- output --------------------------------------------------------------------------------
@@ -332,7 +385,7 @@ def table(systems: dict[str, Tally]) -> str:
     return "\n".join(lines)
 
 
-def chart(systems: dict[str, Tally], path: Path) -> None:
+def chart(systems: dict[str, Tally], path: Path, title: str = "LoCoMo retrieval recall (dev split)") -> None:
     """A grouped bar chart of Recall@3 and Recall@10 per category, one colour per system."""
     import matplotlib
 
@@ -344,7 +397,7 @@ def chart(systems: dict[str, Tally], path: Path) -> None:
     labels = ["overall" if k == "all" else CATEGORIES.get(k, str(k)) for k in keys]
     fig, axes = plt.subplots(1, len(KS), figsize=(12, 4.5), sharey=True)
     width = 0.8 / len(systems)
-    for ax, (n, k) in zip(axes, enumerate(KS)):
+    for ax, (n, k) in zip(axes, enumerate(KS), strict=True):
         for s, (name, tally) in enumerate(systems.items()):
             xs = [i + (s - (len(systems) - 1) / 2) * width for i in range(len(keys))]
             values = [tally.recall(key)[n] for key in keys]
@@ -355,10 +408,50 @@ def chart(systems: dict[str, Tally], path: Path) -> None:
         ax.set_ylim(0, 1)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(loc="upper left", fontsize=8)
-    fig.suptitle("LoCoMo retrieval recall (dev split)")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def report_holdout(convs: list[dict[str, Any]], png: Path) -> None:
+    """The ablation rows on the dev split and in the leave-conversations-out check; chart them."""
+    names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
+    dev: dict[str, Tally] = {}
+    held: dict[str, Tally] = {}
+    means: dict[str, tuple[float, float]] = {}
+    for name in ABLATIONS:
+        default, grid = ablation_tallies(convs, name)
+        splits, pooled = holdout(grid, default, names)
+        dev[name], held[name] = _total(grid[default]), pooled
+        means[name] = tuple(sum(s["tuned_test"][n] for s in splits) / len(splits) for n in range(2))
+        if name == "all":
+            all_splits = splits
+    print(file=sys.stderr)
+    print("\nablation, dev split (5 conversations, shipped weights), R@3 / R@10 per category")
+    print(table(dev))
+    print(
+        "\nablation, leave-conversations-out: weights tuned on 3 conversations, tested on the other 2, "
+        "every one of the 10 splits, test questions pooled"
+    )
+    print(table(held))
+    print(
+        "mean over splits of the tested-on-2 overall R@3/R@10: "
+        + ", ".join(f"{n} {r3:.3f}/{r10:.3f}" for n, (r3, r10) in means.items())
+    )
+    print("\nsplits of 'all':")
+    print(f"{'test':<18}{'train R@3/R@10':>16}{'test tuned':>14}{'test shipped':>14}  tuned setting")
+
+    def fmt(r: tuple[float, ...]) -> str:
+        return f"{r[0]:.3f}/{r[1]:.3f}"
+
+    for s in all_splits:
+        print(
+            f"{'+'.join(s['test']):<18}{fmt(s['tuned_train']):>16}{fmt(s['tuned_test']):>14}"
+            f"{fmt(s['default_test']):>14}  {dict(s['tuned'])}"
+        )
+    chart(held, png, "LoCoMo recall, tuned on 3 conversations and tested on 2 (pooled over 10 splits)")
+    print(f"chart: {png}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,8 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--holdout",
         action="store_true",
-        help="also tune on 3 conversations and measure on the other 2 (every split)",
+        help="also the ablation rows, tuned on 3 conversations and measured on the other 2 (every split)",
     )
+    parser.add_argument("--ablation-png", default=str(Path(__file__).with_name("locomo_ablation.png")))
     args = parser.parse_args(argv)
 
     convs = load(args.data)
@@ -397,25 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chart: {args.png}")
 
     if args.holdout:
-        splits = holdout(convs)
-        print("\nleave-conversations-out: knobs tuned on 3 conversations, measured on the other 2")
-        print(
-            f"{'test':<18}{'tuned (ctx w, boost)':>22}{'train R@3/R@10':>16}"
-            f"{'test tuned':>14}{'test default':>14}{'test FTS5':>12}"
-        )
-        for s in splits:
-            fmt = lambda r: f"{r[0]:.3f}/{r[1]:.3f}" if r else "-"
-            print(
-                f"{'+'.join(s['test']):<18}{s['tuned']!s:>22}{fmt(s['tuned_train']):>16}"
-                f"{fmt(s['tuned_test']):>14}{fmt(s['default_test']):>14}{fmt(s['plain_test']):>12}"
-            )
-        mean = lambda key, n: sum(s[key][n] for s in splits) / len(splits)
-        print(
-            f"{'mean':<18}{'':>22}{mean('tuned_train', 0):>8.3f}/{mean('tuned_train', 1):.3f}"
-            f"{mean('tuned_test', 0):>8.3f}/{mean('tuned_test', 1):.3f}"
-            f"{mean('default_test', 0):>8.3f}/{mean('default_test', 1):.3f}"
-            f"{mean('plain_test', 0):>6.3f}/{mean('plain_test', 1):.3f}"
-        )
+        report_holdout(convs, Path(args.ablation_png))
     return 0
 
 

@@ -9,6 +9,11 @@ Three designs, measured in the same run on the same LoCoMo turns (cycled):
 - the seed's design: a BM25 index kept as one JSON blob in SQLite that is loaded, extended,
   rebuilt with rank-bm25, queried and saved on every message. It is slow, so only a few
   turns are measured at large N (the table says how many).
+Over HTTP, the largest size is also measured right after its import, without waiting for
+the background compaction of the imported history (a fresh chat, same N).
+Also measured: the full-text index's bytes per message (SQLite's dbstat over the
+messages_fts tables), beside the previous design's index (one previous turn as context,
+no after-context, no dates) built from the same messages in the same run.
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
 """
 
@@ -82,8 +87,40 @@ class Corpus:
 # -- in process --------------------------------------------------------------------------
 
 
-def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[float]:
-    """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages."""
+# The previous design's index (migration 1's messages_fts), for its size beside ours.
+_OLD_INDEX = (
+    "CREATE VIRTUAL TABLE old.messages_fts USING fts5(body, author, context, "
+    "tokenize = 'porter unicode61 remove_diacritics 2')",
+    "INSERT INTO old.messages_fts(rowid, body, author, context) SELECT id, text, author, "
+    "substr(COALESCE(lag(text, 1) OVER (ORDER BY id), ''), 1, 2000) FROM main.messages",
+)
+
+
+def index_bytes(path: Path) -> tuple[int, int, int]:
+    """(messages, bytes of our FTS index, bytes of the previous design's index) of a chat file."""
+    db = sqlite3.connect(path)
+    try:
+        old = path.with_suffix(".old-index")
+        db.execute("ATTACH DATABASE ? AS old", (str(old),))
+        for statement in _OLD_INDEX:
+            db.execute(statement)
+        db.commit()
+        n = db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        ours, previous = (
+            db.execute(
+                "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat(?) WHERE name LIKE 'messages_fts%'", (schema,)
+            ).fetchone()[0]
+            for schema in ("main", "old")
+        )
+    finally:
+        db.close()
+    return n, ours, previous
+
+
+def in_process(
+    corpus: Corpus, n: int, turns_measured: int, tmp: Path
+) -> tuple[list[float], tuple[int, int, int]]:
+    """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages; index sizes."""
     from memory_engine import ChatMemory
 
     from memory_worker.local import SqliteStorage
@@ -96,6 +133,10 @@ def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[f
         memory.import_messages(batch)
         done += len(batch)
         _progress(f"in process, N={n:,}: prefilled {done:,}")
+    storage.close()
+    sizes = index_bytes(tmp / f"inproc-{n}.sqlite3")
+    storage = SqliteStorage(tmp / f"inproc-{n}.sqlite3")
+    memory = ChatMemory(storage, retention=10 * n)
     out = []
     for i, m in enumerate(corpus.take(turns_measured + 5, f"pt{n}")):
         started = time.perf_counter()
@@ -106,22 +147,73 @@ def in_process(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[f
             _progress(f"in process, N={n:,}: turn {i}/{turns_measured + 5}")
     storage.close()
     _done()
-    return out
+    return out, sizes
+
+
+# The previous design's index-time knobs (retrieval.py): one turn before, none after, no dates.
+PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "NEIGHBOUR_CHARS": 2000}
+IMPORT_COMPARED = 20_000
+
+
+COMPARED_TURNS = 150
+
+
+def previous_design(corpus: Corpus, tmp: Path) -> dict[str, Any]:
+    """In process, ours beside the previous design's index: import messages/s and turn p50 (ms)."""
+    from memory_engine import ChatMemory, retrieval
+
+    from memory_worker.host import SqliteStorage
+
+    batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
+    live = corpus.take(COMPARED_TURNS, "live")
+    saved = {k: getattr(retrieval, k) for k in PREVIOUS_INDEX}
+    out: dict[str, float] = {}
+    turns: dict[str, list[float]] = {}
+    try:
+        # Alternated twice, so that a change in the machine's load hits both alike.
+        for run, (name, knobs) in enumerate([("previous", PREVIOUS_INDEX), ("ours", saved)] * 2):
+            for k, v in knobs.items():
+                setattr(retrieval, k, v)
+            storage = SqliteStorage(tmp / f"import-{run}.sqlite3")
+            memory = ChatMemory(storage, retention=10 * IMPORT_COMPARED)
+            _progress(f"import in process, {name} index, run {run // 2 + 1}/2")
+            started = time.perf_counter()
+            for batch in batches:
+                memory.import_messages(batch)
+            out[name] = out.get(name, 0.0) + (time.perf_counter() - started)
+            for m in live:
+                started = time.perf_counter()
+                memory.turn(
+                    m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"]
+                )
+                turns.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+            storage.close()
+    finally:
+        for k, v in saved.items():
+            setattr(retrieval, k, v)
+    _done()
+    return {
+        "import": {name: 2 * IMPORT_COMPARED / seconds for name, seconds in out.items()},
+        "turn_p50": {name: percentile(values, 50) for name, values in turns.items()},
+    }
 
 
 # -- over HTTP ---------------------------------------------------------------------------
 
 
+AFTER_IMPORT = "after import"
+
+
 async def over_http(
     corpus: Corpus, sizes: tuple[int, ...], turns_measured: int, tmp: Path
-) -> tuple[dict[int, list[float]], dict[str, float]]:
-    """Turn latencies (ms) over HTTP per size, and the import throughput of the prefill."""
+) -> tuple[dict[Any, list[float]], dict[str, Any]]:
+    """Turn latencies (ms) over HTTP per size (and right after the largest one's import); import rate."""
     import aiohttp
 
     from memory_worker.local import EmbeddedMemoryHost
 
-    results: dict[int, list[float]] = {}
-    rates: dict[int, float] = {}
+    results: dict[Any, list[float]] = {}
+    rates: dict[Any, float] = {}
     imported, import_s = 0, 0.0
     # Retention above the largest size: the point is N messages searchable in one chat.
     async with EmbeddedMemoryHost(tmp / "host", retention=10 * max(sizes)) as host:
@@ -130,8 +222,9 @@ async def over_http(
         # shares the event loop with the host, so its cost would count against the worker.
         timeout = aiohttp.ClientTimeout(total=600)
         async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
-            for n in sizes:
-                chat = f"bench:latency-{n}"
+            scenarios: list[tuple[Any, int]] = [(n, n) for n in sizes] + [(AFTER_IMPORT, max(sizes))]
+            for key, n in scenarios:
+                chat = f"bench:latency-{key}".replace(" ", "-")
                 done, size_s = 0, 0.0
                 while done < n:
                     batch = corpus.take(min(IMPORT_BATCH, n - done), f"h{n}")
@@ -144,11 +237,11 @@ async def over_http(
                     imported += answer["imported"]
                     done += len(batch)
                     _progress(
-                        f"over HTTP, N={n:,}: imported {done:,} "
-                        f"({imported / import_s:,.0f} messages/s so far)"
+                        f"over HTTP, {key}: imported {done:,} ({imported / import_s:,.0f} messages/s so far)"
                     )
-                rates[n] = n / size_s
-                await _settle(http, chat, n)
+                rates[key] = n / size_s
+                if key != AFTER_IMPORT:  # the other scenario measures turns at once
+                    await _settle(http, chat, n)
                 out = []
                 for i, m in enumerate(corpus.take(turns_measured + 5, f"ht{n}")):
                     body = {
@@ -165,8 +258,8 @@ async def over_http(
                     if i >= 5:
                         out.append(elapsed)
                     if i % 25 == 0:
-                        _progress(f"over HTTP, N={n:,}: turn {i}/{turns_measured + 5}")
-                results[n] = out
+                        _progress(f"over HTTP, {key}: turn {i}/{turns_measured + 5}")
+                results[key] = out
                 _done()
     return results, {"imported": imported, "seconds": import_s, "rates": rates}
 
@@ -242,8 +335,8 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
 # -- output ------------------------------------------------------------------------------
 
 
-def chart(rows: list[dict[str, Any]], path: Path) -> None:
-    """Latency vs N on log axes: p50 (solid) and p99 (dashed) per design."""
+def chart(rows: list[dict[str, Any]], path: Path, after_import: list[float]) -> None:
+    """Latency vs N on log axes: p50 (solid) and p99 (dashed) per design; the after-import point."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -260,6 +353,10 @@ def chart(rows: list[dict[str, Any]], path: Path) -> None:
         ax.plot(
             ns, [percentile(r[key], 99) for r in rows], "x--", color=colour, alpha=0.6, label=f"{label} p99"
         )
+    ax.plot(
+        [ns[-1]], [percentile(after_import, 50)], "s", color="tab:purple", label="HTTP p50 right after import"
+    )
+    ax.plot([ns[-1]], [percentile(after_import, 99)], "^", color="tab:purple", alpha=0.6, label="its p99")
     ax.axhline(5, color="grey", lw=0.8, ls=":")
     ax.axhline(10, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -301,12 +398,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         http, imports = asyncio.run(over_http(corpus, sizes, args.turns, tmp))
+        compared = previous_design(corpus, tmp)
         for n in sizes:
+            inproc, index = in_process(corpus, n, args.turns, tmp)
             rows.append(
                 {
                     "n": n,
                     "http": http[n],
-                    "inproc": in_process(corpus, n, args.turns, tmp),
+                    "inproc": inproc,
+                    "index": index,
                     "seed": seed_design(corpus, n, SEED_TURNS.get(n, 3), tmp),
                 }
             )
@@ -326,21 +426,46 @@ def main(argv: list[str] | None = None) -> int:
             f"{sp:>9.1f} {percentile(r['seed'], 99):>8.1f} {len(r['seed']):>5} | "
             f"{sp / hp:>8.0f}x {sp / ip:>11.0f}x"
         )
+    largest = rows[-1]
+    after, sp = http[AFTER_IMPORT], percentile(largest["seed"], 50)
+    print(
+        f"{largest['n']:>8,} right after its import, compaction not waited for: HTTP p50 "
+        f"{percentile(after, 50):.2f} ms, p99 {percentile(after, 99):.2f} ms; "
+        f"seed/HTTP {sp / percentile(after, 50):.0f}x"
+    )
     print(
         f"(latencies in ms; ours over {args.turns} turns per size, the seed's over the few "
         "turns shown, each rebuilding its whole index)"
     )
+    print("full-text index, bytes per message (dbstat over messages_fts*, after the prefill):")
+    for r in rows:
+        count, ours, previous = r["index"]
+        print(
+            f"{r['n']:>8,}: {ours / count:,.0f} B/message now, {previous / count:,.0f} B/message "
+            f"with the previous design (one turn before as context, no after-context, no dates): "
+            f"x{ours / previous:.2f}"
+        )
     rate = imports["imported"] / imports["seconds"]
     print(
         f"import over HTTP: {imports['imported']:,} messages in {imports['seconds']:.1f} s = "
         f"{rate:,.0f} messages/s into one chat (batches of {IMPORT_BATCH:,}); per chat: "
-        + ", ".join(f"{n:,}: {r:,.0f}/s" for n, r in imports["rates"].items())
+        + ", ".join(
+            f"{n:,}: {r:,.0f}/s" if isinstance(n, int) else f"{n}: {r:,.0f}/s"
+            for n, r in imports["rates"].items()
+        )
+    )
+    rates, p50 = compared["import"], compared["turn_p50"]
+    print(
+        f"in process, {IMPORT_COMPARED:,} messages imported twice per design, then {COMPARED_TURNS} turns: "
+        f"import {rates['ours']:,.0f} messages/s with our index, {rates['previous']:,.0f}/s with the "
+        f"previous design's (x{rates['ours'] / rates['previous']:.2f}); turn p50 {p50['ours']:.2f} ms vs "
+        f"{p50['previous']:.2f} ms (x{p50['ours'] / p50['previous']:.2f})"
     )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
         f"on {os.cpu_count()} CPUs"
     )
-    chart(rows, Path(args.png))
+    chart(rows, Path(args.png), after)
     print(f"plot: {args.png}")
     return 0
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings, Tier, load_settings
+from bot.config import Settings, Tier, default, load_settings
 from bot.router import logs
 from bot.router.chats import ChatState
 from bot.router.fallback import RetryPolicy
@@ -29,11 +29,12 @@ from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
-from bot.router.tiers import ChoiceRules
+from bot.router.tiers import ChoiceRules, rank_tiers
 
 log = logging.getLogger(__name__)
 
 OFFLINE_TIER = Tier(name="offline", model="offline")
+OFFLINE_SUMMARY = "offline"  # SUMMARY_MODEL value: summarize without a model
 SHUTDOWN_GRACE_S = 30.0  # SIGTERM: how long answers in hand may take before they are cut
 
 
@@ -64,6 +65,25 @@ async def _open_models(
         models[name] = OpenAICompatModel(client, tier.model)
         tiers[name] = tier
     return models, tiers
+
+
+def summary_endpoint(settings: Settings) -> tuple[str, str, str | None] | None:
+    """(base URL, model, API key) the embedded memory summarizes with, or None: offline.
+
+    The cheapest tier with a key, unless SUMMARY_* say otherwise (each overrides its part);
+    SUMMARY_MODEL=offline keeps the offline summarizer whatever models are configured.
+    """
+    if settings.summary_model == OFFLINE_SUMMARY:
+        return None
+    keyed = {name: tier for name, tier in settings.tiers.items() if tier.api_key}
+    cheapest = settings.tiers[rank_tiers(keyed)[0]] if keyed else None
+    base = settings.summary_base_url or (
+        cheapest and (cheapest.base_url or default("summary", "openai_base_url"))
+    )
+    model = settings.summary_model or (cheapest and cheapest.model)
+    if not base or not model:
+        return None  # no model configured: offline stays offline
+    return base, model, settings.summary_api_key or (cheapest.api_key if cheapest else None)
 
 
 async def _open_transcriber(settings: Settings, stack: contextlib.AsyncExitStack) -> Transcriber | None:
@@ -98,8 +118,15 @@ async def build_router(
         if settings.memory_url is None:
             from memory_worker.local import EmbeddedMemoryHost
 
+            base, model, key = summary_endpoint(settings) or (None, None, None)
             host = await stack.enter_async_context(
-                EmbeddedMemoryHost(data_dir / "memory", token=None, summarizer=None, clock=clock)
+                EmbeddedMemoryHost(
+                    data_dir / "memory",
+                    summary_base_url=base,
+                    summary_model=model,
+                    summary_api_key=key,
+                    clock=clock,
+                )
             )
             url, token = host.url, host.token
         else:
@@ -146,6 +173,7 @@ async def build_router(
             ),
             secrets=(*settings.secrets(), token or ""),
             offline=offline,
+            sleep=options.sleep,
             transcriber=transcriber,
             clock=clock,
         )

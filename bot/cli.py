@@ -1,4 +1,4 @@
-"""The `chatbot` command: `chat`, `telegram`, `discord`, `memory serve`."""
+"""The `chatbot` command: `chat`, `telegram`, `discord`, `import`, `memory serve|backup|restore`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,23 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"run the {name.title()} bot")
         p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="memory and outbox folder")
 
+    imports = sub.add_parser("import", help="import a chat history export into memory")
+    isub = imports.add_subparsers(dest="platform", required=True)
+    for name, what in (
+        ("telegram", "Telegram Desktop's JSON export (result.json: one chat or a whole account)"),
+        ("discord", "DiscordChatExporter's JSON (a file, or a folder of them)"),
+    ):
+        p = isub.add_parser(name, help=what)
+        p.add_argument("path", type=Path, help="the export file (or folder)")
+        p.add_argument("--chat", default=None, help="import only this chat (its key, id or name)")
+        p.add_argument(
+            "--data",
+            type=Path,
+            default=DEFAULT_DATA,
+            help="data folder (memory in DIR/memory, as for `chat`; unless MEMORY_URL)",
+        )
+        p.add_argument("--dry-run", action="store_true", help="check the file and count, send nothing")
+
     memory = sub.add_parser("memory", help="the memory worker's local host")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     serve = msub.add_parser("serve", help="serve the memory HTTP API v1")
@@ -38,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="cpython",
         help="cpython: the local host; pyodide: entry.py itself on Pyodide under Node 22 (make pyodide)",
     )
+    backup = msub.add_parser("backup", help="copy the local host's memory (safe while it runs)")
+    backup.add_argument("dest", type=Path, help="a new folder for the backup")
+    backup.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
+    restore = msub.add_parser("restore", help="put a backup in place (stop the host first)")
+    restore.add_argument("src", type=Path, help="a folder made by `chatbot memory backup`")
+    restore.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
+    restore.add_argument("--force", action="store_true", help="replace the memory already in --data")
     return parser
 
 
@@ -47,10 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     from bot.router import logs
 
     logs.configure(
-        logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO,
+        logging.DEBUG
+        if args.verbose
+        else logging.WARNING
+        if args.command in ("chat", "import")
+        else logging.INFO,
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
-    if args.command == "memory" and args.runtime == "pyodide":
+    if args.command == "import":
+        from bot.importers.run import run_import
+
+        return run_import(args.platform, args.path, args.data, args.chat, args.dry_run)
+    if args.command == "memory" and args.memory_command in ("backup", "restore"):
+        from memory_worker import backup
+
+        if args.memory_command == "backup":
+            return backup.backup_main(args.dest, args.data)
+        return backup.restore_main(args.src, args.data, args.force)
+    if args.command == "memory" and args.memory_command == "serve" and args.runtime == "pyodide":
         from memory_worker.pyodide_runtime import serve
 
         return serve(args.host, args.port, args.data)

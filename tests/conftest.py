@@ -115,3 +115,20 @@ async def fake_discord():
     async with FakeDiscord() as server:
         yield server
     discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
+
+
+# The people and places of a test on a fake platform (their classes live in tests/support.py).
+@pytest.fixture
+def world(fake_discord):
+    """A Discord guild with an admin, a member and an owner-listed user, plus the member's DM."""
+    from tests.support import World
+
+    return World(fake_discord)
+
+
+@pytest.fixture
+def people(tg):
+    """Telegram users Alice (group admin) and Bob (member), their group and private chats."""
+    from tests.support import People
+
+    return People(tg)

@@ -12,8 +12,8 @@ from bot.router.memory import HttpMemoryClient
 from bot.router.models import OpenAICompatModel
 from bot.router.offline import OfflineModel
 from memory_worker.local import EmbeddedMemoryHost
-from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import FAST, make_settings, msg
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
+from tests.support import API_KEY, FAST, make_settings, msg
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,8 @@ async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
 
 
 def test_platform_adapters_are_imported_lazily():
-    code = "import sys, bot.app; print(any(m.startswith(('bot.adapters.telegram', 'bot.adapters.discord', 'telegram', 'discord')) for m in sys.modules))"
+    names = "('bot.adapters.telegram', 'bot.adapters.discord', 'telegram', 'discord')"
+    code = f"import sys, bot.app; print(any(m.startswith({names}) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False"
 
@@ -122,10 +123,15 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     toml = tomllib.loads(packaged.read_text())
     router, choice = toml["router"], toml["router"]["choice"]
     assert RouterSettings().time_budget_s == RetryPolicy().time_budget_s == router["time_budget_s"]
-    assert RouterSettings().request_timeout_s == RetryPolicy().request_timeout_s == router["request_timeout_s"]
+    assert (
+        RouterSettings().request_timeout_s == RetryPolicy().request_timeout_s == router["request_timeout_s"]
+    )
     assert RetryPolicy().max_attempts_per_tier == router["max_attempts_per_tier"]
     assert RetryPolicy().max_wait_s == router["max_retry_wait_s"]
-    assert ChoiceRules().heavy_words == tuple(choice["heavy_words"]) and ChoiceRules().long_chars == choice["long_chars"]
+    assert (
+        ChoiceRules().heavy_words == tuple(choice["heavy_words"])
+        and ChoiceRules().long_chars == choice["long_chars"]
+    )
     assert PlatformSettings().send_budget_s == toml["telegram"]["send_budget_s"]
     assert PlatformSettings().webhook_port == toml["telegram"]["webhook_port"]
     assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
@@ -137,7 +143,11 @@ def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
     partial.write_text("[router]\ntime_budget_s = 5.0\n\n[bot]\ndaily_budget_usd = 0.25\n")
     settings = load_settings(env={"BOT_CONFIG": str(partial)}, env_file=None)
     assert settings.router.time_budget_s == 5.0 and settings.daily_budget_usd == 0.25
-    assert settings.router.request_timeout_s == 30.0 and list(settings.tiers) == ["light", "standard", "heavy"]
+    assert settings.router.request_timeout_s == 30.0 and list(settings.tiers) == [
+        "light",
+        "standard",
+        "heavy",
+    ]
     own = tmp_path / "own.toml"
     own.write_text('[tiers.fast]\nmodel = "m-fast"\n\n[tiers.smart]\nmodel = "m-smart"\n')
     settings = load_settings(env={"BOT_CONFIG": str(own)}, env_file=None)
@@ -159,3 +169,51 @@ def test_chat_from_another_folder_needs_no_bot_config(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "offline" in out.stdout and "FileNotFoundError" not in out.stderr
+
+
+SUMMARY = "\n".join(
+    [
+        "## Objective",
+        "- plan the trip to Kyoto",
+        "## Important Details",
+        "- Ada's dog is Biscuit",
+        "## Work State (Completed / Active / Blocked)",
+        "- active: booking",
+        "## Next Move",
+        "- book the train",
+        "## Relevant Files",
+        "- none",
+    ]
+)
+
+
+async def test_with_a_model_and_no_summary_settings_compaction_uses_the_cheapest_tier(tmp_path):
+    async with FakeOpenAI(default=Echo()) as fake:
+        fake.script(Answer(SUMMARY), model="m-light")
+        settings = make_settings(fake.url, summary_model=None)  # no SUMMARY_*: the product's default
+        async with build_router(settings, tmp_path, options=FAST) as router:
+            for i in range(3):
+                await router.handle(msg(f"message {i} about the trip to Kyoto with Biscuit"))
+            done = await router.command(msg("/compact"), "compact", "")
+            summary = await router.memory.summary("test:chat")
+    assert done.text.startswith("Compacted:")
+    summarizer = [r for r in fake.requests if r.model == "m-light"]
+    assert len(summarizer) == 1 and summarizer[0].headers["Authorization"] == f"Bearer {API_KEY}"
+    assert "Biscuit" in summary["summary"]
+
+
+def test_summary_settings_override_each_part_and_offline_stays_offline():
+    from bot.app import summary_endpoint
+
+    settings = make_settings("http://127.0.0.1:1/v1", summary_model=None)
+    assert summary_endpoint(settings) == ("http://127.0.0.1:1/v1", "m-light", API_KEY)
+    assert summary_endpoint(make_settings("http://127.0.0.1:1/v1", summary_model="offline")) is None
+    env = {"OPENAI_API_KEY": API_KEY, "SUMMARY_MODEL": "m-summary", "SUMMARY_API_KEY": "sk-summary-key"}
+    assert summary_endpoint(settings_from({}, env)) == (
+        "https://api.openai.com/v1",
+        "m-summary",
+        "sk-summary-key",
+    )
+    env["SUMMARY_BASE_URL"] = "http://127.0.0.1:2/v1"
+    assert summary_endpoint(settings_from({}, env))[0] == "http://127.0.0.1:2/v1"
+    assert summary_endpoint(load_settings(env={}, env_file=None)) is None  # no model: offline

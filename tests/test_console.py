@@ -99,37 +99,41 @@ def test_scripted_forget_asks_then_confirms(tmp_path):
 
 
 async def test_console_adapter_in_process_with_a_model(tmp_path):
-    async with FakeOpenAI(default=Echo(prefix="model says: ")) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            out = io.StringIO()
-            stdin = io.StringIO("hello there\n\n/tier heavy\nanother one\n/quit\nnever read\n")
-            status = await run_console(router, "console:ada", stdin=stdin, stdout=out, interactive=False)
-            assert status == 0
-            assert out.getvalue().split("\n\n")[:-1] == [
-                "model says: hello there",
-                "Answers here now use the heavy tier (within the daily budget). /tier auto undoes it.",
-                "model says: another one",
-            ]
-            assert fake.models_called() == ["m-standard", "m-heavy"]
+    async with (
+        FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        out = io.StringIO()
+        stdin = io.StringIO("hello there\n\n/tier heavy\nanother one\n/quit\nnever read\n")
+        status = await run_console(router, "console:ada", stdin=stdin, stdout=out, interactive=False)
+        assert status == 0
+        assert out.getvalue().split("\n\n")[:-1] == [
+            "model says: hello there",
+            "Answers here now use the heavy tier (within the daily budget). /tier auto undoes it.",
+            "model says: another one",
+        ]
+        assert fake.models_called() == ["m-standard", "m-heavy"]
 
 
 async def test_console_interactive_streams_with_prompts(tmp_path):
-    async with FakeOpenAI(default=Echo(prefix="streamed: ")) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            out = io.StringIO()
-            status = await run_console(
-                router,
-                "console:ada",
-                stdin=io.StringIO("hi there friend\n"),
-                stdout=out,
-                interactive=True,
-                offline=False,
-            )
-            assert status == 0
-            text = out.getvalue()
-            assert text.startswith("Chatting as ada in console:ada")
-            assert "you> bot> streamed: hi there friend\n" in text
-            assert fake.requests[0].stream
+    async with (
+        FakeOpenAI(default=Echo(prefix="streamed: ")) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        out = io.StringIO()
+        status = await run_console(
+            router,
+            "console:ada",
+            stdin=io.StringIO("hi there friend\n"),
+            stdout=out,
+            interactive=True,
+            offline=False,
+        )
+        assert status == 0
+        text = out.getvalue()
+        assert text.startswith("Chatting as ada in console:ada")
+        assert "you> bot> streamed: hi there friend\n" in text
+        assert fake.requests[0].stream
 
 
 def test_console_command_parsing():
@@ -182,13 +186,27 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
 
 
 async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tmp_path):
-    async with FakeOpenAI(default=Echo(prefix="model says: ")) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            session = ConsoleSession(router, "console:bob")
-            await session.answer("my dog Biscuit loves the beach at Nazaré")
-            await session.answer("tell me about the beach")
-            assert "Biscuit" in await session.answer("/why")
-            assert "forgot" in await session.answer("/forgetme")
-            after = await session.answer("/why")
+    async with (
+        FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        session = ConsoleSession(router, "console:bob")
+        await session.answer("my dog Biscuit loves the beach at Nazaré")
+        await session.answer("tell me about the beach")
+        assert "Biscuit" in await session.answer("/why")
+        assert "forgot" in await session.answer("/forgetme")
+        after = await session.answer("/why")
     assert "Biscuit" not in after and "Nazaré" not in after
     assert after == "No answer yet in this chat, so no memory prompt to show."
+
+
+def test_a_command_result_with_files_saves_them_next_to_the_data(tmp_path):
+    from bot.router.types import CommandResult, File
+
+    session = ConsoleSession(None, "console:ada", data_dir=tmp_path)  # type: ignore[arg-type]  # render only
+    result = CommandResult(
+        "Your data:", table="a  b\n1  2", files=(File("export.json", b"{}", "application/json"),)
+    )
+    text = session.render(result)
+    assert text.startswith("Your data:\na  b\n1  2\n(file saved to ")
+    assert (tmp_path / "export-console_ada.json").read_bytes() == b"{}"

@@ -17,7 +17,7 @@ from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
-from tests.support import wait_until
+from tests.support import World, wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
@@ -37,6 +37,7 @@ class RecordingRouter:
         self.before_answer: Callable | None = None  # awaited inside handle, before answering
         self.streamer: Callable[[IncomingMessage], AsyncIterator[str]] | None = None  # custom stream
         self.command_delay: asyncio.Event | None = None  # commands wait for it when set
+        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
         self._changed = asyncio.Condition()
 
     async def _note(self, log: list, item) -> None:
@@ -69,9 +70,10 @@ class RecordingRouter:
         await self._note(self.commands, (message, name, args))
         if self.command_delay is not None:
             await self.command_delay.wait()
-        if name in ADMIN_NAMES:
-            if not message.is_admin:
-                return CommandResult(text="Only admins can do that.")
+        if name in self.results:
+            return self.results[name]
+        if name in ADMIN_NAMES and not message.is_admin:
+            return CommandResult(text="Only admins can do that.")
         if name == "usage":
             return CommandResult(
                 "Usage:", table="tier calls\nstandard 3", files=(File("usage.png", PNG, "image/png"),)
@@ -90,28 +92,6 @@ class RecordingRouter:
                 return value
 
         return await asyncio.wait_for(until(), timeout)
-
-
-class World:
-    """A guild with an admin, a member and an owner-listed user, plus a DM channel."""
-
-    def __init__(self, fake_discord: FakeDiscord) -> None:
-        self.guild = fake_discord.add_guild("Test guild")
-        self.general = self.guild["channels"][0]
-        self.thread = fake_discord.add_channel(self.guild, "a thread", parent=self.general)
-        self.admin = fake_discord.make_user("alice")
-        self.member = fake_discord.make_user("bob")
-        self.owner_listed = fake_discord.make_user("carol")  # in ADMIN_USER_IDS, no admin role
-        fake_discord.add_member(self.guild, self.admin, roles=[fake_discord.admin_role(self.guild)])
-        fake_discord.add_member(self.guild, self.member)
-        fake_discord.add_member(self.guild, self.owner_listed)
-        self.dm = fake_discord.add_dm(self.member)
-
-
-@pytest.fixture
-def world(fake_discord: FakeDiscord) -> World:
-    """The people and places of a test."""
-    return World(fake_discord)
 
 
 def settings_for(
@@ -134,7 +114,8 @@ def settings_for(
 @contextlib.asynccontextmanager
 async def running(router, settings: Settings) -> AsyncIterator[adapter.DiscordBot]:
     """The adapter's client, logged in and connected to the fake until the block ends."""
-    client = adapter.build_client(router, settings, guild_ready_timeout=0.05)
+    # No pause before identifying again: the fake does not rate-limit IDENTIFY.
+    client = adapter.build_client(router, settings, guild_ready_timeout=0.05, identify_pause_s=0.0)
     task = asyncio.create_task(adapter.run_client(client, settings.discord.token))
     try:
         await wait_until(lambda: client.is_ready() or task.done(), timeout=10)
@@ -565,10 +546,12 @@ async def test_admin_user_ids_and_dm_users_may_run_admin_commands(fake_discord, 
 @pytest.mark.parametrize("name", EVERYONE_NAMES)
 async def test_everyone_commands_run_for_members(fake_discord, world, router, bot, name):
     iid = await fake_discord.invoke(name, world.member, world.general)
-    await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
+    await fake_discord.wait_for(  # a slow one (/export) is deferred first: wait for its answer
+        lambda: fake_discord.final_message(iid) and not fake_discord.final_message(iid)["flags"] & 128
+    )
     incoming, called, _ = router.commands[-1]
     assert called == name and not incoming.is_admin and incoming.author_id == world.member["id"]
-    body, message = _answer(fake_discord, iid)
+    _body, message = _answer(fake_discord, iid)
     assert message["flags"] & EPHEMERAL and message["content"] == f"{name} done"
 
 
@@ -604,6 +587,16 @@ async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world
     (edit,) = fake_discord.interactions[iid]["edits"]
     assert edit.files == [("usage.png", PNG)]
     assert "standard 3" in message["content"] and message["attachments"][0]["filename"] == "usage.png"
+
+
+async def test_a_command_result_with_a_file_attaches_it(fake_discord, world, router, bot):
+    export = File("export.json", b'{"messages": []}', "application/json")
+    router.results["summary"] = CommandResult("Your data:", files=(export,))
+    iid = await fake_discord.invoke("summary", world.admin, world.general)
+    await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
+    message = fake_discord.final_message(iid)
+    assert message["content"] == "Your data:"
+    assert [a["filename"] for a in message["attachments"]] == ["export.json"]
 
 
 async def test_a_slow_command_is_deferred_before_discord_gives_up(

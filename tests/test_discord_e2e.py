@@ -18,13 +18,8 @@ from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, StreamBreak
-from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, World, running
-
-
-@pytest.fixture
-def world(fake_discord: FakeDiscord) -> World:
-    """A guild with an admin and a member, and the member's DM."""
-    return World(fake_discord)
+from tests.support import World
+from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, running
 
 
 def e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
@@ -67,15 +62,18 @@ async def answered(fake_discord: FakeDiscord, channel: dict, words: str, count: 
 async def slash(fake_discord: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
     """Run a slash command and wait for its final (non-loading) answer."""
     iid = await fake_discord.invoke(name, user, channel, options or None)
-    done = lambda: (
-        (m := fake_discord.final_message(iid)) and not m["flags"] & 128 and (m["content"] or m["attachments"])
-    )
+
+    def done() -> object:
+        m = fake_discord.final_message(iid)
+        return m and not m["flags"] & 128 and (m["content"] or m["attachments"])
+
     await fake_discord.wait_for(done, timeout=15)
     return {**fake_discord.final_message(iid), "iid": iid}
 
 
 async def forget_clicked_by(fake_discord: FakeDiscord, world: World, clicker: dict) -> tuple[dict, object]:
-    """The admin talks in #general and asks /forget; `clicker` presses its button. The question and the click."""
+    """The admin talks in #general and asks /forget; `clicker` presses its button.
+    Returns the question and the click."""
     ch = world.general
     await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
     await fake_discord.user_says(
@@ -276,7 +274,9 @@ async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path
             await task
 
 
-async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(fake_discord, openai, world, bot):
+async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(
+    fake_discord, openai, world, bot
+):
     ch = world.general
     bot_mention = fake_discord.mention(fake_discord.bot)
     await fake_discord.user_says(ch, world.member, "my dog Biscuit loves the beach at Nazaré")  # recorded

@@ -10,7 +10,7 @@ import pytest
 
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
-from tests.test_discord import router, running, settings_for, world  # noqa: F401  (router, world: fixtures)
+from tests.test_discord import RecordingRouter, running, settings_for
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 
@@ -19,6 +19,12 @@ INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 def fast_pace(monkeypatch):
     """Edits at most every INTERVAL seconds."""
     monkeypatch.setattr(discord_send, "EDIT_INTERVAL_S", INTERVAL)
+
+
+@pytest.fixture
+def router() -> RecordingRouter:
+    """The in-test ChatService."""
+    return RecordingRouter()
 
 
 @pytest.fixture
@@ -96,7 +102,7 @@ async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord,
     assert len(want) >= 4 and all(len(p) <= 2000 for p in fake_discord.shown(world.general))
     # Within the limits: edits of one message are at least the interval apart.
     for calls in edits_of(fake_discord, world.general).values():
-        gaps = [b.at - a.at for a, b in zip(calls, calls[1:])]
+        gaps = [b.at - a.at for a, b in itertools.pairwise(calls)]
         assert all(gap >= INTERVAL * 0.9 for gap in gaps), gaps
     total_edits = sum(len(c) for c in edits_of(fake_discord, world.general).values())
     elapsed = fake_discord.calls[-1].at - fake_discord.sent_to(world.general)[0].at

@@ -27,8 +27,17 @@ from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import make_settings, msg, running_router, tier_totals, wait_until
-from tests.test_discord import World
+from tests.support import (
+    INSTANT,
+    TcpGate,
+    World,
+    make_settings,
+    msg,
+    port_of,
+    running_router,
+    tier_totals,
+    wait_until,
+)
 from tests.test_discord import running as discord_running
 from tests.test_telegram import running_bot
 
@@ -38,53 +47,6 @@ MEMORY_TOKEN = "memory-token-reliability-0123456789"
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-class TcpGate:
-    """A TCP relay on a fixed 127.0.0.1 port that can be shut (connections refused) and opened again."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
-        self._server: asyncio.AbstractServer | None = None
-        self._pipes: set[asyncio.StreamWriter] = set()
-
-    async def open(self) -> None:
-        """Listen (again, on the same port): connections go through to the target."""
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def shut(self) -> None:
-        """Stop listening and cut every open connection: the next connect is refused."""
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._pipes):
-            writer.transport.abort()
-        await self._server.wait_closed()
-        self._server = None
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._pipes.update((writer, up_writer))
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.transport.abort() if dst.transport else None
-
-        try:
-            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-        finally:
-            self._pipes.difference_update((writer, up_writer))
 
 
 def telegram_settings(
@@ -176,7 +138,7 @@ async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_whe
             await gate.open()
             [answer] = await tg.wait_for_message(chat["id"], timeout=15)
             stats = await router.memory.stats("telegram:111")
-        await gate.shut()
+        await gate.close()
     assert answer["text"] == "the answer written during the outage"
     assert len(tg.calls_to("sendMessage", ok=True)) == 1  # delivered once
     assert stats["total_messages"] == 2
@@ -276,7 +238,7 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
             await gate.open()
             await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
             stats = await router.memory.stats(f"discord:{world.dm['id']}")
-        await gate.shut()
+        await gate.close()
     assert fake.shown(world.dm) == ["the answer written during the outage"]  # delivered once
     assert len(fake.sent_to(world.dm)) == 1
     assert stats["total_messages"] == 2
@@ -337,11 +299,8 @@ async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises
     async with FakeOpenAI() as fake:
         fake.responder = rotating_faults
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
-        async with running_router(settings, tmp_path) as router:
-            # Short backoffs keep 150 attempts quick; the policy is otherwise the configured one.
-            router.tier_router.policy = replace(
-                router.tier_router.policy, base_backoff_s=0.005, max_backoff_s=0.01
-            )
+        # The back-offs are decided but not waited: 150 attempts stay quick.
+        async with running_router(settings, tmp_path, options=INSTANT) as router:
             replies: list[str] = []
             for i in range(50):
                 m = msg(f"message {i} about the weather", message_id=f"w{i}")
@@ -370,24 +329,27 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
     mem_dir = tmp_path / "memory"
+    gate = TcpGate()  # the worker's address for the bot, whichever host is behind it
     worker = contextlib.AsyncExitStack()
     host = await worker.enter_async_context(EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0))
-    port = int(host.url.rsplit(":", 1)[1])
+    await gate.open(port_of(host.url))
     try:
         async with telegram_bot(
-            telegram_settings(tg, openai, memory_url=host.url), tg, tmp_path / "bot"
+            telegram_settings(tg, openai, memory_url=gate.url), tg, tmp_path / "bot"
         ) as router:
             for n in range(3):
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
             assert len(router.outbox) == 0
-            await worker.aclose()  # the worker goes away mid-conversation
+            await gate.shut()  # the worker goes away mid-conversation
+            await worker.aclose()
             for n in range(3, 6):  # answers keep coming; the records wait in the outbox
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
             # The last answer's record joins the outbox once its stream has ended.
             await wait_until(lambda: len(router.outbox) == 6, timeout=15, what="6 records in the outbox")
-            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as back:
+                await gate.open(port_of(back.url))  # the worker is back, at the address the bot knows
                 await wait_until(lambda: len(router.outbox) == 0, timeout=15, what="outbox replay")
                 for n in range(6, 8):
                     tg.send(chat, alice, f"note {n}: the sky is blue")
@@ -397,6 +359,7 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
                 usage = tier_totals(await router.memory.usage("telegram:111"))
     finally:
         await worker.aclose()
+        await gate.close()
     expected = []
     for n in range(8):
         expected += [f"note {n}: the sky is blue", f"echo: Alice: note {n}: the sky is blue"]
@@ -535,10 +498,12 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     from bot.router.logs import KeyValueFormatter
 
     caplog.set_level(logging.INFO)
-    async with FakeOpenAI(default=Echo()) as openai:
-        async with running_router(make_settings(openai.url), tmp_path) as router:
-            await router.handle(msg("a private thought about cheese", chat="test:logs"))
-            await router.handle(msg("another private thought", chat="test:logs"))
+    async with (
+        FakeOpenAI(default=Echo()) as openai,
+        running_router(make_settings(openai.url), tmp_path) as router,
+    ):
+        await router.handle(msg("a private thought about cheese", chat="test:logs"))
+        await router.handle(msg("another private thought", chat="test:logs"))
     turns = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     assert len(turns) == 2 and turns[0].fields["request_id"] != turns[1].fields["request_id"]
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
@@ -563,9 +528,9 @@ async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path)
     from bot.router.memory import HttpMemoryClient
 
     mem_dir = tmp_path / "memory"
-    async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
-        url = host.url  # a free port, closed again: the worker is down when the bot starts
-    async with FakeOpenAI(default=Echo()) as openai:
+    gate = TcpGate()  # nothing behind it yet: the worker is down when the bot starts
+    url = gate.url
+    async with gate, FakeOpenAI(default=Echo()) as openai:
         proc = await _chatbot(
             tmp_path,
             "chat",
@@ -583,9 +548,8 @@ async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path)
             await proc.stdin.drain()
             async with asyncio.timeout(60):
                 first = await proc.stdout.readuntil(b"\n\n")  # answered without memory
-            async with EmbeddedMemoryHost(
-                mem_dir, token=MEMORY_TOKEN, port=int(url.rsplit(":", 1)[1])
-            ) as back:
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as back:
+                await gate.open(port_of(back.url))
                 proc.send_signal(signal.SIGTERM)
                 async with asyncio.timeout(60):
                     _, err = await proc.communicate()
@@ -617,14 +581,11 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
     [down] = [
         r
         for r in caplog.records
-        if "memory worker unavailable" in r.getMessage()
-        and getattr(r, "bot_request", None) == request_id
+        if "memory worker unavailable" in r.getMessage() and getattr(r, "bot_request", None) == request_id
     ]
     assert (down.bot_chat, down.bot_request) == ("test:ctx", request_id)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
-    assert line.startswith(
-        f"bot.router.gateway [chat=test:ctx req={request_id}] memory worker unavailable"
-    )
+    assert line.startswith(f"bot.router.gateway [chat=test:ctx req={request_id}] memory worker unavailable")
     assert "memory=False" in turn.getMessage()
 
 

@@ -14,7 +14,7 @@ from bot.router.pipeline import APOLOGY
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, RateLimit, ServerError
 from tests.fakes.telegram_server import ApiError, FakeTelegram
-from tests.support import make_settings, msg, running_router, wait_until
+from tests.support import TcpGate, make_settings, msg, port_of, running_router, wait_until
 from tests.test_reliability_bot import MEMORY_TOKEN, answers, telegram_bot, telegram_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
@@ -23,17 +23,19 @@ CHATS = 50
 TURNS = 10
 
 
-async def flap(mem_dir, port: int, outages: int, up_s: float, down_s: float, stop: asyncio.Event) -> int:
-    """Keep the memory worker on `port`, taking it down `outages` times; returns the outages done."""
+async def flap(mem_dir, gate: TcpGate, outages: int, up_s: float, down_s: float, stop: asyncio.Event) -> int:
+    """Keep the memory worker behind `gate`, taking it down `outages` times; returns the outages done."""
     done = 0
     while not stop.is_set():
-        async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
+        async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
+            await gate.open(port_of(host.url))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(up_s):  # up for a while, or until the run ends
                     await stop.wait()
             if stop.is_set() or done >= outages:
                 await stop.wait()
                 return done
+            await gate.shut()
         done += 1
         await asyncio.sleep(down_s)  # the length of the outage: pacing, not waiting for something
     return done
@@ -42,15 +44,14 @@ async def flap(mem_dir, port: int, outages: int, up_s: float, down_s: float, sto
 async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path):
     rng = random.Random(2026)
     mem_dir = tmp_path / "memory"
-    async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
-        url = host.url
-    port = int(url.rsplit(":", 1)[1])
+    gate = TcpGate()  # the worker's address; the hosts behind it come and go
+    url = gate.url
     faults = [lambda: RateLimit(retry_after=None), lambda: ServerError(502), lambda: Garbage()]
-    async with FakeOpenAI() as fake:
+    async with gate, FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)() if rng.random() < 0.2 else Echo(prefix="")
         settings = make_settings(fake.url, memory_url=url, memory_token=MEMORY_TOKEN, request_timeout_s=2.0)
         stop = asyncio.Event()
-        flapping = asyncio.create_task(flap(mem_dir, port, outages=5, up_s=0.5, down_s=0.5, stop=stop))
+        flapping = asyncio.create_task(flap(mem_dir, gate, outages=5, up_s=0.5, down_s=0.5, stop=stop))
         async with running_router(settings, tmp_path / "bot") as router:
 
             async def chat(c: int) -> list[str]:
@@ -66,7 +67,8 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
             replies = await asyncio.gather(*(chat(c) for c in range(CHATS)))
             stop.set()
             outages = await flapping
-            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
+                await gate.open(port_of(host.url))
                 await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
                 totals = [
                     int((await router.memory.stats(f"soak:{c}"))["total_messages"]) for c in range(CHATS)
@@ -82,7 +84,8 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
     assert totals == [TURNS + a for a in answered]  # every question and answer once, none doubled
     assert calls == len(fake.requests)  # one usage row per model attempt, replays included
     print(
-        f"\n[soak] router: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, {outages} memory outages, "
+        f"\n[soak] router: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, "
+        f"{outages} memory outages, "
         f"{sum(answered)} answered, {CHATS * TURNS - sum(answered)} apologies, 0 lost, 0 doubled"
     )
 
@@ -91,15 +94,14 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
     rng = random.Random(7)
     chats, turns = 20, 5
     mem_dir = tmp_path / "memory"
-    async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
-        url = host.url
-    port = int(url.rsplit(":", 1)[1])
-    async with FakeTelegram() as tg, FakeOpenAI(default=Echo()) as openai:
+    gate = TcpGate()  # the worker's address; the hosts behind it come and go
+    url = gate.url
+    async with gate, FakeTelegram() as tg, FakeOpenAI(default=Echo()) as openai:
         users = [tg.user(5000 + c, f"U{c}") for c in range(chats)]
         rooms = [tg.private_chat(u) for u in users]
         settings = telegram_settings(tg, openai, streaming=False, send_budget_s=30.0, memory_url=url)
         stop = asyncio.Event()
-        flapping = asyncio.create_task(flap(mem_dir, port, outages=1, up_s=1.5, down_s=1.0, stop=stop))
+        flapping = asyncio.create_task(flap(mem_dir, gate, outages=1, up_s=1.5, down_s=1.0, stop=stop))
         async with telegram_bot(settings, tg, tmp_path / "bot") as router:
             # A quarter of all sends fail with a 5xx, at random: an unreliable Bot API, not a dead one.
             injected = Counter()
@@ -113,19 +115,20 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
 
             tg._take_fault = flaky
             for t in range(turns):
-                for user, room in zip(users, rooms):
+                for user, room in zip(users, rooms, strict=False):
                     tg.send(room, user, f"turn {t} from {user['first_name']}")
             done = lambda: all(len(tg.bot_messages(r["id"])) >= turns for r in rooms)  # noqa: E731
             await tg.wait_until(done, timeout=240)
             stop.set()
             outages = await flapping
-            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=port):
+            async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
+                await gate.open(port_of(host.url))
                 await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
                 totals = [
                     int((await router.memory.stats(f"telegram:{r['id']}"))["total_messages"]) for r in rooms
                 ]
     failed = Counter(c.status for c in tg.calls_to("sendMessage", ok=False))
-    for user, room in zip(users, rooms):
+    for user, room in zip(users, rooms, strict=False):
         name = user["first_name"]
         # Each answer delivered once, in order.
         assert answers(tg, room["id"]) == [f"echo: {name}: turn {t} from {name}" for t in range(turns)]

@@ -1,4 +1,5 @@
-"""Retrieval: query terms, FTS5 safety, neighbouring context, the author boost, forgetting, cost bounds.
+"""Retrieval: query terms, FTS5 safety, neighbouring context, dates, word forms, the author boost,
+forgetting, migration 4, cost bounds.
 
 In process through ChatMemory over SqliteStorage, and over real HTTP against the local host.
 """
@@ -15,6 +16,7 @@ from memory_engine import ChatMemory, retrieval
 from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
 
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
+from tests.support import FILLER, add, fts_row, ids_of, memory
 
 FTS_SYNTAX = [
     '"',
@@ -49,33 +51,6 @@ FTS_SYNTAX = [
     " ",
     "",
 ]
-
-
-def memory(tmp_path=None) -> ChatMemory:
-    """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""
-    return ChatMemory(SqliteStorage(":memory:" if tmp_path is None else tmp_path / "chat.sqlite3"))
-
-
-def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
-    """The message_ids `search` returns for `query`, best first."""
-    return [r["message_id"] for r in m.search(query, k)["results"]]
-
-
-def add(m: ChatMemory, *rows: tuple[str, str]) -> None:
-    """Import (author, text) rows with message ids m1, m2, ..."""
-    start = len(m.sql.exec("SELECT id FROM messages"))
-    m.import_messages(
-        [
-            {
-                "role": "user",
-                "author": a,
-                "author_id": a.lower(),
-                "text": t,
-                "message_id": f"m{start + n + 1}",
-            }
-            for n, (a, t) in enumerate(rows)
-        ]
-    )
 
 
 # -- text --------------------------------------------------------------------------------
@@ -145,7 +120,37 @@ def test_an_answer_is_found_by_the_words_of_the_question_before_it():
         ("Ann", "unrelated chatter about tea"),
         ("Bob", "more unrelated chatter about biscuits"),
     )
-    assert ids_of(m, "camping") == ["m1", "m2"]  # own words above a neighbour's
+    got = ids_of(m, "camping")
+    assert got[0] == "m1" and set(got) == {"m1", "m2", "m3"}  # own words above a neighbour's
+
+
+def test_a_reply_is_found_by_the_question_two_turns_before_it():
+    m = memory()
+    add(
+        m,
+        *FILLER,
+        ("Ann", "did you run the Berlin marathon in the end?"),
+        ("Ann", "I remember all that training in the summer"),
+        ("Bob", "yes! four hours and ten minutes"),
+        *FILLER,
+    )
+    # m7's own words share nothing with the question: only the turns before it do.
+    assert "m7" in ids_of(m, "How long did Bob take to run the Berlin marathon?", 3)
+
+
+def test_a_message_is_found_by_the_turn_after_it():
+    m = memory()
+    add(
+        m,
+        *FILLER,
+        ("Bob", "finally crossed the line, legs like jelly"),
+        ("Ann", "wow, was that your first marathon?"),
+        ("Bob", "it was, never again"),
+        *FILLER,
+    )
+    got = ids_of(m, "When did Bob run his first marathon?", 3)
+    assert "m5" in got  # by the question that followed it
+    assert fts_row(m, "m5")["context_after"] == "wow, was that your first marathon?"
 
 
 def test_own_words_rank_above_a_neighbours():
@@ -161,10 +166,30 @@ def test_own_words_rank_above_a_neighbours():
     assert set(got[:2]) == {"m1", "m4"} and "m2" in got
 
 
-def test_context_is_only_the_previous_message():
+def test_context_is_two_messages_before_and_one_after():
     m = memory()
-    add(m, ("Ann", "zeppelin"), ("Bob", "next"), ("Ann", "after next"))
-    assert ids_of(m, "zeppelin") == ["m1", "m2"]
+    add(
+        m,
+        ("Ann", "first"),
+        ("Bob", "before"),
+        ("Ann", "zeppelin"),
+        ("Bob", "next"),
+        ("Ann", "second"),
+        ("Bob", "x"),
+    )
+    got = ids_of(m, "zeppelin")
+    assert got[0] == "m3" and set(got) == {"m2", "m3", "m4", "m5"}
+    row = fts_row(m, "m3")
+    assert (row["context_before"], row["context_after"]) == ("first before", "next")
+
+
+def test_neighbours_are_bounded_in_characters():
+    m = memory()
+    add(m, ("Ann", "a" * 5000), ("Bob", "b" * 5000), ("Ann", "short"), ("Bob", "c" * 5000))
+    row = fts_row(m, "m3")
+    n = retrieval.NEIGHBOUR_CHARS
+    assert row["context_before"] == "a" * n + " " + "b" * n and row["context_after"] == "c" * n
+    assert row["body"] == "short"
 
 
 def test_live_turns_get_the_previous_message_as_context():
@@ -172,6 +197,9 @@ def test_live_turns_get_the_previous_message_as_context():
     m.turn("who wants to try the new ramen place?", author="Ann", author_id="ann", message_id="q")
     m.turn("me! tomorrow at noon", author="Bob", author_id="bob", message_id="a")
     assert ids_of(m, "ramen") == ["q", "a"]
+    # The question gained the answer as its after-context when the answer arrived.
+    assert ids_of(m, "noon") == ["a", "q"]
+    assert fts_row(m, "q")["context_after"] == "me! tomorrow at noon"
 
 
 # -- the author column ---------------------------------------------------------------------
@@ -231,13 +259,35 @@ def test_forgetting_an_author_removes_their_words_from_neighbours_context():
         ("Bob", "zanzibar again"),
         ("Ann", "fine"),
     )
-    assert fts_hits(m, "zanzibar") == 4  # two bodies, two contexts
+    assert fts_hits(m, "zanzibar") == 5  # two bodies, and every neighbour of each
     m.forget_author("bob")
     assert fts_hits(m, "zanzibar") == 0
     assert ids_of(m, "zanzibar") == []
     # The survivors now carry their surviving neighbours' words.
-    assert ids_of(m, "opening") == ["m1", "m3"]
-    assert ids_of(m, "noted") == ["m3", "m5"]
+    assert fts_row(m, "m3")["context_before"] == " opening words"
+    assert fts_row(m, "m1")["context_after"] == "ok noted"
+    assert ids_of(m, "noted")[0] == "m3" and set(ids_of(m, "noted")) == {"m1", "m3", "m5"}
+
+
+def test_forgetting_a_person_leaves_no_word_of_theirs_in_any_column():
+    m = memory()
+    lines = [("Ann", "hello all"), ("Bob", "quetzal sighting today"), ("Cat", "nice one")]
+    lines += [("Bob", f"quetzal number {n}") if n % 3 == 0 else ("Ann", f"chat line {n}") for n in range(30)]
+    add(m, *lines[:20])
+    for n, (a, t) in enumerate(lines[20:]):  # the live path too: after-contexts updated on arrival
+        m.turn(t, author=a, author_id=a.lower(), message_id=f"live{n}")
+    columns = ("body", "author", "context_before", "context_after", "date")
+    before = m.sql.exec(f"SELECT {', '.join(columns)} FROM messages_fts")
+    assert sum("quetzal" in r["context_after"] for r in before) >= 5
+    m.forget_author("bob")
+    for r in m.sql.exec(f"SELECT {', '.join(columns)} FROM messages_fts"):
+        assert not any("quetzal" in r[c] for c in columns), r
+    # Every survivor's row is what indexing the survivors afresh gives.
+    fresh = memory()
+    kept = m.sql.exec("SELECT author, text, ts FROM messages ORDER BY id")
+    add(fresh, *[(r["author"], r["text"], r["ts"]) for r in kept])
+    listing = f"SELECT {', '.join(columns)} FROM messages_fts ORDER BY rowid"
+    assert m.sql.exec(listing) == fresh.sql.exec(listing)
 
 
 def test_unindexing_the_oldest_clears_the_next_ones_context():
@@ -247,6 +297,7 @@ def test_unindexing_the_oldest_clears_the_next_ones_context():
     m.sql.exec("DELETE FROM messages WHERE id <= 1")
     assert fts_hits(m, "aardvark") == 0
     assert ids_of(m, "second") == ["m2", "m3"]
+    assert fts_row(m, "m3")["context_before"] == " second"
 
 
 # -- cost stays bounded in a long chat --------------------------------------------------------
@@ -287,45 +338,12 @@ async def test_search_over_http_treats_fts_syntax_as_text_and_uses_context(tmp_p
             )
             assert r.status_code == 200
             r = await http.get("/v1/chats/t:1/search", params={"q": "sailing", "k": 5})
-            assert [m["message_id"] for m in r.json()["results"]] == ["a", "b"]
+            assert [m["message_id"] for m in r.json()["results"]] == ["a", "b", "c"]
             for q in FTS_SYNTAX[:20]:
                 r = await http.get("/v1/chats/t:1/search", params={"q": q or "x", "k": 3})
                 assert r.status_code == 200, (q, r.text)
             r = await http.get("/v1/chats/t:1/search", params={"q": "what did Bob say about NEAR(map)"})
             assert r.json()["results"][0]["message_id"] == "b"
-
-
-def test_bulk_indexing_matches_one_by_one_indexing():
-    one_by_one = memory()
-    rows = [
-        ("Ann", "did you see the comet?"),
-        ("Bob", "yes, bright tail"),
-        ("Ann", "lovely"),
-        ("Bob", "comet again tonight"),
-    ]
-    add(one_by_one, *rows)
-    bulk = memory()
-    bulk.sql.exec(
-        "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-        "VALUES ('user', 'Zed', 'zed', 'before the batch', 't', 'm0')"
-    )
-    retrieval.index_message(bulk.sql, 1, "before the batch", "Zed")
-    for n, (a, t) in enumerate(rows, 1):
-        bulk.sql.exec(
-            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-            "VALUES ('user', ?, ?, ?, 't', ?)",
-            a,
-            a.lower(),
-            t,
-            f"m{n}",
-        )
-    retrieval.index_messages(bulk.sql, 2, 5)
-    columns = "SELECT rowid, body, author, context FROM messages_fts WHERE rowid > ? ORDER BY rowid"
-    assert [dict(r, rowid=r["rowid"] - 1) for r in bulk.sql.exec(columns, 2)] == one_by_one.sql.exec(
-        columns, 1
-    )
-    assert bulk.sql.exec(columns, 1)[0]["context"] == "before the batch"
-    assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")
 
 
 # -- the Durable Object's SQL allow-list ------------------------------------------------------
@@ -345,7 +363,7 @@ class AllowListedStorage:
         """Run one statement through the allow-list; rows as dicts."""
         cursor = self.sql.exec(query, *params)
         return [
-            {c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row)}
+            {c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row, strict=True)}
             for row in cursor._rows
         ]
 

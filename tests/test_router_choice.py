@@ -6,10 +6,20 @@ import email.utils
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from bot.config import Tier
 from bot.router.models import parse_retry_after
-from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION, build_messages, redact
+from bot.router.prompt import (
+    MEMORY_BEGIN,
+    MEMORY_END,
+    SYSTEM_INSTRUCTION,
+    build_messages,
+    quote_memory,
+    redact,
+)
 from bot.router.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
 
 TIERS = {
@@ -156,13 +166,6 @@ def test_messages_fit_the_context_window():
     assert "cut to fit" in messages[1]["content"]
     roomy = build_messages(text="now", author="ada", memory_prompt=memory, recent=recent, max_chars=10**6)
     assert len(roomy) == 13 and "cut to fit" not in roomy[1]["content"]
-
-
-from hypothesis import given  # noqa: E402
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
-
-from bot.router.prompt import quote_memory  # noqa: E402
 
 
 @hsettings(max_examples=300, deadline=None)

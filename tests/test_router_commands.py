@@ -15,44 +15,48 @@ ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
 
 
 async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("my name is Ada and I live in Lisbon", author_id="u1"))
-            member = msg("/x", author="bob", author_id="u2", admin=False)
-            unknown = await router.command(member, "nosuchcommand", "")
-            assert unknown.text == NOT_AVAILABLE
-            assert ADMIN_COMMANDS == {"facts", "summary", "usage", "memory", "mode", "compact", "forget", "persona"}
-            for name in sorted(ADMIN_COMMANDS):
-                result = await router.command(member, f"{name}@memo_bot", "yes")
-                # One wording on every platform: it says no, and nothing of the chat.
-                assert result.text == refused(name) == f"Sorry, /{name} is only for admins of this chat."
-                assert result.image_png is None and result.confirm is None
-            # nothing happened: the memory is intact
-            stats = await router.memory.stats("test:chat")
-            assert stats["total_messages"] == 2 and stats["facts"] >= 2
-            help_text = (await router.command(member, "help", "")).text
-            assert "/facts" not in help_text and "/forgetme" in help_text
-            start = (await router.command(member, "start", "")).text  # Telegram's /start
-            assert start == f"{GREETING}\n\n{help_text}"
-            assert (await router.command(member, "stats", "")).text == refused("stats")  # alias of memory
-            admin_help = (await router.command(msg("/help"), "help", "")).text
-            assert "/facts" in admin_help and "/forget " in admin_help
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my name is Ada and I live in Lisbon", author_id="u1"))
+        member = msg("/x", author="bob", author_id="u2", admin=False)
+        unknown = await router.command(member, "nosuchcommand", "")
+        assert unknown.text == NOT_AVAILABLE
+        assert {"facts", "summary", "usage", "memory", "mode", "compact", "forget", "persona"} == ADMIN_COMMANDS
+        for name in sorted(ADMIN_COMMANDS):
+            result = await router.command(member, f"{name}@memo_bot", "yes")
+            # One wording on every platform: it says no, and nothing of the chat.
+            assert result.text == refused(name) == f"Sorry, /{name} is only for admins of this chat."
+            assert result.image_png is None and result.confirm is None
+        # nothing happened: the memory is intact
+        stats = await router.memory.stats("test:chat")
+        assert stats["total_messages"] == 2 and stats["facts"] >= 2
+        help_text = (await router.command(member, "help", "")).text
+        assert "/facts" not in help_text and "/forgetme" in help_text
+        start = (await router.command(member, "start", "")).text  # Telegram's /start
+        assert start == f"{GREETING}\n\n{help_text}"
+        assert (await router.command(member, "stats", "")).text == refused("stats")  # alias of memory
+        admin_help = (await router.command(msg("/help"), "help", "")).text
+        assert "/facts" in admin_help and "/forget " in admin_help
 
 
 async def test_facts_summary_memory_mode_for_admins(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("my name is Ada and I live in Lisbon", author="ada", author_id="u1"))
-            await router.handle(msg("I live in Porto", author="bob", author_id="u2", admin=False))
-            admin = msg("/facts")
-            facts = (await router.command(admin, "facts", "")).text
-            assert "Ada" in facts and "Lisbon" in facts and "Porto" in facts  # every author, for admins
-            assert "No summary" in (await router.command(admin, "summary", "")).text
-            mem = (await router.command(admin, "memory", "")).text
-            assert "messages kept: 4" in mem
-            assert "now full" in (await router.command(admin, "mode", "full")).text
-            assert (await router.memory.stats("test:chat"))["mode"] == "full"
-            assert "Use /mode auto or /mode full" in (await router.command(admin, "mode", "bogus")).text
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my name is Ada and I live in Lisbon", author="ada", author_id="u1"))
+        await router.handle(msg("I live in Porto", author="bob", author_id="u2", admin=False))
+        admin = msg("/facts")
+        facts = (await router.command(admin, "facts", "")).text
+        assert "Ada" in facts and "Lisbon" in facts and "Porto" in facts  # every author, for admins
+        assert "No summary" in (await router.command(admin, "summary", "")).text
+        mem = (await router.command(admin, "memory", "")).text
+        assert "messages kept: 4" in mem
+        assert "now full" in (await router.command(admin, "mode", "full")).text
+        assert (await router.memory.stats("test:chat"))["mode"] == "full"
+        assert "Use /mode auto or /mode full" in (await router.command(admin, "mode", "bogus")).text
 
 
 async def test_usage_is_a_table_and_a_png_chart(tmp_path):
@@ -70,58 +74,66 @@ async def test_usage_is_a_table_and_a_png_chart(tmp_path):
 
 
 async def test_forget_needs_confirmation(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("my name is Ada"))
-            admin = msg("/forget")
-            # "/forget yes" without being asked first does not erase anything
-            early = await router.command(admin, "forget", "yes")
-            assert early.confirm == "/forget yes"
-            assert (await router.memory.stats("test:chat"))["total_messages"] == 2
-            asked = await router.command(admin, "forget", "")
-            assert asked.confirm == "/forget yes" and "/forget yes" in asked.text
-            assert (await router.memory.stats("test:chat"))["total_messages"] == 2
-            done = await router.command(admin, "forget", "yes")
-            assert done.confirm is None and "erased" in done.text
-            assert (await router.memory.stats("test:chat"))["total_messages"] == 0
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my name is Ada"))
+        admin = msg("/forget")
+        # "/forget yes" without being asked first does not erase anything
+        early = await router.command(admin, "forget", "yes")
+        assert early.confirm == "/forget yes"
+        assert (await router.memory.stats("test:chat"))["total_messages"] == 2
+        asked = await router.command(admin, "forget", "")
+        assert asked.confirm == "/forget yes" and "/forget yes" in asked.text
+        assert (await router.memory.stats("test:chat"))["total_messages"] == 2
+        done = await router.command(admin, "forget", "yes")
+        assert done.confirm is None and "erased" in done.text
+        assert (await router.memory.stats("test:chat"))["total_messages"] == 0
 
 
 async def test_forgetme_forgets_only_the_speaker(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
-            await router.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
-            result = await router.command(
-                msg("/forgetme", author="bob", author_id="u2", admin=False), "forgetme", ""
-            )
-            assert "forgot" in result.text
-            facts = await router.memory.facts("test:chat")
-            assert {f["value"] for f in facts if f["key"] == "name"} == {"Ada"}
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
+        await router.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
+        result = await router.command(
+            msg("/forgetme", author="bob", author_id="u2", admin=False), "forgetme", ""
+        )
+        assert "forgot" in result.text
+        facts = await router.memory.facts("test:chat")
+        assert {f["value"] for f in facts if f["key"] == "name"} == {"Ada"}
 
 
 async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            assert "No answer yet" in (await router.command(msg("/why"), "why", "")).text
-            await router.handle(msg(f"my api key is {API_KEY} keep it safe"))
-            await router.handle(msg("I live in Lisbon, near the river"))
-            why = (await router.command(msg("/why", admin=False), "why", "")).text
-            assert why.startswith("Memory prompt used for the last answer (tier standard")
-            assert "Relevant chat memory." in why and "keep it safe" in why
-            assert API_KEY not in why and "[redacted]" in why
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        assert "No answer yet" in (await router.command(msg("/why"), "why", "")).text
+        await router.handle(msg(f"my api key is {API_KEY} keep it safe"))
+        await router.handle(msg("I live in Lisbon, near the river"))
+        why = (await router.command(msg("/why", admin=False), "why", "")).text
+        assert why.startswith("Memory prompt used for the last answer (tier standard")
+        assert "Relevant chat memory." in why and "keep it safe" in why
+        assert API_KEY not in why and "[redacted]" in why
 
 
 async def test_tier_command_forces_and_resets(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            user = msg("/tier", admin=False)
-            assert "automatic" in (await router.command(user, "tier", "")).text
-            assert "heavy" in (await router.command(user, "tier", "heavy")).text
-            assert (await router.handle(msg("hello there, how are you doing today"))).tier == "heavy"
-            assert "No tier called" in (await router.command(user, "tier", "gigantic")).text
-            await router.command(user, "tier", "auto")
-            assert (await router.handle(msg("hello there, how are you doing today"))).tier == "standard"
-            assert fake.models_called() == ["m-heavy", "m-standard"]
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        user = msg("/tier", admin=False)
+        assert "automatic" in (await router.command(user, "tier", "")).text
+        assert "heavy" in (await router.command(user, "tier", "heavy")).text
+        assert (await router.handle(msg("hello there, how are you doing today"))).tier == "heavy"
+        assert "No tier called" in (await router.command(user, "tier", "gigantic")).text
+        await router.command(user, "tier", "auto")
+        assert (await router.handle(msg("hello there, how are you doing today"))).tier == "standard"
+        assert fake.models_called() == ["m-heavy", "m-standard"]
 
 
 async def test_commands_when_memory_is_down_say_so(tmp_path):
@@ -133,16 +145,18 @@ async def test_commands_when_memory_is_down_say_so(tmp_path):
 
 
 async def test_forgetme_then_why_shows_nothing_of_the_forgotten_person(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
-            await router.handle(msg("tell me about the beach", author="bob", author_id="u2"))
-            bob = msg("/x", author="bob", author_id="u2", admin=False)
-            assert "Biscuit" in (await router.command(bob, "why", "")).text
-            await router.command(bob, "forgetme", "")
-            why = (await router.command(msg("/why", admin=False), "why", "")).text
-            assert "Biscuit" not in why and "Nazaré" not in why
-            assert why == "No answer yet in this chat, so no memory prompt to show."
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
+        await router.handle(msg("tell me about the beach", author="bob", author_id="u2"))
+        bob = msg("/x", author="bob", author_id="u2", admin=False)
+        assert "Biscuit" in (await router.command(bob, "why", "")).text
+        await router.command(bob, "forgetme", "")
+        why = (await router.command(msg("/why", admin=False), "why", "")).text
+        assert "Biscuit" not in why and "Nazaré" not in why
+        assert why == "No answer yet in this chat, so no memory prompt to show."
 
 
 class _RecordingClient:

@@ -17,32 +17,34 @@ from tests.fakes.openai_server import (
     RateLimit,
     ServerError,
 )
-from tests.support import API_KEY, make_settings, msg, running_router, tier_totals
+from tests.support import API_KEY, INSTANT, make_settings, msg, running_router, tier_totals
 
 
 async def test_plain_answer_is_recorded_with_tokens_and_cost(tmp_path):
-    async with FakeOpenAI(default=Answer("Hello Ada", prompt_tokens=1000, completion_tokens=500)) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            reply = await router.handle(msg("please tell me something nice about the weather today"))
-            assert (reply.text, reply.tier, reply.ok, reply.with_memory) == (
-                "Hello Ada",
-                "standard",
-                True,
-                True,
-            )
-            usage = await router.memory.usage("test:chat")
-            row = usage["tiers"]["standard"]
-            assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (
-                1,
-                0,
-                1000,
-                500,
-            )
-            # price table: 0.4 $/Mtok in, 1.6 $/Mtok out
-            assert row["cost_usd"] == pytest.approx(1000 * 0.4e-6 + 500 * 1.6e-6)
-            assert fake.requests[0].headers["Authorization"] == f"Bearer {API_KEY}"
-            stats = await router.memory.stats("test:chat")
-            assert stats["total_messages"] == 2
+    async with (
+        FakeOpenAI(default=Answer("Hello Ada", prompt_tokens=1000, completion_tokens=500)) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        reply = await router.handle(msg("please tell me something nice about the weather today"))
+        assert (reply.text, reply.tier, reply.ok, reply.with_memory) == (
+            "Hello Ada",
+            "standard",
+            True,
+            True,
+        )
+        usage = await router.memory.usage("test:chat")
+        row = usage["tiers"]["standard"]
+        assert (row["calls"], row["errors"], row["prompt_tokens"], row["completion_tokens"]) == (
+            1,
+            0,
+            1000,
+            500,
+        )
+        # price table: 0.4 $/Mtok in, 1.6 $/Mtok out
+        assert row["cost_usd"] == pytest.approx(1000 * 0.4e-6 + 500 * 1.6e-6)
+        assert fake.requests[0].headers["Authorization"] == f"Bearer {API_KEY}"
+        stats = await router.memory.stats("test:chat")
+        assert stats["total_messages"] == 2
 
 
 async def test_429_retry_after_is_honoured_then_same_tier_answers(tmp_path):
@@ -79,7 +81,7 @@ async def test_5xx_twice_falls_back_in_configured_order(tmp_path):
         fake.script(ServerError(500), ServerError(503), model="m-standard")
         fake.script(ServerError(502), ServerError(500), model="m-light")
         async with running_router(
-            make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path
+            make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path, options=INSTANT
         ) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.ok and reply.tier == "heavy"
@@ -110,7 +112,7 @@ async def test_garbage_bodies_are_malformed_answers(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(Garbage("<html>oops</html>"), Garbage('{"foo": 1}'), model="m-standard")
         fake.script(Garbage("plain words", "text/plain"), Answer("real answer"), model="m-light")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.text == "real answer" and reply.tier == "light"
             assert tier_totals(await router.memory.usage("test:chat")) == {
@@ -129,19 +131,21 @@ async def test_refusal_is_not_retried(tmp_path):
 
 
 async def test_every_tier_failing_gives_a_plain_apology_and_loses_nothing(tmp_path):
-    async with FakeOpenAI(default=ServerError(500)) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            reply = await router.handle(msg("hello, how is it going over there?", message_id="m1"))
-            assert not reply.ok and reply.text == APOLOGY and "sorry" in reply.text.lower()
-            assert "unavailable" in reply.text
-            assert fake.models_called() == ["m-standard"] * 2 + ["m-light"] * 2 + ["m-heavy"] * 2
-            assert tier_totals(await router.memory.usage("test:chat")) == {
-                "heavy": (2, 2),
-                "light": (2, 2),
-                "standard": (2, 2),
-            }
-            stats = await router.memory.stats("test:chat")
-            assert stats["total_messages"] == 1  # the user's message is kept
+    async with (
+        FakeOpenAI(default=ServerError(500)) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        reply = await router.handle(msg("hello, how is it going over there?", message_id="m1"))
+        assert not reply.ok and reply.text == APOLOGY and "sorry" in reply.text.lower()
+        assert "unavailable" in reply.text
+        assert fake.models_called() == ["m-standard"] * 2 + ["m-light"] * 2 + ["m-heavy"] * 2
+        assert tier_totals(await router.memory.usage("test:chat")) == {
+            "heavy": (2, 2),
+            "light": (2, 2),
+            "standard": (2, 2),
+        }
+        stats = await router.memory.stats("test:chat")
+        assert stats["total_messages"] == 1  # the user's message is kept
 
 
 async def test_time_budget_caps_the_whole_answer(tmp_path):
@@ -171,7 +175,7 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
     async with FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)()
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
-        async with running_router(settings, tmp_path) as router:
+        async with running_router(settings, tmp_path, options=INSTANT) as router:
             replies = []
             for i in range(30):
                 replies.append(
@@ -193,46 +197,50 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
 
 
 async def test_forced_prefix_uses_that_tier_and_is_stripped(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            reply = await router.handle(msg("!heavy what is two plus two"))
-            assert reply.tier == "heavy" and reply.text == "echo: what is two plus two"
-            results = await router.memory.search("test:chat", "plus")
-            assert [r["text"] for r in results if r["role"] == "user"] == ["what is two plus two"]
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        reply = await router.handle(msg("!heavy what is two plus two"))
+        assert reply.tier == "heavy" and reply.text == "echo: what is two plus two"
+        results = await router.memory.search("test:chat", "plus")
+        assert [r["text"] for r in results if r["role"] == "user"] == ["what is two plus two"]
 
 
 async def test_daily_budget_moves_chat_down_a_tier(tmp_path):
     # One standard answer costs 11*0.4e-6 + 7*1.6e-6 = 1.56e-5 USD.
-    async with FakeOpenAI(default=Answer("ok", prompt_tokens=11, completion_tokens=7)) as fake:
-        async with running_router(make_settings(fake.url, daily_budget_usd=1.0e-5), tmp_path) as router:
-            first = await router.handle(msg("hello, how is it going over there?"))
-            second = await router.handle(msg("and how is the weather over there?"))
-            assert (first.tier, second.tier) == ("standard", "light")
+    async with (
+        FakeOpenAI(default=Answer("ok", prompt_tokens=11, completion_tokens=7)) as fake,
+        running_router(make_settings(fake.url, daily_budget_usd=1.0e-5), tmp_path) as router,
+    ):
+        first = await router.handle(msg("hello, how is it going over there?"))
+        second = await router.handle(msg("and how is the weather over there?"))
+        assert (first.tier, second.tier) == ("standard", "light")
 
 
 async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tmp_path):
     import asyncio
 
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            replies = await asyncio.gather(
-                *(
-                    router.handle(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
-                    for i in range(20)
-                )
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        replies = await asyncio.gather(
+            *(
+                router.handle(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
+                for i in range(20)
             )
-            assert [r.text for r in replies] == [
-                f"echo: parallel message {i} for the record" for i in range(20)
-            ]
-            # the same messages again (an adapter retrying): acknowledged, not stored twice
-            await asyncio.gather(
-                *(
-                    router.record(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
-                    for i in range(20)
-                )
+        )
+        assert [r.text for r in replies] == [f"echo: parallel message {i} for the record" for i in range(20)]
+        # the same messages again (an adapter retrying): acknowledged, not stored twice
+        await asyncio.gather(
+            *(
+                router.record(msg(f"parallel message {i} for the record", message_id=f"p{i}"))
+                for i in range(20)
             )
-            assert (await router.memory.stats("test:chat"))["total_messages"] == 40
-            assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
+        )
+        assert (await router.memory.stats("test:chat"))["total_messages"] == 40
+        assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
 
 
 async def test_a_broken_model_adapter_is_skipped_not_fatal(tmp_path):

@@ -34,7 +34,11 @@ def test_offline_model_says_offline_apart_from_its_words_and_answers_per_speaker
     )
     mem = MemoryContext(facts=facts)
     first = _answer(model, "hello", mem)
-    assert first.notice == OFFLINE_NOTICE and "OPENAI_API_KEY" in first.notice and "OPENAI_BASE_URL" in first.notice
+    assert (
+        first.notice == OFFLINE_NOTICE
+        and "OPENAI_API_KEY" in first.notice
+        and "OPENAI_BASE_URL" in first.notice
+    )
     assert "offline" not in first.text
     second = _answer(model, "what is my name?", mem)
     assert second.notice == OFFLINE_SHORT and second.text == "Your name is Ada."
@@ -108,14 +112,19 @@ async def test_the_offline_notice_is_shown_but_never_stored(tmp_path):
     settings = load_settings(env={}, env_file=None)
     async with build_router(settings, tmp_path, options=FAST) as router:
         shown = await router.handle(msg("my name is Ada and I live in Lisbon"))
-        assert shown.text.startswith(OFFLINE_NOTICE) and shown.text.endswith("Noted, I'll remember that (name: Ada; location: Lisbon).")
+        assert shown.text.startswith(OFFLINE_NOTICE) and shown.text.endswith(
+            "Noted, I'll remember that (name: Ada; location: Lisbon)."
+        )
         streamed = "".join([p async for p in router.stream(msg("where do I live?"))])
         assert streamed == f"{OFFLINE_SHORT}\nYou live in Lisbon."
         stored = await router.memory.search("test:chat", "offline memory answering", k=10)
         assert stored == []  # no stored message holds the notice
         found = await router.memory.search("test:chat", "Lisbon", k=10)
         bot_words = {m["text"] for m in found if m["role"] == "assistant"}
-        assert bot_words == {"Noted, I'll remember that (name: Ada; location: Lisbon).", "You live in Lisbon."}
+        assert bot_words == {
+            "Noted, I'll remember that (name: Ada; location: Lisbon).",
+            "You live in Lisbon.",
+        }
 
 
 @hsettings(max_examples=200, deadline=None)

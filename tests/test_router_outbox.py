@@ -6,23 +6,16 @@ from bot.router.memory import HttpMemoryClient, MemoryUnavailable
 from bot.router.outbox import Outbox
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, msg, running_router, tier_totals, wait_until
+from tests.support import TcpGate, make_settings, msg, port_of, running_router, tier_totals, wait_until
 
 TOKEN = "memory-token-for-tests-0123456789"
 
 
-async def _free_port_host(path) -> int:
-    """Start the host once on a free port, stop it, and return the port (to restart it there)."""
-    async with EmbeddedMemoryHost(path, token=TOKEN, port=0) as host:
-        return int(host.url.rsplit(":", 1)[1])
-
-
 async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
     mem_dir = tmp_path / "memory"
-    port = await _free_port_host(mem_dir)
-    url = f"http://127.0.0.1:{port}"
-    async with FakeOpenAI(default=Echo()) as fake:
-        settings = make_settings(fake.url, memory_url=url, memory_token=TOKEN)
+    # The worker's address, with nothing behind it yet: connections are refused.
+    async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
+        settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
         async with running_router(settings, tmp_path / "bot") as router:
             # The worker is down: every message is still answered, without memory.
             replies = [
@@ -35,7 +28,8 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
             assert len(router.outbox) == 11
 
             # The worker comes back: the background replay empties the outbox.
-            async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=port):
+            async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=0) as host:
+                await gate.open(port_of(host.url))
                 await wait_until(lambda: len(router.outbox) == 0, what="outbox replay")
                 stats = await router.memory.stats("test:chat")
                 assert stats["total_messages"] == 11  # 6 user + 5 assistant, once each
@@ -47,7 +41,7 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
                 expected = []
                 for i in range(5):
                     expected += [f"note {i}: the sky is blue", f"echo: note {i}: the sky is blue"]
-                assert texts == expected + ["group chatter while down"]
+                assert texts == [*expected, "group chatter while down"]
 
                 # A replay of records already delivered (answer lost on the way back) is a no-op.
                 for i in range(5):
@@ -87,17 +81,16 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
 
 async def test_outbox_survives_a_restart_of_the_bot(tmp_path):
     mem_dir = tmp_path / "memory"
-    port = await _free_port_host(mem_dir)
-    url = f"http://127.0.0.1:{port}"
-    async with FakeOpenAI(default=Echo()) as fake:
-        settings = make_settings(fake.url, memory_url=url, memory_token=TOKEN)
+    async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
+        settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
         async with running_router(settings, tmp_path / "bot") as router:
             await router.handle(msg("remember: I live in Oslo", message_id="a1"))
             assert len(router.outbox) == 2
         # The bot stopped with records pending; they are on disk.
         with Outbox(tmp_path / "bot" / "outbox.sqlite3") as box:
             assert len(box) == 2
-        async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=port):
+        async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=0) as host:
+            await gate.open(port_of(host.url))
             async with running_router(settings, tmp_path / "bot") as router:
                 await wait_until(lambda: len(router.outbox) == 0, what="replay after restart")
                 facts = await router.memory.facts("test:chat")
@@ -122,11 +115,13 @@ async def test_wrong_token_keeps_records_for_later(tmp_path):
 
 
 async def test_a_message_the_worker_refuses_is_still_answered_and_not_queued(tmp_path):
-    async with FakeOpenAI(default=Echo(prefix="")) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            huge = "word " * 14000  # 70 KB: over the worker's 64 KiB limit (413)
-            reply = await router.handle(msg(huge, message_id="big"))
-            assert reply.ok and not reply.with_memory
-            assert len(router.outbox) == 0 and router.outbox.dead() == []
-            later = await router.handle(msg("a normal message again", message_id="small"))
-            assert later.with_memory
+    async with (
+        FakeOpenAI(default=Echo(prefix="")) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        huge = "word " * 14000  # 70 KB: over the worker's 64 KiB limit (413)
+        reply = await router.handle(msg(huge, message_id="big"))
+        assert reply.ok and not reply.with_memory
+        assert len(router.outbox) == 0 and router.outbox.dead() == []
+        later = await router.handle(msg("a normal message again", message_id="small"))
+        assert later.with_memory

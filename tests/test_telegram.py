@@ -20,6 +20,7 @@ from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support import TcpGate, wait_until
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -41,6 +42,7 @@ class RecordingService:
         self.hold: asyncio.Event | None = None  # set: handle() waits for it
         self.fail_on: str | None = None  # handle() raises for this text
         self.forget_asked: set[str] = set()
+        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
 
     async def handle(self, message: IncomingMessage) -> Reply:
         self.handled.append(message)
@@ -58,10 +60,14 @@ class RecordingService:
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         self.commands.append((message, name, args))
+        if name in self.results:
+            return self.results[name]
         if name in ADMIN_ONLY and not message.is_admin:
             return CommandResult("Unknown command. Send /help for the list.")
         if name == "usage":
-            return CommandResult("Usage:", table="tier calls\nstandard 3", files=(File("u.png", PNG, "image/png"),))
+            return CommandResult(
+                "Usage:", table="tier calls\nstandard 3", files=(File("u.png", PNG, "image/png"),)
+            )
         if name == "forget":
             if args == "yes" and message.chat_key in self.forget_asked:
                 return CommandResult("Done: this chat's memory is erased.")
@@ -87,8 +93,9 @@ def make_settings(tg: FakeTelegram, streaming: bool = True, **changes) -> Settin
 @contextlib.asynccontextmanager
 async def running_bot(
     service, settings: Settings, tg: FakeTelegram, **serve_kw
-) -> AsyncIterator[asyncio.Task]:
-    """Run `serve()` in a task until the block ends; wait until it is polling (or set its webhook)."""
+) -> AsyncIterator[tgad.TelegramBot]:
+    """Run `serve()` in a task until the block ends; wait until it is polling (or set its webhook).
+    Yields the adapter."""
     app = tgad.build_application(
         service,
         settings,
@@ -106,7 +113,7 @@ async def running_bot(
         task.result()  # raise what went wrong at start-up
     await started
     try:
-        yield task
+        yield app.bot_data["adapter"]
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -454,6 +461,19 @@ async def test_usage_sends_the_chart_as_a_photo(tg, alice):
     assert tg.calls_to("sendPhoto")[0].params["caption"] == "Usage:\n<pre>tier calls\nstandard 3</pre>"
 
 
+async def test_a_command_result_with_a_file_is_sent_as_a_document(tg, alice):
+    service = RecordingService()
+    export = File("export.json", b'{"messages": []}', "application/json")
+    service.results["summary"] = CommandResult("Your data:", files=(export,))
+    chat = tg.private_chat(alice)
+    async with running_bot(service, make_settings(tg), tg):
+        tg.send(chat, alice, "/summary")
+        text, document = await tg.wait_for_message(chat["id"], count=2)
+    assert text["text"] == "Your data:"
+    assert document["document"]["file_name"] == "export.json"
+    assert [(d.name, d.data) for d in tg.documents] == [("export.json", b'{"messages": []}')]
+
+
 async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alice, bob, group):
     service = RecordingService()
     tg.set_role(group, alice, "administrator")
@@ -526,13 +546,16 @@ async def test_messages_of_one_chat_are_handled_in_order_while_other_chats_proce
     assert [m["text"] for m in msgs] == ["You said: a0", "You said: a1", "You said: a2"]
 
 
-async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice, unused_tcp_port):
+async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice):
     service = RecordingService()
-    url = f"http://127.0.0.1:{unused_tcp_port}/telegram/hook"
+    gate = TcpGate()  # the public address: a port of its own, in front of the webhook server
+    url = f"{gate.url}/telegram/hook"
     settings = make_settings(tg)
     settings = replace(settings, telegram=replace(settings.telegram, webhook_url=url))
     chat = tg.private_chat(alice)
-    async with running_bot(service, settings, tg, webhook_listen="127.0.0.1", webhook_port=unused_tcp_port):
+    async with gate, running_bot(service, settings, tg, webhook_listen="127.0.0.1", webhook_port=0) as bot:
+        # The server bound a free port and says which.
+        await gate.open(await wait_until(lambda: bot.webhook_port, what="the webhook port"))
         assert tg.webhook_url == url and tg.webhook_secret == tgad.webhook_secret(tg.token)
         assert not tg.calls_to("getUpdates")
         tg.send(chat, alice, "via webhook")
@@ -540,9 +563,8 @@ async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice, unused
         # A caller without the secret is refused.
         import aiohttp
 
-        async with aiohttp.ClientSession() as session:
-            async with session.post(url, json={"update_id": 1}) as resp:
-                assert resp.status == 403
+        async with aiohttp.ClientSession() as session, session.post(url, json={"update_id": 1}) as resp:
+            assert resp.status == 403
     assert answer["text"] == "You said: via webhook"
 
 
@@ -610,10 +632,11 @@ async def test_tier_is_a_command_for_everyone(tg, alice, bob, group):
     assert "tier" in scopes["default"]
 
 
-async def test_webhook_listen_address_and_port_are_settings(tg, alice, unused_tcp_port):
+async def test_webhook_listen_address_and_port_are_settings(tg, alice):
     from bot.config import settings_from
 
-    url = f"http://127.0.0.1:{unused_tcp_port}/hook"
+    gate = TcpGate()
+    url = f"{gate.url}/hook"
     settings = settings_from(
         {},
         {
@@ -621,17 +644,14 @@ async def test_webhook_listen_address_and_port_are_settings(tg, alice, unused_tc
             "TELEGRAM_API_BASE_URL": tg.base_url,
             "TELEGRAM_WEBHOOK_URL": url,
             "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1",
-            "TELEGRAM_WEBHOOK_PORT": str(unused_tcp_port),
+            "TELEGRAM_WEBHOOK_PORT": "0",  # any free port: the server says which
         },
     )
-    assert (settings.telegram.webhook_listen, settings.telegram.webhook_port) == (
-        "127.0.0.1",
-        unused_tcp_port,
-    )
+    assert (settings.telegram.webhook_listen, settings.telegram.webhook_port) == ("127.0.0.1", 0)
     chat = tg.private_chat(alice)
-    async with running_bot(
-        RecordingService(), settings, tg
-    ):  # no listen/port given to serve(): the settings'
+    # No listen/port given to serve(): the settings'.
+    async with gate, running_bot(RecordingService(), settings, tg) as bot:
+        await gate.open(await wait_until(lambda: bot.webhook_port, what="the webhook port"))
         tg.send(chat, alice, "via the configured port")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: via the configured port" and tg.webhook_url == url

@@ -1,4 +1,5 @@
-"""End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
+"""End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Router + embedded memory
+<-> fake OpenAI."""
 
 from __future__ import annotations
 
@@ -42,23 +43,6 @@ async def bot_on_router(tg: FakeTelegram, openai: FakeOpenAI, data_dir) -> Async
     settings = e2e_settings(tg, openai)
     async with build_router(settings, data_dir) as router, running_bot(router, settings, tg):
         yield
-
-
-class People:
-    """Alice (group admin), Bob (plain member), their group and private chats."""
-
-    def __init__(self, tg: FakeTelegram) -> None:
-        self.alice = tg.user(111, "Alice", "alice")
-        self.bob = tg.user(222, "Bob", "bob")
-        self.group = tg.group(-100777, "Team")
-        self.alice_dm = tg.private_chat(self.alice)
-        self.bob_dm = tg.private_chat(self.bob)
-        tg.set_role(self.group, self.alice, "administrator")
-
-
-@pytest.fixture
-def people(tg) -> People:
-    return People(tg)
 
 
 def prompt_of(request) -> str:
@@ -225,7 +209,8 @@ async def test_restart_keeps_memory(tg, openai, people, tmp_path):
 
 
 async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai, people, tmp_path):
-    """`chatbot telegram --data DIR` as a user starts it: configured by env vars only; SIGINT ends it cleanly."""
+    """`chatbot telegram --data DIR` as a user starts it: configured by env vars only; SIGINT ends
+    it cleanly."""
     import os
     import signal
     import sys

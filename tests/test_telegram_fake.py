@@ -77,7 +77,8 @@ async def test_bad_entities_are_refused(bot, chat, text, mode):
 def test_good_entities_are_parsed_to_plain_text():
     assert (
         parse_html(
-            '<b>bold</b> <a href="https://x.y">link</a> &lt;3 &amp; <pre><code class="language-py">x</code></pre>'
+            '<b>bold</b> <a href="https://x.y">link</a> &lt;3 &amp; '
+            '<pre><code class="language-py">x</code></pre>'
         )
         == "bold link <3 & x"
     )
@@ -132,7 +133,7 @@ async def test_commands_per_scope(tg, bot):
     assert [c.command for c in await bot.get_my_commands()] == ["help"]
     await bot.delete_my_commands(scope=admins)
     assert await bot.get_my_commands(scope=admins) == ()
-    with pytest.raises(BadRequest, match="(?i)BOT_COMMAND_INVALID"):
+    with pytest.raises(BadRequest, match=r"(?i)BOT_COMMAND_INVALID"):
         await bot.set_my_commands([BotCommand("Bad-Name", "x")])
 
 
@@ -162,7 +163,7 @@ async def test_edit_photo_and_callback_answers(tg, bot, chat):
     png = b"\x89PNG\r\n\x1a\n" + b"1" * 10
     photo = await bot.send_photo(chat["id"], png, caption="chart")
     assert tg.photos == [png] and photo.caption == "chart"
-    with pytest.raises(BadRequest, match="(?i)IMAGE_PROCESS_FAILED"):
+    with pytest.raises(BadRequest, match=r"(?i)IMAGE_PROCESS_FAILED"):
         await bot.send_photo(chat["id"], b"not an image")
     with pytest.raises(BadRequest, match="query id is invalid"):
         await bot.answer_callback_query("nope")
@@ -202,7 +203,7 @@ def test_link_urls_are_not_touched_by_emphasis():
 
 
 markdownish = st.lists(
-    st.sampled_from(list("ab *_~`#[]()<>&\n") + ["**", "__", "~~", "```", "](https://x.y/", "```py\n"]),
+    st.sampled_from([*list("ab *_~`#[]()<>&\n"), "**", "__", "~~", "```", "](https://x.y/", "```py\n"]),
     max_size=40,
 ).map("".join)
 

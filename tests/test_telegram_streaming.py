@@ -4,6 +4,7 @@ continued past 4096 characters, finally formatted, never losing the final text."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import AsyncIterator
 
@@ -15,14 +16,15 @@ from bot.router.types import IncomingMessage
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 from tests.test_telegram import RecordingService, make_settings, running_bot
-from tests.test_telegram_e2e import bot_on_router, e2e_settings, people  # noqa: F401  (fixture)
+from tests.test_telegram_e2e import bot_on_router, e2e_settings
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
 
 class ScriptedStream(RecordingService):
-    """A ChatService whose stream yields what the test puts in `chunks` (None ends it; an exception is raised)."""
+    """A ChatService whose stream yields what the test puts in `chunks` (None ends it; an exception
+    is raised)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -107,7 +109,7 @@ async def test_edits_are_paced_and_the_final_text_is_the_whole_answer(tg):
         full = ("Here we go. " + "".join(words)).strip()
         await tg.wait_until(lambda: tg.bot_messages(chat["id"])[0]["text"] == full)
     times = [c.at for c in renders(tg, chat["id"])]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) >= 3, "the answer was not shown while it grew"
     assert min(gaps) >= 0.19, gaps  # at most one render per interval
 
@@ -202,7 +204,7 @@ async def test_groups_are_paced_slower_than_private_chats(tg):
             )
         )
     times = [c.at for c in renders(tg, group["id"])]
-    assert min(b - a for a, b in zip(times, times[1:])) >= 0.29
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.29
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -233,7 +235,7 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     assert openai.requests[0].stream
     times = [c.at for c in renders(tg, people.alice_dm["id"])]
     assert len(times) >= 3, "the answer did not grow in place"
-    assert min(b - a for a, b in zip(times, times[1:])) >= 0.99  # about one edit a second at most
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 0.99  # about one edit a second at most
 
 
 async def test_e2e_a_model_stream_that_breaks_keeps_the_text_and_says_it_was_cut(

@@ -32,6 +32,7 @@ from bot.adapters.discord_send import (
     typing_shown,
 )
 from bot.adapters.split import split_text
+from bot.chat_keys import discord_chat_key
 from bot.config import Settings
 from bot.router.registry import Command, refused
 from bot.router.types import ChatService, CommandResult, IncomingMessage, MediaPart
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 DEFER_AFTER_S = 2.0  # Discord drops an interaction not acknowledged within 3 s
 CONFIRM_TIMEOUT_S = 300.0
+IDENTIFY_PAUSE_S = 5.0  # discord.py's own pause before a new IDENTIFY (Discord rate-limits them)
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 PLATFORM = "discord"
@@ -66,9 +68,7 @@ class Translator:
 
     def chat_key(self, channel_id: int, user_id: int) -> str:
         """`discord:<channel>`, or `discord:<channel>:<user>` with per-user memory."""
-        if self.settings.memory_scope == "user":
-            return f"discord:{channel_id}:{user_id}"
-        return f"discord:{channel_id}"
+        return discord_chat_key(channel_id, user_id, memory_scope=self.settings.memory_scope)
 
     def is_admin(self, user_id: int, in_dm: bool, manage_guild: bool) -> bool:
         """DM users own their memory; in guilds manage_guild or ADMIN_USER_IDS."""
@@ -210,7 +210,14 @@ class ConfirmView(discord.ui.View):
 class DiscordBot(discord.Client):
     """The discord.py client: message handling, slash commands and their sync."""
 
-    def __init__(self, router: ChatService, settings: Settings, **options) -> None:
+    def __init__(
+        self,
+        router: ChatService,
+        settings: Settings,
+        *,
+        identify_pause_s: float = IDENTIFY_PAUSE_S,
+        **options: Any,
+    ) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: mentions, replies and recording need it
         options.setdefault("allowed_mentions", discord.AllowedMentions.none())  # model text never pings
@@ -222,7 +229,13 @@ class DiscordBot(discord.Client):
         self._in_hand = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.identify_pause_s = identify_pause_s
         add_commands(self)
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """Pause before identifying again (Discord limits how often a bot may identify)."""
+        if not initial:
+            await asyncio.sleep(self.identify_pause_s)
 
     async def setup_hook(self) -> None:
         """Sync slash commands: to the dev guild at once, or globally (Discord may take a while)."""

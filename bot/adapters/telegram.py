@@ -31,7 +31,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import MessageLimit, ParseMode
-from telegram.error import BadRequest, NetworkError, TelegramError
+from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -74,6 +74,11 @@ EDIT_INTERVAL_PRIVATE_S = 1.0
 EDIT_INTERVAL_GROUP_S = 3.0
 NOT_TEXT = "Sorry, I can only read text for now. Please write your message (a caption works too)."
 ONLY_ASKER = "Only the person who asked can confirm this."
+SENT_PRIVATELY = "I sent it to you in our private chat."
+PRIVATE_FIRST = (
+    "That is for your eyes only, and I can't write to you privately yet: open a chat with {who}, "
+    "press Start, then send /{command} here again."
+)
 
 
 class TelegramBot:
@@ -92,6 +97,7 @@ class TelegramBot:
         self.admin = AdminCheck(settings.admin_user_ids)
         self.sender = TelegramSender(RetryPlan(budget_s=settings.telegram.send_budget_s), typing_interval)
         self.edit_intervals = edit_intervals
+        self.webhook_port: int | None = None  # the port the webhook server listens on, once it does
 
     def edit_interval(self, chat: Chat) -> float:
         """Seconds between two renders of a streamed answer in this chat."""
@@ -251,6 +257,9 @@ class TelegramBot:
 
     async def deliver(self, message: Message, result: CommandResult, asker: str) -> None:
         """Send a command's answer: pictures as photos, other files as documents, a button to confirm."""
+        if result.private and message.chat.type != Chat.PRIVATE:
+            await self.deliver_privately(message, result)
+            return
         images = [f for f in result.files if f.is_image]
         caption_used = False
         for n, image in enumerate(images):
@@ -265,6 +274,22 @@ class TelegramBot:
             await self.send_result_text(message, result)
         for document in (f for f in result.files if not f.is_image):
             await message.reply_document(document.data, filename=document.name)
+
+    async def deliver_privately(self, message: Message, result: CommandResult) -> None:
+        """One person's data asked for in a group: it goes to their private chat; the group hears where."""
+        user = message.from_user
+        try:
+            if user is None or message.sender_chat is not None:  # an anonymous admin has no private chat
+                raise Forbidden("no private chat with an anonymous sender")
+            await message.get_bot().send_message(user.id, result.text)
+            for file in result.files:
+                await message.get_bot().send_document(user.id, file.data, filename=file.name)
+        except (Forbidden, BadRequest) as exc:  # they never opened a private chat with the bot
+            log.info("no private chat with the asker in %s: %s", message.chat.id, exc)
+            who = f"@{self.translate.bot_username}" if self.translate.bot_username else "me"
+            await message.reply_text(PRIVATE_FIRST.format(who=who, command=_command_name(message)))
+            return
+        await message.reply_text(SENT_PRIVATELY)
 
     async def send_result_text(self, message: Message, result: CommandResult) -> None:
         """A command's text (its table in a monospaced block), in parts like an answer."""
@@ -384,7 +409,7 @@ async def serve(
     `Application.stop` waits for them) before it returns.
     """
     webhook_listen = webhook_listen or settings.telegram.webhook_listen
-    webhook_port = webhook_port or settings.telegram.webhook_port
+    webhook_port = settings.telegram.webhook_port if webhook_port is None else webhook_port  # 0: any
     stop = stop or asyncio.Event()
     app = app or build_application(router, settings)
     adapter: TelegramBot = app.bot_data["adapter"]
@@ -401,7 +426,8 @@ async def serve(
         await app.start()
         try:
             if settings.telegram.webhook_url:
-                async with webhook_server(app, settings, webhook_listen, webhook_port):
+                async with webhook_server(app, settings, webhook_listen, webhook_port) as port:
+                    adapter.webhook_port = port
                     await stop.wait()
             else:
                 await updater.start_polling(timeout=poll_timeout, allowed_updates=ALLOWED_UPDATES)

@@ -20,6 +20,7 @@ from telegram import Chat, ChatMember, Message, MessageEntity, PhotoSize, Update
 from telegram.error import TelegramError
 from telegram.ext import BaseUpdateProcessor
 
+from bot.chat_keys import telegram_chat_key
 from bot.config import Settings
 from bot.router.types import IncomingMessage, MediaPart
 
@@ -52,9 +53,12 @@ class Translator:
 
     def chat_key(self, chat: Chat, user: User | None) -> str:
         """`telegram:<chat id>`, or `telegram:<chat id>:<user id>` for per-user memory in groups."""
-        if self.settings.memory_scope == "user" and chat.type != Chat.PRIVATE and user is not None:
-            return f"telegram:{chat.id}:{user.id}"
-        return f"telegram:{chat.id}"
+        return telegram_chat_key(
+            chat.id,
+            private=chat.type == Chat.PRIVATE,
+            user_id=user.id if user is not None else None,
+            memory_scope=self.settings.memory_scope,
+        )
 
     def addressed(self, message: Message) -> bool:
         """Private chats always; groups when the bot is @mentioned, replied to, or commanded."""

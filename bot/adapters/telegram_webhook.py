@@ -27,8 +27,9 @@ def webhook_secret(token: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def webhook_server(app: Application, settings: Settings, host: str, port: int) -> AsyncIterator[None]:
-    """An aiohttp server receiving Telegram's webhook calls (checked by secret) into the update queue."""
+async def webhook_server(app: Application, settings: Settings, host: str, port: int) -> AsyncIterator[int]:
+    """An aiohttp server receiving Telegram's webhook calls (checked by secret) into the update queue;
+    yields the port it listens on (port 0 binds a free one)."""
     from aiohttp import web
 
     url = settings.telegram.webhook_url or ""
@@ -51,9 +52,12 @@ async def webhook_server(app: Application, settings: Settings, host: str, port: 
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
+    bound = int(runner.addresses[0][1])
     try:
         await app.bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
-        log.info("Telegram bot @%s receiving updates at %s", app.bot.username, url)
-        yield
+        log.info(
+            "Telegram bot @%s receiving updates at %s (listening on port %d)", app.bot.username, url, bound
+        )
+        yield bound
     finally:
         await runner.cleanup()

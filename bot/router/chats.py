@@ -1,5 +1,6 @@
 """What the bot process keeps per chat, in one place: the last prompt (for /why), confirmations
-asked for and not yet given, the forced tier, and the lock that keeps a chat's messages in order.
+asked for and not yet given, the forced tier, the topic start seen (/new), and the lock that
+keeps a chat's messages in order.
 
 Everything here is a bounded cache of this process, never the truth (the memory worker holds
 that). `forget_author` and `forget_chat` clear it the same way for every kind of entry, and
@@ -52,6 +53,7 @@ class ChatState:
         self._prompts: _Bounded[str, LastPrompt] = _Bounded()
         self._asked: _Bounded[tuple[str, str], float] = _Bounded()  # (chat, action) -> time asked
         self._forced: _Bounded[str, str] = _Bounded()
+        self._topics: _Bounded[str, str] = _Bounded()  # chat -> when /new started its topic (UTC)
         self._generations: _Bounded[str, int] = _Bounded()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -103,6 +105,16 @@ class ChatState:
         if tier is not None:
             self._forced.put(chat, tier)
 
+    # -- topic start (/new) -------------------------------------------------------------
+
+    def topic_started(self, chat: str, at: str) -> None:
+        """Note the topic start the worker just recorded, for /why before the next answer."""
+        self._topics.put(chat, at)
+
+    def topic_start(self, chat: str) -> str | None:
+        """When /new last started a topic in this chat, as seen by this process (None: not seen)."""
+        return self._topics.get(chat)
+
     # -- forgetting -------------------------------------------------------------------
 
     def forget_author(self, chat: str, author_id: str) -> None:
@@ -118,6 +130,7 @@ class ChatState:
         """Drop everything this process holds for `chat`."""
         self._prompts.pop(chat, None)
         self._forced.pop(chat, None)
+        self._topics.pop(chat, None)
         for key in [k for k in self._asked if k[0] == chat]:
             del self._asked[key]
         self._bump(chat)

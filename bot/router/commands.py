@@ -8,6 +8,8 @@ a few minutes of `/forget` in the same chat.
 from __future__ import annotations
 
 from bot.router import limits
+from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
+from bot.router.own_data import topic_line
 from bot.router.persona import persona_command, persona_line
 from bot.router.registry import Arg, Command, CommandContext, Registry
 from bot.router.tiers import rank_tiers
@@ -42,6 +44,14 @@ async def _start(ctx: CommandContext) -> CommandResult:
 
 
 async def _why(ctx: CommandContext) -> CommandResult:
+    result = await _why_prompt(ctx)
+    # A /new since that prompt: its window shows from the next answer on, so say it here.
+    topic = ctx.chats.topic_start(ctx.chat)
+    line = topic_line(topic, result.text) if topic else ""
+    return CommandResult(f"{result.text}\n\n{line}") if line else result
+
+
+async def _why_prompt(ctx: CommandContext) -> CommandResult:
     last = ctx.chats.last_prompt(ctx.chat)
     if last is None:
         # After a restart (or a forgetting) the cache is empty: the worker keeps the last prompt too.
@@ -88,20 +98,23 @@ async def _forgetme(ctx: CommandContext) -> CommandResult:
 
 async def _facts(ctx: CommandContext) -> CommandResult:
     history = ctx.args.lower() in ("history", "all", "--history")
-    facts = await ctx.memory.facts(ctx.chat, history=history)
+    facts = await ctx.memory.facts(ctx.chat, history=history, kind="fact")  # notes: /remember
     if not facts:
         return CommandResult("I don't know any facts in this chat yet.")
     by_author: dict[str, list[str]] = {}
     for f in facts:
         who = str(f.get("author") or f.get("author_id") or "someone")
         line = f"{f.get('key')}: {f.get('value')}"
-        if f.get("superseded_at"):
-            line += f" (until {str(f['superseded_at'])[:10]})"
+        if f.get("superseded_at"):  # no number: only current facts can be removed
+            line = f"{line} (until {str(f['superseded_at'])[:10]})"
+        else:
+            line = f"#{f.get('id')} {line}"
         by_author.setdefault(who, []).append(line)
     lines = ["Facts:"]
     for who, items in by_author.items():
         lines.append(f"{who}:")
         lines.extend(f"  - {item}" for item in items)
+    lines.append("/forgetfact N removes fact #N.")
     return CommandResult(ctx.redact("\n".join(lines)))
 
 
@@ -199,6 +212,7 @@ COMMANDS = Registry(
             args=(Arg("name", "a tier name, or auto to choose automatically again"),),
         ),
         Command("forgetme", "forget what you said here and what I know about you", _forgetme),
+        *OWN_DATA_COMMANDS,
         Command(
             "facts",
             "what I know about the people here",

@@ -70,11 +70,13 @@ class TierRouter:
         policy: RetryPolicy,
         *,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
         self.models = dict(models)
         self.policy = policy
         self._clock = clock
+        self._sleep = sleep  # injected by tests: the decisions stay, the waiting goes
         self._rng = rng or random.Random()
         self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
 
@@ -127,7 +129,7 @@ class TierRouter:
             wait = self.cooling(tier)
             if wait > self.policy.max_wait_s or self._clock() + wait >= deadline - 0.01:
                 continue
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
             result = await self._try_tier(tier, request, on_attempt, streaming, deadline, count, tries=1)
             if result is not None:
                 return result
@@ -183,7 +185,7 @@ class TierRouter:
                         # Honour Retry-After without waiting: skip this tier until then.
                         self._cool_until[tier] = self._clock() + failure.retry_after
                     return None
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
                 continue
             latency = (self._clock() - started) * 1000.0
             await on_attempt(

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,9 +191,9 @@ class MemoryGateway:
         """Retrieve older messages like a turn does, recording nothing."""
         return await self.client.search(chat, q, k)
 
-    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
-        """Current facts (and superseded ones with `history`)."""
-        return await self.client.facts(chat, history=history)
+    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
+        """Current facts and notes (superseded ones too with `history`; only one `kind` if given)."""
+        return await self.client.facts(chat, history=history, kind=kind)
 
     async def summary(self, chat: str) -> dict[str, Any]:
         """The rolling summary and its compaction state."""
@@ -234,3 +234,34 @@ class MemoryGateway:
     async def forget_chat(self, chat: str) -> dict[str, Any]:
         """Forget the whole chat (the caller clears its own caches too)."""
         return await self.client.forget_chat(chat)
+
+    # -- people's own data (issue 15) ---------------------------------------------------
+
+    async def export(self, chat: str, author_id: str | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The pages of an export, first to last: the first holds everything but later messages.
+
+        The later pages ask for the messages up to the first page's `upto`, so together they
+        are one consistent snapshot even while the chat goes on.
+        """
+        page = await self.client.export_page(chat, author_id)
+        upto = page.get("export", {}).get("upto")
+        yield page
+        while page.get("next_after") is not None:
+            page = await self.client.export_page(chat, author_id, after=int(page["next_after"]), upto=upto)
+            yield page
+
+    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
+        """Keep a note in every prompt of the chat; `{"note", "duplicate"}`."""
+        return await self.client.add_note(chat, text, author, author_id)
+
+    async def notes(self, chat: str) -> list[dict[str, Any]]:
+        """The chat's current notes, oldest first."""
+        return await self.client.notes(chat)
+
+    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
+        """Supersede one fact or note (only if it is `author_id`'s, when given)."""
+        return await self.client.forget_fact(chat, fact_id, author_id)
+
+    async def start_topic(self, chat: str) -> dict[str, Any]:
+        """Start a new topic in the chat; `{"topic_started_at", "after_id"}`."""
+        return await self.client.start_topic(chat)

@@ -61,8 +61,8 @@ class MemoryClient(Protocol):
     async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
         """Retrieve older messages like `turn` does, recording nothing."""
 
-    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
-        """Current facts (and superseded ones with `history`)."""
+    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
+        """Current facts and notes (superseded ones too with `history`; only one `kind` if given)."""
 
     async def summary(self, chat: str) -> dict[str, Any]:
         """The rolling summary and its compaction state."""
@@ -94,8 +94,26 @@ class MemoryClient(Protocol):
     async def forget_chat(self, chat: str) -> dict[str, Any]:
         """Forget the whole chat."""
 
+    async def export_page(
+        self, chat: str, author_id: str | None = None, after: int | None = None, upto: int | None = None
+    ) -> dict[str, Any]:
+        """One page of the chat's (or one person's) export; follow `next_after` for the rest."""
+
+    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
+        """Keep a note in every prompt of the chat; `{"note", "duplicate"}`."""
+
+    async def notes(self, chat: str) -> list[dict[str, Any]]:
+        """The chat's current notes, oldest first."""
+
+    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
+        """Supersede one fact or note by id (only if it is `author_id`'s, when given)."""
+
+    async def start_topic(self, chat: str) -> dict[str, Any]:
+        """Start a new topic: the recent window begins after the newest message."""
+
 
 _RETRY_LATER = frozenset({401, 403, 404, 408, 429})
+_FACT_ANSWERS = frozenset({403, 404})
 
 
 def _segment(value: str) -> str:
@@ -150,7 +168,13 @@ class HttpMemoryClient:
             await self._session.close()
 
     async def _call(
-        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        refusals: frozenset[int] = frozenset(),
     ) -> Any:
         # encoded=True: the path is quoted already and must reach the worker as it is.
         url = yarl.URL(self._base_url + path, encoded=True)
@@ -164,7 +188,7 @@ class HttpMemoryClient:
             data = _json.loads(body) if body else None
         except ValueError:
             data = None
-        if status >= 500 or status in _RETRY_LATER:
+        if status >= 500 or (status in _RETRY_LATER and status not in refusals):
             # 401/403/404 mean a wrong token or URL: an operator fixes that, and until then
             # the records wait in the outbox rather than being dropped.
             raise MemoryUnavailable(f"memory worker answered {status}: {_error_of(data, body)}")
@@ -213,10 +237,10 @@ class HttpMemoryClient:
         data = await self._call("GET", _chat_path(chat) + "/search", params={"q": q, "k": str(k)})
         return list(data.get("results") or [])
 
-    async def facts(self, chat: str, history: bool = False) -> list[dict[str, Any]]:
-        """`GET /v1/chats/{chat}/facts`."""
-        params = {"history": "1"} if history else None
-        data = await self._call("GET", _chat_path(chat) + "/facts", params=params)
+    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
+        """`GET /v1/chats/{chat}/facts[?history=1][&kind=]`."""
+        params = ({"history": "1"} if history else {}) | ({"kind": kind} if kind else {})
+        data = await self._call("GET", _chat_path(chat) + "/facts", params=params or None)
         return list(data.get("facts") or [])
 
     async def summary(self, chat: str) -> dict[str, Any]:
@@ -261,6 +285,36 @@ class HttpMemoryClient:
     async def forget_chat(self, chat: str) -> dict[str, Any]:
         """`DELETE /v1/chats/{chat}`."""
         return await self._call("DELETE", _chat_path(chat))
+
+    async def export_page(
+        self, chat: str, author_id: str | None = None, after: int | None = None, upto: int | None = None
+    ) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/export[?author_id=&after=&upto=]`."""
+        given = (("author_id", author_id), ("after", after), ("upto", upto))
+        params = {k: str(v) for k, v in given if v is not None}
+        return await self._call("GET", _chat_path(chat) + "/export", params=params or None)
+
+    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/notes`."""
+        body = {"text": text, "author": author, "author_id": author_id}
+        return await self._call("POST", _chat_path(chat) + "/notes", json=body)
+
+    async def notes(self, chat: str) -> list[dict[str, Any]]:
+        """`GET /v1/chats/{chat}/notes`."""
+        data = await self._call("GET", _chat_path(chat) + "/notes")
+        return list(data.get("notes") or [])
+
+    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
+        """`DELETE /v1/chats/{chat}/facts/{fact_id}[?author_id=]`."""
+        params = {"author_id": author_id} if author_id is not None else None
+        # Here 404 (no such current fact) and 403 (not theirs) are answers about the fact itself.
+        return await self._call(
+            "DELETE", _chat_path(chat) + f"/facts/{int(fact_id)}", params=params, refusals=_FACT_ANSWERS
+        )
+
+    async def start_topic(self, chat: str) -> dict[str, Any]:
+        """`POST /v1/chats/{chat}/topic`."""
+        return await self._call("POST", _chat_path(chat) + "/topic")
 
 
 def _error_of(data: Any, body: bytes) -> str:

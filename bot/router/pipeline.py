@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +64,9 @@ class RouterOptions:
     replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
     memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
     memory_retry_max_s: float = default("memory", "retry_max_s")
+    # How the tier router waits between retries (back-off, Retry-After): tests pass one that
+    # returns at once, so retry decisions are checked without waiting out real time.
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 
     @classmethod
     def from_settings(cls, memory: MemorySettings) -> RouterOptions:
@@ -118,6 +121,7 @@ class Router:
         transcriber: Transcriber | None = None,
         access: AccessPolicy | None = None,
         clock: Callable[[], datetime] | None = None,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
         self.chats = chats or ChatState()
@@ -136,6 +140,7 @@ class Router:
                 request_timeout_s=settings.router.request_timeout_s,
                 max_attempts_per_tier=settings.router.max_attempts_per_tier,
             ),
+            sleep=sleep,
         )
         self.secrets = tuple(s for s in secrets if s)
         self.access = access or AccessPolicy(settings.access, settings.admin_user_ids)

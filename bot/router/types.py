@@ -83,6 +83,7 @@ class CommandResult:
     files: tuple[File, ...] = ()
     confirm: str | None = None  # a command the user must send (or a button must trigger) to confirm
     ephemeral: bool = True
+    private: bool = False  # one person's data (an export): delivered to the asker alone, never to a group
 
     @property
     def full_text(self) -> str:

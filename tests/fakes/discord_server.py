@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 from aiohttp import web
@@ -594,7 +594,7 @@ class FakeDiscord:
         call.status = int(how)
         return json_response({"message": "Internal Server Error", "code": 0}, int(how))
 
-    _ROUTES: list[tuple[str, str, str]] = [
+    _ROUTES: ClassVar[list[tuple[str, str, str]]] = [
         ("GET", r"/users/@me", "_get_me"),
         ("GET", r"/(?:oauth2/)?applications/@me", "_get_application"),
         ("GET", r"/gateway(?:/bot)?", "_get_gateway"),

@@ -17,6 +17,7 @@ faults, and records every call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import itertools
 import json
@@ -34,6 +35,7 @@ from tests.fakes.telegram_files import FileRefused, FileStore
 TOKEN = "123456:TEST-token_for-the-fake"
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
+MAX_UPLOAD = 50 * 1000 * 1000  # what the Bot API takes from a bot per file
 
 # Fields PTB sends as JSON strings inside form data.
 _JSON_FIELDS = {
@@ -147,7 +149,8 @@ def parse_html(text: str) -> str:
             if name not in _HTML_TAGS:
                 kind = "end" if closing else "start"
                 raise bad(
-                    f'can\'t parse entities: Unsupported {kind} tag "{name}" at byte offset {_byte_offset(text, i)}'
+                    f'can\'t parse entities: Unsupported {kind} tag "{name}"'
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             if closing:
                 if not stack:
@@ -165,7 +168,8 @@ def parse_html(text: str) -> str:
                     pass  # the real server accepts <a> without href and drops the link
                 if name == "span" and "tg-spoiler" not in attrs:
                     raise bad(
-                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler" at byte offset {_byte_offset(text, i)}'
+                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler"'
+                        f" at byte offset {_byte_offset(text, i)}"
                     )
                 stack.append((name, i))
             i = m.end()
@@ -203,7 +207,8 @@ def parse_markdown(text: str) -> str:
             end = text.find("```", i + 3)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
@@ -213,7 +218,8 @@ def parse_markdown(text: str) -> str:
             end = text.find(c, i + 1)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(text[i + 1 : end])
             i = end + 1
@@ -221,7 +227,8 @@ def parse_markdown(text: str) -> str:
             m = re.compile(r"\[([^\]]*)\]\(([^)]*)\)").match(text, i)
             if not m:
                 raise bad(
-                    f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of the entity starting"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(m.group(1))
             i = m.end()
@@ -255,7 +262,8 @@ def parse_markdown_v2(text: str) -> str:
             end = text.find("```", i + 3)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of Pre entity at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of Pre entity"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
@@ -266,7 +274,8 @@ def parse_markdown_v2(text: str) -> str:
             end = text.find("`", i + 1)
             if end < 0:
                 raise bad(
-                    f"can't parse entities: Can't find end of Code entity at byte offset {_byte_offset(text, i)}"
+                    f"can't parse entities: Can't find end of Code entity"
+                    f" at byte offset {_byte_offset(text, i)}"
                 )
             out.append(text[i + 1 : end])
             i = end + 1
@@ -299,7 +308,8 @@ def parse_markdown_v2(text: str) -> str:
                 continue
         if c in _V2_RESERVED:
             raise bad(
-                f"can't parse entities: Character '{c}' is reserved and must be escaped with the preceding '\\'"
+                f"can't parse entities: Character '{c}' is reserved"
+                f" and must be escaped with the preceding '\\'"
             )
         out.append(c)
         line_start = c == "\n"
@@ -307,7 +317,8 @@ def parse_markdown_v2(text: str) -> str:
     if open_marks:
         _, at = open_marks[-1]
         raise bad(
-            f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, at)}"
+            f"can't parse entities: Can't find end of the entity starting"
+            f" at byte offset {_byte_offset(text, at)}"
         )
     return "".join(out)
 
@@ -364,6 +375,7 @@ class FakeTelegram:
         self.roles: dict[tuple[int, int], str] = {}
         self.commands: dict[tuple[str, str], list[dict]] = {}
         self.photos: list[bytes] = []
+        self.documents: list[Document] = []
         self.files = FileStore(token)  # getFile and downloads; tg.files.voice(data) makes a voice
         self.webhook_url: str = ""
         self.allowed_updates: list[str] | None = None
@@ -636,6 +648,9 @@ class FakeTelegram:
         if chat_id is None:
             raise bad("chat_id is empty")
         chat = self.chats.get(chat_id)
+        if chat is None and any(m.get("from", {}).get("id") == chat_id for m in self.messages.values()):
+            # A user the bot has seen (in a group) but who never pressed Start: the real answer.
+            raise ApiError(403, "Forbidden: bot can't initiate conversation with a user")
         if chat is None:
             raise bad("chat not found")
         return chat
@@ -679,7 +694,8 @@ class FakeTelegram:
         if self.webhook_url:
             raise ApiError(
                 409,
-                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+                "Conflict: can't use getUpdates method while webhook is active;"
+                " use deleteWebhook to delete the webhook first",
             )
         offset = params.get("offset") or 0
         limit = min(max(params.get("limit") or 100, 1), 100)
@@ -706,7 +722,8 @@ class FakeTelegram:
                 if generation != self._poll_generation:
                     raise ApiError(
                         409,
-                        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                        "Conflict: terminated by other getUpdates request;"
+                        " make sure that only one bot instance is running",
                     )
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -839,6 +856,34 @@ class FakeTelegram:
                 raise bad("message caption is too long")
             fields["caption"] = plain
         self.photos.append(photo)
+        return self._bot_message(chat, **fields)
+
+    async def _m_sendDocument(self, params: dict, files: dict) -> dict:
+        chat = self._chat(params)
+        upload = files.get("document")
+        ref = params.get("document")
+        if upload is None and isinstance(ref, str) and ref.startswith("attach://"):
+            upload = files.get(ref.removeprefix("attach://"))
+        if upload is None:
+            raise bad("there is no document in the request")
+        if len(upload) > MAX_UPLOAD:
+            raise ApiError(413, "Request Entity Too Large")
+        if not upload:
+            raise bad("file must be non-empty")
+        name = getattr(upload, "filename", None) or "document"
+        document = Document(chat["id"], name, bytes(upload))
+        self.documents.append(document)
+        fields: dict[str, Any] = {
+            "document": {
+                "file_id": f"document{len(self.documents)}",
+                "file_unique_id": f"d{len(self.documents)}",
+                "file_name": name,
+                "file_size": len(upload),
+            },
+            **self._reply_to(chat, params),
+        }
+        if params.get("caption"):
+            fields["caption"] = plain_text(str(params["caption"]), params.get("parse_mode"))
         return self._bot_message(chat, **fields)
 
     async def _m_setMyCommands(self, params: dict, files: dict) -> bool:
@@ -989,6 +1034,21 @@ def _error(e: ApiError) -> web.Response:
     return web.json_response(body, status=e.code)
 
 
+class Upload(bytes):
+    """An uploaded file's bytes, with the file name the client gave."""
+
+    filename: str = ""
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file the bot sent with sendDocument."""
+
+    chat_id: int
+    name: str
+    data: bytes
+
+
 async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, bytes]]:
     """Parameters from the query, a JSON body, a form or a multipart body, typed like the server does."""
     raw: dict[str, Any] = dict(request.query)
@@ -1002,7 +1062,9 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, 
         reader = await request.multipart()
         async for part in reader:
             if part.filename is not None:
-                files[part.name] = await part.read()
+                upload = Upload(await part.read())
+                upload.filename = part.filename
+                files[part.name] = upload
             else:
                 raw[part.name] = await part.text()
     elif request.can_read_body:
@@ -1015,9 +1077,7 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], dict[str, 
             except ValueError:
                 raise bad(f"can't parse {key} JSON object") from None
         elif isinstance(value, str) and key in _INT_FIELDS:
-            try:
+            with contextlib.suppress(ValueError):
                 value = int(value)
-            except ValueError:
-                pass
         params[key] = value
     return params, files

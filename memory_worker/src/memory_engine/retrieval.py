@@ -1,26 +1,32 @@
 """BM25 retrieval over a chat's FTS5 index: what gets indexed, and how a query is ranked.
 
-Each message is one FTS5 row (rowid = messages.id) with three columns: `body` (its own
-text), `author` (who wrote it) and `context` (the text of the message just before it).
-Chat turns are short and lean on the turn before ("yes, last week, at the lake!" answers
-"did you go camping?"), so the previous turn's words are indexed with each turn, at a
-lower bm25 weight than its own words.
+Each message is one FTS5 row (rowid = messages.id) with five columns: `body` (its own
+text), `author` (who wrote it), `context_before` (the two messages before it),
+`context_after` (the message after it, added when that one arrives) and `date` (its month
+and year in words, "march 2022", from `ts`). Chat turns are short and lean on the turns
+around them: "yes, last week, at the lake!" answers "did you go camping?", and "was that
+your first marathon?" is answered next. A question pins an event by its date ("what did
+she do in May 2023?") while the message says "yesterday". The neighbours' words and the
+date count less than a message's own words (BM25_WEIGHTS).
 
 Cost stays bounded in long chats and for long messages: FTS5 computes bm25() for every
 row that matches any query term, at a cost that grows with the number of terms, so a
 query first keeps its most selective terms within a budget (see `_select`). The terms it
-drops are the common ones, whose bm25 idf is small anyway.
+drops are the common ones, whose bm25 idf is small anyway. A term's other word forms
+(met/meet, colour/color: `text_forms`) are OR-ed alternatives inside the same term.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from .storage import SqlStorage
-from .text import fts_query, query_terms, tokens
+from .text import MONTHS, fts_query, query_groups, tokens
 
-# bm25 column weights: body, author, context (the previous turn counts half as much).
-BM25_WEIGHTS = (1.0, 0.5, 0.5)
+COLUMNS = ("body", "author", "context_before", "context_after", "date")
+# bm25 column weights, in COLUMNS order. Tuned on the LoCoMo development split only
+# (benchmarks/locomo_recall.py; the leave-conversations-out check there).
+BM25_WEIGHTS = (1.0, 0.5, 0.5, 0.2, 1.0)
 # A message whose author the query names scores this much more (x 1.35): "what did Ann
 # say about ..." is most often answered by Ann's own words. A factor, not a filter,
 # because a question can name one person and be answered by another. (bm25 cannot do
@@ -28,8 +34,18 @@ BM25_WEIGHTS = (1.0, 0.5, 0.5)
 AUTHOR_BOOST = 0.35
 # How many bm25 candidates are re-scored with the author boost (beyond the excluded).
 CANDIDATES = 50
-# The previous turn's text is indexed up to this many characters: its gist, bounded cost.
-CONTEXT_CHARS = 2000
+# Each neighbour's text is indexed up to this many characters: its gist, bounded cost.
+NEIGHBOUR_CHARS = 500
+# How many messages before and after a message are indexed with it (the ablation knobs of
+# benchmarks/locomo_recall.py; 1 and 0 was the previous design).
+TURNS_BEFORE = 2
+TURNS_AFTER = 1
+# Whether the month and year are indexed, and month names kept in queries ("in May").
+DATES = True
+# Whether query terms are expanded with their other word forms.
+WORD_FORMS = True
+# The smallest score `rank` reports (see there).
+MIN_SCORE = 1e-6
 # What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
 # FTS5 scores every row that matches any term, at about 0.4 us per row per term plus
 # about 1 us per row (more when pages are not cached), so this bounds the scoring to a
@@ -41,84 +57,110 @@ MAX_SCORED_TERMS = 8
 # A term in this many rows or more is "common" (see `_select`).
 COUNT_CAP = 300
 
+# A query term: a word, or a word and its other forms (OR-ed alternatives).
+Term = str | tuple[str, ...]
 
-def _previous(sql: SqlStorage, message_id: int) -> dict[str, Any] | None:
-    rows = sql.exec("SELECT id, text FROM messages WHERE id < ? ORDER BY id DESC LIMIT 1", message_id)
-    return rows[0] if rows else None
+_INSERT = f"INSERT INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
+
+
+def _date_words(ts: str) -> str:
+    """SQL for the month and year of an ISO timestamp in words ('2022-03-..' -> 'march 2022'), '' if odd."""
+    cases = " ".join(f"WHEN '{n:02d}' THEN '{m}'" for n, m in enumerate(MONTHS, 1))
+    return f"COALESCE((CASE substr({ts}, 6, 2) {cases} END) || ' ' || substr({ts}, 1, 4), '')"
+
+
+def _neighbours(values: list[str]) -> str:
+    return " || ' ' || ".join(f"substr(COALESCE({v}, ''), 1, {NEIGHBOUR_CHARS})" for v in values) or "''"
+
+
+def _index_rows(window: str, keep: str) -> str:
+    """A SELECT of index rows (rowid + COLUMNS) for the messages `keep` picks among those `window` orders.
+
+    The neighbours are those in the window, in id order: the window must reach two messages
+    before and one after the rows kept. `window` is a FROM source with id, text, author, ts.
+    """
+    before = [f"lag(text, {n}) OVER w" for n in range(TURNS_BEFORE, 0, -1)]
+    after = [f"lead(text, {n}) OVER w" for n in range(1, TURNS_AFTER + 1)]
+    date = _date_words("ts") if DATES else "''"
+    inner = (
+        f"SELECT id, text, author, {_neighbours(before)} AS cb, {_neighbours(after)} AS ca, "
+        f"{date} AS dt, hit FROM {window} WINDOW w AS (ORDER BY id)"
+    )
+    return f"SELECT id, text, author, cb, ca, dt FROM ({inner}) WHERE {keep}"
+
+
+def _window_start(sql: SqlStorage, message_id: int) -> int:
+    """The id of the second message before `message_id` (or the oldest one there is)."""
+    rows = sql.exec("SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT 2", message_id)
+    return int(rows[-1]["id"]) if rows else message_id
 
 
 def index_message(sql: SqlStorage, message_id: int, text: str, author: str) -> None:
-    """Add one stored message to the full-text index, with the previous message's words as context."""
-    prev = _previous(sql, message_id)
-    sql.exec(
-        "INSERT INTO messages_fts(rowid, body, author, context) VALUES (?, ?, ?, ?)",
-        message_id,
-        text,
-        author,
-        (prev["text"] if prev else "")[:CONTEXT_CHARS],
-    )
+    """Add one stored message to the full-text index, with its neighbours' words as context."""
+    index_messages(sql, message_id, message_id)
 
 
 def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
-    """Index every stored message with first_id <= id <= last_id in one statement (bulk import)."""
+    """Index every stored message with first_id <= id <= last_id in one statement (bulk import).
+
+    The message just before the batch gains the first one's words as its after-context.
+    """
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
     # does), so indexing after the whole batch roughly doubles import throughput.
+    start = _window_start(sql, first_id)
     sql.exec(
-        "INSERT INTO messages_fts(rowid, body, author, context) "
-        "SELECT m.id, m.text, m.author, substr(COALESCE((SELECT p.text FROM messages p "
-        "WHERE p.id < m.id ORDER BY p.id DESC LIMIT 1), ''), 1, ?) "
-        "FROM messages m WHERE m.id >= ? AND m.id <= ? ORDER BY m.id",
-        CONTEXT_CHARS,
+        _INSERT + _index_rows("(SELECT *, 1 AS hit FROM messages WHERE id >= ?)", "id >= ? AND id <= ?"),
+        start,
         first_id,
         last_id,
     )
+    if TURNS_AFTER and start < first_id:
+        sql.exec(
+            "UPDATE messages_fts SET context_after = (SELECT substr(text, 1, ?) FROM messages WHERE id = ?) "
+            "WHERE rowid = (SELECT MAX(id) FROM messages WHERE id < ?)",
+            NEIGHBOUR_CHARS,
+            first_id,
+            first_id,
+        )
 
 
 def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
-    """Remove from the index the messages selected by `where`, and their words from the next message's context."""
-    gone = [int(r["id"]) for r in sql.exec(f"SELECT id FROM messages WHERE {where} ORDER BY id", *params)]
-    if not gone:
+    """Remove from the index the messages selected by `where`, and their words from every neighbour.
+
+    Call it before the rows are deleted from `messages`. Each survivor that had a removed
+    message among its neighbours is indexed again with its nearest surviving neighbours.
+    """
+    span = sql.exec(f"SELECT MIN(id) AS lo, MAX(id) AS hi FROM messages WHERE {where}", *params)
+    if not span or span[0]["lo"] is None:
         return
+    lo = _window_start(sql, int(span[0]["lo"]))
+    after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
+    hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE {where})", *params)
-    # A forgotten message must not live on as its successor's context: each survivor that
-    # followed a removed message takes the words of the nearest surviving one before it.
-    removed = set(gone)
-    ids = [
-        int(r["id"])
-        for r in sql.exec(
-            "SELECT id FROM messages WHERE id >= ? AND id <= "
-            "(SELECT COALESCE(MIN(id), ?) FROM messages WHERE id > ?) ORDER BY id",
-            _previous_id(sql, gone[0]),
-            gone[-1],
-            gone[-1],
-        )
-    ]
-    last_kept: int | None = None
-    for n, i in enumerate(ids):
-        if i in removed:
-            continue
-        if n > 0 and ids[n - 1] in removed:
-            rows = sql.exec("SELECT text FROM messages WHERE id = ?", last_kept) if last_kept else []
-            sql.exec(
-                "UPDATE messages_fts SET context = ? WHERE rowid = ?",
-                (rows[0]["text"] if rows else "")[:CONTEXT_CHARS],
-                i,
-            )
-        last_kept = i
-
-
-def _previous_id(sql: SqlStorage, message_id: int) -> int:
-    prev = _previous(sql, message_id)
-    return int(prev["id"]) if prev else message_id
+    # Survivors of [lo, hi] in id order, each marked when one of its old neighbours is gone.
+    marked = (
+        f"(SELECT id, text, author, ts, hit FROM (SELECT id, text, author, ts, g, "
+        f"COALESCE(lag(g, 1) OVER o, 0) OR COALESCE(lag(g, 2) OVER o, 0) "
+        f"OR COALESCE(lead(g, 1) OVER o, 0) AS hit "
+        f"FROM (SELECT id, text, author, ts, COALESCE(({where}), 0) AS g "
+        f"FROM messages WHERE id >= ? AND id <= ?) "
+        f"WINDOW o AS (ORDER BY id)) WHERE NOT g)"
+    )
+    rows = _index_rows(marked, "hit")
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", *params, lo, hi)
+    sql.exec(_INSERT + rows, *params, lo, hi)
 
 
 def _cost(rows: int, terms: int) -> int:
     return rows * (terms + 2)
 
 
-def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
-    """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score."""
+def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
+    """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score.
+
+    A term is a word or a tuple of its forms; a tuple counts as one term.
+    """
     # Each term's document frequency, counted up to COUNT_CAP: a count stops there, so this
     # costs little even for a word in every message. A term that reaches the cap is too
     # common to be worth its cost beside rarer ones; it is scored only when nothing rarer
@@ -133,7 +175,7 @@ def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
         *[fts_query([t]) for t in terms],
     )[0]
     by_rarity = sorted((int(counts[f"c{n}"]), n, t) for n, t in enumerate(terms))
-    kept: list[str] = []
+    kept: list[Term] = []
     rows = 0
     for df, _, t in by_rarity:
         if kept and (
@@ -157,7 +199,7 @@ def _select(sql: SqlStorage, terms: list[str]) -> tuple[list[str], int]:
 
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
-    terms = query_terms(query)
+    terms = query_groups(query, forms=WORD_FORMS, months=DATES)
     if not terms or k <= 0:
         return []
     kept, floor = _select(sql, terms)
@@ -174,7 +216,7 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
         max(CANDIDATES, k) + len(exclude),
     )
     candidates = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
-    named = set(terms)
+    named = {form for term in terms for form in term}
     authors: dict[int, str] = {}
     if AUTHOR_BOOST and candidates:
         marks = ",".join("?" * len(candidates))
@@ -192,4 +234,7 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
         if score > 0:
             ranked.append((i, score))
     ranked.sort(key=lambda x: -x[1])
-    return ranked[:k]
+    # bm25 gives a term in more than half the rows an idf of 1e-6 (in a small chat, with
+    # the neighbours' words, that is most terms): such scores keep their order but are
+    # shown as at least MIN_SCORE, so that they stay positive at the API's 6 decimals.
+    return [(i, max(score, MIN_SCORE)) for i, score in ranked[:k]]

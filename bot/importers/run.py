@@ -1,0 +1,255 @@
+"""`chatbot import telegram|discord PATH`: check the whole export, then send it in batches.
+
+Pass 1 reads every selected chat and refuses the file at the first malformed message,
+before anything is sent, so a broken file imports nothing. Pass 2 reads it again (streamed:
+memory stays flat however big the file) and sends each chat's messages through
+`POST /v1/chats/{chat}/import`. Message ids come from the export, so a second run, or a
+run after an interrupted one, skips what is already stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from bot.config import Settings
+from bot.importers import discord, telegram
+from bot.importers.common import ExportError, Record, Source
+from bot.router.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
+
+READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
+    "telegram": telegram.sources,
+    "discord": discord.sources,
+}
+BATCH_MESSAGES = 1000
+BATCH_BYTES = 4 * 1024 * 1024  # far below the API's 32 MiB per request
+IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
+RETRIES = (0.5, 2.0, 8.0)  # seconds before each retry of a batch the worker did not take
+PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
+
+
+class ImportFailed(RuntimeError):
+    """The memory worker refused or did not take a batch; what was sent before it stays stored."""
+
+
+@dataclass
+class Plan:
+    """What pass 1 found: messages per chat key, and the exported chats chosen."""
+
+    messages: dict[str, int] = field(default_factory=dict)
+    empty: int = 0  # service messages, bots, messages with no words
+    chosen: list[str] = field(default_factory=list)
+    private_left_out: int = 0  # private chats of a whole-account export, not asked for
+
+    @property
+    def total(self) -> int:
+        """Messages to send."""
+        return sum(self.messages.values())
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    imported: int = 0
+    skipped: int = 0  # already in memory (same message id)
+    empty: int = 0
+    chats: dict[str, int] = field(default_factory=dict)  # key -> messages imported
+    seconds: float = 0.0
+    private_left_out: int = 0
+
+    def line(self) -> str:
+        """The one summary line."""
+        took = f" in {self.seconds:.1f} s" if self.seconds >= 0.05 else ""
+        return (
+            f"imported {self.imported} messages{took}, skipped {self.skipped} already in memory "
+            f"and {self.empty} without words (service messages, bots, empty), chats: {len(self.chats)}"
+            + _left_out(self.private_left_out)
+        )
+
+
+def _left_out(n: int) -> str:
+    return f"; left out {n} private chats (import one with --chat NAME)" if n else ""
+
+
+def _selected(source: Source, chat: str | None) -> bool:
+    return (chat is None and not source.private) or chat in source.aliases
+
+
+def check(platform: str, path: Path, *, chat: str | None, scope: str, progress: bool | None) -> Plan:
+    """Pass 1: read and validate every selected chat; what would be imported. Raises ExportError."""
+    if not path.exists():
+        raise ExportError(path, "no such file or folder")
+    plan, seen = Plan(), []
+    big = path.is_file() and path.stat().st_size > 4 * 1024 * 1024
+    with _bar(progress if progress is not None else (None if big else False), None, "checking") as bar:
+        for source in READERS[platform](path, scope):
+            seen.append(f"{source.name} ({source.key})")
+            if not _selected(source, chat):
+                plan.private_left_out += source.private and chat is None
+                continue
+            plan.chosen.append(source.label)
+            for n, record in enumerate(source.records(), 1):
+                if record is None:
+                    plan.empty += 1
+                else:
+                    plan.messages[record.key] = plan.messages.get(record.key, 0) + 1
+                if n % 1000 == 0:
+                    bar.update(1000)
+    if chat is not None and not plan.chosen:
+        listed = "; ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
+        raise ExportError(path, f"no chat {chat!r} in this export; it holds: {listed or 'no chats'}")
+    return plan
+
+
+async def send(
+    platform: str,
+    path: Path,
+    memory: MemoryClient,
+    plan: Plan,
+    *,
+    chat: str | None,
+    scope: str,
+    progress: bool | None,
+) -> ImportReport:
+    """Pass 2: send the checked export in batches per chat key."""
+    report = ImportReport(empty=plan.empty, private_left_out=plan.private_left_out)
+    started = time.perf_counter()
+    buffers: dict[str, list[Record]] = {}
+    sizes: dict[str, int] = {}
+    show = progress if progress is not None else (None if plan.total >= PROGRESS_MIN else False)
+    with _bar(show, plan.total, "importing", leave=True) as bar:
+
+        async def flush(key: str) -> None:
+            batch = buffers.pop(key, [])
+            sizes.pop(key, None)
+            if batch:
+                answer = await _import_batch(memory, key, batch)
+                report.imported += int(answer.get("imported", 0))
+                report.skipped += int(answer.get("skipped", 0))
+                report.chats[key] = report.chats.get(key, 0) + int(answer.get("imported", 0))
+                bar.update(len(batch))
+
+        for source in READERS[platform](path, scope):
+            if not _selected(source, chat):
+                continue
+            for record in source.records():
+                if record is None:
+                    continue
+                buffers.setdefault(record.key, []).append(record)
+                sizes[record.key] = sizes.get(record.key, 0) + len(record.text) * 2 + 200
+                if len(buffers[record.key]) >= BATCH_MESSAGES or sizes[record.key] >= BATCH_BYTES:
+                    await flush(record.key)
+            for key in list(buffers):
+                await flush(key)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> dict[str, Any]:
+    bodies: list[Mapping[str, Any]] = [r.body() for r in batch]
+    for delay in (*RETRIES, None):
+        try:
+            return await memory.import_messages(key, bodies)
+        except MemoryRefused as err:
+            raise ImportFailed(f"the memory worker refused a batch for {key}: {err.error}") from err
+        except MemoryUnavailable as err:
+            if delay is None:
+                raise ImportFailed(
+                    f"the memory worker did not take a batch for {key} ({err}); run the same "
+                    "command again: what is stored already is skipped"
+                ) from err
+            await asyncio.sleep(delay)  # back-off before a retry, not a wait for a condition
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _bar(show: bool | None, total: int | None, what: str, leave: bool = False) -> Iterator[Any]:
+    """A tqdm bar on stderr (messages, rate, time left); `show=None`: only on a terminal."""
+    with tqdm(
+        total=total,
+        desc=what,
+        unit="msg",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=None if show is None else not show,
+        leave=leave,
+        mininterval=0.5,
+    ) as bar:
+        yield bar
+
+
+@contextlib.asynccontextmanager
+async def open_memory(settings: Settings, data_dir: Path) -> AsyncIterator[MemoryClient]:
+    """MEMORY_URL when set, else the embedded host on `data_dir/memory` (as `chatbot chat` does)."""
+    if settings.memory_url is not None:
+        async with HttpMemoryClient(
+            settings.memory_url, settings.memory_token, timeout=IMPORT_TIMEOUT_S
+        ) as client:
+            yield client
+        return
+    from memory_worker.host import EmbeddedMemoryHost
+
+    async with (
+        EmbeddedMemoryHost(Path(data_dir) / "memory", token=None, summarizer=None) as host,
+        HttpMemoryClient(host.url, host.token, timeout=IMPORT_TIMEOUT_S) as client,
+    ):
+        yield client
+
+
+async def import_export(
+    platform: str,
+    path: Path,
+    settings: Settings,
+    data_dir: Path,
+    *,
+    chat: str | None = None,
+    dry_run: bool = False,
+    progress: bool | None = None,
+    out: TextIO | None = None,
+) -> ImportReport:
+    """Check, then import, one export file (or a folder of Discord exports); prints the summary line."""
+    out = out or sys.stdout
+    scope = settings.memory_scope
+    plan = check(platform, Path(path), chat=chat, scope=scope, progress=progress)
+    if dry_run:
+        print(
+            f"would import up to {plan.total} messages ({plan.empty} without words), "
+            f"chats: {len(plan.messages)}{_left_out(plan.private_left_out)}; nothing sent",
+            file=out,
+        )
+        return ImportReport(
+            empty=plan.empty, chats=dict.fromkeys(plan.messages, 0), private_left_out=plan.private_left_out
+        )
+    async with open_memory(settings, data_dir) as memory:
+        report = await send(platform, Path(path), memory, plan, chat=chat, scope=scope, progress=progress)
+    print(report.line(), file=out)
+    return report
+
+
+def run_import(platform: str, path: Path, data_dir: Path, chat: str | None, dry_run: bool) -> int:
+    """`chatbot import ...`: 0 when imported, 2 for a file it refuses, 1 when the memory failed."""
+    from bot.config import load_settings
+
+    try:
+        asyncio.run(import_export(platform, path, load_settings(), data_dir, chat=chat, dry_run=dry_run))
+    except ExportError as err:
+        print(f"error: {err}; nothing was imported", file=sys.stderr)
+        return 2
+    except ImportFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(
+            "interrupted: run the same command again to finish (stored messages are skipped)", file=sys.stderr
+        )
+        return 130
+    return 0

@@ -1,0 +1,189 @@
+"""Retrieval's index: dates, word forms, bulk and live indexing alike, migration 4 (issue 16).
+
+In process through ChatMemory over SqliteStorage (tests/test_retrieval.py has the rest).
+"""
+
+from __future__ import annotations
+
+from memory_engine import ChatMemory, retrieval
+from memory_engine.text import fts_query, query_groups, query_terms
+
+from memory_worker.host import SqliteStorage
+from tests.support import FILLER, add, fts_row, ids_of, memory
+
+# -- dates -------------------------------------------------------------------------------------
+
+
+def test_a_month_question_finds_a_message_of_that_month_that_says_yesterday():
+    m = memory()
+    add(
+        m,
+        ("Priya", "yesterday I went to a pottery workshop", "2022-02-20T10:00:00.000Z"),
+        ("Priya", "yesterday I adopted a puppy named Miso", "2022-03-14T10:00:00.000Z"),
+        ("Priya", "yesterday I painted the whole fence", "2022-05-02T10:00:00.000Z"),
+        ("Priya", "yesterday I baked bread for the neighbours", "2023-03-09T10:00:00.000Z"),
+    )
+    assert ids_of(m, "What did Priya do in March 2022?", 1) == ["m2"]
+    assert ids_of(m, "What did Priya do in May?", 1) == ["m3"]
+    assert fts_row(m, "m2")["date"] == "march 2022"
+
+
+def test_may_is_a_month_only_where_it_names_one():
+    assert "may" in query_terms("what happened in May?")
+    assert "may" in query_terms("plans for May 2023")
+    assert "may" in query_terms("between April and May")
+    assert "may" not in query_terms("May I ask where you went?")
+    assert "may" not in query_terms("you may like this one")
+    assert "january" in query_terms("the trip in Jan 2021")
+    assert query_terms("who won the race") == ["won", "race"]
+    assert "won" not in query_terms("I won't go")
+
+
+def test_live_messages_are_indexed_with_their_month():
+    m = memory()
+    m.turn("hello there", author="Ann", author_id="ann", message_id="h")
+    month = m.sql.exec("SELECT ts FROM messages")[0]["ts"][5:7]
+    year = m.sql.exec("SELECT ts FROM messages")[0]["ts"][:4]
+    from memory_engine.text import MONTHS
+
+    assert fts_row(m, "h")["date"] == f"{MONTHS[int(month) - 1]} {year}"
+
+
+# -- word forms ------------------------------------------------------------------------------
+
+
+def test_who_did_i_meet_finds_i_met():
+    m = memory()
+    for n, (author, text) in enumerate([*FILLER, ("Sam", "I met Ana at the climbing gym"), *FILLER]):
+        m.turn(text, author=author, author_id=author.lower(), message_id=f"t{n}")
+    assert ids_of(m, "who did I meet?", 3)[0] == "t4"
+
+
+def test_british_and_american_spellings_find_each_other():
+    m = memory()
+    add(m, *FILLER, ("Sam", "my favorite color is teal"), *FILLER)
+    assert ids_of(m, "what is Sam's favourite colour?", 1) == ["m5"]
+    assert ids_of(m, "what is the favorite color", 1) == ["m5"]
+
+
+def test_every_listed_form_stems_differently():
+    import sqlite3
+
+    from memory_engine.text_forms import WORD_FORMS
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+
+    def stem(word: str) -> str:
+        db.execute("DELETE FROM t")
+        db.execute("INSERT INTO t VALUES (?)", (word,))
+        return db.execute("SELECT term FROM v").fetchone()[0]
+
+    for word, group in WORD_FORMS.items():
+        assert len(group) > 1, word
+        stems = [stem(f) for f in group]
+        assert len(set(stems)) == len(stems), (word, group, stems)
+
+
+def test_word_forms_count_as_one_term():
+    groups = query_groups("who did she meet, and what did she buy?")
+    assert ("meet", "met") in groups and ("buy", "bought") in groups
+    assert len(query_groups("met meet")) == 1
+    assert fts_query([("met", "meet"), "ana"]) == '"met" OR "meet" OR "ana"'
+    terms, _ = retrieval._select(memory().sql, groups)
+    assert ("meet", "met") in terms
+
+
+def _store(m, rows: list[tuple[str, str]], ts: str = "2024-06-01T00:00:00.000Z") -> list[int]:
+    """Store rows in `messages` only (ids m<k> continue the chat's count); their ids."""
+    start = len(m.sql.exec("SELECT id FROM messages"))
+    return [
+        int(
+            m.sql.exec(
+                "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+                "VALUES ('user', ?, ?, ?, ?, ?) RETURNING id",
+                a,
+                a.lower(),
+                t,
+                ts,
+                f"m{start + n}",
+            )[0]["id"]
+        )
+        for n, (a, t) in enumerate(rows)
+    ]
+
+
+ROWS = [
+    ("Zed", "before the batch"),
+    ("Ann", "did you see the comet?"),
+    ("Bob", "yes, bright tail"),
+    ("Ann", "lovely"),
+    ("Bob", "comet again tonight"),
+]
+LISTING = "SELECT rowid, body, author, context_before, context_after, date FROM messages_fts ORDER BY rowid"
+
+
+def test_bulk_indexing_matches_one_by_one_indexing():
+    one_by_one = memory()
+    for (a, t), i in zip(ROWS, range(1, len(ROWS) + 1), strict=True):
+        _store(one_by_one, [(a, t)])
+        retrieval.index_message(one_by_one.sql, i, t, a)
+    bulk = memory()
+    _store(bulk, ROWS[:1])
+    retrieval.index_message(bulk.sql, 1, ROWS[0][1], ROWS[0][0])
+    _store(bulk, ROWS[1:])
+    retrieval.index_messages(bulk.sql, 2, 5)
+    assert bulk.sql.exec(LISTING) == one_by_one.sql.exec(LISTING)
+    assert bulk.sql.exec(LISTING)[0]["context_after"] == "did you see the comet?"
+    assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")
+
+
+# -- migration 4 -------------------------------------------------------------------------------
+
+
+def test_migration_4_reindexes_an_old_database_like_the_bulk_index(tmp_path):
+    from memory_engine import storage
+
+    old = SqliteStorage(tmp_path / "old.sqlite3")
+    saved = storage.MIGRATIONS
+    storage.MIGRATIONS = [mig for mig in saved if mig[0] <= 2]
+    try:
+        ChatMemory(old)
+    finally:
+        storage.MIGRATIONS = saved
+    ids = _store(_Raw(old), ROWS)
+    old.exec(
+        "INSERT INTO messages_fts(rowid, body, author, context) SELECT id, text, author, '' FROM messages"
+    )
+    migrated = ChatMemory(old)  # applies migration 4 (and whatever else is new)
+    assert 4 in {r["version"] for r in old.exec("SELECT version FROM schema_migrations")}
+    fresh = memory()
+    _store(fresh, ROWS)
+    retrieval.index_messages(fresh.sql, ids[0], ids[-1])
+    assert migrated.sql.exec(LISTING) == fresh.sql.exec(LISTING)
+    assert set(ids_of(migrated, "comet")[:2]) == {"m1", "m4"}
+
+
+class _Raw:
+    """Just `.sql`, for `_store` on a database without a ChatMemory."""
+
+    def __init__(self, sql):
+        self.sql = sql
+
+
+def test_migrations_missing_below_the_newest_still_run():
+    from memory_engine import storage
+
+    sql = SqliteStorage(":memory:")
+    storage.migrate(sql, "t")
+    sql.exec("CREATE TABLE probe (x)")
+    saved = storage.MIGRATIONS
+    storage.MIGRATIONS = [*saved, (90, "late-landing lower number", ["INSERT INTO probe VALUES (90)"])]
+    storage.MIGRATIONS.append((91, "newest", ["INSERT INTO probe VALUES (91)"]))
+    try:
+        sql.exec("INSERT INTO schema_migrations VALUES (91, 'newest', 't')")  # 91 ran first
+        assert storage.migrate(sql, "t") == 91
+    finally:
+        storage.MIGRATIONS = saved
+    assert [r["x"] for r in sql.exec("SELECT x FROM probe")] == [90]
