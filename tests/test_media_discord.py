@@ -64,7 +64,8 @@ async def test_a_voice_message_attachment_is_transcribed_answered_and_searchable
     )
     assert fake_discord.files.downloads == [voice["url"].removeprefix(fake_discord.files.base_url)]
     assert answer.endswith("[voice] Remind me that the dentist is on Friday.")
-    assert found[0]["text"] == "[voice] Remind me that the dentist is on Friday."
+    users = [m["text"] for m in found if m["role"] == "user"]
+    assert users == ["[voice] Remind me that the dentist is on Friday."]
 
 
 async def test_a_failing_transcription_is_told_and_the_next_message_answered(
