@@ -64,10 +64,12 @@ async def test_the_chat_message_cap_counts_everyone(tmp_path):
         for who in ("u1", "u2", "u3"):
             assert (await router.handle(msg(f"hello from {who}", author_id=who))).text.startswith("echo:")
         fourth = await router.handle(msg("one too many", author_id="u4"))
+        now[0] += timedelta(days=1)
+        tomorrow = await router.handle(msg("a new day", author_id="u4"))
     assert fourth.text.startswith(
         "This chat has reached the daily limit of 3 messages (chat_messages_per_day)"
     )
-    assert len(fake.requests) == 3
+    assert tomorrow.text.startswith("echo:") and len(fake.requests) == 4
 
 
 async def test_the_cost_caps_count_what_was_spent_and_hold_across_a_restart(tmp_path):
@@ -86,11 +88,13 @@ async def test_the_cost_caps_count_what_was_spent_and_hold_across_a_restart(tmp_
             tmp_path, fake, now, user_cost_usd_per_day=0.5, chat_cost_usd_per_day=1.0
         ) as router:
             after_restart = await router.handle(msg("four"))
+            now[0] += timedelta(days=1)
+            next_day = await router.handle(msg("five"))
     assert first.text == second.text == bob.text == "that was expensive"
     assert "You have reached the daily limit of $0.50" in third.text and "user_cost_usd_per_day" in third.text
     assert "This chat has reached the daily limit of $1.00" in carol.text
     assert "user_cost_usd_per_day" in after_restart.text or "chat_cost_usd_per_day" in after_restart.text
-    assert len(fake.requests) == 3
+    assert next_day.text == "that was expensive" and len(fake.requests) == 4
 
 
 async def test_usage_shows_what_is_left_today(tmp_path):
