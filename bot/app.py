@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from bot.config import Settings, Tier, default, load_settings
 from bot.router import logs
 from bot.router.chats import ChatState
 from bot.router.fallback import RetryPolicy
+from bot.router.media import OpenAICompatTranscriber, Transcriber
 from bot.router.memory import HttpMemoryClient, MemoryClient
 from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
@@ -84,6 +86,18 @@ def summary_endpoint(settings: Settings) -> tuple[str, str, str | None] | None:
     return base, model, settings.summary_api_key or (cheapest.api_key if cheapest else None)
 
 
+async def _open_transcriber(settings: Settings, stack: contextlib.AsyncExitStack) -> Transcriber | None:
+    """The speech-to-text client of [transcription] (None without a key: voice is refused plainly)."""
+    t = settings.transcription
+    if not t.api_key:
+        return None
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key=t.api_key, base_url=t.base_url, max_retries=0, timeout=t.timeout_s)
+    stack.push_async_callback(client.close)
+    return OpenAICompatTranscriber(client, t.model)
+
+
 @contextlib.asynccontextmanager
 async def build_router(
     settings: Settings,
@@ -91,10 +105,12 @@ async def build_router(
     *,
     models: Mapping[str, ChatModel] | None = None,
     options: RouterOptions | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[Router]:
     """Open memory (embedded host or MEMORY_URL), outbox and models; yield the router (a ChatService).
 
-    `models` replaces the configured models (tests, benchmarks): tier name -> ChatModel.
+    `models` replaces the configured models (tests, benchmarks): tier name -> ChatModel;
+    `clock` (UTC now) replaces the clock of the daily caps, and of the embedded memory host.
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +121,11 @@ async def build_router(
             base, model, key = summary_endpoint(settings) or (None, None, None)
             host = await stack.enter_async_context(
                 EmbeddedMemoryHost(
-                    data_dir / "memory", summary_base_url=base, summary_model=model, summary_api_key=key
+                    data_dir / "memory",
+                    summary_base_url=base,
+                    summary_model=model,
+                    summary_api_key=key,
+                    clock=clock,
                 )
             )
             url, token = host.url, host.token
@@ -133,6 +153,7 @@ async def build_router(
         if not chosen:
             offline = True
             chosen, tiers = {"offline": OfflineModel()}, {"offline": OFFLINE_TIER}
+        transcriber = None if offline else await _open_transcriber(settings, stack)
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
         yield Router(
@@ -153,6 +174,8 @@ async def build_router(
             secrets=(*settings.secrets(), token or ""),
             offline=offline,
             sleep=options.sleep,
+            transcriber=transcriber,
+            clock=clock,
         )
 
 

@@ -83,6 +83,46 @@ class Tier:
     context_tokens: int = 128000  # when a tier does not say (bot.toml states it for each tier)
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
+    vision: bool = False  # the model accepts image parts
+
+
+@dataclass(frozen=True)
+class AccessSettings:
+    """Who may use the bot ([access]; ALLOWED_USER_IDS / ALLOWED_CHAT_IDS replace the lists)."""
+
+    allowed_user_ids: frozenset[str] = frozenset()  # empty and no chats listed: everyone
+    allowed_chat_ids: frozenset[str] = frozenset()
+    refusal_interval_s: float = default("access", "refusal_interval_s")
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """Daily caps ([limits]); 0 means no cap."""
+
+    user_messages_per_day: int = default("limits", "user_messages_per_day")
+    chat_messages_per_day: int = default("limits", "chat_messages_per_day")
+    user_cost_usd_per_day: float = default("limits", "user_cost_usd_per_day")
+    chat_cost_usd_per_day: float = default("limits", "chat_cost_usd_per_day")
+
+
+@dataclass(frozen=True)
+class TranscriptionSettings:
+    """Speech to text ([transcription]): endpoint and key resolved (the default tier's unless set)."""
+
+    model: str = default("transcription", "model")
+    base_url: str | None = None
+    api_key: str | None = None  # None: no transcription (offline)
+    max_duration_s: float = default("transcription", "max_duration_s")
+    max_bytes: int = default("transcription", "max_bytes")
+    timeout_s: float = default("transcription", "timeout_s")
+
+
+@dataclass(frozen=True)
+class PhotoSettings:
+    """Photos ([photos]): the size sent to a vision tier, the largest file taken."""
+
+    max_side_px: int = default("photos", "max_side_px")
+    max_bytes: int = default("photos", "max_bytes")
 
 
 @dataclass(frozen=True)
@@ -135,6 +175,11 @@ class Settings:
     record_group_messages: bool = default("bot", "record_group_messages")
     memory_scope: str = default("bot", "memory_scope")  # "chat" or "user"
     daily_budget_usd: float = default("bot", "daily_budget_usd")
+    system_prompt: str = default("bot", "system_prompt")
+    access: AccessSettings = field(default_factory=AccessSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    transcription: TranscriptionSettings = field(default_factory=TranscriptionSettings)
+    photos: PhotoSettings = field(default_factory=PhotoSettings)
     memory: MemorySettings = field(default_factory=MemorySettings)
     memory_url: str | None = None  # unset: embedded local memory host
     memory_token: str | None = None
@@ -153,7 +198,7 @@ class Settings:
     def secrets(self) -> tuple[str, ...]:
         """Every secret value held, so logs, errors and /why can redact them."""
         values = [t.api_key for t in self.tiers.values()]
-        values += [self.memory_token, self.summary_api_key]
+        values += [self.memory_token, self.summary_api_key, self.transcription.api_key]
         values += [p.token for p in (self.telegram, self.discord, self.console)]
         return tuple(v for v in values if v)
 
@@ -204,6 +249,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
             context_tokens=int(t.get("context_tokens", Tier.context_tokens)),
             price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
             price_out_per_mtok=float(t.get("price_out_per_mtok", 0.0)),
+            vision=bool(t.get("vision", False)),
         )
     r = data["router"]
     router = RouterSettings(
@@ -217,7 +263,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
     )
     b = data["bot"]
     m = data["memory"]
-    admins = frozenset(x.strip() for x in (env.get("ADMIN_USER_IDS") or "").split(",") if x.strip())
+    admins = _ids(env.get("ADMIN_USER_IDS") or "")
 
     def platform(section: str, prefix: str) -> PlatformSettings:
         p = data[section]
@@ -244,6 +290,18 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         record_group_messages=bool(b["record_group_messages"]),
         memory_scope=str(b["memory_scope"]),
         daily_budget_usd=float(b["daily_budget_usd"]),
+        system_prompt=str(b["system_prompt"]).strip(),
+        access=_access(data["access"], env),
+        limits=LimitSettings(
+            user_messages_per_day=int(data["limits"]["user_messages_per_day"]),
+            chat_messages_per_day=int(data["limits"]["chat_messages_per_day"]),
+            user_cost_usd_per_day=float(data["limits"]["user_cost_usd_per_day"]),
+            chat_cost_usd_per_day=float(data["limits"]["chat_cost_usd_per_day"]),
+        ),
+        transcription=_transcription(data["transcription"], env, tiers.get(router.default_tier)),
+        photos=PhotoSettings(
+            max_side_px=int(data["photos"]["max_side_px"]), max_bytes=int(data["photos"]["max_bytes"])
+        ),
         memory=MemorySettings(
             timeout_s=float(m["timeout_s"]),
             replay_interval_s=float(m["replay_interval_s"]),
@@ -258,4 +316,41 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         telegram=platform("telegram", "TELEGRAM"),
         discord=platform("discord", "DISCORD"),
         console=platform("console", "CONSOLE"),
+    )
+
+
+def _ids(value: Any) -> frozenset[str]:
+    """Platform ids from "1, 2" or a TOML list (numbers or strings), as text."""
+    items = value.split(",") if isinstance(value, str) else list(value or ())
+    return frozenset(str(x).strip() for x in items if str(x).strip())
+
+
+def _access(table: Mapping[str, Any], env: Mapping[str, str]) -> AccessSettings:
+    """[access], with ALLOWED_USER_IDS / ALLOWED_CHAT_IDS replacing its lists when set."""
+    users = _blank_to_none(env.get("ALLOWED_USER_IDS"))
+    chats = _blank_to_none(env.get("ALLOWED_CHAT_IDS"))
+    return AccessSettings(
+        allowed_user_ids=_ids(users if users is not None else table.get("allowed_user_ids")),
+        allowed_chat_ids=_ids(chats if chats is not None else table.get("allowed_chat_ids")),
+        refusal_interval_s=float(table["refusal_interval_s"]),
+    )
+
+
+def _transcription(
+    table: Mapping[str, Any], env: Mapping[str, str], default_tier: Tier | None
+) -> TranscriptionSettings:
+    """[transcription]: its own endpoint and key when given, else the default tier's."""
+    key_env = _blank_to_none(str(table.get("api_key_env") or ""))
+    api_key = _blank_to_none(env.get(key_env)) if key_env else None
+    base_url = _blank_to_none(str(table.get("base_url") or ""))
+    if default_tier is not None:
+        api_key = api_key or default_tier.api_key
+        base_url = base_url or default_tier.base_url
+    return TranscriptionSettings(
+        model=str(table["model"]),
+        base_url=base_url or _blank_to_none(env.get("OPENAI_BASE_URL")),
+        api_key=api_key,
+        max_duration_s=float(table["max_duration_s"]),
+        max_bytes=int(table["max_bytes"]),
+        timeout_s=float(table["timeout_s"]),
     )

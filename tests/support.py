@@ -402,3 +402,31 @@ def prompt_section(prompt: str, title: str) -> str:
 def numbered(text: str) -> dict[str, int]:
     """{"name: Ada": 1, ...} from the "#N ..." lines of /facts, /forgetfact or /remember."""
     return {m.group(2).strip(): int(m.group(1)) for m in re.finditer(r"#(\d+) ([^\n]+)", text)}
+
+
+def image_bytes(width: int = 64, height: int = 48, color: str = "red", fmt: str = "PNG") -> bytes:
+    """A real picture (Pillow, which matplotlib brings), for photo tests."""
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, fmt)
+    return out.getvalue()
+
+
+def default_config_settings(env: dict[str, str], **tables: dict[str, Any]) -> Settings:
+    """The shipped config/bot.toml (vision tiers, [transcription]...) with `tables` merged over it
+    (`tiers` replaces the shipped tiers)."""
+    import tomllib
+
+    from bot.config import DEFAULT_CONFIG
+
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        data = tomllib.load(fh)
+    for name, values in tables.items():
+        if name == "tiers":
+            data["tiers"] = dict(values)
+        else:
+            data.setdefault(name, {}).update(values)
+    return settings_from(data, env)

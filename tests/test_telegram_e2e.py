@@ -185,7 +185,7 @@ async def test_a_429_from_the_bot_api_is_retried(tg, openai, people, tmp_path):
 async def test_non_text_updates(tg, openai, people, tmp_path):
     async with bot_on_router(tg, openai, tmp_path):
         tg.send(people.group, people.bob, kind="sticker")
-        polite = await ask(tg, people.alice_dm, people.alice, None, kind="voice")
+        polite = await ask(tg, people.alice_dm, people.alice, None, kind="sticker")
         captioned = await ask(
             tg, people.alice_dm, people.alice, None, kind="photo", caption="Look at my cat Tom."
         )

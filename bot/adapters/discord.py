@@ -35,7 +35,7 @@ from bot.adapters.split import split_text
 from bot.chat_keys import discord_chat_key
 from bot.config import Settings
 from bot.router.registry import Command, refused
-from bot.router.types import ChatService, CommandResult, IncomingMessage
+from bot.router.types import ChatService, CommandResult, IncomingMessage, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,9 @@ class Translator:
         if message.author.bot or message.type not in ANSWERED_TYPES:
             return None  # other bots (no loops), ourselves, joins, pins and other system messages
         text = self._text(message, me)
-        if not text:
-            return None  # embeds-only, stickers, attachments without text: nothing to read
+        media = tuple(p for p in map(_media_part, message.attachments) if p is not None)
+        if not text and not media:
+            return None  # embeds-only, stickers, other attachments without text: nothing to read
         in_dm = message.guild is None
         perms = getattr(message.author, "guild_permissions", None)
         return IncomingMessage(
@@ -93,6 +94,7 @@ class Translator:
             addressed=in_dm or self._mentions(message, me) or self._replies_to(message, me),
             attachments=tuple(_attachment_kind(a) for a in message.attachments),
             platform="discord",
+            media=media,
         )
 
     def interaction(self, interaction: discord.Interaction, name: str, args: str) -> IncomingMessage:
@@ -145,6 +147,31 @@ def discord_text(result: CommandResult) -> str:
 def _attachment_kind(attachment: discord.Attachment) -> str:
     kind = (attachment.content_type or "").split("/")[0]
     return {"image": "photo", "audio": "audio", "video": "video"}.get(kind, "document")
+
+
+def _media_part(attachment: discord.Attachment) -> MediaPart | None:
+    """An image or audio attachment (voice messages included) as a part the router can read."""
+    mime = (attachment.content_type or "").split(";")[0].strip()
+    if mime.startswith("image/"):
+        return MediaPart(
+            "photo",
+            attachment.read,
+            mime=mime,
+            name=attachment.filename,
+            size=attachment.size,
+            width=attachment.width,
+            height=attachment.height,
+        )
+    if mime.startswith("audio/"):
+        return MediaPart(
+            "voice",
+            attachment.read,
+            mime=mime,
+            name=attachment.filename,
+            size=attachment.size,
+            duration_s=attachment.duration,
+        )
+    return None
 
 
 class ConfirmView(discord.ui.View):

@@ -51,7 +51,7 @@ from bot.adapters.telegram_stream import BROKEN, GrowingAnswer
 from bot.adapters.telegram_webhook import ALLOWED_UPDATES, webhook_secret, webhook_server
 from bot.config import Settings
 from bot.router.registry import refused
-from bot.router.types import ChatService, CommandResult
+from bot.router.types import ChatService, CommandResult, MediaPart
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -137,11 +137,12 @@ class TelegramBot:
         await self._converse(message, self.translate.text(message), update.update_id)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A sticker, photo, voice...: a caption counts as text; otherwise a polite word in private."""
+        """A photo, voice...: read by the router; a sticker's caption counts as text; else a polite word."""
         message = _message(update)
         text = self.translate.text(message)
-        if text:
-            await self._converse(message, text, update.update_id)
+        media = self.translate.media(message)
+        if text or media:
+            await self._converse(message, text, update.update_id, media)
         elif message.chat.type == Chat.PRIVATE:
             await message.reply_text(NOT_TEXT)
 
@@ -215,18 +216,20 @@ class TelegramBot:
 
     # --- the work
 
-    async def _converse(self, message: Message, text: str, update_id: int) -> None:
+    async def _converse(
+        self, message: Message, text: str, update_id: int, media: tuple[MediaPart, ...] = ()
+    ) -> None:
         """Answer an addressed message; record an unaddressed one (when allowed)."""
-        if not text:
+        if not text and not media:
             return
         if not self.translate.addressed(message):
             if self.settings.record_group_messages:
                 await self.router.record(
-                    self.translate.incoming(message, text=text, is_admin=False, addressed=False)
+                    self.translate.incoming(message, text=text, is_admin=False, addressed=False, media=media)
                 )
             return
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
-        incoming = self.translate.incoming(message, text=text, is_admin=is_admin)
+        incoming = self.translate.incoming(message, text=text, is_admin=is_admin, media=media)
         if self.settings.telegram.streaming:
             async with self.sender.typing(message.chat) as stop_typing:
                 answer = GrowingAnswer(
@@ -240,6 +243,8 @@ class TelegramBot:
             return
         async with self.sender.typing(message.chat):
             reply = await self.router.handle(incoming)
+        if not reply.text:  # nothing to say (a stranger refused a moment ago)
+            return
         try:
             await self.sender.send_text(message.chat, reply.text, reply_to=message.message_id)
         except NetworkError as exc:  # BadRequest included: the retry budget is spent or it is final

@@ -11,17 +11,18 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from telegram import Chat, ChatMember, Message, MessageEntity, Update, User
+from telegram import Chat, ChatMember, Message, MessageEntity, PhotoSize, Update, User
 from telegram.error import TelegramError
 from telegram.ext import BaseUpdateProcessor
 
 from bot.chat_keys import telegram_chat_key
 from bot.config import Settings
-from bot.router.types import IncomingMessage
+from bot.router.types import IncomingMessage, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,65 @@ class Translator:
         """Kinds of non-text parts ("photo", "voice", ...)."""
         return tuple(k for k in _ATTACHMENTS if getattr(message, k, None))
 
+    def media(self, message: Message) -> tuple[MediaPart, ...]:
+        """The parts the router can read: voice, audio, video notes, photos, image or audio files.
+
+        Each is fetched only when the router asks (getFile, then the download under
+        base_file_url); sizes and durations come from the message itself.
+        """
+        parts: list[MediaPart] = []
+        for kind, item, mime, name in (
+            ("voice", message.voice, "audio/ogg", "voice.ogg"),
+            ("voice", message.audio, "audio/mpeg", "audio.mp3"),
+            ("voice", message.video_note, "video/mp4", "video_note.mp4"),
+        ):
+            if item is not None:
+                parts.append(
+                    MediaPart(
+                        kind,
+                        _fetcher(message, item.file_id),
+                        mime=getattr(item, "mime_type", None) or mime,
+                        name=getattr(item, "file_name", None) or name,
+                        size=item.file_size,
+                        duration_s=_seconds(item.duration),
+                    )
+                )
+        if message.photo:
+            size = _photo_size(message.photo, self.settings.photos.max_side_px)
+            parts.append(
+                MediaPart(
+                    "photo",
+                    _fetcher(message, size.file_id),
+                    mime="image/jpeg",
+                    name="photo.jpg",
+                    size=size.file_size,
+                    width=size.width,
+                    height=size.height,
+                )
+            )
+        doc = message.document
+        mime = (doc.mime_type or "") if doc else ""
+        if doc is not None and mime.startswith(("image/", "audio/")):  # a picture or sound sent as a file
+            kind = "photo" if mime.startswith("image/") else "voice"
+            parts.append(
+                MediaPart(
+                    kind,
+                    _fetcher(message, doc.file_id),
+                    mime=mime,
+                    name=doc.file_name or "",
+                    size=doc.file_size,
+                )
+            )
+        return tuple(parts)
+
     def incoming(
-        self, message: Message, *, text: str, is_admin: bool, addressed: bool = True
+        self,
+        message: Message,
+        *,
+        text: str,
+        is_admin: bool,
+        addressed: bool = True,
+        media: tuple[MediaPart, ...] = (),
     ) -> IncomingMessage:
         """The neutral message for one Telegram message."""
         user = message.from_user
@@ -109,6 +167,7 @@ class Translator:
             addressed=addressed,
             attachments=self.attachments(message),
             platform="telegram",
+            media=media,
         )
 
     def from_button(self, message: Message, user: User, text: str, is_admin: bool) -> IncomingMessage:
@@ -121,6 +180,29 @@ class Translator:
             is_admin=is_admin,
             platform="telegram",
         )
+
+
+def _fetcher(message: Message, file_id: str) -> Callable[[], Awaitable[bytes]]:
+    """Download one file of a message: getFile, then its bytes (from base_file_url)."""
+
+    async def fetch() -> bytes:
+        file = await message.get_bot().get_file(file_id)
+        return bytes(await file.download_as_bytearray())
+
+    return fetch
+
+
+def _seconds(duration: int | timedelta) -> float:
+    """A duration as PTB gives it (seconds, or a timedelta with PTB_TIMEDELTA set) in seconds."""
+    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+
+
+def _photo_size(sizes: Sequence[PhotoSize], max_side: int) -> PhotoSize:
+    """The largest size whose longer side is at most `max_side` (else the smallest)."""
+    fitting = [s for s in sizes if max(s.width, s.height) <= max_side]
+    if fitting:
+        return max(fitting, key=lambda s: s.width * s.height)
+    return min(sizes, key=lambda s: s.width * s.height)
 
 
 def _display_name(user: User | None, chat: Chat) -> str:

@@ -72,8 +72,8 @@ class GrowingAnswer(GrowingText):
 
     async def _render(self, text: str, final: bool) -> bool:
         """Bring the messages to `text`; True when every part shows what it should (or never can)."""
-        if self.refused:
-            return True
+        if self.refused or (final and not text.strip() and not self.messages):
+            return True  # refused for good, or an empty answer: nothing to show
         # Telegram trims each message: compare trimmed parts, or a new trailing newline would
         # cost an edit that Telegram refuses as "not modified".
         parts = [p.strip() or "…" for p in split_for_telegram(text)]

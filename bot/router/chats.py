@@ -31,6 +31,7 @@ class LastPrompt:
     tier: str
     reasons: tuple[str, ...] = ()
     at: float = field(default_factory=time.time)
+    persona: str = ""  # the chat's persona when the answer was made ("" for the default)
 
 
 class _Bounded(OrderedDict[K, V]):

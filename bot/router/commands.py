@@ -7,8 +7,10 @@ a few minutes of `/forget` in the same chat.
 
 from __future__ import annotations
 
+from bot.router import limits
 from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.router.own_data import topic_line
+from bot.router.persona import persona_command, persona_line
 from bot.router.registry import Arg, Command, CommandContext, Registry
 from bot.router.tiers import rank_tiers
 from bot.router.types import CommandResult, File
@@ -57,10 +59,14 @@ async def _why_prompt(ctx: CommandContext) -> CommandResult:
         prompt = str(stats.get("last_prompt") or "")
         if not prompt:
             return CommandResult("No answer yet in this chat, so no memory prompt to show.")
-        return CommandResult("Memory prompt of the last message:\n" + ctx.redact(prompt))
+        persona = ctx.redact(await persona_line(ctx, None))
+        return CommandResult("Memory prompt of the last message:\n" + ctx.redact(prompt) + f"\n\n{persona}")
     head = f"Memory prompt used for the last answer (tier {last.tier}"
     head += f": {', '.join(last.reasons)})" if last.reasons else ")"
-    return CommandResult(head + ":\n" + (last.prompt or "(empty: nothing to remember yet)"))
+    persona = ctx.redact(await persona_line(ctx, last.persona))
+    return CommandResult(
+        f"{head}:\n" + (last.prompt or "(empty: nothing to remember yet)") + f"\n\n{persona}"
+    )
 
 
 async def _tier(ctx: CommandContext) -> CommandResult:
@@ -122,9 +128,14 @@ async def _summary(ctx: CommandContext) -> CommandResult:
 
 
 async def _usage(ctx: CommandContext) -> CommandResult:
-    usage = await ctx.memory.usage(ctx.chat)
+    usage = await ctx.memory.usage(ctx.chat, ctx.message.author_id)
     chart = File("usage.png", usage_chart_png(usage), "image/png")
-    return CommandResult("Model usage in this chat:", table=usage_table(usage), files=(chart,))
+    text = "Model usage in this chat:"
+    if ctx.settings is not None:  # what the daily caps leave ([limits]), counted by the worker
+        today, mine = usage.get("today"), usage.get("today_author")
+        left = limits.left_lines(ctx.settings.limits, today, mine, ctx.clock())
+        text = "\n".join([*left, text])
+    return CommandResult(text, table=usage_table(usage), files=(chart,))
 
 
 async def _memory(ctx: CommandContext) -> CommandResult:
@@ -222,6 +233,13 @@ COMMANDS = Registry(
             args=(Arg("mode", "auto: a few recent messages; full: up to twelve", choices=("auto", "full")),),
         ),
         Command("compact", "summarize the older messages now", _compact, who="admin", slow=True),
+        Command(
+            "persona",
+            "show or set this chat's persona: my instructions here (reset: the default)",
+            persona_command,
+            who="admin",
+            args=(Arg("text", "the persona (how I should behave here), or reset", rest=True),),
+        ),
         Command(
             "forget",
             "forget this whole chat, after confirmation",

@@ -167,6 +167,8 @@ class MemoryGateway:
             facts=tuple(data.get("facts") or ()),
             summary=str(data.get("summary") or ""),
             usage_today=dict(data.get("usage_today") or {}),
+            usage_today_author=dict(data.get("usage_today_author") or {}),
+            persona=str(data.get("persona") or ""),
         )
 
     async def reply(self, chat: str, body: Mapping[str, Any]) -> None:
@@ -197,9 +199,9 @@ class MemoryGateway:
         """The rolling summary and its compaction state."""
         return await self.client.summary(chat)
 
-    async def usage(self, chat: str) -> dict[str, Any]:
-        """routerUsage totals per tier and the recent rows."""
-        return await self.client.usage(chat)
+    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
+        """routerUsage totals per tier and the recent rows (with `author_id`: their usage today)."""
+        return await self.client.usage(chat, author_id)
 
     async def stats(self, chat: str) -> dict[str, Any]:
         """Message and fact counts, the mode, the last prompt."""
@@ -212,6 +214,14 @@ class MemoryGateway:
     async def compact(self, chat: str) -> dict[str, Any]:
         """Run compaction now; the new summary state."""
         return await self.client.compact(chat)
+
+    async def settings(self, chat: str) -> dict[str, Any]:
+        """The chat's settings: mode and persona."""
+        return await self.client.settings(chat)
+
+    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
+        """Set the chat's persona ("" resets it)."""
+        return await self.client.set_persona(chat, persona)
 
     async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
         """Bulk-import history."""

@@ -67,14 +67,20 @@ class MemoryClient(Protocol):
     async def summary(self, chat: str) -> dict[str, Any]:
         """The rolling summary and its compaction state."""
 
-    async def usage(self, chat: str) -> dict[str, Any]:
-        """routerUsage totals per tier and the recent rows."""
+    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
+        """routerUsage totals per tier and the recent rows (with `author_id`: their usage today)."""
 
     async def stats(self, chat: str) -> dict[str, Any]:
         """Message and fact counts, the mode, the last prompt."""
 
     async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
         """Set the memory mode (`auto` or `full`)."""
+
+    async def settings(self, chat: str) -> dict[str, Any]:
+        """The chat's settings: mode and persona."""
+
+    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
+        """Set the chat's persona ("" resets it to the bot's default)."""
 
     async def compact(self, chat: str) -> dict[str, Any]:
         """Run compaction now; the new summary state."""
@@ -241,9 +247,10 @@ class HttpMemoryClient:
         """`GET /v1/chats/{chat}/summary`."""
         return await self._call("GET", _chat_path(chat) + "/summary")
 
-    async def usage(self, chat: str) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/usage`."""
-        return await self._call("GET", _chat_path(chat) + "/usage")
+    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/usage[?author_id=]`."""
+        params = {"author_id": author_id} if author_id else None
+        return await self._call("GET", _chat_path(chat) + "/usage", params=params)
 
     async def stats(self, chat: str) -> dict[str, Any]:
         """`GET /v1/chats/{chat}/stats`."""
@@ -252,6 +259,14 @@ class HttpMemoryClient:
     async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
         """`PUT /v1/chats/{chat}/settings`."""
         return await self._call("PUT", _chat_path(chat) + "/settings", json={"mode": mode})
+
+    async def settings(self, chat: str) -> dict[str, Any]:
+        """`GET /v1/chats/{chat}/settings`."""
+        return await self._call("GET", _chat_path(chat) + "/settings")
+
+    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
+        """`PUT /v1/chats/{chat}/settings` with `persona`."""
+        return await self._call("PUT", _chat_path(chat) + "/settings", json={"persona": persona})
 
     async def compact(self, chat: str) -> dict[str, Any]:
         """`POST /v1/chats/{chat}/compact`."""

@@ -31,13 +31,18 @@ class MemoryContext:
     facts: tuple[dict[str, Any], ...] = ()
     summary: str = ""
     usage_today: dict[str, Any] = field(default_factory=dict)
+    usage_today_author: dict[str, Any] = field(default_factory=dict)  # for the daily caps
+    persona: str = ""  # the chat's own instructions (/persona), "" for the default
 
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One call to a model: the messages to send and who asked what."""
+    """One call to a model: the messages to send and who asked what.
 
-    messages: tuple[dict[str, str], ...]
+    A message's `content` is text, or a list of content parts (text and image_url) for a photo.
+    """
+
+    messages: tuple[dict[str, Any], ...]
     chat_key: str
     author: str
     author_id: str

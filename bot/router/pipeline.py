@@ -14,19 +14,39 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import MemorySettings, Settings, Tier, default
-from bot.router import logs
+from bot.router import limits, logs
+from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
 from bot.router.fallback import Attempt, RetryPolicy, TierRouter
 from bot.router.gateway import BackOff, MemoryGateway
+from bot.router.media import (
+    DESCRIBE,
+    Intake,
+    MediaReader,
+    Transcriber,
+    hide_description,
+    image_content,
+    remembered_answer,
+    split_description,
+    unaddressed_text,
+)
 from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
-from bot.router.prompt import build_messages, redact
+from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
-from bot.router.tiers import ChoiceRules, TierChoice, choose_tier, fallback_sequence, split_force_prefix
+from bot.router.tiers import (
+    ChoiceRules,
+    TierChoice,
+    choose_tier,
+    fallback_sequence,
+    rank_tiers,
+    split_force_prefix,
+)
 from bot.router.types import CommandResult, IncomingMessage, Reply
 
 log = logging.getLogger(__name__)
@@ -74,6 +94,7 @@ class _Prepared:
     choice: TierChoice
     order: list[str]
     request: ModelRequest
+    intake: Intake
     # Failed attempts are keyed per handling, so a platform redelivering the same message
     # still gets each new attempt recorded, while an outbox replay of one stays single.
     attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
@@ -97,6 +118,9 @@ class Router:
         policy: RetryPolicy | None = None,
         secrets: Iterable[str] = (),
         offline: bool = False,
+        transcriber: Transcriber | None = None,
+        access: AccessPolicy | None = None,
+        clock: Callable[[], datetime] | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
@@ -119,6 +143,15 @@ class Router:
             sleep=sleep,
         )
         self.secrets = tuple(s for s in secrets if s)
+        self.access = access or AccessPolicy(settings.access, settings.admin_user_ids)
+        self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
+        self.media = MediaReader(
+            transcriber,
+            settings.transcription,
+            settings.photos,
+            vision=any(t.vision for t in self.tiers.values()),
+            offline=offline,
+        )
 
     @property
     def registry(self) -> Registry:
@@ -145,6 +178,8 @@ class Router:
         )
 
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
+        if prep.intake.images:  # memory keeps the picture's description line
+            text = remembered_answer(text)
         body: dict[str, Any] = {
             "text": text if attempt.ok else "",
             "tier": attempt.tier,
@@ -168,10 +203,10 @@ class Router:
             body["error"] = redact(attempt.error, self.secrets)
         await self.memory.reply(prep.message.chat_key, body)
 
-    async def _prepare(self, message: IncomingMessage) -> _Prepared:
+    async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
         message_id = message.message_id or uuid.uuid4().hex
-        forced_now, text = split_force_prefix(message.text, list(self.tiers))
-        text = text if text.strip() else message.text
+        forced_now, text = split_force_prefix(intake.text, list(self.tiers))
+        text = text if text.strip() else intake.text
         chat = message.chat_key
         generation = self.chats.generation(chat)
         async with self.chats.lock(chat):  # one chat's messages go in arrival order
@@ -196,7 +231,12 @@ class Router:
             daily_budget_usd=self.settings.daily_budget_usd,
         )
         order = fallback_sequence(choice.tier, self.fallback_order, self.tiers)
-        messages = build_messages(
+        if intake.images:  # only a tier that reads images may answer
+            order = [t for t in order if self.tiers[t].vision] + [
+                t for t in rank_tiers(self.tiers) if self.tiers[t].vision and t not in order
+            ]
+        persona = mem.persona if mem else ""
+        messages: tuple[dict[str, Any], ...] = build_messages(
             text=text,
             author=message.author,
             memory_prompt=mem.prompt if mem else None,
@@ -204,7 +244,14 @@ class Router:
             group=message.platform != "console" and not chat.startswith(("console:",)),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
+            system=system_instruction(
+                self.settings.system_prompt, persona, DESCRIBE if intake.images else ""
+            ),
         )
+        if intake.images:
+            current = messages[-1]
+            content = image_content(str(current["content"]), intake.images)
+            messages = (*messages[:-1], {"role": "user", "content": content})
         request = ModelRequest(
             messages=messages,
             chat_key=chat,
@@ -214,12 +261,40 @@ class Router:
             memory=mem,
         )
         prompt = mem.prompt if mem is not None else NO_MEMORY
-        last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons)
+        last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
-        return _Prepared(message, message_id, text, mem, choice, order, request)
+        return _Prepared(message, message_id, text, mem, choice, order, request, intake)
+
+    def _cap_reached(self, prep: _Prepared) -> str | None:
+        """The answer when a daily cap is reached (no model call), else None.
+
+        Without memory the counts are unknown: the message is answered (fail open, like the
+        rest of the bot when the worker is out of reach).
+        """
+        if prep.memory is None:
+            return None
+        now = self.clock()
+        hit = limits.check(self.settings.limits, prep.memory.usage_today, prep.memory.usage_today_author, now)
+        if hit is None:
+            return None
+        log.info("cap %s reached in %s", hit.name, prep.message.chat_key)
+        return hit.text(now)
+
+    async def _remember_only(self, message: IncomingMessage, text: str) -> None:
+        """Record a user message that gets no model answer."""
+        if text.strip():
+            async with self.chats.lock(message.chat_key):
+                await self.memory.turn(message, text, message.message_id or uuid.uuid4().hex)
 
     async def handle(self, message: IncomingMessage) -> Reply:
-        """Record the message, answer it with memory, record the answer."""
+        """Record the message, answer it with memory, record the answer.
+
+        A stranger's message (see access.py) is neither recorded nor answered: the reply is
+        the refusal, or "" (send nothing) when they were refused recently.
+        """
+        verdict = self.access.check(message)
+        if not verdict.allowed:
+            return Reply(text=verdict.refusal, ok=True, with_memory=False)
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
@@ -228,18 +303,28 @@ class Router:
         request_id = "-"
         try:
             with logs.handling(message.chat_key) as request_id:
-                prep = await self._prepare(message)
+                intake = await self.media.read(message)
+                if not intake.answer:  # a notice alone: nothing for a model to answer
+                    await self._remember_only(message, intake.text)
+                    reply = Reply(text=intake.notice, ok=True)
+                    return reply
+                prep = await self._prepare(message, intake)
+                capped = self._cap_reached(prep)
+                if capped is not None:
+                    reply = Reply(text=capped, ok=True, with_memory=True)
+                    return reply
                 outcome = await self.tier_router.complete(
                     prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
                 )
             with_memory = prep.memory is not None
             if outcome is None:
-                reply = Reply(text=APOLOGY, ok=False, with_memory=with_memory, message_id=None)
+                reply = Reply(text=_with_notice(intake.notice, APOLOGY), ok=False, with_memory=with_memory)
             else:
                 tier, answer = outcome
+                shown = split_description(answer.text)[1] if intake.images else answer.text
                 reply = Reply(
-                    # The notice is for the reader only: what was recorded is the answer itself.
-                    text=f"{answer.notice}\n{answer.text}" if answer.notice else answer.text,
+                    # Notices are for the reader only: what was recorded is the answer itself.
+                    text=_with_notice(intake.notice, answer.notice, shown),
                     tier=tier,
                     model=answer.model,
                     ok=True,
@@ -280,18 +365,37 @@ class Router:
 
     async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
         """Like `handle`, but yields the answer's text as it grows (chunks to append)."""
+        verdict = self.access.check(message)
+        if not verdict.allowed:
+            if verdict.refusal:
+                yield verdict.refusal
+            return
         if not message.addressed:
             await self.record(message)
             return
         begun = time.monotonic()
         # The request context is held only while nothing is yielded: a context variable set
         # across the yields of an async generator could be reset from another context.
+        early: str | None = None  # an answer given without calling a model
+        started_stream = None
         with logs.handling(message.chat_key) as request_id:
-            prep = await self._prepare(message)
-            started_stream = await self.tier_router.start_stream(
-                prep.order, prep.request, lambda a: self._record_attempt(prep, a)
-            )
+            intake = await self.media.read(message)
+            if not intake.answer:
+                await self._remember_only(message, intake.text)
+                early = intake.notice
+            else:
+                prep = await self._prepare(message, intake)
+                early = self._cap_reached(prep)
+                if early is None:
+                    started_stream = await self.tier_router.start_stream(
+                        prep.order, prep.request, lambda a: self._record_attempt(prep, a)
+                    )
+        if early is not None:
+            yield early
+            return
         with_memory = prep.memory is not None
+        if intake.notice:
+            yield intake.notice + "\n"
         if started_stream is None:
             self._log_turn(message.chat_key, request_id, None, begun, False, with_memory)
             yield APOLOGY
@@ -301,9 +405,14 @@ class Router:
             yield stream.notice + "\n"
         pieces: list[str] = []
         error: str | None = "the reader stopped before the end"  # until the stream completes
-        try:
+
+        async def read() -> AsyncIterator[str]:
             async for piece in stream:
                 pieces.append(piece)
+                yield piece
+
+        try:
+            async for piece in hide_description(read()) if intake.images else read():
                 yield piece
             error = None
         except ModelFailure as failure:
@@ -327,12 +436,19 @@ class Router:
             self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:
-        """Record a message into memory without answering it (group chatter)."""
-        async with self.chats.lock(message.chat_key):
-            await self.memory.turn(message, message.text, message.message_id or uuid.uuid4().hex)
+        """Record a message into memory without answering it (group chatter; a stranger's: never).
+
+        Media are not read for it (no transcription, no model): a photo is remembered as
+        "[photo] caption", a voice message by its caption alone (see media.unaddressed_text).
+        """
+        if self.access.allows(message):
+            await self._remember_only(message, unaddressed_text(message) if message.media else message.text)
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         """Run a chat command of the registry; admin ones refuse non-admins and reveal nothing."""
+        verdict = self.access.check(message, command=True)
+        if not verdict.allowed:
+            return CommandResult(verdict.refusal)
         command = self._commands.find(name)
         if command is None:
             return CommandResult(NOT_AVAILABLE)
@@ -347,6 +463,8 @@ class Router:
             tiers=self.tiers,
             secrets=self.secrets,
             registry=self._commands,
+            settings=self.settings,
+            clock=self.clock,
         )
         try:
             return await command.handler(ctx)
@@ -354,3 +472,8 @@ class Router:
             return CommandResult(MEMORY_DOWN)
         except MemoryRefused as exc:
             return CommandResult(f"The memory refused that: {exc.error}")
+
+
+def _with_notice(*parts: str) -> str:
+    """Notices and the answer, one per line, the empty ones left out."""
+    return "\n".join(p for p in parts if p)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from bot.router.prompt import redact
 from bot.router.types import CommandResult, IncomingMessage
 
 if TYPE_CHECKING:
-    from bot.config import Tier
+    from bot.config import Settings, Tier
     from bot.router.chats import ChatState
     from bot.router.gateway import MemoryGateway
 
@@ -54,6 +55,8 @@ class CommandContext:
     tiers: Mapping[str, Tier]
     secrets: tuple[str, ...]
     registry: Registry
+    settings: Settings | None = None  # the bot's settings ([limits] for /usage, say)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # UTC now: the day of the caps
 
     @property
     def chat(self) -> str:

@@ -6,12 +6,30 @@ never sees a platform type, and the adapters never see the memory worker or a mo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from bot.router.registry import Registry
+
+
+@dataclass(frozen=True)
+class MediaPart:
+    """A voice message or picture of a message: what the platform says of it, and how to fetch it.
+
+    The adapter fills in what the platform tells before any download (size, duration, pixels),
+    so caps are checked first; `fetch` downloads the bytes only when the router wants them.
+    """
+
+    kind: str  # "voice" (voice, audio, video notes, audio files) or "photo"
+    fetch: Callable[[], Awaitable[bytes]]
+    mime: str = ""
+    name: str = ""  # a file name with its extension ("voice.ogg"): transcription endpoints want one
+    size: int | None = None  # bytes, when the platform says
+    duration_s: float | None = None  # voice: seconds, when the platform says
+    width: int | None = None  # photo: pixels, when the platform says
+    height: int | None = None
 
 
 @dataclass(frozen=True)
@@ -27,6 +45,7 @@ class IncomingMessage:
     addressed: bool = True  # False: record into memory only, do not answer
     attachments: tuple[str, ...] = ()  # kinds of non-text parts ("photo", "voice", ...)
     platform: str = "console"
+    media: tuple[MediaPart, ...] = ()  # the voice or photo parts the router can read
 
 
 @dataclass(frozen=True)

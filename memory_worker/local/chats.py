@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from memory_engine import ChatMemory
 
@@ -29,8 +31,15 @@ class ChatStore:
     Like a Durable Object, a chat runs one request at a time (`lock`); chats run in parallel.
     """
 
-    def __init__(self, data_dir: Path, max_open: int = MAX_OPEN_CHATS, retention: int | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        max_open: int = MAX_OPEN_CHATS,
+        retention: int | None = None,
+        clock: Callable[[], datetime] | None = None,  # tests: the engine's UTC clock (days of usage)
+    ):
         self.data_dir = Path(data_dir)
+        self.clock = clock
         (self.data_dir / "chats").mkdir(parents=True, exist_ok=True)
         self.max_open = max_open
         self.retention = retention
@@ -73,11 +82,10 @@ class ChatStore:
         try:
             if self.max_pages is not None:
                 storage.limit_pages(self.max_pages)
-            memory = (
-                ChatMemory(storage)
-                if self.retention is None
-                else ChatMemory(storage, retention=self.retention)
-            )
+            options: dict[str, Any] = {} if self.retention is None else {"retention": self.retention}
+            if self.clock is not None:
+                options["clock"] = self.clock
+            memory = ChatMemory(storage, **options)
             memory.record_chat_key(chat_key)
         except BaseException:
             storage.conn.close()  # a failed open (disk full) must not leak a connection

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -39,7 +41,9 @@ class EmbeddedMemoryHost:
         backoff_base_ms: int = BACKOFF_BASE_MS,
         backoff_max_ms: int = BACKOFF_MAX_MS,
         shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+        clock: Callable[[], datetime] | None = None,  # tests: the engine's UTC clock
     ):
+        self.clock = clock
         self.data_dir = Path(data_dir)
         self.shutdown_timeout_s = shutdown_timeout_s
         self.token = token or secrets.token_urlsafe(32)
@@ -73,6 +77,7 @@ class EmbeddedMemoryHost:
             retention=self.retention,
             backoff_base_ms=self.backoff[0],
             backoff_max_ms=self.backoff[1],
+            clock=self.clock,
         )
         self.host.scheduler.start()
         # The graceful wait is our own `drain`, before cleanup(): aiohttp's shutdown drops the

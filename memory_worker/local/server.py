@@ -14,6 +14,8 @@ import logging
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -51,10 +53,11 @@ class MemoryHost:
         retention: int | None = None,
         backoff_base_ms: int = BACKOFF_BASE_MS,
         backoff_max_ms: int = BACKOFF_MAX_MS,
+        clock: Callable[[], datetime] | None = None,
     ):
         self.data_dir = Path(data_dir)
         self.token = token
-        self.store = ChatStore(self.data_dir, max_open=max_open, retention=retention)
+        self.store = ChatStore(self.data_dir, max_open=max_open, retention=retention, clock=clock)
         self.alarms = AlarmTable(self.data_dir)
         # The engine's offline summarizer is CPU work: the host runs it off the event loop.
         if summarize is None or summarize is offline_summarize:

@@ -37,6 +37,8 @@ from typing import Any, ClassVar
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.discord_files import AttachmentStore
+
 MANAGE_GUILD = 1 << 5
 MESSAGE_CONTENT_INTENT = 1 << 15
 ADMINISTRATOR = 1 << 3
@@ -113,6 +115,7 @@ class FakeDiscord:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.message_content_enabled = True  # the portal switch of the privileged intent
+        self.files = AttachmentStore()  # user attachments, served over HTTP like Discord's CDN
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -120,11 +123,13 @@ class FakeDiscord:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{path:.*}", self.files.serve)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.files.base_url = f"http://127.0.0.1:{self.port}"
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -4,7 +4,11 @@ It is scriptable per request: queue actions (an answer, a 429 with Retry-After, 
 hang past the client's timeout, a garbage body, an SSE stream that breaks or never starts)
 globally or per model name; whatever is not scripted gets the default answer. Every request
 it receives is recorded (`server.requests`), so tests can check what the bot sent and in
-which order the tiers were tried.
+which order the tiers were tried; image content parts are decoded (`request.images`).
+
+`POST /v1/audio/transcriptions` (multipart, as the openai SDK sends it) answers
+`{"text": ...}`; script it with `script_transcription(Transcript("hi"), ServerError(), Hang())`
+and read what arrived in `server.transcriptions`.
 
     async with FakeOpenAI() as fake:
         fake.script(RateLimit(retry_after=0.1), Answer("hi"), model="gpt-4.1-mini")
@@ -14,6 +18,7 @@ which order the tiers were tried.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 import uuid
@@ -93,7 +98,25 @@ class NoFirstToken:
     """Send the SSE headers, then never a token."""
 
 
+@dataclass(frozen=True)
+class Transcript:
+    """A transcription answer (`POST /audio/transcriptions`)."""
+
+    text: str = "hello from a voice message"
+    delay: float = 0.0
+
+
 Action = Answer | Echo | RateLimit | ServerError | Hang | Garbage | StreamBreak | NoFirstToken
+TranscriptionAction = Transcript | ServerError | Hang | Garbage | RateLimit
+
+
+def _text_of(content: Any) -> str:
+    """The words of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, list):
+        return " ".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return str(content or "")
 
 
 @dataclass
@@ -113,6 +136,44 @@ class RecordedRequest:
         """The chat messages of the request."""
         return list(self.body.get("messages") or [])
 
+    @property
+    def image_parts(self) -> list[dict[str, Any]]:
+        """Every image_url content part of the request's messages."""
+        return [
+            part
+            for m in self.messages
+            if isinstance(m.get("content"), list)
+            for part in m["content"]
+            if isinstance(part, dict) and part.get("type") == "image_url"
+        ]
+
+    @property
+    def images(self) -> list[tuple[str, bytes]]:
+        """The images sent as data URLs, decoded: (mime, bytes)."""
+        found = []
+        for part in self.image_parts:
+            url = str((part.get("image_url") or {}).get("url") or "")
+            head, _, data = url.partition(",")
+            if head.startswith("data:") and head.endswith(";base64"):
+                found.append((head[5:-7], base64.b64decode(data)))
+        return found
+
+    def text(self) -> str:
+        """Every message's words, one per line (image parts left out)."""
+        return "\n".join(_text_of(m.get("content")) for m in self.messages)
+
+
+@dataclass
+class RecordedTranscription:
+    """One `POST /audio/transcriptions` the fake received."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    fields: dict[str, str]
+    action: str = ""
+
 
 class FakeOpenAI:
     """The fake server; an async context manager that listens on 127.0.0.1:<free port>."""
@@ -126,6 +187,8 @@ class FakeOpenAI:
         self._stopping = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._request_seen = asyncio.Condition()
+        self.transcriptions: list[RecordedTranscription] = []
+        self._transcription_queue: deque[TranscriptionAction] = deque()
         self.port = 0
 
     @property
@@ -137,6 +200,10 @@ class FakeOpenAI:
         """Queue actions for the next requests (of one model, or of any model)."""
         queue = self._global if model is None else self._per_model.setdefault(model, deque())
         queue.extend(actions)
+
+    def script_transcription(self, *actions: TranscriptionAction) -> None:
+        """Queue answers for the next transcription requests (default: `Transcript()`)."""
+        self._transcription_queue.extend(actions)
 
     def models_called(self) -> list[str | None]:
         """The model of every request so far, in order."""
@@ -152,6 +219,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -199,6 +267,41 @@ class FakeOpenAI:
             self._request_seen.notify_all()
         return await self._perform(request, req, action)
 
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        fields: dict[str, str] = {}
+        filename, content_type, data = "", "", b""
+        reader = await request.multipart()
+        async for part in reader:
+            if part.filename is not None:
+                filename = part.filename
+                content_type = part.headers.get("Content-Type", "")
+                data = await part.read()
+            else:
+                fields[part.name or ""] = await part.text()
+        if not data or not fields.get("model"):
+            return web.json_response({"error": {"message": "file and model are required"}}, status=400)
+        action = self._transcription_queue.popleft() if self._transcription_queue else Transcript()
+        rec = RecordedTranscription(
+            fields["model"], filename, content_type, data, fields, type(action).__name__
+        )
+        async with self._request_seen:
+            self.transcriptions.append(rec)
+            self._request_seen.notify_all()
+        if isinstance(action, Transcript):
+            if action.delay:
+                await self._wait_stop(action.delay)
+            return web.json_response({"text": action.text})
+        if isinstance(action, Hang):
+            await self._wait_stop(action.seconds)
+            return web.json_response({"text": "too late"})
+        if isinstance(action, ServerError):
+            return web.json_response(
+                {"error": {"message": action.message, "type": "server_error"}}, status=action.status
+            )
+        if isinstance(action, RateLimit):
+            return web.json_response({"error": {"message": "Rate limit reached"}}, status=429)
+        return web.Response(text=action.body, content_type=action.content_type)
+
     async def _wait_stop(self, seconds: float | None) -> None:
         # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow a cancellation.
         try:
@@ -212,7 +315,7 @@ class FakeOpenAI:
     ) -> web.StreamResponse:
         if isinstance(action, Echo):
             last = next((m for m in reversed(req.messages) if m.get("role") == "user"), {})
-            text = action.prefix + str(last.get("content", ""))
+            text = action.prefix + _text_of(last.get("content", ""))
             action = Answer(text=text, chunk_size=action.chunk_size or max(len(text), 1))
         if isinstance(action, Answer):
             if action.delay and not req.stream:

@@ -30,6 +30,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.telegram_files import FileRefused, FileStore
+
 TOKEN = "123456:TEST-token_for-the-fake"
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
@@ -374,6 +376,7 @@ class FakeTelegram:
         self.commands: dict[tuple[str, str], list[dict]] = {}
         self.photos: list[bytes] = []
         self.documents: list[Document] = []
+        self.files = FileStore(token)  # getFile and downloads; tg.files.voice(data) makes a voice
         self.webhook_url: str = ""
         self.allowed_updates: list[str] | None = None
         self.webhook_secret: str | None = None
@@ -401,6 +404,7 @@ class FakeTelegram:
     async def __aenter__(self) -> FakeTelegram:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        app.router.add_get("/file/bot{token}/{path:.*}", self.files.download)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -470,8 +474,10 @@ class FakeTelegram:
         caption: str | None = None,
         kind: str | None = None,
         forward: bool = False,
+        media: dict | None = None,
     ) -> dict:
-        """A user sends a message (text, or a `kind` like photo/sticker/voice with a caption)."""
+        """A user sends a message: text, a `kind` like photo/sticker/voice (a placeholder file), or
+        `media` with real files (`tg.files.voice(data)`, `tg.files.photo(...)`), with a caption."""
         msg: dict[str, Any] = {
             "message_id": self._next_message_id(chat["id"]),
             "from": user,
@@ -484,6 +490,8 @@ class FakeTelegram:
                 msg["entities"] = ents
         if kind:
             msg.update(_media(kind))
+        if media:
+            msg.update(media)
         if caption is not None:
             msg["caption"] = caption
             if ents := detect_entities(caption):
@@ -898,6 +906,12 @@ class FakeTelegram:
     async def _m_deleteMyCommands(self, params: dict, files: dict) -> bool:
         self.commands.pop(_scope_key(params), None)
         return True
+
+    async def _m_getFile(self, params: dict, files: dict) -> dict:
+        try:
+            return self.files.get_file(str(params.get("file_id") or ""))
+        except FileRefused as exc:
+            raise bad(str(exc).removeprefix("Bad Request: ")) from None
 
     async def _m_getChatMember(self, params: dict, files: dict) -> dict:
         chat = self._chat(params)

@@ -363,9 +363,14 @@ class ChatMemory:
         """Today's (UTC) calls, errors, tokens and cost per tier."""
         return usage_on(self.sql, self.now()[:10])
 
-    def usage(self, recent: int = 20) -> dict[str, Any]:
-        """All-time totals per tier and the most recent model calls."""
-        return usage_report(self.sql, self.now()[:10], recent)
+    def usage(self, recent: int = 20, author_id: str | None = None) -> dict[str, Any]:
+        """All-time totals per tier and the most recent model calls; with `author_id`, also
+        that person's usage today (`today_author`, the shape of a turn's `usage_today_author`)."""
+        day = self.now()[:10]
+        report = usage_report(self.sql, day, recent)
+        if author_id:
+            report["today_author"] = chat_state.usage_today_author(self.sql, author_id, day)
+        return report
 
     # -- views -------------------------------------------------------------------------
 

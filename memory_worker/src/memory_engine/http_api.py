@@ -175,6 +175,8 @@ def _parse(req: Request, token: str) -> Operation | Response:
     elif name == "facts":
         args = {"history": query.get("history", "0") not in ("0", "", "false", "no")}
         args["kind"] = _choice(query.get("kind"), "kind", ("fact", "note"))
+    elif name == "usage" and query.get("author_id"):  # adds that person's usage today (caps)
+        args = {"author_id": _plain(query["author_id"], "author_id")}
     elif name == "update_settings":
         args = _settings_args(_json_body(req))
     elif name in ("export", "forget_fact"):
@@ -416,7 +418,7 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
     if op.name == "summary":
         return Response(200, m.summary())
     if op.name == "usage":
-        return Response(200, m.usage())
+        return Response(200, m.usage(author_id=a.get("author_id")))
     if op.name == "stats":
         return Response(200, m.stats())
     if op.name == "settings":
