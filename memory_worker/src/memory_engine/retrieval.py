@@ -236,19 +236,20 @@ def _forms_once(
     """
     groups = [t for t in kept if isinstance(t, tuple) and _expanded(t)]
     forms = [f for t in groups for f in t]
-    # The ids are our own integers, written into the statement: a Durable Object binds at
-    # most 100 parameters, and this way each form costs one.
-    ids = ",".join(str(int(i)) for i, _ in candidates)
+    # A range of rowids, not `rowid IN (...)`: FTS5 would run the MATCH once per listed id
+    # (4x slower here). The range holds no more rows than the main query scored. Its ends
+    # are our own integers, written in: a Durable Object binds at most 100 parameters.
+    ids = {i for i, _ in candidates}
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     rows = sql.exec(
         " UNION ALL ".join(
             f"SELECT {n} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
-            f"WHERE messages_fts MATCH ? AND rowid IN ({ids})"
+            f"WHERE messages_fts MATCH ? AND rowid >= {int(min(ids))} AND rowid <= {int(max(ids))}"
             for n in range(len(forms))
         ),
         *(fts_query([f]) for f in forms),
     )
-    share = {(int(r["form"]), int(r["id"])): -float(r["rank"]) for r in rows}
+    share = {(int(r["form"]), int(r["id"])): -float(r["rank"]) for r in rows if int(r["id"]) in ids}
     out = []
     for i, score in candidates:
         n = 0
