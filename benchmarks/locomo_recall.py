@@ -109,12 +109,13 @@ class Tally:
     def __init__(self) -> None:
         self.sums: dict[Any, list[float]] = {}
 
-    def add(self, category: int, evidence: set[str], ranked: list[str]) -> None:
-        """Count one question's top-k hits for every k in KS."""
+    def add(self, category: int, evidence: set[str], ranked: list[str] | dict[int, list[str]]) -> None:
+        """Count one question's top-k hits for every k in KS (`ranked`: one list, or one per k)."""
         for key in (category, "all"):
             row = self.sums.setdefault(key, [0.0] * len(KS) + [0])
             for n, k in enumerate(KS):
-                row[n] += len(set(ranked[:k]) & evidence) / len(evidence)
+                got = ranked[k] if isinstance(ranked, dict) else ranked
+                row[n] += len(set(got[:k]) & evidence) / len(evidence)
             row[-1] += 1
 
     def merge(self, other: Tally) -> Tally:
@@ -224,11 +225,7 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
                             timing["search_ms"].append((time.perf_counter() - started) * 1000)
                             r.raise_for_status()
                             ranked[k] = [m["message_id"] for m in r.json()["results"]]
-                        for key in (q["category"], "all"):
-                            row = tally.sums.setdefault(key, [0.0] * len(KS) + [0])
-                            for n, k in enumerate(KS):
-                                row[n] += len(set(ranked[k][:k]) & q["evidence"]) / len(q["evidence"])
-                            row[-1] += 1
+                        tally.add(q["category"], q["evidence"], ranked)
                         if q_no % 20 == 0 or q_no == len(qs):
                             _progress(
                                 f"[{c_no}/{len(convs)}] {name}: {len(msgs)} turns imported, "
@@ -243,29 +240,25 @@ async def worker_over_http(convs: list[dict[str, Any]]) -> tuple[list[Tally], di
 
 # Index-time knobs of retrieval.py per ablation row: each row is built from the previous
 # design ("baseline": one turn before as context, no dates, no word forms) plus one change.
-INDEX_OFF = {
-    "TURNS_BEFORE": 1,
-    "TURNS_AFTER": 0,
-    "DATES": False,
-    "WORD_FORMS": False,
-    "NEIGHBOUR_CHARS": 2000,
-}
+# "all, first forms" is issue 16's first design: light verbs expanded (text_forms.build_table)
+# and a word's forms summed (retrieval.FORMS_ONCE False).
+INDEX_OFF = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "WORD_FORMS": False}
+INDEX_OFF |= {"FORMS_ONCE": True, "LIGHT_VERBS": False, "NEIGHBOUR_CHARS": 2000}
+NEIGHBOURS = {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "NEIGHBOUR_CHARS": 500}
+ALL = {**INDEX_OFF, **NEIGHBOURS, "DATES": True, "WORD_FORMS": True}
 ABLATIONS: dict[str, dict[str, Any]] = {
     "baseline": INDEX_OFF,
-    "+neighbours": {**INDEX_OFF, "TURNS_BEFORE": 2, "TURNS_AFTER": 1, "NEIGHBOUR_CHARS": 500},
+    "+neighbours": {**INDEX_OFF, **NEIGHBOURS},
     "+dates": {**INDEX_OFF, "DATES": True},
     "+word forms": {**INDEX_OFF, "WORD_FORMS": True},
-    "all": {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "DATES": True, "WORD_FORMS": True, "NEIGHBOUR_CHARS": 500},
+    "all, first forms": {**ALL, "FORMS_ONCE": False, "LIGHT_VERBS": True},
+    "all": ALL,
 }
 # The query-time knobs tuned per row: bm25 weights of context_before, context_after and
 # date (index 2, 3, 4 of retrieval.BM25_WEIGHTS) and the author boost. A row tunes only
 # the knobs its index has; the others stay at the shipped value.
-GRID = {
-    "before": (0.35, 0.5, 0.75),
-    "after": (0.1, 0.2, 0.35),
-    "date": (0.5, 1.0, 1.5),
-    "boost": (0.2, 0.35, 0.5),
-}
+GRID = {"before": (0.35, 0.5, 0.75), "after": (0.1, 0.2, 0.35), "date": (0.5, 1.0, 1.5)}
+GRID["boost"] = (0.2, 0.35, 0.5)
 WEIGHT_INDEX = {"before": 2, "after": 3, "date": 4}
 
 Setting = tuple[tuple[str, float], ...]
@@ -301,16 +294,21 @@ def _apply(retrieval: Any, values: dict[str, float]) -> None:
 
 def ablation_tallies(convs: list[dict[str, Any]], name: str) -> tuple[Setting, dict[Setting, list[Tally]]]:
     """For one ablation row: per knob setting, one tally per conversation (in process)."""
-    from memory_engine import ChatMemory, retrieval
+    from memory_engine import ChatMemory, retrieval, text_forms
 
     from memory_worker.local import SqliteStorage
 
-    saved = {k: getattr(retrieval, k) for k in (*INDEX_OFF, "BM25_WEIGHTS", "AUTHOR_BOOST")}
+    knobs = [k for k in INDEX_OFF if k != "LIGHT_VERBS"]
+    saved = {k: getattr(retrieval, k) for k in (*knobs, "BM25_WEIGHTS", "AUTHOR_BOOST")}
+    table = text_forms.WORD_FORMS
     shipped = _shipped(retrieval)
     out: dict[Setting, list[Tally]] = {}
     try:
         for knob, value in ABLATIONS[name].items():
-            setattr(retrieval, knob, value)
+            if knob == "LIGHT_VERBS":
+                text_forms.WORD_FORMS = text_forms.build_table(light_verbs=value)
+            else:
+                setattr(retrieval, knob, value)
         settings = _grid_for(ABLATIONS[name])
         default: Setting = tuple((n, shipped[n]) for n in _tuned(ABLATIONS[name]))
         if default not in settings:
@@ -335,6 +333,7 @@ def ablation_tallies(convs: list[dict[str, Any]], name: str) -> tuple[Setting, d
     finally:
         for knob, value in saved.items():
             setattr(retrieval, knob, value)
+        text_forms.WORD_FORMS = table
     return default, out
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memory_engine import ChatMemory, retrieval
 from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
 
-from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost
 from tests.support import FILLER, add, fts_row, ids_of, memory
 
 FTS_SYNTAX = [
@@ -202,6 +202,20 @@ def test_live_turns_get_the_previous_message_as_context():
     assert fts_row(m, "q")["context_after"] == "me! tomorrow at noon"
 
 
+def test_after_a_topic_start_the_previous_message_is_not_found_by_the_current_one():
+    from memory_engine.chat_state import start_topic
+
+    m = memory()
+    for n, (author, text) in enumerate(FILLER):
+        m.turn(text, author=author, author_id=author.lower(), message_id=f"f{n}")
+    start_topic(m.sql, m.now())  # /new: no recent messages, so nothing excludes f3
+    got = m.turn("tell me about the zeppelin museum", author="Ann", author_id="ann", message_id="q")
+    # f3 would carry the question as its after-context, had it been linked before retrieval.
+    assert got["recent"] == [] and got["retrieved"] == []
+    assert fts_row(m, "f3")["context_after"] == "tell me about the zeppelin museum"
+    assert ids_of(m, "zeppelin") == ["q", "f3"]  # linked once the turn was answered
+
+
 # -- the author column ---------------------------------------------------------------------
 
 
@@ -361,6 +375,7 @@ class AllowListedStorage:
 
     def exec(self, query, *params):
         """Run one statement through the allow-list; rows as dicts."""
+        assert len(params) <= 100, query  # a Durable Object binds at most 100 parameters
         cursor = self.sql.exec(query, *params)
         return [
             {c: (None if v is self.runtime.jsnull else v) for c, v in zip(cursor._columns, row, strict=True)}
@@ -387,3 +402,8 @@ def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path
     add(m, *[("Ann", f"wow wow number {n}") for n in range(1200)])
     assert len(ids_of(m, "wow", 3)) == 3
     assert retrieval._select(m.sql, ["wow"])[1] > 0
+    # Word forms scored once each (a statement per query), and a live turn linked after retrieval.
+    add(m, *[("Bob", f"I met Ana {n} and will meet her again") for n in range(60)])
+    assert len(ids_of(m, "who did Bob meet, and what did he buy or find?", 3)) == 3
+    m.turn("I met Ana at the lake", author="Bob", author_id="bob", message_id="live")
+    assert fts_row(m, "live")["body"] == "I met Ana at the lake"

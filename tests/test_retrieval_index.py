@@ -69,7 +69,7 @@ def test_british_and_american_spellings_find_each_other():
 def test_every_listed_form_stems_differently():
     import sqlite3
 
-    from memory_engine.text_forms import WORD_FORMS
+    from memory_engine.text_forms import build_table
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2')")
@@ -80,7 +80,7 @@ def test_every_listed_form_stems_differently():
         db.execute("INSERT INTO t VALUES (?)", (word,))
         return db.execute("SELECT term FROM v").fetchone()[0]
 
-    for word, group in WORD_FORMS.items():
+    for word, group in build_table(light_verbs=True).items():
         assert len(group) > 1, word
         stems = [stem(f) for f in group]
         assert len(set(stems)) == len(stems), (word, group, stems)
@@ -93,6 +93,34 @@ def test_word_forms_count_as_one_term():
     assert fts_query([("met", "meet"), "ana"]) == '"met" OR "meet" OR "ana"'
     terms, _ = retrieval._select(memory().sql, groups)
     assert ("meet", "met") in terms
+
+
+def test_a_message_scores_once_per_word_by_its_best_form():
+    m = memory()
+    add(m, *FILLER * 3, ("Sam", "we won! winning the cup felt great"), ("Ann", "I won a raffle"), *FILLER * 3)
+    scores = {r["message_id"]: r["score"] for r in m.search("who won?", 10)["results"]}
+    weights = ", ".join(str(w) for w in retrieval.BM25_WEIGHTS)
+
+    def share(form: str, message_id: str) -> float:
+        return -m.sql.exec(
+            f"SELECT bm25(messages_fts, {weights}) AS s FROM messages_fts WHERE messages_fts MATCH ? "
+            "AND rowid = (SELECT id FROM messages WHERE message_id = ?)",
+            f'"{form}"',
+            message_id,
+        )[0]["s"]
+
+    both = [share("won", "m13"), share("win", "m13")]  # "won" and "winning" (stem "win")
+    assert min(both) > 0 and scores["m13"] == round(max(both), 6)
+    assert scores["m14"] == round(share("won", "m14"), 6)  # one form: as bm25 scores it
+
+
+def test_light_verbs_are_not_expanded():
+    from memory_engine.text_forms import LIGHT_VERBS, WORD_FORMS, build_table
+
+    assert query_groups("what has she made, taken and given?") == [("made",), ("taken",), ("given",)]
+    assert not any(set(group) & LIGHT_VERBS for group in WORD_FORMS.values())
+    assert build_table(light_verbs=True)["made"] == ("make", "made")
+    assert query_groups("what did she feel?") == [("feel", "felt")]
 
 
 def _store(m, rows: list[tuple[str, str]], ts: str = "2024-06-01T00:00:00.000Z") -> list[int]:

@@ -16,7 +16,7 @@ from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
-from .retrieval import index_message, rank
+from .retrieval import index_message, link_previous, rank
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
@@ -213,24 +213,27 @@ class ChatMemory:
         """Record a user message, then build its memory prompt from everything before it."""
         ts = self.now()
 
-        def record() -> int:
+        def record() -> tuple[int, bool]:
             existing = self._find_by_message_id(message_id)
             if existing is not None:
-                return int(existing["id"])  # a repeat: acknowledged, not stored twice
-            new_id = self.insert_message("user", text, author, author_id, message_id, ts)
+                return int(existing["id"]), False  # a repeat: acknowledged, not stored twice
+            new_id = self.insert_message("user", text, author, author_id, message_id, ts, index=False)
             assert new_id is not None
+            index_message(self.sql, new_id, text, author, link=False)  # linked after retrieval
             self.apply_facts(text, author, author_id, new_id, ts)
-            return new_id
+            return new_id, True
 
         def build() -> dict[str, Any]:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
-            current_id = record()
+            current_id, stored = record()
             chosen = mode or self.mode()
             topic_after, topic_at = chat_state.topic_start(self.sql)  # /new: recent starts after it
             recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4), topic_after)
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
+            if stored:  # only now: the previous message must not match the question itself
+                link_previous(self.sql, current_id)
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
             notes = current_notes(self.sql)
             summary = self.state("summary") or ""

@@ -13,7 +13,8 @@ Cost stays bounded in long chats and for long messages: FTS5 computes bm25() for
 row that matches any query term, at a cost that grows with the number of terms, so a
 query first keeps its most selective terms within a budget (see `_select`). The terms it
 drops are the common ones, whose bm25 idf is small anyway. A term's other word forms
-(met/meet, colour/color: `text_forms`) are OR-ed alternatives inside the same term.
+(met/meet, colour/color: `text_forms`) are OR-ed alternatives inside the same term, and
+a message scores for a word once, by its best-matching form (see `_forms_once`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ TURNS_AFTER = 1
 DATES = True
 # Whether query terms are expanded with their other word forms.
 WORD_FORMS = True
+# Whether a message scores once per word, by the word's best form, rather than once per
+# form it holds (the ablation knob of benchmarks/locomo_recall.py; False was issue 16's
+# first design).
+FORMS_ONCE = True
 # The smallest score `rank` reports (see there).
 MIN_SCORE = 1e-6
 # What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
@@ -95,15 +100,19 @@ def _window_start(sql: SqlStorage, message_id: int) -> int:
     return int(rows[-1]["id"]) if rows else message_id
 
 
-def index_message(sql: SqlStorage, message_id: int, text: str, author: str) -> None:
-    """Add one stored message to the full-text index, with its neighbours' words as context."""
-    index_messages(sql, message_id, message_id)
+def index_message(sql: SqlStorage, message_id: int, text: str, author: str, link: bool = True) -> None:
+    """Add one stored message to the full-text index, with its neighbours' words as context.
+
+    With `link` False the message before it does not gain its words yet (`link_previous`).
+    """
+    index_messages(sql, message_id, message_id, link)
 
 
-def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
+def index_messages(sql: SqlStorage, first_id: int, last_id: int, link: bool = True) -> None:
     """Index every stored message with first_id <= id <= last_id in one statement (bulk import).
 
-    The message just before the batch gains the first one's words as its after-context.
+    The message just before the batch gains the first one's words as its after-context
+    (unless `link` is False: then `link_previous` does it).
     """
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
@@ -115,14 +124,26 @@ def index_messages(sql: SqlStorage, first_id: int, last_id: int) -> None:
         first_id,
         last_id,
     )
-    if TURNS_AFTER and start < first_id:
-        sql.exec(
-            "UPDATE messages_fts SET context_after = (SELECT substr(text, 1, ?) FROM messages WHERE id = ?) "
-            "WHERE rowid = (SELECT MAX(id) FROM messages WHERE id < ?)",
-            NEIGHBOUR_CHARS,
-            first_id,
-            first_id,
-        )
+    if link and start < first_id:
+        link_previous(sql, first_id)
+
+
+def link_previous(sql: SqlStorage, message_id: int) -> None:
+    """Give the message before `message_id` that one's words as its after-context.
+
+    A turn links its message only after its retrieval: right after a topic start the
+    message before it is not among the recent ones, and it must not be found by the
+    current message's own words.
+    """
+    if not TURNS_AFTER:
+        return
+    sql.exec(
+        "UPDATE messages_fts SET context_after = (SELECT substr(text, 1, ?) FROM messages WHERE id = ?) "
+        "WHERE rowid = (SELECT MAX(id) FROM messages WHERE id < ?)",
+        NEIGHBOUR_CHARS,
+        message_id,
+        message_id,
+    )
 
 
 def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
@@ -197,6 +218,49 @@ def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
     return kept, floor
 
 
+def _expanded(term: Term) -> bool:
+    return isinstance(term, tuple) and len(term) > 1
+
+
+def _forms_once(
+    sql: SqlStorage, kept: list[Term], candidates: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """The candidates re-scored so that each word counts once, by its best form.
+
+    bm25 adds up the query's phrases, each form of a word being one: a message saying
+    both "won" and "winning" would count the word "win" twice, and its neighbours (which
+    carry it as context) twice too. A phrase's share of the score is the bm25 of a query
+    of that phrase alone (same idf, same length normalisation), so one statement scores
+    each form of each expanded word over the candidates, and the sum of a word's forms is
+    replaced by their maximum.
+    """
+    groups = [t for t in kept if isinstance(t, tuple) and _expanded(t)]
+    forms = [f for t in groups for f in t]
+    # A range of rowids, not `rowid IN (...)`: FTS5 would run the MATCH once per listed id
+    # (4x slower here). The range holds no more rows than the main query scored. Its ends
+    # are our own integers, written in: a Durable Object binds at most 100 parameters.
+    ids = {i for i, _ in candidates}
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    rows = sql.exec(
+        " UNION ALL ".join(
+            f"SELECT {n} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
+            f"WHERE messages_fts MATCH ? AND rowid >= {int(min(ids))} AND rowid <= {int(max(ids))}"
+            for n in range(len(forms))
+        ),
+        *(fts_query([f]) for f in forms),
+    )
+    share = {(int(r["form"]), int(r["id"])): -float(r["rank"]) for r in rows if int(r["id"]) in ids}
+    out = []
+    for i, score in candidates:
+        n = 0
+        for t in groups:
+            parts = [share.get((n + j, i), 0.0) for j in range(len(t))]
+            score += max(parts) - sum(parts)
+            n += len(t)
+        out.append((i, score))
+    return out
+
+
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
     terms = query_groups(query, forms=WORD_FORMS, months=DATES)
@@ -216,6 +280,8 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
         max(CANDIDATES, k) + len(exclude),
     )
     candidates = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
+    if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
+        candidates = _forms_once(sql, kept, candidates)
     named = {form for term in terms for form in term}
     authors: dict[int, str] = {}
     if AUTHOR_BOOST and candidates:
