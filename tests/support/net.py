@@ -98,7 +98,9 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/", 1)[0])
 
 
-_SERVING = re.compile(r"^memory host serving .* on (http://\S+)$", re.M)
+# The CPython host prints "memory host serving DIR on URL"; the Pyodide host's Node process
+# prints its ready line, {"ready": URL, ...}, once it listens.
+_SERVING = re.compile(r'^memory host serving .* on (http://\S+)$|^\{"ready": ?"(http://[^"]+)"', re.M)
 
 
 class ServedMemory:
@@ -108,8 +110,15 @@ class ServedMemory:
     `start` reads the URL the host prints, so each restart may get a new `url`.
     """
 
-    def __init__(self, data: Path, token: str, env: dict[str, str] | None = None, log: Path | None = None):
-        self.data, self.token, self.env = data, token, env or {}
+    def __init__(
+        self,
+        data: Path,
+        token: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        runtime: str | None = None,
+    ):
+        self.data, self.token, self.env, self.runtime = data, token, env or {}, runtime
         self.log = log or data.parent / f"{data.name}-serve.log"
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -121,12 +130,15 @@ class ServedMemory:
         env = dict(os.environ, MEMORY_API_TOKEN=self.token, **self.env)
         offset = self.log.stat().st_size if self.log.exists() else 0
         args = ["memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(self.data)]
+        if self.runtime:
+            args += ["--runtime", self.runtime]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [str(chatbot), *args],
                 env=env,
                 stdout=out,
                 stderr=out,
+                start_new_session=True,  # its own process group: a kill takes whatever it started
             )
         self.starts += 1
 
@@ -135,7 +147,7 @@ class ServedMemory:
             with open(self.log, "rb") as f:
                 f.seek(offset)
                 found = _SERVING.search(f.read().decode("utf-8", "replace"))
-            return found.group(1) if found else None
+            return (found.group(1) or found.group(2)) if found else None
 
         self.url = await wait_until(printed_url, timeout=timeout, what="the memory host's URL")
         async with httpx.AsyncClient(base_url=self.url, trust_env=False, timeout=2) as client:
@@ -153,9 +165,9 @@ class ServedMemory:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def kill9(self) -> None:
-        """SIGKILL, and reap."""
+        """SIGKILL to its process group, and reap."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
+        os.killpg(self.proc.pid, signal.SIGKILL)
         assert self.proc.wait(timeout=10) == -signal.SIGKILL
 
     def terminate(self, timeout: float = 30) -> int:
@@ -167,5 +179,5 @@ class ServedMemory:
     def stop_quietly(self) -> None:
         """Make sure nothing is left running."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
