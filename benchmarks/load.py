@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -38,7 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TOKEN = "load-bench-token-3b8f0e"
-WORDS = ["lake", "tram", "river", "tea", "chess", "maps", "octopus", "garden", "train", "meeting", "walrus", "violin", "bread", "snow", "mountain", "lantern", "copper", "harbour", "owl", "library"]
+# fmt: off
+WORDS = [
+    "lake", "tram", "river", "tea", "chess", "maps", "octopus", "garden", "train", "meeting", "walrus",
+    "violin", "bread", "snow", "mountain", "lantern", "copper", "harbour", "owl", "library",
+]
+# fmt: on
 
 
 def pct(values: list[float], q: float) -> float:
@@ -115,7 +121,7 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
     """Part 1: the memory host alone, over HTTP."""
     data = workdir / "memory"
     chatbot = Path(sys.executable).with_name("chatbot")
-    log = open(workdir / "serve.log", "wb")
+    log = open(workdir / "serve.log", "wb")  # noqa: SIM115 - the host writes to it until it stops, closed below
     proc = subprocess.Popen(
         [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)],
         env=dict(os.environ, MEMORY_API_TOKEN=TOKEN),
@@ -216,10 +222,8 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                         f"turn p50 {pct(run.turn_ms[-2000:], 50):5.1f} ms  errors {run.errors}",
                         flush=True,
                     )
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), 0.25)
-                except TimeoutError:
-                    pass
 
         mon = asyncio.create_task(monitor())
         await asyncio.gather(*(worker() for _ in range(clients)))

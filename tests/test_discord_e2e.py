@@ -36,7 +36,9 @@ async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world,
     assert "Ada" in facts["content"] and facts["flags"] & EPHEMERAL
 
 
-async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake_discord, openai, world, discord_bot):
+async def test_guild_gating_records_chatter_and_answers_mentions_with_it(
+    fake_discord, openai, world, discord_bot
+):
     ch = world.general
     await fake_discord.user_says(ch, world.admin, "The secret launch code word is pineapple.")
     await fake_discord.user_says(
@@ -150,7 +152,9 @@ async def test_forget_button_erases_the_chat(fake_discord, openai, world, discor
     assert "messages kept: 0" in memory["content"]
 
 
-async def test_the_answer_streams_into_one_growing_message(fake_discord, openai, world, discord_bot, monkeypatch):
+async def test_the_answer_streams_into_one_growing_message(
+    fake_discord, openai, world, discord_bot, monkeypatch
+):
     monkeypatch.setattr(discord_send, "EDIT_INTERVAL_S", 0.05)
     text = "Streaming works. " * 20
     openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
@@ -162,7 +166,9 @@ async def test_the_answer_streams_into_one_growing_message(fake_discord, openai,
     assert openai.requests[0].body.get("stream") is True
 
 
-async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake_discord, openai, world, discord_bot):
+async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(
+    fake_discord, openai, world, discord_bot
+):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
     await fake_discord.user_says(world.dm, world.member, "Tell me a story please.")
     await fake_discord.wait_for(

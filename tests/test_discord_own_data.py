@@ -25,7 +25,9 @@ def attachment(fake_discord, shown: dict) -> dict:
     return json.loads(data)
 
 
-async def test_export_is_an_ephemeral_attachment_and_empty_after_forgetme(fake_discord, openai, world, discord_bot):
+async def test_export_is_an_ephemeral_attachment_and_empty_after_forgetme(
+    fake_discord, openai, world, discord_bot
+):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "My name is Bob and I like sailing.")
     await fake_discord.user_says(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from http import HTTPMethod
+from typing import ClassVar
 
 import pytest
 from aiohttp import web
@@ -153,7 +154,7 @@ async def test_alarm_retries_with_exponential_backoff(tmp_path):
     with fw.installed():
 
         class Flaky(fw.DurableObject):
-            calls: list = []
+            calls: ClassVar[list] = []  # shared across instances on purpose: counts every call
 
             async def fetch(self, request):
                 await self.ctx.storage.setAlarm(1)

@@ -30,6 +30,7 @@ from tests.support.telegram import PNG
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
+
 @pytest.fixture(params=[True, False], ids=["streaming", "whole"])
 def streaming(request) -> bool:
     """Run a test with the answer streamed (edited in place) and sent whole."""

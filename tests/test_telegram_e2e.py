@@ -14,6 +14,7 @@ from tests.support import OWNER_ID, ask, bot_on_router
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
+
 def prompt_of(request) -> str:
     return "\n".join(str(m.get("content")) for m in request.messages)
 
