@@ -107,7 +107,7 @@ async def test_the_worker_reads_the_same_name(tmp_path, caplog):
 
 
 def test_host_log_lines_have_the_bot_field_names():
-    record = logging.LogRecord("memory_worker.host", logging.INFO, __file__, 1, "serving %s", ("x",), None)
+    record = logging.LogRecord("memory_worker.local", logging.INFO, __file__, 1, "serving %s", ("x",), None)
     bot_line = json.loads(JsonFormatter().format(record))
     host_line = json.loads(JsonLogFormatter().format(record))
     assert host_line == bot_line and set(host_line) == {"ts", "level", "logger", "msg"}

@@ -139,7 +139,7 @@ def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
     """Every message row of one chat, read straight from its database file (read-only), in id order."""
     import sqlite3
 
-    from memory_worker.host import ChatStore
+    from memory_worker.local import ChatStore
 
     path = ChatStore(memory_dir).path_for(chat_key)
     if not path.exists():
