@@ -73,7 +73,7 @@ def pyodide_host(tmp_path_factory):
     """One Pyodide host (memory_worker/pyodide) for the session, driven over stdin; skipped
     when Node 22 or the npm packages are missing (`make pyodide` installs them)."""
     from memory_worker.pyodide_runtime import PyodideHost, PyodideUnavailable, check_installed
-    from tests.memory_backends import TOKEN
+    from tests.support import TOKEN
 
     try:
         check_installed()

@@ -22,8 +22,7 @@ from bot.router.logs import JsonFormatter
 from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
-from tests.memory_backends import WorkerBackend
-from tests.support import wait_until
+from tests.support import WorkerBackend, wait_until
 
 TOKEN = "local-host-token-5f1c9a"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

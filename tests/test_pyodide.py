@@ -26,8 +26,7 @@ from memory_worker.pyodide_runtime import (
     node_binary,
 )
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang
-from tests.memory_backends import TOKEN
-from tests.support import ServedMemory, wait_until
+from tests.support import TOKEN, ServedMemory, wait_until
 
 try:
     check_installed()

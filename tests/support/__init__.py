@@ -3,11 +3,22 @@
 - core: settings on the fake model server, a running router, messages, `wait_until`, stored rows;
 - net: ports that cannot race (`TcpGate`, `ServedMemory`, `port_of`);
 - engine: the memory engine in process (retrieval tests);
+- backends: the memory worker behind one client interface (local host, Worker, Pyodide), for
+  contract tests;
 - telegram / discord: the people of a chat, recording services, the adapters on the fakes.
 """
 
 from __future__ import annotations
 
+from tests.support.backends import (
+    TOKEN,
+    WORKER_ORIGIN,
+    Backend,
+    LocalBackend,
+    PyodideBackend,
+    WorkerBackend,
+    start_backend,
+)
 from tests.support.core import (
     API_KEY,
     FAST,
@@ -80,11 +91,17 @@ __all__ = [
     "MODELS",
     "OWNER_ID",
     "REPO",
+    "TOKEN",
+    "WORKER_ORIGIN",
+    "Backend",
+    "LocalBackend",
     "People",
+    "PyodideBackend",
     "RecordingRouter",
     "RecordingService",
     "ServedMemory",
     "TcpGate",
+    "WorkerBackend",
     "World",
     "add",
     "answered",
@@ -111,6 +128,7 @@ __all__ = [
     "running_client",
     "running_router",
     "slash",
+    "start_backend",
     "stored_messages",
     "telegram_bot",
     "telegram_e2e_settings",
