@@ -33,9 +33,11 @@ chat: $(STAMP)
 test: $(STAMP) $(PYODIDE_STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
+LINT_PATHS := bot memory_worker tests benchmarks
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bot memory_worker tests benchmarks
-	$(VENV)/bin/ruff format --check bot memory_worker
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
 soak: $(STAMP)

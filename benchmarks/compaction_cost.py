@@ -130,9 +130,10 @@ async def _on_the_loop(previous, messages):
 async def _beside_a_backlog(texts: list[str], summarizer) -> list[float]:
     """Turns on a 10k-message chat while another chat's 20k-message backlog compacts."""
     with tempfile.TemporaryDirectory() as d:
-        async with EmbeddedMemoryHost(Path(d), summarizer=summarizer) as host, httpx.AsyncClient(
-            base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
-        ) as c:
+        async with (
+            EmbeddedMemoryHost(Path(d), summarizer=summarizer) as host,
+            httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c,
+        ):
             await fill(c, "bench:a", texts, 10_000)
             await caught_up(c, "bench:a")
             await fill(c, "bench:b", texts, 20_000)  # its compaction now churns in the background
@@ -157,9 +158,10 @@ async def latency_figures(texts: list[str]) -> dict[str, list[float]]:
         return offline_summary(previous, messages)
 
     with tempfile.TemporaryDirectory() as d:
-        async with EmbeddedMemoryHost(Path(d)) as host, httpx.AsyncClient(
-            base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
-        ) as c:
+        async with (
+            EmbeddedMemoryHost(Path(d)) as host,
+            httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c,
+        ):
             await fill(c, "bench:a", texts, 10_000)
             await caught_up(c, "bench:a")
             idle = []
@@ -172,9 +174,10 @@ async def latency_figures(texts: list[str]) -> dict[str, list[float]]:
     results["another chat's backlog compacting"] = await _beside_a_backlog(texts, None)
     results["the same, summarizer on the event loop (seed)"] = await _beside_a_backlog(texts, _on_the_loop)
     with tempfile.TemporaryDirectory() as d:
-        async with EmbeddedMemoryHost(Path(d), summarizer=slow_summarizer) as host, httpx.AsyncClient(
-            base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}
-        ) as c:
+        async with (
+            EmbeddedMemoryHost(Path(d), summarizer=slow_summarizer) as host,
+            httpx.AsyncClient(base_url=host.url, headers={"Authorization": f"Bearer {host.token}"}) as c,
+        ):
             await fill(c, "bench:a", texts, 10_000)  # its compaction waits on the summarizer
             results["own compaction waiting on the summarizer"] = await turn_latency(
                 c, "bench:a", texts, 200, 7
@@ -224,9 +227,8 @@ async def main() -> None:
         print("\n| retention | messages written | messages kept | bytes on disk | bytes/kept msg |")
         print("|---|---:|---:|---:|---:|")
         for label, n, kept, size in disk:
-            print(
-                f"| {label} | {n:,} | {kept:,} | {size:,} ({size / 2**20:.1f} MiB) | {size / max(kept, 1):.0f} |"
-            )
+            mib, per_kept = size / 2**20, size / max(kept, 1)
+            print(f"| {label} | {n:,} | {kept:,} | {size:,} ({mib:.1f} MiB) | {per_kept:.0f} |")
         out = Path(__file__).with_name("compaction_cost.png")
         plot(lat, disk, out)
         print(f"\nplot: {out}")

@@ -33,7 +33,7 @@ from bot.importers import run
 from bot.importers.telegram import sources
 from bot.router.memory import HttpMemoryClient
 from memory_worker.backup import backup
-from memory_worker.host import ChatStore, EmbeddedMemoryHost
+from memory_worker.local import ChatStore, EmbeddedMemoryHost
 
 WORDS = [
     "trail",

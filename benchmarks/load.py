@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TOKEN = "load-bench-token-3b8f0e"
-WORDS = ["lake", "tram", "river", "tea", "chess", "maps", "octopus", "garden", "train", "meeting", "walrus", "violin", "bread", "snow", "mountain", "lantern", "copper", "harbour", "owl", "library"]
+# fmt: off
+WORDS = [
+    "lake", "tram", "river", "tea", "chess", "maps", "octopus", "garden", "train", "meeting", "walrus",
+    "violin", "bread", "snow", "mountain", "lantern", "copper", "harbour", "owl", "library",
+]
+# fmt: on
 
 
 def pct(values: list[float], q: float) -> float:
@@ -49,11 +55,20 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SERVING = re.compile(r"^memory host serving .* on (http://\S+)$", re.M)
+
+
+async def served_url(log: Path, proc: subprocess.Popen, timeout: float = 30) -> str:
+    """The URL `chatbot memory serve --port 0` prints once it listens (the system picks the port,
+    so no other process can take it between a guess and the bind)."""
+    deadline = time.monotonic() + timeout
+    while True:  # poll the log with a deadline until the host names its URL
+        found = SERVING.search(log.read_text(errors="replace")) if log.exists() else None
+        if found:
+            return found.group(1)
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit(f"the memory host did not start; see {log}")
+        await asyncio.sleep(0.05)
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
@@ -105,17 +120,16 @@ class HostRun:
 async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> HostRun:
     """Part 1: the memory host alone, over HTTP."""
     data = workdir / "memory"
-    port = free_port()
     chatbot = Path(sys.executable).with_name("chatbot")
-    log = open(workdir / "serve.log", "wb")
+    log = open(workdir / "serve.log", "wb")  # noqa: SIM115 - the host writes to it until it stops, closed below
     proc = subprocess.Popen(
-        [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data)],
+        [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)],
         env=dict(os.environ, MEMORY_API_TOKEN=TOKEN),
         stdout=log,
         stderr=log,
     )
     run = HostRun()
-    base = f"http://127.0.0.1:{port}"
+    base = await served_url(workdir / "serve.log", proc)
     # aiohttp's client: with 2 CPUs, httpx's per-request cost made the load generator,
     # not the host, the bottleneck (the host sat idle half the time under cProfile).
     connector = aiohttp.TCPConnector(limit=clients)
@@ -208,10 +222,8 @@ async def run_host_load(chats: int, turns: int, clients: int, workdir: Path) -> 
                         f"turn p50 {pct(run.turn_ms[-2000:], 50):5.1f} ms  errors {run.errors}",
                         flush=True,
                     )
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), 0.25)
-                except TimeoutError:
-                    pass
 
         mon = asyncio.create_task(monitor())
         await asyncio.gather(*(worker() for _ in range(clients)))

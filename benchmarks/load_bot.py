@@ -53,14 +53,17 @@ class Figures:
         """One line of the table."""
         lat = sorted(self.latencies_ms) or [0.0]
         p50 = statistics.median(lat)
-        p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+        p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
         return (
             f"{self.name:<28} {self.turns:>6} {self.turns / self.seconds:>8.1f} {p50:>8.1f} {p99:>8.1f} "
             f"{self.errors:>6} {self.lost:>5} {self.doubled:>7}"
         )
 
 
-HEADER = f"{'scenario':<28} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6} {'lost':>5} {'doubled':>7}"
+HEADER = (
+    f"{'scenario':<28} {'turns':>6} {'turns/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
+    f"{'errors':>6} {'lost':>5} {'doubled':>7}"
+)
 
 
 def settings_for(openai_url: str, **env: str) -> Settings:
@@ -84,36 +87,35 @@ async def count(router, chats: list[str], expected: int) -> tuple[int, int]:
 
 async def bench_router(data: Path, chats: int, turns: int) -> Figures:
     """`chats` concurrent chats, `turns` messages each, through Router.handle."""
-    async with FakeOpenAI(default=Echo()) as openai:
-        async with build_router(settings_for(openai.url), data) as router:
-            latencies: list[float] = []
-            errors = 0
+    async with FakeOpenAI(default=Echo()) as openai, build_router(settings_for(openai.url), data) as router:
+        latencies: list[float] = []
+        errors = 0
 
-            async def chat(c: int) -> None:
-                nonlocal errors
-                for t in range(turns):
-                    message = IncomingMessage(
-                        chat_key=f"bench:{c}",
-                        author=f"user{c}",
-                        author_id=f"u{c}",
-                        text=f"{SENTENCES[t % len(SENTENCES)]} ({t})",
-                        message_id=f"{c}-{t}",
-                        is_admin=True,
-                        platform="console",
-                    )
-                    started = time.perf_counter()
-                    try:
-                        reply = await router.handle(message)
-                        errors += not reply.ok
-                    except Exception:
-                        errors += 1
-                    latencies.append((time.perf_counter() - started) * 1000.0)
+        async def chat(c: int) -> None:
+            nonlocal errors
+            for t in range(turns):
+                message = IncomingMessage(
+                    chat_key=f"bench:{c}",
+                    author=f"user{c}",
+                    author_id=f"u{c}",
+                    text=f"{SENTENCES[t % len(SENTENCES)]} ({t})",
+                    message_id=f"{c}-{t}",
+                    is_admin=True,
+                    platform="console",
+                )
+                started = time.perf_counter()
+                try:
+                    reply = await router.handle(message)
+                    errors += not reply.ok
+                except Exception:
+                    errors += 1
+                latencies.append((time.perf_counter() - started) * 1000.0)
 
-            started = time.perf_counter()
-            await asyncio.gather(*(chat(c) for c in range(chats)))
-            seconds = time.perf_counter() - started
-            await router.flush_outbox()
-            lost, doubled = await count(router, [f"bench:{c}" for c in range(chats)], 2 * turns)
+        started = time.perf_counter()
+        await asyncio.gather(*(chat(c) for c in range(chats)))
+        seconds = time.perf_counter() - started
+        await router.flush_outbox()
+        lost, doubled = await count(router, [f"bench:{c}" for c in range(chats)], 2 * turns)
     return Figures(f"Router.handle x{chats} chats", chats * turns, seconds, latencies, errors, lost, doubled)
 
 
@@ -135,7 +137,7 @@ async def bench_telegram(data: Path, chats: int, turns: int) -> Figures:
             started = time.perf_counter()
             clock0 = time.monotonic()
             for t in range(turns):
-                for user, room in zip(users, rooms):
+                for user, room in zip(users, rooms, strict=True):
                     m = tg.send(room, user, f"{SENTENCES[t % len(SENTENCES)]} ({t})")
                     sent_at[(room["id"], m["message_id"])] = time.monotonic()
             expected = chats * turns

@@ -162,7 +162,7 @@ def previous_design(corpus: Corpus, tmp: Path) -> dict[str, Any]:
     """In process, ours beside the previous design's index: import messages/s and turn p50 (ms)."""
     from memory_engine import ChatMemory, retrieval
 
-    from memory_worker.host import SqliteStorage
+    from memory_worker.local import SqliteStorage
 
     batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
     live = corpus.take(COMPARED_TURNS, "live")

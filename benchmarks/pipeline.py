@@ -117,7 +117,7 @@ async def bench_console(data: Path, messages: int, chats: int) -> dict[str, list
         settings, data, models={"standard": InstantModel()}, options=RouterOptions()
     ) as router:
         timed_memory = TimedMemory(router.memory)
-        router.memory = timed_memory  # type: ignore[assignment]
+        router.memory = timed_memory  # type: ignore[assignment]  # a timing wrapper of the same client
         sessions = [ConsoleSession(router, f"console:bench{c}", data_dir=data) for c in range(chats)]
         for i in range(20):  # warm-up: connections, SQLite caches
             await sessions[0].answer(SENTENCES[i % len(SENTENCES)])
@@ -172,7 +172,7 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
                 finally:
                     model_ms.append((time.perf_counter() - started) * 1000)
 
-            router.tier_router.models["standard"].complete = timed  # type: ignore[method-assign]
+            router.tier_router.models["standard"].complete = timed  # type: ignore[method-assign]  # timing the model call in place
             session = ConsoleSession(router, "console:httpbench", data_dir=data)
             for i in range(20):
                 await session.answer(SENTENCES[i % len(SENTENCES)])

@@ -96,9 +96,10 @@ def time_turns(memory: ChatMemory, count: int, tag: str) -> list[float]:
 def without_additions(memory: ChatMemory, count: int) -> list[float]:
     """The same turns with notes, topic start and the extras switched off."""
     saved = engine.chat_state.turn_extras, engine.chat_state.topic_start, engine.current_notes
-    engine.chat_state.turn_extras = lambda *a, **k: {}  # type: ignore[assignment]
-    engine.chat_state.topic_start = lambda sql: (0, None)  # type: ignore[assignment]
-    engine.current_notes = lambda sql: []  # type: ignore[assignment]
+    # Stubs in place of the additions, restored below: the baseline of the same run.
+    engine.chat_state.turn_extras = lambda *a, **k: {}  # type: ignore[assignment]  # a stub
+    engine.chat_state.topic_start = lambda sql: (0, None)  # type: ignore[assignment]  # a stub
+    engine.current_notes = lambda sql: []  # type: ignore[assignment]  # a stub
     try:
         return time_turns(memory, count, "base")
     finally:

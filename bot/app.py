@@ -250,6 +250,7 @@ def _run_until_signalled(
 
     async def guarded() -> int:
         task = asyncio.current_task()
+        assert task is not None  # guarded() runs as the loop's main task
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
 
@@ -258,11 +259,11 @@ def _run_until_signalled(
         def on_signal() -> None:
             if stop.is_set():
                 log.warning("second signal: stopping now")
-                task.cancel()  # type: ignore[union-attr]
+                task.cancel()
                 return
             log.info("signal received: finishing the answers in hand (at most %.0f s)", grace_s)
             stop.set()
-            deadline.append(loop.call_later(grace_s, task.cancel))  # type: ignore[union-attr]
+            deadline.append(loop.call_later(grace_s, task.cancel))
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows

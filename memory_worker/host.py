@@ -1,6 +1,7 @@
 """Old import path of the local host, which now lives in `memory_worker.local`.
 
-Kept for code written against it (branches in flight); new code imports `memory_worker.local`.
+Its last user is tests/test_retrieval_index.py (on the recall2 branch, still being edited):
+once that imports `memory_worker.local`, delete this module. Nothing else may import it.
 """
 
 from memory_worker.local import (

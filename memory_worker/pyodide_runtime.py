@@ -128,7 +128,9 @@ def serve(host: str, port: int, data_dir: Path) -> int:
     except PyodideUnavailable as err:
         print(f"cannot serve on Pyodide: {err}", flush=True)
         return 2
-    print(f"memory host (Pyodide) serving {data_dir} on http://{host}:{port}", flush=True)
+    # With port 0 the system picks the port: the Node host's ready line ({"ready": URL}) names it.
+    where = f"http://{host}:{port}" if port else f"{host}, port from the ready line"
+    print(f"memory host (Pyodide) serving {data_dir} on {where}", flush=True)
     os.execve(argv[0], argv, worker_env(dict(os.environ), token))
     return 0  # pragma: no cover - execve does not return
 

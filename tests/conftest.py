@@ -73,7 +73,7 @@ def pyodide_host(tmp_path_factory):
     """One Pyodide host (memory_worker/pyodide) for the session, driven over stdin; skipped
     when Node 22 or the npm packages are missing (`make pyodide` installs them)."""
     from memory_worker.pyodide_runtime import PyodideHost, PyodideUnavailable, check_installed
-    from tests.memory_backends import TOKEN
+    from tests.support import TOKEN
 
     try:
         check_installed()
@@ -117,7 +117,7 @@ async def fake_discord():
     discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = saved
 
 
-# The people and places of a test on a fake platform (their classes live in tests/support.py).
+# The people and places of a test on a fake platform (their classes live in tests/support/).
 @pytest.fixture
 def world(fake_discord):
     """A Discord guild with an admin, a member and an owner-listed user, plus the member's DM."""
@@ -132,3 +132,12 @@ def people(tg):
     from tests.support import People
 
     return People(tg)
+
+
+@pytest.fixture
+async def discord_bot(fake_discord, openai, world, tmp_path):
+    """The Discord adapter on the real router (embedded memory host), connected to the fake Discord."""
+    from tests.support import discord_on_router
+
+    async with discord_on_router(fake_discord, openai, world, tmp_path) as client:
+        yield client

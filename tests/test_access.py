@@ -14,8 +14,7 @@ from bot.config import AccessSettings, settings_from
 from bot.router.access import REFUSAL, AccessPolicy
 from bot.router.pipeline import Router
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import FAST, default_config_settings, make_settings, msg
-from tests.test_telegram import running_bot
+from tests.support import FAST, default_config_settings, make_settings, msg, running_bot
 
 HOUR = 3600.0
 

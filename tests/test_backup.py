@@ -13,8 +13,7 @@ import pytest
 from bot.cli import main
 from memory_worker import backup as backup_module
 from memory_worker.backup import BackupError, backup, restore, verify
-from tests.memory_backends import TOKEN, LocalBackend
-from tests.support import stored_messages, wait_until
+from tests.support import TOKEN, LocalBackend, stored_messages, wait_until
 
 CHATS = [f"telegram:-100{i}" for i in range(12)]
 

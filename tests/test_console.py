@@ -10,9 +10,7 @@ from pathlib import Path
 
 from bot.adapters.console import ConsoleSession, run_console
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, running_router
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.support import clean_env, make_settings, running_router
 
 FILLER = [
     "the weather was grey this morning",
@@ -38,17 +36,6 @@ FILLER = [
 ]
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "MEMORY_", "BOT_CONFIG", "TELEGRAM_", "DISCORD_", "SUMMARY_"))
-    }
-    env["PYTHONPATH"] = str(REPO)
-    env.update(extra)
-    return env
-
-
 def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
     proc = subprocess.run(
         [
@@ -66,7 +53,7 @@ def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
         text=True,
         timeout=90,
         cwd=tmp_path,  # no .env from the repository
-        env=_clean_env(**env),
+        env=clean_env(**env),
     )
     assert proc.returncode == 0, proc.stderr
     blocks = proc.stdout.split("\n\n")
@@ -156,7 +143,7 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
         stdout=slave,
         stderr=slave,
         cwd=tmp_path,
-        env=_clean_env(),
+        env=clean_env(),
     )
     os.close(slave)
     seen = ""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import aiohttp
@@ -13,119 +12,19 @@ import discord
 import pytest
 
 from bot.adapters import discord as adapter
-from bot.config import PlatformSettings, Settings
-from bot.router.commands import COMMANDS
-from bot.router.types import CommandResult, File, IncomingMessage, Reply
+from bot.config import PlatformSettings
+from bot.router.types import CommandResult, File
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
-from tests.support import World, wait_until
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
-ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
-EVERYONE_NAMES = sorted(c.name for c in COMMANDS if not c.admin and c.on("discord"))
-
-
-class RecordingRouter:
-    """An honest ChatService: answers by rule, refuses admin commands to non-admins, records calls."""
-
-    registry = COMMANDS  # the real commands: the slash commands are built from them
-
-    def __init__(self, answer: Callable[[IncomingMessage], str] | None = None) -> None:
-        self.answer = answer or (lambda m: f"echo: {m.text}")
-        self.handled: list[IncomingMessage] = []
-        self.recorded: list[IncomingMessage] = []
-        self.commands: list[tuple[IncomingMessage, str, str]] = []
-        self.before_answer: Callable | None = None  # awaited inside handle, before answering
-        self.streamer: Callable[[IncomingMessage], AsyncIterator[str]] | None = None  # custom stream
-        self.command_delay: asyncio.Event | None = None  # commands wait for it when set
-        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
-        self._changed = asyncio.Condition()
-
-    async def _note(self, log: list, item) -> None:
-        log.append(item)
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def handle(self, message: IncomingMessage) -> Reply:
-        """Record the message, then answer by rule."""
-        await self._note(self.handled, message)
-        if self.before_answer is not None:
-            await self.before_answer(message)
-        return Reply(text=self.answer(message), tier="standard", model="fake")
-
-    async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
-        """The `streamer`'s pieces, or the whole answer as one chunk."""
-        if self.streamer is None:
-            yield (await self.handle(message)).text
-            return
-        await self._note(self.handled, message)
-        async for piece in self.streamer(message):
-            yield piece
-
-    async def record(self, message: IncomingMessage) -> None:
-        """Keep the message."""
-        await self._note(self.recorded, message)
-
-    async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
-        """Admin commands refuse non-admins; /usage has a chart; /forget asks to confirm."""
-        await self._note(self.commands, (message, name, args))
-        if self.command_delay is not None:
-            await self.command_delay.wait()
-        if name in self.results:
-            return self.results[name]
-        if name in ADMIN_NAMES and not message.is_admin:
-            return CommandResult(text="Only admins can do that.")
-        if name == "usage":
-            return CommandResult(
-                "Usage:", table="tier calls\nstandard 3", files=(File("usage.png", PNG, "image/png"),)
-            )
-        if name == "forget" and args != "yes":
-            return CommandResult(text="Forget this whole chat?", confirm="/forget yes")
-        return CommandResult(text=f"{name} done {args}".strip())
-
-    async def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0):
-        """Wait until `predicate()` is truthy; re-checked on every recorded call."""
-
-        async def until():
-            async with self._changed:
-                while not (value := predicate()):
-                    await self._changed.wait()
-                return value
-
-        return await asyncio.wait_for(until(), timeout)
-
-
-def settings_for(
-    fake_discord: FakeDiscord, world: World, streaming: bool = False, **discord_options
-) -> Settings:
-    """Settings pointing the adapter at the fake Discord (whole answers unless `streaming`)."""
-    discord_options["streaming"] = streaming
-    return Settings(
-        tiers={},
-        admin_user_ids=frozenset({world.owner_listed["id"]}),
-        discord=PlatformSettings(
-            token=fake_discord.token,
-            api_base_url=fake_discord.api_base,
-            gateway_url=fake_discord.gateway_url,
-            **discord_options,
-        ),
-    )
-
-
-@contextlib.asynccontextmanager
-async def running(router, settings: Settings) -> AsyncIterator[adapter.DiscordBot]:
-    """The adapter's client, logged in and connected to the fake until the block ends."""
-    # No pause before identifying again: the fake does not rate-limit IDENTIFY.
-    client = adapter.build_client(router, settings, guild_ready_timeout=0.05, identify_pause_s=0.0)
-    task = asyncio.create_task(adapter.run_client(client, settings.discord.token))
-    try:
-        await wait_until(lambda: client.is_ready() or task.done(), timeout=10)
-        if task.done():
-            task.result()  # surface a start-up failure
-        yield client
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+from tests.support import (
+    ADMIN_NAMES,
+    EVERYONE_NAMES,
+    RecordingRouter,
+    World,
+    discord_settings_for,
+    running_client,
+    wait_until,
+)
+from tests.support.discord import PNG
 
 
 @pytest.fixture
@@ -139,7 +38,7 @@ async def bot(
     fake_discord: FakeDiscord, world: World, router: RecordingRouter
 ) -> AsyncIterator[adapter.DiscordBot]:
     """The client running against the fake with default settings."""
-    async with running(router, settings_for(fake_discord, world)) as client:
+    async with running_client(router, discord_settings_for(fake_discord, world)) as client:
         yield client
 
 
@@ -184,8 +83,8 @@ async def test_login_identify_asks_for_message_content_and_syncs_commands_global
 
 
 async def test_dev_guild_sync_goes_to_that_guild_only(fake_discord, world, router):
-    settings = settings_for(fake_discord, world, dev_guild_id=world.guild["id"])
-    async with running(router, settings):
+    settings = discord_settings_for(fake_discord, world, dev_guild_id=world.guild["id"])
+    async with running_client(router, settings):
         puts = fake_discord.calls_to("PUT", rf"/applications/\d+/guilds/{world.guild['id']}/commands")
         assert len(puts) == 1 and len(puts[0].json) == len(ADMIN_NAMES) + len(EVERYONE_NAMES)
         assert not fake_discord.calls_to("PUT", r"/applications/\d+/commands")
@@ -197,14 +96,14 @@ async def test_dev_guild_sync_goes_to_that_guild_only(fake_discord, world, route
 
 async def test_failed_command_sync_is_logged_and_the_bot_still_chats(fake_discord, world, router, caplog):
     fake_discord.fail_next(lambda c: c.method == "PUT", how="403")
-    async with running(router, settings_for(fake_discord, world)):
+    async with running_client(router, discord_settings_for(fake_discord, world)):
         await fake_discord.user_says(world.dm, world.member, "still there?")
         await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert "slash command sync failed" in caplog.text
 
 
 async def test_serve_runs_until_cancelled(fake_discord, world, router):
-    task = asyncio.create_task(adapter.serve(router, settings_for(fake_discord, world)))
+    task = asyncio.create_task(adapter.serve(router, discord_settings_for(fake_discord, world)))
     await fake_discord.wait_for(lambda: fake_discord.identifies)
     await fake_discord.user_says(world.dm, world.member, "hi via serve")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
@@ -215,7 +114,7 @@ async def test_serve_runs_until_cancelled(fake_discord, world, router):
 
 
 async def test_a_rejected_token_says_so(fake_discord, world, router):
-    settings = settings_for(fake_discord, world)
+    settings = discord_settings_for(fake_discord, world)
     settings = replace(settings, discord=replace(settings.discord, token="not-the-token"))
     with pytest.raises(RuntimeError, match="rejected DISCORD_BOT_TOKEN"):
         await asyncio.wait_for(adapter.serve(router, settings), 10)
@@ -224,11 +123,11 @@ async def test_a_rejected_token_says_so(fake_discord, world, router):
 async def test_a_disabled_message_content_intent_says_how_to_enable_it(fake_discord, world, router):
     fake_discord.message_content_enabled = False
     with pytest.raises(RuntimeError, match="Message Content Intent"):
-        await asyncio.wait_for(adapter.serve(router, settings_for(fake_discord, world)), 10)
+        await asyncio.wait_for(adapter.serve(router, discord_settings_for(fake_discord, world)), 10)
 
 
 async def test_serve_without_token_says_what_is_missing(fake_discord, world, router):
-    settings = replace(settings_for(fake_discord, world), discord=PlatformSettings())
+    settings = replace(discord_settings_for(fake_discord, world), discord=PlatformSettings())
     with pytest.raises(RuntimeError, match="DISCORD_BOT_TOKEN"):
         await adapter.serve(router, settings)
 
@@ -315,8 +214,8 @@ async def test_mentioning_the_bots_role_counts_as_a_mention(fake_discord, world,
 
 
 async def test_recording_can_be_turned_off(fake_discord, world, router):
-    settings = replace(settings_for(fake_discord, world), record_group_messages=False)
-    async with running(router, settings):
+    settings = replace(discord_settings_for(fake_discord, world), record_group_messages=False)
+    async with running_client(router, settings):
         await fake_discord.user_says(world.general, world.member, "chatter")
         await fake_discord.user_says(
             world.general,
@@ -329,8 +228,8 @@ async def test_recording_can_be_turned_off(fake_discord, world, router):
 
 
 async def test_per_user_memory_scope_keys_chats_by_user(fake_discord, world, router):
-    settings = replace(settings_for(fake_discord, world), memory_scope="user")
-    async with running(router, settings):
+    settings = replace(discord_settings_for(fake_discord, world), memory_scope="user")
+    async with running_client(router, settings):
         await fake_discord.user_says(world.general, world.member, "chatter")
         await router.wait_for(lambda: router.recorded)
     assert router.recorded[0].chat_key == f"discord:{world.general['id']}:{world.member['id']}"
@@ -387,8 +286,8 @@ async def test_a_send_failing_past_the_budget_is_logged_and_the_bot_carries_on(
 ):
     is_post = lambda c: c.method == "POST" and c.path.endswith("/messages")  # noqa: E731
     fake_discord.fail_next(is_post, how="disconnect", times=2)
-    async with running(
-        router, settings_for(fake_discord, world, send_budget_s=0.0)
+    async with running_client(
+        router, discord_settings_for(fake_discord, world, send_budget_s=0.0)
     ):  # no budget: one retry only
         await fake_discord.user_says(world.dm, world.member, "first")
         await fake_discord.wait_for(

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import tomllib
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -14,82 +12,21 @@ import pytest
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
 from bot.app import build_router
-from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.pipeline import CUT_OFF
-from tests.fakes.discord_server import EPHEMERAL, FakeDiscord
-from tests.fakes.openai_server import Answer, FakeOpenAI, StreamBreak
-from tests.support import World
-from tests.test_discord import ADMIN_NAMES, EVERYONE_NAMES, running
+from tests.fakes.discord_server import EPHEMERAL
+from tests.fakes.openai_server import Answer, StreamBreak
+from tests.support import (
+    ADMIN_NAMES,
+    EVERYONE_NAMES,
+    answered,
+    discord_e2e_settings,
+    forget_clicked_by,
+    running_client,
+    slash,
+)
 
 
-def e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
-    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
-    env = {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": openai.url,
-        "DISCORD_BOT_TOKEN": fake_discord.token,
-        "DISCORD_API_BASE_URL": fake_discord.api_base,
-        "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
-        "ADMIN_USER_IDS": world.owner_listed["id"],
-    }
-    return settings_from(data, env)
-
-
-@contextlib.asynccontextmanager
-async def running_router(settings: Settings, data_dir) -> AsyncIterator:
-    """The real router (embedded memory host) as `chatbot discord` builds it."""
-    async with build_router(settings, data_dir) as router:
-        yield router
-
-
-@pytest.fixture
-async def bot(fake_discord, openai, world, tmp_path) -> AsyncIterator[adapter.DiscordBot]:
-    """The adapter on the real router, connected to the fake Discord."""
-    settings = e2e_settings(fake_discord, openai, world)
-    async with running_router(settings, tmp_path) as router, running(router, settings) as client:
-        yield client
-
-
-async def answered(fake_discord: FakeDiscord, channel: dict, words: str, count: int = 1) -> list[str]:
-    """Wait until `count` bot answers in `channel` are complete, the last echoing `words`."""
-    done = lambda: len(shown := fake_discord.shown(channel)) == count and shown[-1].endswith(words)  # noqa: E731
-    await fake_discord.wait_for(done, timeout=15)
-    return fake_discord.shown(channel)
-
-
-async def slash(fake_discord: FakeDiscord, name: str, user: dict, channel: dict, **options) -> dict:
-    """Run a slash command and wait for its final (non-loading) answer."""
-    iid = await fake_discord.invoke(name, user, channel, options or None)
-
-    def done() -> object:
-        m = fake_discord.final_message(iid)
-        return m and not m["flags"] & 128 and (m["content"] or m["attachments"])
-
-    await fake_discord.wait_for(done, timeout=15)
-    return {**fake_discord.final_message(iid), "iid": iid}
-
-
-async def forget_clicked_by(fake_discord: FakeDiscord, world: World, clicker: dict) -> tuple[dict, object]:
-    """The admin talks in #general and asks /forget; `clicker` presses its button.
-    Returns the question and the click."""
-    ch = world.general
-    await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
-    await fake_discord.user_says(
-        ch, world.admin, f"{fake_discord.mention(fake_discord.bot)} hi", mentions=[fake_discord.bot]
-    )
-    await answered(fake_discord, ch, "hi")
-    question = await slash(fake_discord, "forget", world.admin, ch)
-    button = question["components"][0]["components"][0]
-    click = await fake_discord.click(
-        fake_discord.final_message(question["iid"]), button["custom_id"], clicker
-    )
-    await fake_discord.wait_for(lambda: fake_discord.responses(click), timeout=15)
-    return question, click
-
-
-async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world, bot):
+async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world, discord_bot):
     await fake_discord.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
     # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
     await answered(fake_discord, world.dm, "My name is Ada and I live in Paris.")
@@ -99,7 +36,9 @@ async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world,
     assert "Ada" in facts["content"] and facts["flags"] & EPHEMERAL
 
 
-async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake_discord, openai, world, bot):
+async def test_guild_gating_records_chatter_and_answers_mentions_with_it(
+    fake_discord, openai, world, discord_bot
+):
     ch = world.general
     await fake_discord.user_says(ch, world.admin, "The secret launch code word is pineapple.")
     await fake_discord.user_says(
@@ -123,7 +62,7 @@ async def test_guild_gating_records_chatter_and_answers_mentions_with_it(fake_di
     assert "messages kept: 5" in stats["content"]  # chatter + 2 questions + 2 answers
 
 
-async def test_a_5000_character_answer_arrives_in_three_parts(fake_discord, openai, world, bot):
+async def test_a_5000_character_answer_arrives_in_three_parts(fake_discord, openai, world, discord_bot):
     long = "\n\n".join(["Memory keeps the chat coherent over many days. " * 10] * 11).strip()
     openai.script(Answer(long))
     await fake_discord.user_says(world.dm, world.member, "Tell me everything about memory please.")
@@ -133,7 +72,7 @@ async def test_a_5000_character_answer_arrives_in_three_parts(fake_discord, open
 
 
 @pytest.mark.parametrize("name", ADMIN_NAMES)
-async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world, bot, name):
+async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world, discord_bot, name):
     await fake_discord.user_says(world.general, world.admin, "My name is Alice.")
     await fake_discord.user_says(
         world.general,
@@ -152,7 +91,7 @@ async def test_admin_commands_as_admin_and_as_member(fake_discord, openai, world
     assert "Unknown command" not in shown["content"]
 
 
-async def test_admin_command_answers_carry_the_real_content(fake_discord, openai, world, bot):
+async def test_admin_command_answers_carry_the_real_content(fake_discord, openai, world, discord_bot):
     await fake_discord.user_says(world.general, world.admin, "My name is Alice and I live in Lyon.")
     await fake_discord.user_says(
         world.general,
@@ -177,20 +116,20 @@ async def test_admin_command_answers_carry_the_real_content(fake_discord, openai
 
 
 @pytest.mark.parametrize("name", EVERYONE_NAMES)
-async def test_everyone_commands_as_member(fake_discord, openai, world, bot, name):
+async def test_everyone_commands_as_member(fake_discord, openai, world, discord_bot, name):
     shown = await slash(fake_discord, name, world.member, world.general)
     assert shown["flags"] & EPHEMERAL and shown["content"]
     assert "only for admins" not in shown["content"].lower() and "Unknown command" not in shown["content"]
 
 
-async def test_help_lists_admin_commands_only_to_admins(fake_discord, openai, world, bot):
+async def test_help_lists_admin_commands_only_to_admins(fake_discord, openai, world, discord_bot):
     member = await slash(fake_discord, "help", world.member, world.general)
     admin = await slash(fake_discord, "help", world.admin, world.general)
     assert "/facts" not in member["content"] and "/forgetme" in member["content"]
     assert "/facts" in admin["content"]
 
 
-async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, bot):
+async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, discord_bot):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "My name is Bob and I live in Oslo.")
     await fake_discord.user_says(ch, world.admin, "My name is Alice and I live in Lyon.")
@@ -206,14 +145,16 @@ async def test_forgetme_forgets_only_the_caller(fake_discord, openai, world, bot
     assert "Oslo" not in after["content"] and "Lyon" in after["content"]
 
 
-async def test_forget_button_erases_the_chat(fake_discord, openai, world, bot):
+async def test_forget_button_erases_the_chat(fake_discord, openai, world, discord_bot):
     question, _ = await forget_clicked_by(fake_discord, world, world.admin)
     assert "erased" in fake_discord.final_message(question["iid"])["content"]
     memory = await slash(fake_discord, "memory", world.admin, world.general)
     assert "messages kept: 0" in memory["content"]
 
 
-async def test_the_answer_streams_into_one_growing_message(fake_discord, openai, world, bot, monkeypatch):
+async def test_the_answer_streams_into_one_growing_message(
+    fake_discord, openai, world, discord_bot, monkeypatch
+):
     monkeypatch.setattr(discord_send, "EDIT_INTERVAL_S", 0.05)
     text = "Streaming works. " * 20
     openai.script(Answer(text.strip(), chunk_size=16, delay=0.02))
@@ -225,7 +166,9 @@ async def test_the_answer_streams_into_one_growing_message(fake_discord, openai,
     assert openai.requests[0].body.get("stream") is True
 
 
-async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake_discord, openai, world, bot):
+async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(
+    fake_discord, openai, world, discord_bot
+):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
     await fake_discord.user_says(world.dm, world.member, "Tell me a story please.")
     await fake_discord.wait_for(
@@ -235,21 +178,21 @@ async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(fake_disco
 
 
 async def test_streaming_off_answers_in_whole_messages(fake_discord, openai, world, tmp_path):
-    on = e2e_settings(fake_discord, openai, world)
+    on = discord_e2e_settings(fake_discord, openai, world)
     settings = replace(on, discord=replace(on.discord, streaming=False))
-    async with running_router(settings, tmp_path) as router, running(router, settings):
+    async with build_router(settings, tmp_path) as router, running_client(router, settings):
         await fake_discord.user_says(world.dm, world.member, "One whole message please.")
         await answered(fake_discord, world.dm, "One whole message please.")
     assert not fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
     assert openai.requests[0].body.get("stream") in (None, False)
 
 
-async def test_commands_are_synced_at_start_up(fake_discord, openai, world, bot):
+async def test_commands_are_synced_at_start_up(fake_discord, openai, world, discord_bot):
     (put,) = fake_discord.calls_to("PUT", r"/applications/\d+/commands")
     assert sorted(c["name"] for c in put.json) == sorted([*ADMIN_NAMES, *EVERYONE_NAMES])
 
 
-async def test_reconnect_after_the_gateway_drops(fake_discord, openai, world, bot):
+async def test_reconnect_after_the_gateway_drops(fake_discord, openai, world, discord_bot):
     await fake_discord.drop_gateway(abort=True)
     await fake_discord.user_says(world.dm, world.member, "Are you back online?")
     await answered(fake_discord, world.dm, "Are you back online?")
@@ -257,10 +200,10 @@ async def test_reconnect_after_the_gateway_drops(fake_discord, openai, world, bo
 
 
 async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path):
-    settings = e2e_settings(fake_discord, openai, world)
+    settings = discord_e2e_settings(fake_discord, openai, world)
 
     async def main() -> None:  # what bot.app.run_discord does, minus the process-level loop
-        async with running_router(settings, tmp_path) as router:
+        async with build_router(settings, tmp_path) as router:
             await adapter.serve(router, settings)
 
     task = asyncio.create_task(main())
@@ -275,7 +218,7 @@ async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path
 
 
 async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(
-    fake_discord, openai, world, bot
+    fake_discord, openai, world, discord_bot
 ):
     ch = world.general
     bot_mention = fake_discord.mention(fake_discord.bot)

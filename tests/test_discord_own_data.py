@@ -9,8 +9,7 @@ import pytest
 
 from bot.router import own_data
 from tests.fakes.discord_server import EPHEMERAL
-from tests.test_discord import World
-from tests.test_discord_e2e import answered, bot, slash  # noqa: F401  # `bot` is a fixture
+from tests.support import World, answered, slash
 
 
 @pytest.fixture
@@ -26,7 +25,9 @@ def attachment(fake_discord, shown: dict) -> dict:
     return json.loads(data)
 
 
-async def test_export_is_an_ephemeral_attachment_and_empty_after_forgetme(fake_discord, openai, world, bot):  # noqa: F811
+async def test_export_is_an_ephemeral_attachment_and_empty_after_forgetme(
+    fake_discord, openai, world, discord_bot
+):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "My name is Bob and I like sailing.")
     await fake_discord.user_says(
@@ -54,7 +55,7 @@ async def test_export_is_an_ephemeral_attachment_and_empty_after_forgetme(fake_d
     assert empty["messages"] == [] and empty["facts"] == [] and "sailing" not in json.dumps(empty)
 
 
-async def test_remember_and_forgetfact_take_their_options(fake_discord, openai, world, bot):  # noqa: F811
+async def test_remember_and_forgetfact_take_their_options(fake_discord, openai, world, discord_bot):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "My name is Bob.")
     noted = await slash(fake_discord, "remember", world.member, ch, text="Bob is on call this week")

@@ -10,7 +10,7 @@ import pytest
 
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
-from tests.test_discord import RecordingRouter, running, settings_for
+from tests.support import RecordingRouter, discord_settings_for, running_client
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 
@@ -30,7 +30,7 @@ def router() -> RecordingRouter:
 @pytest.fixture
 async def bot(fake_discord, world, router) -> AsyncIterator[adapter.DiscordBot]:
     """The client with streaming on."""
-    async with running(router, settings_for(fake_discord, world, streaming=True)) as client:
+    async with running_client(router, discord_settings_for(fake_discord, world, streaming=True)) as client:
         yield client
 
 
@@ -146,7 +146,7 @@ async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, w
 
 
 async def test_streaming_off_sends_whole_answers(fake_discord, world, router):
-    async with running(router, settings_for(fake_discord, world, streaming=False)):
+    async with running_client(router, discord_settings_for(fake_discord, world, streaming=False)):
         await fake_discord.user_says(world.dm, world.member, "hi")
         await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
     assert fake_discord.shown(world.dm) == ["echo: hi"] and not edits_of(fake_discord, world.dm)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_engine.facts import FactChange, extract_facts, is_list_key, merge_list
 
-from tests.memory_backends import start_backend
+from tests.support import start_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from http import HTTPMethod
+from typing import ClassVar
 
 import pytest
 from aiohttp import web
@@ -13,6 +13,7 @@ from tests.fakes import workers as fw
 from tests.fakes.workers import real_sdk, rpc
 from tests.fakes.workers._js import JsException, JsProxy, JsRequest, jsnull
 from tests.fakes.workers.runtime import DurableObjectId, DurableObjectState, DurableObjectStorage
+from tests.support import TcpGate
 
 
 @pytest.fixture
@@ -153,7 +154,7 @@ async def test_alarm_retries_with_exponential_backoff(tmp_path):
     with fw.installed():
 
         class Flaky(fw.DurableObject):
-            calls: list = []
+            calls: ClassVar[list] = []  # shared across instances on purpose: counts every call
 
             async def fetch(self, request):
                 await self.ctx.storage.setAlarm(1)
@@ -230,11 +231,10 @@ async def test_fetch_is_real_http_on_loopback():
             )
             assert resp.status == 202 and resp.headers["retry-after"] == "3"
             assert await resp.json() == {"got": "hello", "auth": "Bearer k"}
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                dead = s.getsockname()[1]
-            with pytest.raises(OSError):
-                await fw.fetch(f"http://127.0.0.1:{dead}/p")
+            # A port held by a socket that never listens: refused, and no other server can take it.
+            async with TcpGate() as dead:
+                with pytest.raises(OSError):
+                    await fw.fetch(f"{dead.url}/p")
     finally:
         await runner.cleanup()
 

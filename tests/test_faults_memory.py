@@ -265,9 +265,7 @@ async def test_sigterm_answers_in_flight_requests_checkpoints_and_exits_0(tmp_pa
     lines = [json.loads(line) for line in served.log.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("msg") == "stopped cleanly" for line in lines)
     requests = [line for line in lines if line.get("logger") == "memory_worker.access"]
-    assert requests and all(
-        {"request_id", "chat", "status", "ms", "route"} <= set(line) for line in requests
-    )
+    assert requests and all({"request_id", "chat", "status", "ms", "route"} <= set(line) for line in requests)
     assert TOKEN not in served.log.read_text() and "slow chat" not in served.log.read_text()
 
 

@@ -16,8 +16,7 @@ from bot.config import settings_from
 from bot.importers import run
 from bot.importers.common import ExportError, clean
 from bot.importers.run import ImportFailed, import_export
-from tests.memory_backends import TOKEN, LocalBackend
-from tests.support import stored_messages
+from tests.support import TOKEN, LocalBackend, stored_messages
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"

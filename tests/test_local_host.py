@@ -22,8 +22,7 @@ from bot.router.logs import JsonFormatter
 from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
-from tests.memory_backends import WorkerBackend
-from tests.support import wait_until
+from tests.support import WorkerBackend, wait_until
 
 TOKEN = "local-host-token-5f1c9a"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -107,7 +106,7 @@ async def test_the_worker_reads_the_same_name(tmp_path, caplog):
 
 
 def test_host_log_lines_have_the_bot_field_names():
-    record = logging.LogRecord("memory_worker.host", logging.INFO, __file__, 1, "serving %s", ("x",), None)
+    record = logging.LogRecord("memory_worker.local", logging.INFO, __file__, 1, "serving %s", ("x",), None)
     bot_line = json.loads(JsonFormatter().format(record))
     host_line = json.loads(JsonLogFormatter().format(record))
     assert host_line == bot_line and set(host_line) == {"ts", "level", "logger", "msg"}

@@ -12,8 +12,7 @@ from bot.app import build_router
 from bot.router.pipeline import Router
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError, Transcript
-from tests.support import FAST, default_config_settings, image_bytes
-from tests.test_discord import World, running
+from tests.support import FAST, World, default_config_settings, image_bytes, running_client
 
 VOICE = b"OggS\x00\x02" + bytes(range(256)) * 4
 
@@ -35,7 +34,7 @@ async def bot(fake_discord: FakeDiscord, openai: FakeOpenAI, data_dir, **tables)
     }
     tables.setdefault("discord", {"streaming": False})
     settings = default_config_settings(env, **tables)
-    async with build_router(settings, data_dir, options=FAST) as router, running(router, settings):
+    async with build_router(settings, data_dir, options=FAST) as router, running_client(router, settings):
         yield router
 
 

@@ -13,8 +13,7 @@ from bot.router.media import DESCRIBE
 from bot.router.pipeline import Router
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang, ServerError, Transcript
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import FAST, default_config_settings, image_bytes
-from tests.test_telegram import running_bot
+from tests.support import FAST, default_config_settings, image_bytes, running_bot
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

@@ -20,8 +20,7 @@ import pytest
 from memory_engine.compaction import SECTIONS
 
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.memory_backends import TOKEN, Backend, WorkerBackend, start_backend
-from tests.support import ServedMemory
+from tests.support import TOKEN, Backend, ServedMemory, WorkerBackend, start_backend
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 KIB64 = 64 * 1024

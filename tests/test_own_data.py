@@ -16,8 +16,7 @@ from bot.router import own_data
 from bot.router.pipeline import MEMORY_DOWN
 from bot.router.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, msg, numbered, prompt_section, running_router
-from tests.test_console import _clean_env
+from tests.support import clean_env, make_settings, msg, numbered, prompt_section, running_router
 
 CHAT = "test:chat"
 ADA = {"author": "ada", "author_id": "u1"}
@@ -271,7 +270,7 @@ def _chat(tmp_path: Path, lines: list[str]) -> list[str]:
         text=True,
         timeout=90,
         cwd=tmp_path,
-        env=_clean_env(),
+        env=clean_env(),
     )
     assert proc.returncode == 0, proc.stderr
     blocks = proc.stdout.split("\n\n")[:-1]

@@ -1,4 +1,5 @@
-"""The bot's instructions: `system_prompt` in bot.toml, and a chat's persona (/persona) kept by the memory worker."""
+"""The bot's instructions: `system_prompt` in bot.toml, and a chat's persona (/persona) kept by the
+memory worker."""
 
 from __future__ import annotations
 
@@ -48,12 +49,14 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
 
 
 async def test_persona_is_for_admins_and_bounded(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_router(make_settings(fake.url), tmp_path) as router:
-            member = await router.command(msg("/persona", admin=False, author_id="u2"), "persona", "Be rude.")
-            too_long = await router.command(msg("/persona"), "persona", "x" * 2001)
-            none_yet = await router.command(msg("/persona"), "persona", "")
-            await router.handle(msg("hi"))
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        member = await router.command(msg("/persona", admin=False, author_id="u2"), "persona", "Be rude.")
+        too_long = await router.command(msg("/persona"), "persona", "x" * 2001)
+        none_yet = await router.command(msg("/persona"), "persona", "")
+        await router.handle(msg("hi"))
     assert member.text == refused("persona")
     assert "2001" in too_long.text and "2000" in too_long.text
     assert "No persona" in none_yet.text

@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
@@ -31,8 +26,7 @@ from memory_worker.pyodide_runtime import (
     node_binary,
 )
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang
-from tests.memory_backends import TOKEN
-from tests.support import wait_until
+from tests.support import TOKEN, ServedMemory, wait_until
 
 try:
     check_installed()
@@ -43,40 +37,6 @@ pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 SUMMARY = "\n\n".join(f"{h}\n- point {i} from the light model" for i, h in enumerate(SECTIONS))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve_cli(data: Path, port: int) -> subprocess.Popen:
-    chatbot = Path(sys.executable).with_name("chatbot")
-    argv = [str(chatbot), "memory", "serve", "--runtime", "pyodide", "--port", str(port), "--data", str(data)]
-    return subprocess.Popen(
-        argv,
-        env=dict(os.environ, MEMORY_API_TOKEN=TOKEN),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, killed whole below
-    )
-
-
-async def _healthy(client: httpx.AsyncClient, proc: subprocess.Popen) -> None:
-    async def up() -> bool:
-        assert proc.poll() is None, "the Pyodide host exited"
-        try:
-            return (await client.get("/health")).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    await wait_until(up, timeout=120, what="the Pyodide host answering /health")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
 
 
 def test_node_storage_limits():
@@ -93,14 +53,14 @@ def test_node_storage_limits():
 
 
 async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp_path):
-    port, data = _free_port(), tmp_path / "data"
-    proc = _serve_cli(data, port)
+    # The host binds port 0 and prints its URL (no free-port guess another process could take).
+    served = ServedMemory(tmp_path / "data", TOKEN, runtime="pyodide")
     acked: dict[str, int] = {}
     try:
+        await served.start(timeout=120)
         async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=AUTH, trust_env=False, timeout=60
+            base_url=served.url, headers=AUTH, trust_env=False, timeout=60
         ) as client:
-            await _healthy(client, proc)
             chat = "/v1/chats/telegram:-1001"
             reply = {
                 "text": "hi",
@@ -144,25 +104,23 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
 
             writers = [asyncio.create_task(writer(f"k{c}")) for c in range(3)]
             await wait_until(lambda: sum(acked.values()) >= 60, timeout=120, what="60 acknowledged turns")
-            _kill_group(proc)  # mid-write: some requests were in flight
+            served.kill9()  # mid-write (its whole process group): some requests were in flight
             results = await asyncio.gather(*writers, return_exceptions=True)
             assert all(isinstance(r, httpx.TransportError) for r in results), results
     finally:
-        if proc.poll() is None:
-            _kill_group(proc)
-    proc = _serve_cli(data, port)
+        served.stop_quietly()
     try:
+        await served.start(timeout=120)
         async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=AUTH, trust_env=False, timeout=60
+            base_url=served.url, headers=AUTH, trust_env=False, timeout=60
         ) as client:
-            await _healthy(client, proc)
             for key, count in acked.items():
                 total = (await client.get(f"/v1/chats/{key}/stats")).json()["total_messages"]
                 # every acknowledged turn is there; at most the one in flight landed besides
                 assert count <= total <= count + 1, (key, count, total)
             assert (await client.post("/v1/chats/k0/turn", json={"text": "after"})).status_code == 200
     finally:
-        _kill_group(proc)
+        served.kill9()
 
 
 async def _say(client: httpx.AsyncClient, chat: str, n: int) -> None:

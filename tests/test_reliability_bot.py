@@ -16,7 +16,6 @@ import re
 import signal
 import sys
 import tomllib
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -26,65 +25,27 @@ from bot.router.pipeline import APOLOGY, CUT_OFF
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
-from tests.fakes.telegram_server import FakeTelegram
 from tests.support import (
     INSTANT,
+    MEMORY_TOKEN,
     TcpGate,
     World,
+    answers,
+    clean_env,
     make_settings,
     msg,
     port_of,
+    running_client,
     running_router,
+    telegram_bot,
+    telegram_settings,
     tier_totals,
     wait_until,
 )
-from tests.test_discord import running as discord_running
-from tests.test_telegram import running_bot
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
-MEMORY_TOKEN = "memory-token-reliability-0123456789"
-
-
 # ----------------------------------------------------------------------------- helpers
-
-
-def telegram_settings(
-    tg: FakeTelegram,
-    openai: FakeOpenAI,
-    *,
-    base_url: str | None = None,
-    streaming: bool = True,
-    send_budget_s: float = 10.0,
-    memory_url: str | None = None,
-) -> Settings:
-    """The default config/bot.toml on the fakes, from the documented environment variables."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
-    env = {
-        "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
-        "OPENAI_BASE_URL": openai.url,
-        "TELEGRAM_BOT_TOKEN": tg.token,
-        "TELEGRAM_API_BASE_URL": base_url or tg.base_url,
-    }
-    if memory_url:
-        env |= {"MEMORY_URL": memory_url, "MEMORY_API_TOKEN": MEMORY_TOKEN}
-    settings = settings_from(data, env)
-    return replace(
-        settings, telegram=replace(settings.telegram, streaming=streaming, send_budget_s=send_budget_s)
-    )
-
-
-@contextlib.asynccontextmanager
-async def telegram_bot(settings: Settings, tg: FakeTelegram, data_dir) -> AsyncIterator:
-    """The real router (embedded memory unless MEMORY_URL) with the Telegram bot on it; yields the router."""
-    async with running_router(settings, data_dir) as router, running_bot(router, settings, tg):
-        yield router
-
-
-def answers(tg: FakeTelegram, chat_id: int) -> list[str]:
-    """The texts the bot shows in a chat, oldest first."""
-    return [m.get("text", "") for m in tg.bot_messages(chat_id)]
 
 
 async def memory_texts(router, chat: str, query: str) -> list[str]:
@@ -204,7 +165,7 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(
     world = World(fake)
     settings = discord_settings(fake, openai, streaming=streaming, send_budget_s=10.0)
     posts = lambda: fake.calls_to("POST", rf"/channels/{world.dm['id']}/messages")  # noqa: E731
-    async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+    async with running_router(settings, tmp_path) as router, running_client(router, settings):
         fake.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how=how, times=4)
         await fake.user_says(world.dm, world.member, "hello while Discord is down")
         await fake.wait_for(
@@ -229,7 +190,7 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
         settings = replace(
             settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10")
         )
-        async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+        async with running_router(settings, tmp_path) as router, running_client(router, settings):
             await fake.user_says(world.dm, world.member, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
             await gate.shut()  # Discord's REST API is gone while the model writes
@@ -254,7 +215,7 @@ async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(
     fake.fail_next(
         lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000
     )
-    async with running_router(settings, tmp_path) as router, discord_running(router, settings):
+    async with running_router(settings, tmp_path) as router, running_client(router, settings):
         await fake.user_says(world.dm, world.member, "an answer nobody will see")
         await wait_until(lambda: "giving up on this part" in caplog.text, timeout=15, what="the give-up line")
         down = False
@@ -385,8 +346,6 @@ async def _memory_stats(data_dir, chat: str) -> dict:
 
 async def _chatbot(tmp_path, *args: str, **env: str) -> asyncio.subprocess.Process:
     """`chatbot ARGS` as a real process in `tmp_path` (no .env), output piped."""
-    from tests.test_console import _clean_env
-
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -396,7 +355,7 @@ async def _chatbot(tmp_path, *args: str, **env: str) -> asyncio.subprocess.Proce
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=tmp_path,
-        env=_clean_env(**env),
+        env=clean_env(**env),
     )
 
 

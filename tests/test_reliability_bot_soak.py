@@ -14,8 +14,18 @@ from bot.router.pipeline import APOLOGY
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, RateLimit, ServerError
 from tests.fakes.telegram_server import ApiError, FakeTelegram
-from tests.support import TcpGate, make_settings, msg, port_of, running_router, wait_until
-from tests.test_reliability_bot import MEMORY_TOKEN, answers, telegram_bot, telegram_settings
+from tests.support import (
+    MEMORY_TOKEN,
+    TcpGate,
+    answers,
+    make_settings,
+    msg,
+    port_of,
+    running_router,
+    telegram_bot,
+    telegram_settings,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

@@ -23,7 +23,16 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
         member = msg("/x", author="bob", author_id="u2", admin=False)
         unknown = await router.command(member, "nosuchcommand", "")
         assert unknown.text == NOT_AVAILABLE
-        assert {"facts", "summary", "usage", "memory", "mode", "compact", "forget", "persona"} == ADMIN_COMMANDS
+        assert {
+            "facts",
+            "summary",
+            "usage",
+            "memory",
+            "mode",
+            "compact",
+            "forget",
+            "persona",
+        } == ADMIN_COMMANDS
         for name in sorted(ADMIN_COMMANDS):
             result = await router.command(member, f"{name}@memo_bot", "yes")
             # One wording on every platform: it says no, and nothing of the chat.

@@ -7,117 +7,28 @@ server (`base_url`), and the fake records each Bot API call for the assertions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
 from telegram.error import InvalidToken
 
 from bot.adapters import telegram as tgad
-from bot.config import PlatformSettings, Settings
-from bot.router.commands import COMMANDS
-from bot.router.types import CommandResult, File, IncomingMessage, Reply
+from bot.config import PlatformSettings
+from bot.router.types import CommandResult, File
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support import TcpGate, wait_until
+from tests.support import (
+    ADMIN_ONLY,
+    RecordingService,
+    TcpGate,
+    running_bot,
+    telegram_settings_for,
+    wait_until,
+)
+from tests.support.telegram import PNG
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
-
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-ADMIN_ONLY = {c.name for c in COMMANDS if c.admin}
-
-
-class RecordingService:
-    """An honest ChatService: records every call, answers like the router's surface does."""
-
-    registry = COMMANDS  # the real commands: menus and handlers are built from them
-
-    def __init__(self) -> None:
-        self.handled: list[IncomingMessage] = []
-        self.recorded: list[IncomingMessage] = []
-        self.commands: list[tuple[IncomingMessage, str, str]] = []
-        self.answer = lambda m: f"You said: {m.text}"
-        self.hold: asyncio.Event | None = None  # set: handle() waits for it
-        self.fail_on: str | None = None  # handle() raises for this text
-        self.forget_asked: set[str] = set()
-        self.results: dict[str, CommandResult] = {}  # a fixed answer for a command name
-
-    async def handle(self, message: IncomingMessage) -> Reply:
-        self.handled.append(message)
-        if self.hold is not None:
-            await self.hold.wait()
-        if message.text == self.fail_on:
-            raise RuntimeError("boom")
-        return Reply(self.answer(message), tier="standard", model="fake")
-
-    async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
-        yield (await self.handle(message)).text
-
-    async def record(self, message: IncomingMessage) -> None:
-        self.recorded.append(message)
-
-    async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
-        self.commands.append((message, name, args))
-        if name in self.results:
-            return self.results[name]
-        if name in ADMIN_ONLY and not message.is_admin:
-            return CommandResult("Unknown command. Send /help for the list.")
-        if name == "usage":
-            return CommandResult(
-                "Usage:", table="tier calls\nstandard 3", files=(File("u.png", PNG, "image/png"),)
-            )
-        if name == "forget":
-            if args == "yes" and message.chat_key in self.forget_asked:
-                return CommandResult("Done: this chat's memory is erased.")
-            self.forget_asked.add(message.chat_key)
-            return CommandResult(
-                "This erases everything. Send /forget yes within 5 minutes to confirm.", confirm="/forget yes"
-            )
-        if name == "help":
-            return CommandResult("Commands:\n/help - this list")
-        if name == "start":
-            return CommandResult("Hi! Commands:\n/help - this list")
-        if COMMANDS.find(name) is None:
-            return CommandResult("Unknown command. Send /help for the list.")
-        return CommandResult(f"{name} for {message.chat_key} ({args or 'no args'})")
-
-
-def make_settings(tg: FakeTelegram, streaming: bool = True, **changes) -> Settings:
-    """Settings pointing the adapter at the fake server."""
-    platform = PlatformSettings(token=tg.token, api_base_url=tg.base_url, streaming=streaming)
-    return replace(Settings(tiers={}, telegram=platform), **changes)
-
-
-@contextlib.asynccontextmanager
-async def running_bot(
-    service, settings: Settings, tg: FakeTelegram, **serve_kw
-) -> AsyncIterator[tgad.TelegramBot]:
-    """Run `serve()` in a task until the block ends; wait until it is polling (or set its webhook).
-    Yields the adapter."""
-    app = tgad.build_application(
-        service,
-        settings,
-        typing_interval=serve_kw.pop("typing_interval", 0.1),
-        # Fast pacing keeps the tests quick; the pacing tests pass their own.
-        edit_intervals=serve_kw.pop("edit_intervals", (0.05, 0.1)),
-    )
-    start = len(tg.calls)
-    task = asyncio.create_task(tgad.serve(service, settings, app=app, poll_timeout=5, **serve_kw))
-    ready = "setWebhook" if settings.telegram.webhook_url else "getUpdates"
-    started = asyncio.create_task(tg.wait_until(lambda: any(c.method == ready for c in tg.calls[start:])))
-    await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        started.cancel()
-        task.result()  # raise what went wrong at start-up
-    await started
-    try:
-        yield app.bot_data["adapter"]
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @pytest.fixture(params=[True, False], ids=["streaming", "whole"])
@@ -150,7 +61,7 @@ def texts(tg: FakeTelegram, chat_id: int) -> list[str]:
 
 async def test_start_up_registers_commands_for_default_and_admin_scopes(tg):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         assert tg.calls[0].method == "getMe"
         scopes = {
             c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
@@ -167,7 +78,7 @@ async def test_start_up_registers_commands_for_default_and_admin_scopes(tg):
 
 
 async def test_missing_token_is_a_clear_error(tg):
-    settings = replace(make_settings(tg), telegram=PlatformSettings(token=None))
+    settings = replace(telegram_settings_for(tg), telegram=PlatformSettings(token=None))
     with pytest.raises(RuntimeError, match="TELEGRAM_BOT_TOKEN"):
         tgad.build_application(RecordingService(), settings)
 
@@ -178,7 +89,7 @@ async def test_missing_token_is_a_clear_error(tg):
 async def test_private_text_is_answered_with_typing_first(tg, alice, streaming):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         sent = tg.send(chat, alice, "hello there")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: hello there"
@@ -199,7 +110,7 @@ async def test_typing_is_renewed_while_the_answer_is_made(tg, alice, streaming):
     service = RecordingService()
     service.hold = asyncio.Event()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg, streaming), tg, typing_interval=0.05):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg, typing_interval=0.05):
         tg.send(chat, alice, "think hard")
         await tg.wait_until(lambda: len(tg.calls_to("sendChatAction", chat["id"])) >= 3)
         assert not tg.calls_to("sendMessage"), "answered before the router returned"
@@ -221,7 +132,7 @@ async def test_markdown_answer_is_sent_as_html(tg, alice, streaming):
     service = RecordingService()
     service.answer = lambda m: "**Bold** and `x < y` and a [link](https://example.com)"
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "format please")
         [answer] = await tg.wait_for_message(chat["id"])
     call = tg.calls_to("sendMessage")[-1]
@@ -241,7 +152,7 @@ async def test_rejected_formatting_is_sent_again_as_plain_text(tg, alice, stream
         400,
         description='Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
     )
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "hi")
         [answer] = await tg.wait_for_message(chat["id"])
     first, second = tg.calls_to("sendMessage")
@@ -254,7 +165,7 @@ async def test_other_bad_requests_are_not_retried_as_plain_text(tg, alice, strea
     service = RecordingService()
     chat = tg.private_chat(alice)
     tg.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "hi")
         await tg.wait_until(lambda: tg.calls_to("sendMessage"))
         tg.send(chat, alice, "again")
@@ -277,7 +188,7 @@ async def test_long_answer_is_split_into_valid_parts(tg, alice, streaming):
     long_answer = "\n\n".join([paragraph.strip()] * 11)[:9000]
     service.answer = lambda m: long_answer
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "tell me everything")
         parts = await tg.wait_for_message(chat["id"], count=3)
     assert len(tg.calls_to("sendMessage", ok=False)) == 0
@@ -292,7 +203,7 @@ async def test_long_answer_is_split_into_valid_parts(tg, alice, streaming):
 async def test_non_text_gets_a_polite_answer_in_private_and_captions_count(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, kind="sticker")
         [polite] = await tg.wait_for_message(chat["id"])
         tg.send(chat, alice, kind="photo", caption="what is in this picture?")
@@ -305,7 +216,7 @@ async def test_non_text_gets_a_polite_answer_in_private_and_captions_count(tg, a
 async def test_edited_message_is_neither_answered_nor_recorded_again(tg, alice, bob, group):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         original = tg.send(chat, alice, "first version")
         await tg.wait_for_message(chat["id"])
         chatter = tg.send(group, bob, "group chatter")
@@ -329,7 +240,7 @@ async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_
     service.fail_on = "explode"
     chat = tg.private_chat(alice)
     caplog.set_level(logging.ERROR, logger="bot.adapters.telegram")
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "explode")
         await tg.wait_for_message(chat["id"])
         tg.send(chat, alice, "still there?")
@@ -343,7 +254,7 @@ async def test_bot_api_429_is_retried_after_retry_after(tg, alice, streaming):
     service = RecordingService()
     chat = tg.private_chat(alice)
     tg.fail_next("sendMessage", 429, retry_after=1)
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "are you there?")
         [answer] = await tg.wait_for_message(chat["id"])
     first, second = tg.calls_to("sendMessage")
@@ -359,7 +270,7 @@ async def test_group_answers_only_mentions_replies_and_commands_and_records_the_
     tg, alice, bob, group, streaming
 ):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg, streaming), tg):
+    async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(group, bob, "I like sailing")
         tg.send(group, alice, "@memo_test_bot what does Bob like?")
         [answer] = await tg.wait_for_message(group["id"])
@@ -380,7 +291,7 @@ async def test_group_answers_only_mentions_replies_and_commands_and_records_the_
 
 async def test_group_recording_can_be_turned_off(tg, alice, bob, group):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg, record_group_messages=False), tg):
+    async with running_bot(service, telegram_settings_for(tg, record_group_messages=False), tg):
         tg.send(group, bob, "private thoughts")
         tg.send(group, alice, "@memo_test_bot hi")
         await tg.wait_for_message(group["id"])
@@ -389,7 +300,7 @@ async def test_group_recording_can_be_turned_off(tg, alice, bob, group):
 
 async def test_per_user_memory_scope_in_groups(tg, alice, bob, group):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg, memory_scope="user"), tg):
+    async with running_bot(service, telegram_settings_for(tg, memory_scope="user"), tg):
         tg.send(group, bob, "chatter")
         tg.send(group, alice, "@memo_test_bot hi")
         tg.send(tg.private_chat(alice), alice, "private")
@@ -404,7 +315,7 @@ async def test_per_user_memory_scope_in_groups(tg, alice, bob, group):
 
 async def test_non_text_in_groups_is_ignored_quietly(tg, alice, group):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(group, alice, kind="voice")
         tg.send(group, alice, kind="sticker")
         tg.send(group, alice, "@memo_test_bot ping")
@@ -421,7 +332,7 @@ async def test_non_text_in_groups_is_ignored_quietly(tg, alice, group):
 async def test_admin_commands_for_a_group_admin_and_refused_for_a_member(tg, alice, bob, group, name):
     service = RecordingService()
     tg.set_role(group, alice, "administrator")
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(group, alice, f"/{name}@memo_test_bot auto")
         [ok] = await tg.wait_for_message(group["id"])
         tg.send(group, bob, f"/{name}")
@@ -436,7 +347,7 @@ async def test_admin_status_comes_from_owner_private_chat_or_admin_list(tg, alic
     service = RecordingService()
     carol = tg.user(999, "Carol")
     tg.set_role(group, bob, "creator")
-    settings = make_settings(tg, admin_user_ids=frozenset({"999"}))
+    settings = telegram_settings_for(tg, admin_user_ids=frozenset({"999"}))
     async with running_bot(service, settings, tg):
         tg.send(group, bob, "/memory")
         tg.send(group, carol, "/memory")
@@ -453,7 +364,7 @@ async def test_admin_status_comes_from_owner_private_chat_or_admin_list(tg, alic
 async def test_usage_sends_the_chart_as_a_photo(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/usage")
         [photo] = await tg.wait_for_message(chat["id"])
     assert tg.photos == [PNG]
@@ -466,7 +377,7 @@ async def test_a_command_result_with_a_file_is_sent_as_a_document(tg, alice):
     export = File("export.json", b'{"messages": []}', "application/json")
     service.results["summary"] = CommandResult("Your data:", files=(export,))
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/summary")
         text, document = await tg.wait_for_message(chat["id"], count=2)
     assert text["text"] == "Your data:"
@@ -477,7 +388,7 @@ async def test_a_command_result_with_a_file_is_sent_as_a_document(tg, alice):
 async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alice, bob, group):
     service = RecordingService()
     tg.set_role(group, alice, "administrator")
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(group, alice, "/forget")
         [question] = await tg.wait_for_message(group["id"])
         markup = question["reply_markup"]["inline_keyboard"][0]
@@ -497,7 +408,7 @@ async def test_forget_asks_with_a_button_and_only_the_asker_can_confirm(tg, alic
 async def test_forget_cancel_button(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/forget")
         [question] = await tg.wait_for_message(chat["id"])
         tg.press(question, alice, question["reply_markup"]["inline_keyboard"][0][1]["callback_data"])
@@ -509,7 +420,7 @@ async def test_forget_cancel_button(tg, alice):
 async def test_start_greets_and_lists_commands(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/start")
         [hello] = await tg.wait_for_message(chat["id"])
     assert hello["text"].startswith("Hi!") and "/help" in hello["text"]
@@ -518,7 +429,7 @@ async def test_start_greets_and_lists_commands(tg, alice):
 async def test_unknown_command_in_private_says_so(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/teleport now")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"].startswith("Unknown command") and service.handled == []
@@ -531,7 +442,7 @@ async def test_messages_of_one_chat_are_handled_in_order_while_other_chats_proce
     service = RecordingService()
     service.hold = asyncio.Event()
     a_chat, b_chat = tg.private_chat(alice), tg.private_chat(bob)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         for n in range(3):
             tg.send(a_chat, alice, f"a{n}")
         await tg.wait_until(lambda: len(service.handled) == 1)
@@ -550,7 +461,7 @@ async def test_webhook_mode_receives_updates_checked_by_secret(tg, alice):
     service = RecordingService()
     gate = TcpGate()  # the public address: a port of its own, in front of the webhook server
     url = f"{gate.url}/telegram/hook"
-    settings = make_settings(tg)
+    settings = telegram_settings_for(tg)
     settings = replace(settings, telegram=replace(settings.telegram, webhook_url=url))
     chat = tg.private_chat(alice)
     async with gate, running_bot(service, settings, tg, webhook_listen="127.0.0.1", webhook_port=0) as bot:
@@ -572,7 +483,7 @@ async def test_start_up_waits_out_an_unreachable_telegram(tg, alice, caplog):
     service = RecordingService()
     tg.fail_next("getMe", 502)
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "up at last?")
         [answer] = await tg.wait_for_message(chat["id"])
     assert [c.status for c in tg.calls_to("getMe")][:2] == [502, 200]
@@ -581,7 +492,7 @@ async def test_start_up_waits_out_an_unreachable_telegram(tg, alice, caplog):
 
 
 async def test_a_wrong_token_fails_at_once(tg):
-    settings = make_settings(tg)
+    settings = telegram_settings_for(tg)
     settings = replace(settings, telegram=replace(settings.telegram, token="1:wrong"))
     with pytest.raises(InvalidToken):
         async with running_bot(RecordingService(), settings, tg):
@@ -593,7 +504,7 @@ async def test_a_failing_command_menu_does_not_stop_the_bot(tg, alice):
     service = RecordingService()
     tg.fail_next("setMyCommands", 400, description="Bad Request: BOT_COMMAND_INVALID", times=3)
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "hello")
         [answer] = await tg.wait_for_message(chat["id"])
     assert answer["text"] == "You said: hello"
@@ -602,7 +513,7 @@ async def test_a_failing_command_menu_does_not_stop_the_bot(tg, alice):
 async def test_a_late_confirmation_asks_again_with_the_buttons(tg, alice):
     service = RecordingService()
     chat = tg.private_chat(alice)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/forget")
         [question] = await tg.wait_for_message(chat["id"])
         service.forget_asked.clear()  # as if the router's 5 minutes had passed
@@ -621,7 +532,7 @@ async def test_a_late_confirmation_asks_again_with_the_buttons(tg, alice):
 
 async def test_tier_is_a_command_for_everyone(tg, alice, bob, group):
     service = RecordingService()
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(group, bob, "/tier")
         [answer] = await tg.wait_for_message(group["id"])
         scopes = {

@@ -4,56 +4,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import tomllib
-from collections.abc import AsyncIterator
 
 import pytest
 
 from bot.adapters import telegram as tgad
-from bot.app import build_router
-from bot.config import DEFAULT_CONFIG, Settings, settings_from
-from tests.fakes.openai_server import Answer, FakeOpenAI
-from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram import running_bot
+from tests.fakes.openai_server import Answer
+from tests.support import OWNER_ID, ask, bot_on_router
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
-OWNER_ID = 4242  # listed in ADMIN_USER_IDS
-
-
-def e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:
-    """The default config/bot.toml, every tier on the fake model, read from the documented env vars."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
-    env = {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": openai.url,
-        "TELEGRAM_BOT_TOKEN": tg.token,
-        "TELEGRAM_API_BASE_URL": tg.base_url,
-        "ADMIN_USER_IDS": str(OWNER_ID),
-    }
-    return settings_from(data, env)
-
-
-@contextlib.asynccontextmanager
-async def bot_on_router(tg: FakeTelegram, openai: FakeOpenAI, data_dir) -> AsyncIterator[None]:
-    """The real router (embedded memory host) as `chatbot telegram` builds it, and the bot on it."""
-    settings = e2e_settings(tg, openai)
-    async with build_router(settings, data_dir) as router, running_bot(router, settings, tg):
-        yield
-
 
 def prompt_of(request) -> str:
     return "\n".join(str(m.get("content")) for m in request.messages)
-
-
-async def ask(tg: FakeTelegram, chat: dict, user: dict, text: str, **kw) -> dict:
-    """Send a message and wait for the bot's next message in that chat."""
-    before = len(tg.bot_messages(chat["id"]))
-    tg.send(chat, user, text, **kw)
-    return (await tg.wait_for_message(chat["id"], count=before + 1, timeout=15))[before]
 
 
 async def test_private_round_trip_with_typing_and_memory(tg, openai, people, tmp_path):

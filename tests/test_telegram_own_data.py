@@ -10,8 +10,7 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from bot.router import own_data
-from tests.support import People, numbered, prompt_section
-from tests.test_telegram_e2e import ask, bot_on_router
+from tests.support import People, ask, bot_on_router, numbered, prompt_section
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

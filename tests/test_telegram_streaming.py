@@ -15,8 +15,13 @@ from bot.adapters.streaming import worth_showing
 from bot.router.types import IncomingMessage
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
-from tests.test_telegram import RecordingService, make_settings, running_bot
-from tests.test_telegram_e2e import bot_on_router, e2e_settings
+from tests.support import (
+    RecordingService,
+    bot_on_router,
+    running_bot,
+    telegram_e2e_settings,
+    telegram_settings_for,
+)
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -70,7 +75,7 @@ async def test_first_text_after_a_sentence_then_edits_then_final_formatting(tg):
     alice = tg.user(1, "Alice")
     chat = tg.private_chat(alice)
     service = ScriptedStream()
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "explain")
         await tg.wait_until(lambda: service.handled)
         service.chunks.put_nowait("The")
@@ -97,7 +102,7 @@ async def test_edits_are_paced_and_the_final_text_is_the_whole_answer(tg):
     chat = tg.private_chat(alice)
     service = ScriptedStream()
     words = [f"word{i} " for i in range(120)]
-    async with running_bot(service, make_settings(tg), tg, edit_intervals=(0.2, 0.5)):
+    async with running_bot(service, telegram_settings_for(tg), tg, edit_intervals=(0.2, 0.5)):
         tg.send(chat, alice, "talk")
         await tg.wait_until(lambda: service.handled)
         service.chunks.put_nowait("Here we go. ")
@@ -120,7 +125,7 @@ async def test_past_4096_characters_the_answer_continues_in_a_new_message(tg):
     service = ScriptedStream()
     paragraph = "Streaming keeps people engaged while the model writes. " * 12
     pieces = [paragraph.strip() + "\n\n" for _ in range(16)]  # about 10,700 characters
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "a lot please")
         await tg.wait_until(lambda: service.handled)
         for piece in pieces:
@@ -148,7 +153,7 @@ async def test_a_retry_after_during_streaming_delays_but_keeps_the_final_edit(tg
     chat = tg.private_chat(alice)
     service = ScriptedStream()
     tg.fail_next("editMessageText", 429, retry_after=1)
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "go")
         await tg.wait_until(lambda: service.handled)
         service.chunks.put_nowait("First sentence here. ")
@@ -170,7 +175,7 @@ async def test_a_stream_failing_midway_keeps_the_text_and_says_sorry(tg, caplog)
     chat = tg.private_chat(alice)
     service = ScriptedStream()
     caplog.set_level(logging.ERROR, logger="bot.adapters.telegram")
-    async with running_bot(service, make_settings(tg), tg):
+    async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "go")
         await tg.wait_until(lambda: service.handled)
         service.chunks.put_nowait("Half of an answer. ")
@@ -190,7 +195,7 @@ async def test_groups_are_paced_slower_than_private_chats(tg):
     alice = tg.user(1, "Alice")
     group = tg.group(-5, "G")
     service = ScriptedStream()
-    async with running_bot(service, make_settings(tg), tg, edit_intervals=(0.05, 0.3)):
+    async with running_bot(service, telegram_settings_for(tg), tg, edit_intervals=(0.05, 0.3)):
         tg.send(group, alice, "@memo_test_bot go")
         await tg.wait_until(lambda: service.handled)
         for i in range(40):
@@ -214,7 +219,7 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     """The default pacing (1 s in private chats) over a model answer that streams for ~3 s."""
     text = " ".join(f"Fact number {i} about memory is worth knowing." for i in range(60))
     openai.script(Answer(text, chunk_size=40, delay=0.04))
-    settings = e2e_settings(tg, openai)
+    settings = telegram_e2e_settings(tg, openai)
     from bot.app import build_router
 
     async with (

@@ -20,7 +20,7 @@ from memory_engine.storage import MIGRATIONS
 
 from memory_worker.local import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.memory_backends import Backend, LocalBackend, start_backend
+from tests.support import Backend, LocalBackend, start_backend
 
 NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available")
 BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]

@@ -196,7 +196,7 @@ async def open_memory(settings: Settings, data_dir: Path) -> AsyncIterator[Memor
         ) as client:
             yield client
         return
-    from memory_worker.host import EmbeddedMemoryHost
+    from memory_worker.local import EmbeddedMemoryHost
 
     async with (
         EmbeddedMemoryHost(Path(data_dir) / "memory", token=None, summarizer=None) as host,

@@ -24,7 +24,7 @@ from . import logs
 from .embedded import EmbeddedMemoryHost
 from .health import host_version
 
-log = logging.getLogger("memory_worker.host")
+log = logging.getLogger("memory_worker.local")
 
 
 @dataclass(frozen=True)

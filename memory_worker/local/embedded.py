@@ -14,7 +14,7 @@ from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize,
 
 from .server import MemoryHost
 
-log = logging.getLogger("memory_worker.host")
+log = logging.getLogger("memory_worker.local")
 
 SHUTDOWN_TIMEOUT_S = 30.0  # in-flight requests get this long to finish on SIGTERM
 

@@ -20,7 +20,7 @@ from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize,
 from .alarms import AlarmTable
 from .chats import ChatStore
 
-log = logging.getLogger("memory_worker.host")
+log = logging.getLogger("memory_worker.local")
 
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000

@@ -32,7 +32,7 @@ from .health import healthy, host_version, storage_state
 from .offline import OfflineSummarizer
 from .scheduler import CompactionScheduler
 
-log = logging.getLogger("memory_worker.host")
+log = logging.getLogger("memory_worker.local")
 access_log = logging.getLogger("memory_worker.access")
 
 

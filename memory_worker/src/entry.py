@@ -105,9 +105,10 @@ class DurableObjectSql:
 
     def _run(self) -> None:
         fn, self._fn = self._fn, None
+        assert fn is not None  # set by the caller just before transactionSync runs this
         self._depth += 1
         try:
-            self._outcome["result"] = fn()  # type: ignore[misc]
+            self._outcome["result"] = fn()
         except BaseException as err:
             self._outcome["error"] = err
             raise  # so the runtime rolls the transaction back

@@ -128,7 +128,7 @@ class FakeDiscord:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._runner.addresses[0][1]  # the port the system chose for port 0
         self.files.base_url = f"http://127.0.0.1:{self.port}"
         return self
 
@@ -528,7 +528,8 @@ class FakeDiscord:
         conn = self.connections[-1]
         conn.ready = False
         if abort:
-            transport = conn.ws._req.transport  # type: ignore[union-attr]
+            # aiohttp has no public way to cut a websocket's TCP stream without a close frame.
+            transport = conn.ws._req.transport  # type: ignore[union-attr]  # open while connected
             transport.abort()
         else:
             await conn.ws.close(code=code)
@@ -573,7 +574,8 @@ class FakeDiscord:
     async def _fault(self, request: web.Request, call: Call, how: str) -> web.StreamResponse:
         if how == "disconnect":
             call.status = 0
-            request.transport.abort()  # type: ignore[union-attr]
+            assert request.transport is not None  # the request is still being served
+            request.transport.abort()
             return web.Response(status=500)  # never reaches the client: the connection is gone
         if how == "429":
             call.status = 429

@@ -5,16 +5,24 @@ The real module imports `js` and `pyodide` and cannot load outside a Python Work
 `sys.modules` only inside a test (`installed()` / the `fake_workers` fixture), never
 globally. Which real file each piece mirrors:
 
-| here                | SDK file (`pip download workers-runtime-sdk`)     | what                      |
-| ------------------- | ------------------------------------------------- | ------------------------- |
-| `entrypoints.py`    | `workers/entrypoints.py`                           | DurableObject, WorkerEntrypoint, DurableObjectContext, handler, the `__init__` wrapping |
-| `rpc.py`            | `workers/rpc.py`                                   | python_from_rpc/python_to_rpc, JsDict, _BindingWrapper, _FetcherWrapper, _DurableObjectNamespaceWrapper, _EnvWrapper |
-| `request.py`        | `workers/request.py`, `workers/utils.py` (headers) | Request, HTTPMessageMapping |
-| `response.py`       | `workers/response.py` (+ `pyodide.http.FetchResponse`) | Response, FetchResponse |
-| `fetch.py`          | `workers/fetch.py` (+ `pyodide.http.pyfetch`)      | fetch (real HTTP via httpx) |
-| `_js.py`            | `pyodide.ffi` and the JS objects                   | JsProxy, jsnull, JsException, Headers/Request/Response/ArrayBuffer/Promise |
-| `runtime.py`        | workerd itself (no SDK file)                       | SqlStorage on sqlite3, transactionSync, alarms, namespace, `FakeWorkerd` harness |
-| `real_sdk.py`       | `js`, `pyodide.ffi`, `pyodide.http`, `_cloudflare_compat_flags`, `_pyodide_entrypoint_helper` | lets the REAL SDK run over `_js.py` + `runtime.py` (tests: backend "worker-sdk") |
+- `entrypoints.py` mirrors `workers/entrypoints.py`:
+  DurableObject, WorkerEntrypoint, DurableObjectContext, handler, the `__init__` wrapping
+- `rpc.py` mirrors `workers/rpc.py`:
+  python_from_rpc/python_to_rpc, JsDict, _BindingWrapper, _FetcherWrapper,
+  _DurableObjectNamespaceWrapper, _EnvWrapper
+- `request.py` mirrors `workers/request.py`, `workers/utils.py` (headers):
+  Request, HTTPMessageMapping
+- `response.py` mirrors `workers/response.py` (+ `pyodide.http.FetchResponse`):
+  Response, FetchResponse
+- `fetch.py` mirrors `workers/fetch.py` (+ `pyodide.http.pyfetch`):
+  fetch (real HTTP via httpx)
+- `_js.py` mirrors `pyodide.ffi` and the JS objects:
+  JsProxy, jsnull, JsException, Headers/Request/Response/ArrayBuffer/Promise
+- `runtime.py` mirrors workerd itself (no SDK file):
+  SqlStorage on sqlite3, transactionSync, alarms, namespace, `FakeWorkerd` harness
+- `real_sdk.py` mirrors `js`, `pyodide.ffi`, `pyodide.http`, `_cloudflare_compat_flags`,
+  `_pyodide_entrypoint_helper`:
+  lets the REAL SDK run over `_js.py` + `runtime.py` (tests: backend "worker-sdk")
 
 Same names, same sync/async-ness as the real API: `sql.exec` and `transactionSync` are
 synchronous; `setAlarm`/`getAlarm`/`deleteAlarm` return promises; `Request.bytes()`,

@@ -77,7 +77,7 @@ def _wrap_class(cls: type) -> type:
             args_list[1] = _EnvWrapper(args_list[1])
         original_init(self, *args_list, **kwargs)
 
-    cls.__init__ = wrapped_init  # type: ignore[misc]
+    cls.__init__ = wrapped_init  # type: ignore[misc]  # the SDK wraps __init__ the same way
     return cls
 
 
@@ -95,7 +95,7 @@ class DurableObject:
         _wrap_class(cls)
 
 
-DurableObject = _wrap_class(DurableObject)  # type: ignore[misc]
+DurableObject = _wrap_class(DurableObject)  # type: ignore[misc]  # rebinding the class, as the SDK does
 
 
 class WorkerEntrypoint:
@@ -112,4 +112,4 @@ class WorkerEntrypoint:
         _wrap_class(cls)
 
 
-WorkerEntrypoint = _wrap_class(WorkerEntrypoint)  # type: ignore[misc]
+WorkerEntrypoint = _wrap_class(WorkerEntrypoint)  # type: ignore[misc]  # rebinding the class, as the SDK does

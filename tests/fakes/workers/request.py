@@ -23,7 +23,7 @@ def _js_headers_to_http_message(js_headers: JsHeaders) -> HTTPMessageMapping:
 
 
 def _to_js_headers(headers: Any) -> JsHeaders:
-    if isinstance(headers, (list, dict)) or isinstance(headers, JsHeaders):
+    if isinstance(headers, (list, dict, JsHeaders)):
         return JsHeaders(headers)
     raise TypeError("Received unexpected type for headers argument")
 

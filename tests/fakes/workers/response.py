@@ -134,7 +134,7 @@ class Response(FetchResponse):
             options["headers"].set("content-type", "application/json")
         return Response(JsResponse.new(json.dumps(data), **options))
 
-    def json(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+    def json(self, *args: Any, **kwargs: Any):  # type: ignore[override]  # a constructor and a method, as in the SDK
         """Awaitable body as JSON on an instance; `Response.json(data)` builds one, like the SDK."""
         if isinstance(self, Response):
             return super().json()

@@ -54,13 +54,35 @@ from ._js import (
 
 # The SQL functions a Durable Object allows (workerd's allow-list, as documented:
 # core scalar, aggregate, window, date/time, JSON, math, FTS5 auxiliary functions).
-ALLOWED_FUNCTIONS = frozenset(
-    ["abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull", "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim", "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace", "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring", "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date", "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total", "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json", "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract", "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch", "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace", "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array", "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25", "highlight", "snippet", "fts5", "match"]
-)
+# fmt: off
+ALLOWED_FUNCTIONS = frozenset([
+    "abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",
+    "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim",
+    "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace",
+    "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring",
+    "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date",
+    "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date",
+    "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total",
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+    "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2",
+    "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2",
+    "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json",
+    "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract",
+    "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch",
+    "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace",
+    "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array",
+    "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25",
+    "highlight", "snippet", "fts5", "match",
+])
+# fmt: on
 
-ALLOWED_PRAGMAS = frozenset(
-    ["data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list", "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check", "table_info", "table_list", "table_xinfo"]
-)
+# fmt: off
+ALLOWED_PRAGMAS = frozenset([
+    "data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list",
+    "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check",
+    "table_info", "table_list", "table_xinfo",
+])
+# fmt: on
 
 ALARM_RETRIES = 6
 ALARM_FIRST_BACKOFF_MS = 2000
@@ -93,7 +115,7 @@ class SqlStorageCursor(JsProxy):
         return rest
 
     def _obj(self, row: tuple) -> JsProxy:
-        return js_object(dict(zip(self._columns, row)))
+        return js_object(dict(zip(self._columns, row, strict=True)))
 
     def toArray(self) -> JsProxy:
         """Every remaining row as a JS object."""
@@ -136,7 +158,7 @@ def _to_sqlite(value: Any, index: int) -> Any:
     value = to_js_value(value)
     if value is None or value is jsnull:
         return None
-    if isinstance(value, bool) or isinstance(value, JsBigInt):
+    if isinstance(value, (bool, JsBigInt)):
         raise JsException(
             "TypeError",
             f"Failed to execute 'exec' on 'SqlStorage': parameter {index + 2} "

@@ -1,0 +1,139 @@
+"""Helpers shared by the tests (no tests here), one module per subject, all importable from here:
+
+- core: settings on the fake model server, a running router, messages, `wait_until`, stored rows;
+- net: ports that cannot race (`TcpGate`, `ServedMemory`, `port_of`);
+- engine: the memory engine in process (retrieval tests);
+- backends: the memory worker behind one client interface (local host, Worker, Pyodide), for
+  contract tests;
+- telegram / discord: the people of a chat, recording services, the adapters on the fakes.
+"""
+
+from __future__ import annotations
+
+from tests.support.backends import (
+    TOKEN,
+    WORKER_ORIGIN,
+    Backend,
+    LocalBackend,
+    PyodideBackend,
+    WorkerBackend,
+    start_backend,
+)
+from tests.support.core import (
+    API_KEY,
+    FAST,
+    INSTANT,
+    MEMORY_TOKEN,
+    MODELS,
+    REPO,
+    clean_env,
+    default_config_settings,
+    image_bytes,
+    make_settings,
+    msg,
+    no_wait,
+    numbered,
+    prompt_section,
+    running_router,
+    stored_messages,
+    tier_totals,
+    wait_until,
+)
+from tests.support.discord import (
+    ADMIN_NAMES,
+    EVERYONE_NAMES,
+    RecordingRouter,
+    World,
+    answered,
+    discord_e2e_settings,
+    discord_on_router,
+    discord_settings_for,
+    forget_clicked_by,
+    running_client,
+    slash,
+)
+from tests.support.engine import (
+    FILLER,
+    add,
+    fts_row,
+    ids_of,
+    memory,
+)
+from tests.support.net import (
+    ServedMemory,
+    TcpGate,
+    port_of,
+)
+from tests.support.telegram import (
+    ADMIN_ONLY,
+    OWNER_ID,
+    People,
+    RecordingService,
+    answers,
+    ask,
+    bot_on_router,
+    running_bot,
+    telegram_bot,
+    telegram_e2e_settings,
+    telegram_settings,
+    telegram_settings_for,
+)
+
+__all__ = [
+    "ADMIN_NAMES",
+    "ADMIN_ONLY",
+    "API_KEY",
+    "EVERYONE_NAMES",
+    "FAST",
+    "FILLER",
+    "INSTANT",
+    "MEMORY_TOKEN",
+    "MODELS",
+    "OWNER_ID",
+    "REPO",
+    "TOKEN",
+    "WORKER_ORIGIN",
+    "Backend",
+    "LocalBackend",
+    "People",
+    "PyodideBackend",
+    "RecordingRouter",
+    "RecordingService",
+    "ServedMemory",
+    "TcpGate",
+    "WorkerBackend",
+    "World",
+    "add",
+    "answered",
+    "answers",
+    "ask",
+    "bot_on_router",
+    "clean_env",
+    "default_config_settings",
+    "discord_e2e_settings",
+    "discord_on_router",
+    "discord_settings_for",
+    "forget_clicked_by",
+    "fts_row",
+    "ids_of",
+    "image_bytes",
+    "make_settings",
+    "memory",
+    "msg",
+    "no_wait",
+    "numbered",
+    "port_of",
+    "prompt_section",
+    "running_bot",
+    "running_client",
+    "running_router",
+    "slash",
+    "start_backend",
+    "stored_messages",
+    "telegram_bot",
+    "telegram_e2e_settings",
+    "telegram_settings",
+    "telegram_settings_for",
+    "tier_totals",
+    "wait_until",
+]

@@ -1,0 +1,209 @@
+"""The core of the test helpers: settings on the fake model server, a running router, messages,
+waiting with a deadline, and reading what the memory stored."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bot.app import build_router
+from bot.config import Settings, settings_from
+from bot.router.pipeline import Router, RouterOptions
+from bot.router.types import IncomingMessage
+
+API_KEY = "sk-test-secret-0123456789abcdefXYZ"
+MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
+MEMORY_TOKEN = "memory-token-reliability-0123456789"  # a memory host token of the right length
+REPO = Path(__file__).resolve().parents[2]
+FAST = RouterOptions(replay_interval_s=0.05, memory_retry_s=0.05, memory_retry_max_s=0.2)
+
+
+async def no_wait(seconds: float) -> None:
+    """An injected sleep for the tier router: every retry decision is made, no time is waited."""
+    await asyncio.sleep(0)
+
+
+# For tests of what the router decides, not of how long it waits (those keep FAST).
+INSTANT = dataclasses.replace(FAST, sleep=no_wait)
+
+
+def make_settings(
+    base_url: str | None,
+    *,
+    api_key: str | None = API_KEY,
+    fallback: tuple[str, ...] = ("standard", "light", "heavy"),
+    time_budget_s: float = 10.0,
+    request_timeout_s: float = 10.0,  # tests of timeouts pass their own
+    attempts: int = 2,
+    max_retry_wait_s: float = 2.0,
+    daily_budget_usd: float = 1.0,
+    memory_url: str | None = None,
+    memory_token: str | None = None,
+    choice: dict[str, Any] | None = None,
+    summary_model: str | None = "offline",
+) -> Settings:
+    """Settings with three tiers on the fake server (models m-light, m-standard, m-heavy).
+
+    Compaction summarizes offline unless `summary_model` says otherwise (None: the cheapest
+    tier, the product's default), so the fake model sees only the router's calls.
+    """
+    data: dict[str, Any] = {
+        "bot": {"daily_budget_usd": daily_budget_usd},
+        "router": {
+            "fallback_order": list(fallback),
+            "default_tier": "standard",
+            "time_budget_s": time_budget_s,
+            "request_timeout_s": request_timeout_s,
+            "max_attempts_per_tier": attempts,
+            "max_retry_wait_s": max_retry_wait_s,
+            # No "small talk" shortcut by default: short test messages stay on the default tier.
+            "choice": {"short_chars": 0} if choice is None else choice,
+        },
+        "tiers": {
+            "light": {"model": MODELS["light"], "price_in_per_mtok": 0.1, "price_out_per_mtok": 0.4},
+            "standard": {"model": MODELS["standard"], "price_in_per_mtok": 0.4, "price_out_per_mtok": 1.6},
+            "heavy": {"model": MODELS["heavy"], "price_in_per_mtok": 2.0, "price_out_per_mtok": 8.0},
+        },
+    }
+    env: dict[str, str] = {}
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    if base_url:
+        env["OPENAI_BASE_URL"] = base_url
+    if memory_url:
+        env["MEMORY_URL"] = memory_url
+    if memory_token:
+        env["MEMORY_API_TOKEN"] = memory_token
+    if summary_model:
+        env["SUMMARY_MODEL"] = summary_model
+    return settings_from(data, env)
+
+
+@contextlib.asynccontextmanager
+async def running_router(settings: Settings, data_dir: Path, **kwargs: Any) -> AsyncIterator[Router]:
+    """build_router with fast outbox replay (embedded memory host unless settings say otherwise)."""
+    kwargs.setdefault("options", FAST)
+    async with build_router(settings, data_dir, **kwargs) as router:
+        yield router
+
+
+def msg(
+    text: str,
+    *,
+    chat: str = "test:chat",
+    author: str = "ada",
+    author_id: str = "u1",
+    message_id: str | None = None,
+    admin: bool = True,
+    **extra: Any,
+) -> IncomingMessage:
+    """An incoming message with test defaults."""
+    return IncomingMessage(
+        chat_key=chat,
+        author=author,
+        author_id=author_id,
+        text=text,
+        message_id=message_id,
+        is_admin=admin,
+        **extra,
+    )
+
+
+async def wait_until(
+    predicate: Callable[[], Awaitable[Any] | Any], timeout: float = 5.0, what: str = "condition"
+) -> Any:
+    """Poll `predicate` (sync or async) until truthy, failing after `timeout` seconds; its value.
+
+    For state with no event to wait on; where a fake offers an event (`wait_for`), use that.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)  # a poll step with a deadline, not a wait-for-luck sleep
+
+
+def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
+    """Every message row of one chat, read straight from its database file (read-only), in id order."""
+    import sqlite3
+
+    from memory_worker.local import ChatStore
+
+    path = ChatStore(memory_dir).path_for(chat_key)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM messages ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def tier_totals(usage: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """{tier: (calls, errors)} from GET /usage."""
+    return {t: (int(r["calls"]), int(r["errors"])) for t, r in (usage.get("tiers") or {}).items()}
+
+
+def prompt_section(prompt: str, title: str) -> str:
+    """One section of a memory prompt (or of /why), e.g. "Recent messages"; "" when absent."""
+    if f"{title}:" not in prompt:
+        return ""
+    return prompt.split(f"{title}:", 1)[1].split("\n\n", 1)[0]
+
+
+def numbered(text: str) -> dict[str, int]:
+    """{"name: Ada": 1, ...} from the "#N ..." lines of /facts, /forgetfact or /remember."""
+    return {m.group(2).strip(): int(m.group(1)) for m in re.finditer(r"#(\d+) ([^\n]+)", text)}
+
+
+def image_bytes(width: int = 64, height: int = 48, color: str = "red", fmt: str = "PNG") -> bytes:
+    """A real picture (Pillow, which matplotlib brings), for photo tests."""
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(out, fmt)
+    return out.getvalue()
+
+
+def default_config_settings(env: dict[str, str], **tables: dict[str, Any]) -> Settings:
+    """The shipped config/bot.toml (vision tiers, [transcription]...) with `tables` merged over it
+    (`tiers` replaces the shipped tiers)."""
+    import tomllib
+
+    from bot.config import DEFAULT_CONFIG
+
+    with open(DEFAULT_CONFIG, "rb") as fh:
+        data = tomllib.load(fh)
+    for name, values in tables.items():
+        if name == "tiers":
+            data["tiers"] = dict(values)
+        else:
+            data.setdefault(name, {}).update(values)
+    return settings_from(data, env)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without the bot's settings (a subprocess sees only `extra`), the repo on PYTHONPATH."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "MEMORY_", "BOT_CONFIG", "TELEGRAM_", "DISCORD_", "SUMMARY_"))
+    }
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
