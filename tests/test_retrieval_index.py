@@ -8,7 +8,7 @@ from __future__ import annotations
 from memory_engine import ChatMemory, retrieval
 from memory_engine.text import fts_query, query_groups, query_terms
 
-from memory_worker.host import SqliteStorage
+from memory_worker.local import SqliteStorage
 from tests.support import FILLER, add, fts_row, ids_of, memory
 
 # -- dates -------------------------------------------------------------------------------------
