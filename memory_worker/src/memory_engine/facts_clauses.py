@@ -20,6 +20,9 @@ from .facts_lexicon import (
     TIME_WORDS,
 )
 
+# Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
+# (found by trying every code point): "ım" matches the chat spelling "im".
+FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
 _ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
@@ -77,7 +80,8 @@ def is_question(sentence: str) -> bool:
 def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
-    sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).lower()], _STUTTER.sub(r"\1", sentence))
+    sentence = _STUTTER.sub(r"\1", sentence)
+    sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).translate(FOLD).lower()], sentence)
     for label, spoken in _LABELS:
         sentence = label.sub(spoken, sentence, count=1)
     if re.match(r"\W*i\b", sentence, re.I):
