@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from .facts_lexicon import (
     ADVERBS,
@@ -23,6 +24,7 @@ from .facts_lexicon import (
 # Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
 # (found by trying every code point): "ım" matches the chat spelling "im".
 FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+R = TypeVar("R", bound=Callable[..., Any])
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
 _ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
@@ -66,10 +68,45 @@ _ELIDED = re.compile(
 _TOKEN = re.compile(r"n't|'[a-z]+|[\w\-]+", re.I)
 
 
+def folded(text: str) -> str:
+    """`text` lower-cased, with the letters in FOLD made ASCII: same length, same classes (\\w, \\s, \\d).
+
+    A plain (case-sensitive) search of it for a lower-case literal finds every place where a
+    case-insensitive pattern could match that literal in `text`: the cheap gates below rely on it.
+    """
+    return text.lower() if text.isascii() else text.translate(FOLD).lower()
+
+
+def has_any(low: str, words: tuple[str, ...]) -> bool:
+    """True when one of `words` occurs in `low` (a loop: faster than any() over a generator)."""
+    for word in words:  # noqa: SIM110 (any() over a generator is slower, and this runs per rule)
+        if word in low:
+            return True
+    return False
+
+
+# Gates: a pattern is only run when the literal text its every match needs is there.
+_ABBREV_NEEDS = ("mr.", "mrs.", "ms.", "dr.", "st.", "prof.", "jr.", "sr.", "mt.", "vs.", "etc.", "approx.")
+_ABBREV_NEEDS += ("e.g.", "i.e.")
+_BARE_NEEDS = tuple(_BARE)
+_LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
+_ELIDED_VERBS = ("live", "like", "love", "enjoy", "adore", "hate", "work", "moved")
+_STUTTER_GATE = re.compile(r"\b(\w+)\s+\1\b")  # on folded text: every stutter has one
+_BREAK_GATE = re.compile(
+    r"[():,]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz|and|so|or)\s"
+)
+_STARTS_I = re.compile(r"\W*i\b", re.I)
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a message, with their final punctuation."""
-    text = _ABBREV.sub(lambda m: m.group(1) + "\x01", _EMOJI.sub(" ", text.translate(_QUOTES)))
-    return [s.replace("\x01", ".").strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    if not text.isascii():  # quotes, dashes and emoji are all outside ASCII
+        text = _EMOJI.sub(" ", text.translate(_QUOTES))
+    if "." in text and has_any(folded(text), _ABBREV_NEEDS):
+        text = _ABBREV.sub(lambda m: m.group(1) + "\x01", text)
+    if "\x01" in text:
+        return [s.replace("\x01", ".").strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def is_question(sentence: str) -> bool:
@@ -80,12 +117,23 @@ def is_question(sentence: str) -> bool:
 def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
-    sentence = _STUTTER.sub(r"\1", sentence)
-    sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).translate(FOLD).lower()], sentence)
-    for label, spoken in _LABELS:
-        sentence = label.sub(spoken, sentence, count=1)
-    if re.match(r"\W*i\b", sentence, re.I):
+    low = folded(sentence)
+    if _STUTTER_GATE.search(low):
+        sentence = _STUTTER.sub(r"\1", sentence)
+        low = folded(sentence)
+    if has_any(low, _BARE_NEEDS):
+        sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).translate(FOLD).lower()], sentence)
+        low = folded(sentence)
+    if ("=" in sentence or ":" in sentence or "-" in sentence) and has_any(low, _LABEL_NEEDS):
+        for label, spoken in _LABELS:  # every label has one of ":=-" and one of its words
+            sentence = label.sub(spoken, sentence, count=1)
+        low = folded(sentence)
+    if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
+        low = folded(sentence)
+    if not _BREAK_GATE.search(low):
+        sentence = sentence.strip(" ,")
+        return [sentence] if sentence else []
     return [c.strip(" ,") for c in _CLAUSE_BREAK.split(sentence) if c and c.strip(" ,")]
 
 
@@ -197,13 +245,36 @@ I_AM_ = r"(?<![\w'])i(?:'m|\s+am)\s+"
 WORD = re.compile(r"[^\W\d_][\w'\-]*")
 
 
-def rx(pattern: str) -> re.Pattern[str]:
-    """A case-insensitive rule pattern."""
-    return re.compile(pattern, re.I)
+_NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {}
+_RULE_NEEDS: dict[Callable[..., Any], tuple[str, ...]] = {}
 
 
-def triggers(clause: str, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+def rx(pattern: str, needs: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """A case-insensitive rule pattern; `needs`: lower-case literals one of which every match holds."""
+    compiled = re.compile(pattern, re.I)
+    if needs:
+        _NEEDS[compiled] = needs
+    return compiled
+
+
+def triggers(clause: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
-    for m in pattern.finditer(clause):
-        if not guarded(clause[: m.start()]):
-            yield m
+    needs = _NEEDS.get(pattern)
+    if needs and not has_any(folded(clause), needs):
+        return []
+    return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
+
+
+def needs(*words: str) -> Callable[[R], R]:
+    """Mark a rule: it can only find something in a clause whose folded text holds one of `words`."""
+
+    def mark(rule: R) -> R:
+        _RULE_NEEDS[rule] = words
+        return rule
+
+    return mark
+
+
+def needed(rule: Callable[..., Any]) -> tuple[str, ...]:
+    """The words `rule` was marked with (see `needs`)."""
+    return _RULE_NEEDS[rule]
