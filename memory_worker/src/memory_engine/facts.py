@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from .facts_clauses import FactChange, clauses, folded, has_any, is_question, needed, sentences
+from .facts_clauses import FactChange, clauses, folded, is_question, needed, sentences, words_of
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, places, work
 
@@ -44,11 +44,11 @@ def extract_facts(text: str) -> list[FactChange]:
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) or is_question(sentence):
             continue
         for clause in clauses(sentence):
-            low = folded(clause)
-            if not _ABOUT_ME_FOLDED.search(low):
+            if not _ABOUT_ME_FOLDED.search(folded(clause)):
                 continue
+            words = words_of(clause)
             for rule, needs in _GATED:
-                if has_any(low, needs):  # each rule's patterns need one of its words
+                if not needs.isdisjoint(words):  # a rule finds nothing without one of its words
                     changes.extend(rule(clause))
     lived = any(c.key == "location" and c.remove_from is None for c in changes)
     out: list[FactChange] = []

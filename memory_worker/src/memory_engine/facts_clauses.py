@@ -245,36 +245,50 @@ I_AM_ = r"(?<![\w'])i(?:'m|\s+am)\s+"
 WORD = re.compile(r"[^\W\d_][\w'\-]*")
 
 
-_NEEDS: dict[re.Pattern[str], tuple[str, ...]] = {}
-_RULE_NEEDS: dict[Callable[..., Any], tuple[str, ...]] = {}
+# Gates of the rules: a rule or pattern marked with words, one of which every match holds as a
+# whole word (a maximal run of \w in the folded clause), is skipped when the clause has none.
+_NEEDS: dict[int, frozenset[str]] = {}  # by id: hashing a Pattern hashes its whole program
+_RULE_NEEDS: dict[Callable[..., Any], frozenset[str]] = {}
+_WORD_RUN = re.compile(r"\w+")
+_last_words: tuple[str, frozenset[str]] = ("", frozenset())
+
+
+def words_of(clause: str) -> frozenset[str]:
+    """The whole words of a folded clause (the last clause's are kept: every rule asks for them)."""
+    global _last_words
+    text, words = _last_words  # one tuple: a thread reads a consistent pair
+    if text != clause:
+        words = frozenset(_WORD_RUN.findall(folded(clause)))
+        _last_words = (clause, words)
+    return words
 
 
 def rx(pattern: str, needs: tuple[str, ...] = ()) -> re.Pattern[str]:
-    """A case-insensitive rule pattern; `needs`: lower-case literals one of which every match holds."""
+    """A case-insensitive rule pattern; `needs`: words one of which every match holds (see above)."""
     compiled = re.compile(pattern, re.I)
     if needs:
-        _NEEDS[compiled] = needs
+        _NEEDS[id(compiled)] = frozenset(needs)  # rule patterns live as long as the module
     return compiled
 
 
 def triggers(clause: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
-    needs = _NEEDS.get(pattern)
-    if needs and not has_any(folded(clause), needs):
+    needs = _NEEDS.get(id(pattern))
+    if needs is not None and needs.isdisjoint(words_of(clause)):
         return []
     return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
 
 
 def needs(*words: str) -> Callable[[R], R]:
-    """Mark a rule: it can only find something in a clause whose folded text holds one of `words`."""
+    """Mark a rule with the words one of which each of its findings needs (see above)."""
 
     def mark(rule: R) -> R:
-        _RULE_NEEDS[rule] = words
+        _RULE_NEEDS[rule] = frozenset(words)
         return rule
 
     return mark
 
 
-def needed(rule: Callable[..., Any]) -> tuple[str, ...]:
+def needed(rule: Callable[..., Any]) -> frozenset[str]:
     """The words `rule` was marked with (see `needs`)."""
     return _RULE_NEEDS[rule]

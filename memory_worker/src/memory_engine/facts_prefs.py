@@ -34,10 +34,10 @@ from .facts_lexicon import (
 
 # -- preferences and favourites ------------------------------------------------------------
 
-_LIKE_WORDS = ("like", "love", "enjoy", "ador", "fan", "into", "crazy", "obsessed", "passionate")
-_LIKE_WORDS += ("mad", "keen", "fond", "hooked", "enough")
-_DISLIKE_WORDS = ("like", "hate", "detest", "loath", "despise", "abhor", "stand", "bear", "stomach")
-_DISLIKE_WORDS += ("enjoy", "care", "fan", "into", "keen", "fond")
+_LIKE_WORDS = ("like", "love", "enjoy", "adore", "liked", "loved", "enjoyed", "adored", "fan", "into")
+_LIKE_WORDS += ("crazy", "obsessed", "passionate", "mad", "keen", "fond", "hooked", "enough")
+_DISLIKE_WORDS = ("dislike", "hate", "detest", "loathe", "despise", "abhor", "stand", "bear", "stomach")
+_DISLIKE_WORDS += ("like", "enjoy", "care", "fan", "into", "keen", "fond")
 _LIKE = rx(
     I_ + r"\s+" + ADV + r"(?:like|love|enjoy|adore)\s+"
     r"|" + I_ + r"(?:'ve|\s+have)\s+" + ADV + r"(?:liked|loved|enjoyed|adored)\s+"
@@ -172,7 +172,8 @@ def preferences(clause: str) -> Iterator[FactChange]:
 _FAV = r"(?:all[- ]time\s+|absolute\s+|current\s+|personal\s+|very\s+)?(?:fav(?:ou?rite)?|fave)"
 _THING = r"(?P<thing>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,2}?)"
 _WHEN = r"(?:\s+(?:right\s+now|at\s+the\s+moment|these\s+days|currently|lately|of\s+all\s+time|ever))?"
-_FAVORITE = rx(r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", needs=("fav",))
+_FAV_WORDS = ("fav", "fave", "favorite", "favourite")
+_FAVORITE = rx(r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", needs=_FAV_WORDS)
 _FAVORITE_LAST = rx(
     r"^(?P<value>.{1,60}?)\s+(?:is|are)\s+(?:definitely\s+|probably\s+|still\s+|easily\s+|totally\s+)?"
     r"my\s+" + _FAV + r"\s+" + _THING + r"$"
@@ -187,7 +188,7 @@ def _favorite_value(value: str) -> str | None:
     return value
 
 
-@needs("fav")
+@needs(*_FAV_WORDS)
 def favorites(clause: str) -> Iterator[FactChange]:
     found: list[tuple[str, str | None]] = []
     for m in triggers(clause, _FAVORITE):
@@ -206,6 +207,8 @@ def favorites(clause: str) -> Iterator[FactChange]:
 # -- pets and family -----------------------------------------------------------------------
 
 _KIN = "|".join(re.escape(k) for k in sorted([*SPECIES, *RELATIONS], key=len, reverse=True))
+# The first word of each pet or relative ("golden" retriever, "half"-brother): one is in every match.
+_KIN_WORDS = tuple(sorted({k.replace("-", " ").split()[0] for k in [*SPECIES, *RELATIONS]}))
 _MY_KIN = rx(
     r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
@@ -239,7 +242,7 @@ def _kin_names(rest: str, plural: bool) -> list[str]:
     return names
 
 
-@needs("my", "our", "have", "got", "adopted", "own")
+@needs(*_KIN_WORDS)
 def kin(clause: str) -> Iterator[FactChange]:
     if any(w in GONE_WORDS for w in re.findall(r"[a-z]+", clause.lower())) or re.search(
         r"\bpassed\s+away\b", clause, re.I

@@ -11,8 +11,6 @@ from .facts_clauses import (
     WORD,
     FactChange,
     clean,
-    folded,
-    has_any,
     is_capitalised,
     is_name_word,
     needs,
@@ -21,6 +19,7 @@ from .facts_clauses import (
     strip_trailing,
     title,
     triggers,
+    words_of,
 )
 from .facts_lexicon import (
     ABSTRACT,
@@ -73,10 +72,10 @@ def _take_name(rest: str, allow_lower: bool) -> str | None:
 _MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+", needs=("name",))
 _CALL_ME = rx(
     r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+",
-    needs=("call", "known", "by"),
+    needs=("call", "calls", "called", "known", "by"),
 )
 _I_AM = rx(
-    r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+", needs=("'m", "am")
+    r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+", needs=("m", "am")
 )
 
 
@@ -86,17 +85,18 @@ _HERE = rx(
 )
 
 
+_HERE_NEEDS = frozenset(("this", "it", "here"))
 _GREETED = rx(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
-@needs("name", "call", "known", "by", "'m", "am", "this", "it's", "here")
+@needs("name", "call", "calls", "called", "known", "by", "m", "am", "this", "it", "here")
 def names(clause: str) -> Iterator[FactChange]:
     for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False), (_I_AM, False)):
         for m in triggers(clause, pattern):
             name = _take_name(clause[m.end() :], allow_lower=lower)
             if name:
                 yield FactChange("name", name)
-    here = _HERE.match(clause) if has_any(folded(clause), ("this", "it's", "here")) else None
+    here = None if _HERE_NEEDS.isdisjoint(words_of(clause)) else _HERE.match(clause)
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
     if here and (here.group("b") or clause.lower().endswith(("speaking", "here")) or _GREETED.match(clause)):
         name = here.group("a") or here.group("b")
@@ -170,7 +170,7 @@ _LIVE = rx(
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"been\s+" + ADV + r"(?:living|based|residing)\s+in\s+"
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:moved|relocated)\s+"
     r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+",
-    needs=("liv", "resid", "based", "settled", "moved", "relocated"),
+    needs=("live", "reside", "living", "based", "settled", "residing", "moved", "relocated"),
 )
 _LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", needs=("lived",))
 _FROM = rx(
@@ -178,7 +178,7 @@ _FROM = rx(
 )
 
 
-@needs("liv", "resid", "based", "settled", "moved", "relocated", "from")
+@needs("live", "reside", "living", "based", "settled", "residing", "moved", "relocated", "lived", "from")
 def places(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _LIVE):
         place = _take_place(clause[m.end() :])
@@ -195,11 +195,13 @@ def places(clause: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
-_I_AM_A = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", needs=("'m", "am"))
+_WORK_WORDS = ("m", "am", "been", "work", "working", "employed", "job", "occupation", "profession")
+_WORK_WORDS += ("started", "began", "hired")
+_I_AM_A = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", needs=("m", "am"))
 _BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", needs=("been",))
 _WORK_AS = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?",
-    needs=("work", "employed"),
+    needs=("work", "working", "employed"),
 )
 _MY_JOB = rx(
     r"\bmy\s+(?:job|occupation|profession|day\s+job)\s+is\s+(an?\s+)?",
@@ -209,7 +211,7 @@ _EMPLOYER = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been|\s+was)?\s+" + ADV + r"(?:work|working|"
     r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+)?(?:new\s+)?job|"
     r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+",
-    needs=("work", "started", "began", "job", "hired", "employed"),
+    needs=("work", "working", "started", "began", "job", "hired", "employed"),
 )
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
 
@@ -267,7 +269,7 @@ def _after_job(rest: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
-@needs("'m", "am", "been", "work", "employed", "job", "occupation", "profession", "started", "began", "hired")
+@needs(*_WORK_WORDS)
 def work(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _I_AM_A):
         job = _take_job(clause[m.end() :], need_lexicon=True)
@@ -311,7 +313,7 @@ _NUM = r"(\d{1,3}|(?:" + "|".join([*_TENS, *_NUMBERS]) + r")(?:[\s\-](?:" + "|".
 _AGE = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
-    needs=("'m", "am", "turned"),
+    needs=("m", "am", "turned"),
 )
 _AGE_END = rx(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
 
@@ -324,7 +326,7 @@ def _number(text: str) -> int | None:
     return total if all(p in _TENS or p in _NUMBERS for p in parts) else None
 
 
-@needs("'m", "am", "turned")
+@needs("m", "am", "turned")
 def age(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _AGE):
         after = strip_trailing(clause[m.end() :])
@@ -344,12 +346,13 @@ _DATE = (
     r"|" + _MONTH + r"(?:\s+\d{4})?"
     r"|\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?)"
 )
+_BIRTH_WORDS = ("birthday", "bday", "b", "birth", "birthdate", "born")
 _BIRTHDAY = rx(
     r"(?:\bmy\s+(?:birthday|bday|b-day|birth\s*date|date\s+of\s+birth)(?:'s|\s+is)\s+|"
     + I_
     + r"\s+was\s+born\s+)(?:on\s+|in\s+)?"
     + _DATE,
-    needs=("birth", "bday", "b-day", "born"),
+    needs=_BIRTH_WORDS,
 )
 _PRONOUNS = (
     r"(?P<p>(?:she|he|they|xe|ze|fae|ey|it)/(?:her|him|them|hers|his|theirs|xem|xir|zir|hir|faer|em|its|"
@@ -357,13 +360,13 @@ _PRONOUNS = (
 )
 _PRONOUN = rx(
     r"(?:\bmy\s+pronouns\s+are\s+|" + I_ + r"\s+" + ADV + r"(?:use|go\s+by|prefer)\s+)" + _PRONOUNS,
-    needs=("/",),
+    needs=("pronouns", "use", "by", "prefer"),
 )
 
 
-@needs("birth", "bday", "b-day", "born", "/")
+@needs(*_BIRTH_WORDS, "pronouns", "use", "by", "prefer")
 def dates_and_pronouns(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _BIRTHDAY):
         yield FactChange("birthday", " ".join(m.group("date").split()))
-    for m in triggers(clause, _PRONOUN):
+    for m in triggers(clause, _PRONOUN) if "/" in clause else ():  # every set of pronouns has a "/"
         yield FactChange("pronouns", m.group("p").lower())
