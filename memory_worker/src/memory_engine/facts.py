@@ -27,8 +27,10 @@ MAX_TEXT = 8000  # facts are read from the start of a long message only
 _ABOUT_ME = re.compile(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|fav\w*)\b", re.I)
 # The same test, case-sensitive on folded text (the same matches, several times faster), and a
 # wider one for whole sentences: "im", "ive" and "pronouns:" become "I'm", "I've", "my pronouns".
-_ABOUT_ME_FOLDED = re.compile(r"\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b")
-_MAY_BE_ABOUT_ME = re.compile(r"\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b")
+_ABOUT_ME_FOLDED = re.compile(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b")
+_MAY_BE_ABOUT_ME = re.compile(
+    r"(?=[imwonhtfp])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b"
+)
 Rule = Callable[[str], Iterable[FactChange]]
 RULES: tuple[Rule, ...] = (names, places, work, age, dates_and_pronouns, preferences, favorites, kin)
 _GATED = tuple((rule, needed(rule)) for rule in RULES)

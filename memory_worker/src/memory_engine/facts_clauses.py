@@ -28,7 +28,9 @@ R = TypeVar("R", bound=Callable[..., Any])
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
 _ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+|;\s*")
+# Each split pattern starts with a lookahead for the characters every match starts with: the same
+# matches, found about twice as fast.
+_SENTENCE_END = re.compile(r"(?=[\s\"')\];])(?:(?<=[.!?])[\"')\]]*\s+|\n+|;\s*)")
 _QUESTION_END = re.compile(r"\?[\s\"')\]\W]*$")
 _INVERTED = re.compile(
     r"^(?:(?:so|and|but|hey|ok|okay|um|well|wait|also)[,\s]+)*"
@@ -40,7 +42,7 @@ _INVERTED = re.compile(
 )
 _SUBJECT = r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|he|she|they|it|you|there|our|his|her|their)\b"
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
+    r"(?=[\s(),:])\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
     r"|[,:]\s*(?:and\s+|so\s+|or\s+)?(?=" + _SUBJECT + r")"
     r"|(?<!^i)(?<! i)\s+(?:and|so|or)\s+(?=" + _SUBJECT + r"))",
     re.I,
@@ -263,9 +265,13 @@ def words_of(clause: str) -> frozenset[str]:
     return words
 
 
-def rx(pattern: str, needs: tuple[str, ...] = ()) -> re.Pattern[str]:
-    """A case-insensitive rule pattern; `needs`: words one of which every match holds (see above)."""
-    compiled = re.compile(pattern, re.I)
+def rx(pattern: str, needs: tuple[str, ...] = (), first: str = "") -> re.Pattern[str]:
+    """A case-insensitive rule pattern; `needs`: words one of which every match holds (see above).
+
+    `first`: the letters every match starts with; a lookahead for them lets the engine pass over
+    the other positions at once (about twice as fast, the same matches).
+    """
+    compiled = re.compile(f"(?=[{first}])(?:{pattern})" if first else pattern, re.I)
     if needs:
         _NEEDS[id(compiled)] = frozenset(needs)  # rule patterns live as long as the module
     return compiled

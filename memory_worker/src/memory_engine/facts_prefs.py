@@ -45,9 +45,10 @@ _LIKE = rx(
     r"fan\s+of|into|crazy\s+about|obsessed\s+with|passionate\s+about|mad\s+about|keen\s+on|fond\s+of|"
     r"in\s+love\s+with|hooked\s+on)\s+"
     r"|" + I_ + r"\s+" + ADV + r"can(?:'t|not|\s+not)\s+get\s+enough\s+of\s+",
+    first="i",
     needs=_LIKE_WORDS,
 )
-_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)", needs=("prefer",))
+_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)", first="i", needs=("prefer",))
 _OVER = rx(r"\s+(?:to|over|rather\s+than|instead\s+of)\s+")
 _DISLIKE = rx(
     I_ + r"\s+" + ADV + r"(?:dislike|hate|detest|loathe|despise|abhor)\s+"
@@ -55,6 +56,7 @@ _DISLIKE = rx(
     r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"(?:like|enjoy|care\s+for)\s+"
     r"|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"not\s+" + ADV + r"(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|"
     r"into|keen\s+on|fond\s+of)\s+",
+    first="i",
     needs=_DISLIKE_WORDS,
 )
 _NO_LONGER = rx(
@@ -62,6 +64,7 @@ _NO_LONGER = rx(
     r"|" + I_ + r"\s+" + ADV + r"(?:no\s+longer\s+(?:like|love|enjoy)|(?:have\s+)?stopped\s+(?:liking|loving|"
     r"enjoying))\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"love\s+(?=.*\bany\s?more\b)",
+    first="i",
     needs=("longer", "stopped", "love"),
 )
 _ANYMORE = rx(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
@@ -173,7 +176,9 @@ _FAV = r"(?:all[- ]time\s+|absolute\s+|current\s+|personal\s+|very\s+)?(?:fav(?:
 _THING = r"(?P<thing>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,2}?)"
 _WHEN = r"(?:\s+(?:right\s+now|at\s+the\s+moment|these\s+days|currently|lately|of\s+all\s+time|ever))?"
 _FAV_WORDS = ("fav", "fave", "favorite", "favourite")
-_FAVORITE = rx(r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", needs=_FAV_WORDS)
+_FAVORITE = rx(
+    r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", first="m", needs=_FAV_WORDS
+)
 _FAVORITE_LAST = rx(
     r"^(?P<value>.{1,60}?)\s+(?:is|are)\s+(?:definitely\s+|probably\s+|still\s+|easily\s+|totally\s+)?"
     r"my\s+" + _FAV + r"\s+" + _THING + r"$"
@@ -213,12 +218,14 @@ _MY_KIN = rx(
     r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
     r"(?=(?-i:[^\W\d_a-z]))",
+    first="mo",
     needs=("my", "our"),
 )
 _HAVE_KIN = rx(
     r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
     r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])",
+    first="iw",
     needs=("have", "got", "adopted", "own"),
 )
 _NAME_LIST = re.compile(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)")

@@ -72,6 +72,7 @@ def _take_name(rest: str, allow_lower: bool) -> str | None:
 _MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+", needs=("name",))
 _CALL_ME = rx(
     r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+",
+    first="ci",
     needs=("call", "calls", "called", "known", "by"),
 )
 _I_AM = rx(
@@ -170,11 +171,16 @@ _LIVE = rx(
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"been\s+" + ADV + r"(?:living|based|residing)\s+in\s+"
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:moved|relocated)\s+"
     r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+",
+    first="iw",
     needs=("live", "reside", "living", "based", "settled", "residing", "moved", "relocated"),
 )
-_LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", needs=("lived",))
+_LIVED_SINCE = rx(
+    r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", first="iw", needs=("lived",)
+)
 _FROM = rx(
-    I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+", needs=("from",)
+    I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+",
+    first="i",
+    needs=("from",),
 )
 
 
@@ -197,20 +203,25 @@ def places(clause: str) -> Iterator[FactChange]:
 
 _WORK_WORDS = ("m", "am", "been", "work", "working", "employed", "job", "occupation", "profession")
 _WORK_WORDS += ("started", "began", "hired")
-_I_AM_A = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", needs=("m", "am"))
-_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", needs=("been",))
+_I_AM_A = rx(
+    I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", first="i", needs=("m", "am")
+)
+_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i", needs=("been",))
 _WORK_AS = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?",
+    first="i",
     needs=("work", "working", "employed"),
 )
 _MY_JOB = rx(
     r"\bmy\s+(?:job|occupation|profession|day\s+job)\s+is\s+(an?\s+)?",
+    first="m",
     needs=("job", "occupation", "profession"),
 )
 _EMPLOYER = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been|\s+was)?\s+" + ADV + r"(?:work|working|"
     r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+)?(?:new\s+)?job|"
     r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+",
+    first="i",
     needs=("work", "working", "started", "began", "job", "hired", "employed"),
 )
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
@@ -313,6 +324,7 @@ _NUM = r"(\d{1,3}|(?:" + "|".join([*_TENS, *_NUMBERS]) + r")(?:[\s\-](?:" + "|".
 _AGE = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
+    first="i",
     needs=("m", "am", "turned"),
 )
 _AGE_END = rx(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
@@ -352,6 +364,7 @@ _BIRTHDAY = rx(
     + I_
     + r"\s+was\s+born\s+)(?:on\s+|in\s+)?"
     + _DATE,
+    first="mi",
     needs=_BIRTH_WORDS,
 )
 _PRONOUNS = (
@@ -360,6 +373,7 @@ _PRONOUNS = (
 )
 _PRONOUN = rx(
     r"(?:\bmy\s+pronouns\s+are\s+|" + I_ + r"\s+" + ADV + r"(?:use|go\s+by|prefer)\s+)" + _PRONOUNS,
+    first="mi",
     needs=("pronouns", "use", "by", "prefer"),
 )
 
