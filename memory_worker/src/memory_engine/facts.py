@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from .facts_clauses import FactChange, clauses, folded, is_question, needed, sentences, words_of
 from .facts_prefs import favorites, kin, preferences
-from .facts_rules import age, dates_and_pronouns, names, places, work
+from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
 __all__ = ["FactChange", "extract_facts", "is_list_key", "merge_list"]
 
@@ -31,8 +31,20 @@ _ABOUT_ME_FOLDED = re.compile(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this
 _MAY_BE_ABOUT_ME = re.compile(
     r"(?=[imwonhtfp])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b"
 )
+_ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this"))  # its one-word terms
 Rule = Callable[[str], Iterable[FactChange]]
-RULES: tuple[Rule, ...] = (names, places, work, age, dates_and_pronouns, preferences, favorites, kin)
+RULES: tuple[Rule, ...] = (
+    names,
+    names_i_am,
+    names_here,
+    places,
+    work,
+    age,
+    dates_and_pronouns,
+    preferences,
+    favorites,
+    kin,
+)
 _GATED = tuple((rule, needed(rule)) for rule in RULES)
 
 
@@ -46,9 +58,11 @@ def extract_facts(text: str) -> list[FactChange]:
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) or is_question(sentence):
             continue
         for clause in clauses(sentence):
-            if not _ABOUT_ME_FOLDED.search(folded(clause)):
-                continue
             words = words_of(clause)
+            if _ABOUT_WORDS.isdisjoint(words):  # then only "it's" or "fav..." can be about the speaker
+                low = folded(clause)
+                if not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
+                    continue
             for rule, needs in _GATED:
                 if not needs.isdisjoint(words):  # a rule finds nothing without one of its words
                     changes.extend(rule(clause))

@@ -93,11 +93,19 @@ _ABBREV_NEEDS += ("e.g.", "i.e.")
 _BARE_NEEDS = tuple(_BARE)
 _LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
 _ELIDED_VERBS = ("live", "like", "love", "enjoy", "adore", "hate", "work", "moved")
-_STUTTER_GATE = re.compile(r"\b(\w+)\s+\1\b")  # on folded text: every stutter has one
 _BREAK_GATE = re.compile(
     r"[():,]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz|and|so|or)\s"
 )
 _STARTS_I = re.compile(r"\W*i\b", re.I)
+_WORD_RUN = re.compile(r"\w+")
+
+
+def _repeats_a_word(low: str) -> bool:
+    """True when two runs of \\w in a row are the same: every stutter ("hate hate") has them."""
+    runs = _WORD_RUN.findall(low)
+    if len(set(runs)) == len(runs):
+        return False
+    return any(a == b for a, b in itertools.pairwise(runs))
 
 
 def sentences(text: str) -> list[str]:
@@ -120,7 +128,7 @@ def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
     low = folded(sentence)
-    if _STUTTER_GATE.search(low):
+    if _repeats_a_word(low):
         sentence = _STUTTER.sub(r"\1", sentence)
         low = folded(sentence)
     if has_any(low, _BARE_NEEDS):
@@ -251,7 +259,6 @@ WORD = re.compile(r"[^\W\d_][\w'\-]*")
 # whole word (a maximal run of \w in the folded clause), is skipped when the clause has none.
 _NEEDS: dict[int, frozenset[str]] = {}  # by id: hashing a Pattern hashes its whole program
 _RULE_NEEDS: dict[Callable[..., Any], frozenset[str]] = {}
-_WORD_RUN = re.compile(r"\w+")
 _last_words: tuple[str, frozenset[str]] = ("", frozenset())
 
 

@@ -19,7 +19,6 @@ from .facts_clauses import (
     strip_trailing,
     title,
     triggers,
-    words_of,
 )
 from .facts_lexicon import (
     ABSTRACT,
@@ -86,18 +85,30 @@ _HERE = rx(
 )
 
 
-_HERE_NEEDS = frozenset(("this", "it", "here"))
 _GREETED = rx(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
-@needs("name", "call", "calls", "called", "known", "by", "m", "am", "this", "it", "here")
+# Three rules, run in this order, so that each is only called when its own words are there.
+@needs("name", "call", "calls", "called", "known", "by")
 def names(clause: str) -> Iterator[FactChange]:
-    for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False), (_I_AM, False)):
+    for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False)):
         for m in triggers(clause, pattern):
             name = _take_name(clause[m.end() :], allow_lower=lower)
             if name:
                 yield FactChange("name", name)
-    here = None if _HERE_NEEDS.isdisjoint(words_of(clause)) else _HERE.match(clause)
+
+
+@needs("m", "am")
+def names_i_am(clause: str) -> Iterator[FactChange]:
+    for m in triggers(clause, _I_AM):
+        name = _take_name(clause[m.end() :], allow_lower=False)
+        if name:
+            yield FactChange("name", name)
+
+
+@needs("this", "it", "here")
+def names_here(clause: str) -> Iterator[FactChange]:
+    here = _HERE.match(clause)
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
     if here and (here.group("b") or clause.lower().endswith(("speaking", "here")) or _GREETED.match(clause)):
         name = here.group("a") or here.group("b")
