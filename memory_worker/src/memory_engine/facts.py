@@ -46,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     kin,
 )
 _GATED = tuple((rule, needed(rule)) for rule in RULES)
+_RULE_WORDS = frozenset().union(*(needs for _, needs in _GATED))
 
 
 def extract_facts(text: str) -> list[FactChange]:
@@ -59,6 +60,8 @@ def extract_facts(text: str) -> list[FactChange]:
             continue
         for clause in clauses(sentence):
             words = words_of(clause)
+            if _RULE_WORDS.isdisjoint(words):
+                continue  # no rule has a word to start from
             if _ABOUT_WORDS.isdisjoint(words):  # then only "it's" or "fav..." can be about the speaker
                 low = folded(clause)
                 if not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,7 +89,20 @@ def has_any(low: str, words: tuple[str, ...]) -> bool:
 
 
 # Gates: a pattern is only run when the literal text its every match needs is there.
-_ABBREV_NEEDS = ("mr.", "mrs.", "ms.", "dr.", "st.", "prof.", "jr.", "sr.", "mt.", "vs.", "etc.", "approx.")
+_ABBREV_NEEDS: tuple[str, ...] = (
+    "mr.",
+    "mrs.",
+    "ms.",
+    "dr.",
+    "st.",
+    "prof.",
+    "jr.",
+    "sr.",
+    "mt.",
+    "vs.",
+    "etc.",
+    "approx.",
+)
 _ABBREV_NEEDS += ("e.g.", "i.e.")
 _BARE_NEEDS = tuple(_BARE)
 _LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
@@ -105,7 +119,7 @@ def _repeats_a_word(low: str) -> bool:
     runs = _WORD_RUN.findall(low)
     if len(set(runs)) == len(runs):
         return False
-    return any(a == b for a, b in itertools.pairwise(runs))
+    return any(map(operator.eq, runs, runs[1:]))
 
 
 def sentences(text: str) -> list[str]:

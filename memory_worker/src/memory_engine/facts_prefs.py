@@ -34,9 +34,30 @@ from .facts_lexicon import (
 
 # -- preferences and favourites ------------------------------------------------------------
 
-_LIKE_WORDS = ("like", "love", "enjoy", "adore", "liked", "loved", "enjoyed", "adored", "fan", "into")
+_LIKE_WORDS: tuple[str, ...] = (
+    "like",
+    "love",
+    "enjoy",
+    "adore",
+    "liked",
+    "loved",
+    "enjoyed",
+    "adored",
+    "fan",
+    "into",
+)
 _LIKE_WORDS += ("crazy", "obsessed", "passionate", "mad", "keen", "fond", "hooked", "enough")
-_DISLIKE_WORDS = ("dislike", "hate", "detest", "loathe", "despise", "abhor", "stand", "bear", "stomach")
+_DISLIKE_WORDS: tuple[str, ...] = (
+    "dislike",
+    "hate",
+    "detest",
+    "loathe",
+    "despise",
+    "abhor",
+    "stand",
+    "bear",
+    "stomach",
+)
 _DISLIKE_WORDS += ("like", "enjoy", "care", "fan", "into", "keen", "fond")
 _LIKE = rx(
     I_ + r"\s+" + ADV + r"(?:like|love|enjoy|adore)\s+"

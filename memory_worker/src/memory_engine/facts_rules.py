@@ -212,7 +212,17 @@ def places(clause: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
-_WORK_WORDS = ("m", "am", "been", "work", "working", "employed", "job", "occupation", "profession")
+_WORK_WORDS: tuple[str, ...] = (
+    "m",
+    "am",
+    "been",
+    "work",
+    "working",
+    "employed",
+    "job",
+    "occupation",
+    "profession",
+)
 _WORK_WORDS += ("started", "began", "hired")
 _I_AM_A = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", first="i", needs=("m", "am")
