@@ -47,6 +47,10 @@ RULES: tuple[Rule, ...] = (
 )
 _GATED = tuple((rule, needed(rule)) for rule in RULES)
 _RULE_WORDS = frozenset().union(*(needs for _, needs in _GATED))
+# For each word, the rules that need it, as bits (rule i is bit i): a clause calls only those.
+_RULES_OF: dict[str, int] = {
+    w: sum(1 << i for i, (_, needs) in enumerate(_GATED) if w in needs) for w in _RULE_WORDS
+}
 
 
 def extract_facts(text: str) -> list[FactChange]:
@@ -58,17 +62,22 @@ def extract_facts(text: str) -> list[FactChange]:
     for sentence in sentences(text):
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) or is_question(sentence):
             continue
-        for clause in clauses(sentence):
+        for clause in clauses(sentence, _RULE_WORDS):
             words = words_of(clause)
-            if _RULE_WORDS.isdisjoint(words):
+            starts = _RULE_WORDS.intersection(words)
+            if not starts:
                 continue  # no rule has a word to start from
             if _ABOUT_WORDS.isdisjoint(words):  # then only "it's" or "fav..." can be about the speaker
                 low = folded(clause)
                 if not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                     continue
-            for rule, needs in _GATED:
-                if not needs.isdisjoint(words):  # a rule finds nothing without one of its words
-                    changes.extend(rule(clause))
+            called = 0
+            for word in starts:
+                called |= _RULES_OF[word]
+            while called:  # lowest bit first: the rules run in their order
+                bit = called & -called
+                changes.extend(RULES[bit.bit_length() - 1](clause))
+                called ^= bit
     lived = any(c.key == "location" and c.remove_from is None for c in changes)
     out: list[FactChange] = []
     for c in changes:

@@ -114,9 +114,8 @@ _STARTS_I = re.compile(r"\W*i\b", re.I)
 _WORD_RUN = re.compile(r"\w+")
 
 
-def _repeats_a_word(low: str) -> bool:
-    """True when two runs of \\w in a row are the same: every stutter ("hate hate") has them."""
-    runs = _WORD_RUN.findall(low)
+def _repeats_a_word(runs: list[str]) -> bool:
+    """True when two runs of \\w in a row (of folded text) are the same: every stutter has them."""
     if len(set(runs)) == len(runs):
         return False
     return any(map(operator.eq, runs, runs[1:]))
@@ -138,25 +137,36 @@ def is_question(sentence: str) -> bool:
     return bool(_QUESTION_END.search(sentence) or _INVERTED.match(sentence.strip(" \"'*_-")))
 
 
-def clauses(sentence: str) -> list[str]:
-    """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
+def clauses(sentence: str, needs: frozenset[str] | None = None) -> list[str]:
+    """The clauses of one sentence: split at conjunctions and at a comma before a new subject.
+
+    With `needs`, none when the sentence (as rewritten) has none of these words: a clause's words
+    are some of its sentence's, so a caller that only reads clauses with one of them loses nothing.
+    """
     sentence = sentence.rstrip(".!? ")
     low = folded(sentence)
-    if _repeats_a_word(low):
+    first_runs = _WORD_RUN.findall(low)
+    runs: list[str] | None = first_runs
+    if _repeats_a_word(first_runs):
         sentence = _STUTTER.sub(r"\1", sentence)
-        low = folded(sentence)
+        low, runs = folded(sentence), None
     if has_any(low, _BARE_NEEDS):
         sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).translate(FOLD).lower()], sentence)
-        low = folded(sentence)
+        low, runs = folded(sentence), None
     if ("=" in sentence or ":" in sentence or "-" in sentence) and has_any(low, _LABEL_NEEDS):
         for label, spoken in _LABELS:  # every label has one of ":=-" and one of its words
             sentence = label.sub(spoken, sentence, count=1)
-        low = folded(sentence)
+        low, runs = folded(sentence), None
     if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
-        low = folded(sentence)
+        low, runs = folded(sentence), None
+    if runs is None:
+        runs = _WORD_RUN.findall(low)
+    if needs is not None and needs.isdisjoint(runs):
+        return []
     if not _BREAK_GATE.search(low):
         sentence = sentence.strip(" ,")
+        _remember_words(sentence, runs)  # the one clause: its words are the sentence's
         return [sentence] if sentence else []
     return [c.strip(" ,") for c in _CLAUSE_BREAK.split(sentence) if c and c.strip(" ,")]
 
@@ -274,6 +284,11 @@ WORD = re.compile(r"[^\W\d_][\w'\-]*")
 _NEEDS: dict[int, frozenset[str]] = {}  # by id: hashing a Pattern hashes its whole program
 _RULE_NEEDS: dict[Callable[..., Any], frozenset[str]] = {}
 _last_words: tuple[str, frozenset[str]] = ("", frozenset())
+
+
+def _remember_words(clause: str, runs: list[str]) -> None:
+    global _last_words
+    _last_words = (clause, frozenset(runs))
 
 
 def words_of(clause: str) -> frozenset[str]:

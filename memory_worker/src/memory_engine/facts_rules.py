@@ -106,7 +106,7 @@ def names_i_am(clause: str) -> Iterator[FactChange]:
             yield FactChange("name", name)
 
 
-@needs("this", "it", "here")
+@needs("this", "here", "s")  # "s" of "it's": "it" alone is too common a word
 def names_here(clause: str) -> Iterator[FactChange]:
     here = _HERE.match(clause)
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
