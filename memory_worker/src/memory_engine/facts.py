@@ -56,11 +56,14 @@ _RULES_OF: dict[str, int] = {
 def extract_facts(text: str) -> list[FactChange]:
     """Facts the speaker states about themselves in one message, in the order found."""
     text = text[:MAX_TEXT]
-    if text.isascii() and not _MAY_BE_ABOUT_ME.search(text.lower()):
+    ascii_text = text.isascii()
+    if ascii_text and not _MAY_BE_ABOUT_ME.search(text.lower()):
         return []  # (outside ASCII, quotes and emoji change before sentences are cut)
     changes: list[FactChange] = []
-    for sentence in sentences(text):
-        if not _MAY_BE_ABOUT_ME.search(folded(sentence)) or is_question(sentence):
+    parts = sentences(text)
+    tested = ascii_text and len(parts) == 1  # then its one sentence has the words the text has
+    for sentence in parts:
+        if not (tested or _MAY_BE_ABOUT_ME.search(folded(sentence))) or is_question(sentence):
             continue
         for clause in clauses(sentence, _RULE_WORDS):
             words = words_of(clause)

@@ -129,7 +129,7 @@ def sentences(text: str) -> list[str]:
         text = _ABBREV.sub(lambda m: m.group(1) + "\x01", text)
     if "\x01" in text:
         return [s.replace("\x01", ".").strip() for s in _SENTENCE_END.split(text) if s.strip()]
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [part for s in _SENTENCE_END.split(text) if (part := s.strip())]
 
 
 def is_question(sentence: str) -> bool:
@@ -168,7 +168,7 @@ def clauses(sentence: str, needs: frozenset[str] | None = None) -> list[str]:
         sentence = sentence.strip(" ,")
         _remember_words(sentence, runs)  # the one clause: its words are the sentence's
         return [sentence] if sentence else []
-    return [c.strip(" ,") for c in _CLAUSE_BREAK.split(sentence) if c and c.strip(" ,")]
+    return [part for c in _CLAUSE_BREAK.split(sentence) if c and (part := c.strip(" ,"))]
 
 
 def tokens(text: str) -> list[str]:
