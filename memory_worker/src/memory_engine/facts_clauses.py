@@ -107,8 +107,9 @@ _ABBREV_NEEDS += ("e.g.", "i.e.")
 _BARE_NEEDS = tuple(_BARE)
 _LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
 _ELIDED_VERBS = ("live", "like", "love", "enjoy", "adore", "hate", "work", "moved")
-_BREAK_GATE = re.compile(
-    r"[():,]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz|and|so|or)\s"
+_BREAK_GATE = re.compile(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensitive, on folded text
+    r"[()]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s"
+    r"|[,:]\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r"|\s(?:and|so|or)\s+" + _SUBJECT
 )
 _STARTS_I = re.compile(r"\W*i\b", re.I)
 _WORD_RUN = re.compile(r"\w+")
@@ -282,6 +283,7 @@ WORD = re.compile(r"[^\W\d_][\w'\-]*")
 # Gates of the rules: a rule or pattern marked with words, one of which every match holds as a
 # whole word (a maximal run of \w in the folded clause), is skipped when the clause has none.
 _NEEDS: dict[int, frozenset[str]] = {}  # by id: hashing a Pattern hashes its whole program
+_ALSO: dict[int, frozenset[str]] = {}
 _RULE_NEEDS: dict[Callable[..., Any], frozenset[str]] = {}
 _last_words: tuple[str, frozenset[str]] = ("", frozenset())
 
@@ -301,8 +303,10 @@ def words_of(clause: str) -> frozenset[str]:
     return words
 
 
-def rx(pattern: str, needs: tuple[str, ...] = (), first: str = "") -> re.Pattern[str]:
-    """A case-insensitive rule pattern; `needs`: words one of which every match holds (see above).
+def rx(
+    pattern: str, needs: tuple[str, ...] = (), first: str = "", also: tuple[str, ...] = ()
+) -> re.Pattern[str]:
+    """A case-insensitive rule pattern; `needs` (and `also`): words one of which every match holds.
 
     `first`: the letters every match starts with; a lookahead for them lets the engine pass over
     the other positions at once (about twice as fast, the same matches).
@@ -310,6 +314,8 @@ def rx(pattern: str, needs: tuple[str, ...] = (), first: str = "") -> re.Pattern
     compiled = re.compile(f"(?=[{first}])(?:{pattern})" if first else pattern, re.I)
     if needs:
         _NEEDS[id(compiled)] = frozenset(needs)  # rule patterns live as long as the module
+    if also:
+        _ALSO[id(compiled)] = frozenset(also)
     return compiled
 
 
@@ -317,6 +323,9 @@ def triggers(clause: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
     needs = _NEEDS.get(id(pattern))
     if needs is not None and needs.isdisjoint(words_of(clause)):
+        return []
+    also = _ALSO.get(id(pattern))
+    if also is not None and also.isdisjoint(words_of(clause)):
         return []
     return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
 

@@ -78,7 +78,7 @@ _DISLIKE = rx(
     r"|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"not\s+" + ADV + r"(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|"
     r"into|keen\s+on|fond\s+of)\s+",
     first="i",
-    needs=_DISLIKE_WORDS,
+    needs=("dislike", "hate", "detest", "loathe", "despise", "abhor", "t", "not", "cannot", "cant", "dont"),
 )
 _NO_LONGER = rx(
     I_AM_ + ADV + r"no\s+longer\s+(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|into|keen\s+on|fond\s+of)\s+"

@@ -225,9 +225,14 @@ _WORK_WORDS: tuple[str, ...] = (
 )
 _WORK_WORDS += ("started", "began", "hired")
 _I_AM_A = rx(
-    I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+", first="i", needs=("m", "am")
+    I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+",
+    first="i",
+    needs=("m", "am"),
+    also=("a", "an"),
 )
-_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i", needs=("been",))
+_BEEN_A = rx(
+    I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i", needs=("been",), also=("a", "an")
+)
 _WORK_AS = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?",
     first="i",
