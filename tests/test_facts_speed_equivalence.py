@@ -89,6 +89,43 @@ def random_strings(n: int = RANDOM_STRINGS, seed: int = 12) -> list[str]:
     return out
 
 
+EDGES = [
+    "a\x01b. I'm Ana",
+    "Mr. Smith. I'm Ana.",
+    "my my name is Bob",
+    "I hate hate HATE olives",
+    "ım from Oslo",
+    "Name: Ana",
+    "pronouns: she/her",
+    "fav food = tacos",
+    "Things I love: books, tea",
+    "I'm Ana and live in Oslo",
+    "it’s Carlos speaking",
+    "hi, it's Carlos here",
+    "Ren here",
+    "I like rock and roll, fish and chips",
+    "➀my name is Ana",
+    "I😀m from Oslo",
+    "I’m from Paris—and I live in Rome",
+    "my dog's name is Rex",
+    "we adopted two cats: Milo and Luna",
+    "I can't stand jazz; I love tea",
+    "I ı İ ſ K",
+    "im 34 yo",
+    "I'm a nurse at St. Mary's, from Porto",
+    "I've been a plumber for 20 years",
+    "My birthday is 3rd of May",
+    "I don't like broccoli anymore",
+    "I'm no longer a fan of jazz",
+    "my late dog Rex",
+    "I, uh, live in Oslo",
+    "I live in Oslo (for now) - and I work at Acme",
+    "I\tlive\u00a0in Oslo",
+    "I LIVE IN OSLO",
+    "",
+]
+
+
 def labelled() -> list[str]:
     """Every sentence of the labelled set."""
     lines = LABELLED.read_text(encoding="utf-8").splitlines()
@@ -110,22 +147,29 @@ def frozen() -> dict[str, Any]:
     return json.loads(FIXTURE.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["labelled", "random"])
+def inputs(name: str) -> list[str]:
+    """One group of the frozen inputs."""
+    return {"labelled": labelled, "random": random_strings, "edges": lambda: EDGES}[name]()
+
+
+@pytest.mark.parametrize("name", ["labelled", "random", "edges"])
 def test_outputs_match_the_frozen_extractor(name: str) -> None:
-    texts = labelled() if name == "labelled" else random_strings()
+    texts = inputs(name)
     want = frozen()[name]
     assert digest(texts) == want["digest"], "inputs changed: re-freeze with the old extractor"
     got = outputs(texts)
     expected = [want["outputs"].get(str(i), []) for i in range(len(texts))]
     differing = [(texts[i], got[i], expected[i]) for i in range(len(texts)) if got[i] != expected[i]]
     assert not differing[:5], f"{len(differing)} of {len(texts)} outputs differ"
-    assert sum(1 for o in expected if o) >= (500 if name == "random" else 250)  # the inputs do fire rules
+    least = {"random": 500, "labelled": 250, "edges": 20}[name]
+    assert sum(1 for o in expected if o) >= least  # the inputs do fire rules
 
 
 def write() -> None:
     """Freeze the current extractor's outputs into the fixture."""
     data: dict[str, Any] = {}
-    for name, texts in (("labelled", labelled()), ("random", random_strings())):
+    for name in ("labelled", "random", "edges"):
+        texts = inputs(name)
         found = outputs(texts)
         data[name] = {"digest": digest(texts), "outputs": {str(i): o for i, o in enumerate(found) if o}}
         print(f"{name}: {len(texts)} texts, {len(data[name]['outputs'])} with facts")
