@@ -105,6 +105,7 @@ _ABBREV_NEEDS: tuple[str, ...] = (
 )
 _ABBREV_NEEDS += ("e.g.", "i.e.")
 _BARE_NEEDS = tuple(_BARE)
+_BARE_WORDS = frozenset(_BARE)  # each is a whole word where _BARE_WORD matches
 _LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
 _ELIDED_VERBS = ("live", "like", "love", "enjoy", "adore", "hate", "work", "moved")
 _BREAK_GATE = re.compile(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensitive, on folded text
@@ -151,7 +152,7 @@ def clauses(sentence: str, needs: frozenset[str] | None = None) -> list[str]:
     if _repeats_a_word(first_runs):
         sentence = _STUTTER.sub(r"\1", sentence)
         low, runs = folded(sentence), None
-    if has_any(low, _BARE_NEEDS):
+    if has_any(low, _BARE_NEEDS) if runs is None else not _BARE_WORDS.isdisjoint(runs):
         sentence = _BARE_WORD.sub(lambda m: _BARE[m.group(1).translate(FOLD).lower()], sentence)
         low, runs = folded(sentence), None
     if ("=" in sentence or ":" in sentence or "-" in sentence) and has_any(low, _LABEL_NEEDS):
