@@ -15,7 +15,8 @@ blind's first figure is the most honest estimate for unseen chat.
 A fact is one (key, value) pair; a removal ("I don't like X anymore") is ("-likes", X).
 Values compare case-folded, with spaces collapsed, surrounding punctuation and a leading
 "the/a/an" dropped. The baseline is `git show main:memory_worker/src/memory_engine/facts.py`
-loaded into a temporary module in the same run (`--baseline-ref` to pick another commit).
+with its sibling facts*.py modules loaded into a temporary package in the same run
+(`--baseline-ref` to pick another commit).
 
 --verbose lists the errors (missed and wrong facts) of every split but the holdout;
 --show-holdout lists the holdout errors too.
@@ -111,22 +112,26 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
 
 
 def baseline_module(ref: str) -> types.ModuleType:
-    """The extractor as it is at `ref`, loaded as a temporary module beside the current one."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:{ENGINE}/facts.py"],
+    """The extractor as it is at `ref` (all its facts*.py modules), loaded as a temporary package."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout
+    ).stdout.split()
     tmp = Path(tempfile.mkdtemp(prefix="facts_baseline_"))
-    (tmp / "baseline_facts.py").write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("memory_engine.baseline_facts", tmp / "baseline_facts.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "memory_engine"  # relative imports resolve against the current engine
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    package = tmp / "baseline_facts"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    for path in listed:
+        name = Path(path).name
+        if name.startswith("facts") and name.endswith(".py"):
+            source = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True, text=True, check=True
+            ).stdout
+            (package / name).write_text(source, encoding="utf-8")
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module("baseline_facts.facts")
 
 
 def _row(name: str, s: dict[str, float]) -> str:

@@ -395,6 +395,14 @@ def test_any_text_gives_well_formed_changes(text):
         assert c.add or c.remove_from
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("ım from Oslo", [("location", "Oslo")]), ("İm a nurse", [("job", "nurse")]), ("I doeſnt like it", [])],
+)
+def test_letters_that_fold_to_ascii_do_not_crash_the_chat_spellings(text, expected):
+    assert facts(text) == expected  # "ım" matches the spelling "im" but lower() keeps it "ım"
+
+
 # -- lists ---------------------------------------------------------------------------------
 
 

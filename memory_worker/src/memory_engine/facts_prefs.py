@@ -14,6 +14,7 @@ from .facts_clauses import (
     clean,
     guarded,
     is_name_word,
+    needs,
     protect_binomials,
     restore,
     rx,
@@ -33,28 +34,59 @@ from .facts_lexicon import (
 
 # -- preferences and favourites ------------------------------------------------------------
 
+_LIKE_WORDS: tuple[str, ...] = (
+    "like",
+    "love",
+    "enjoy",
+    "adore",
+    "liked",
+    "loved",
+    "enjoyed",
+    "adored",
+    "fan",
+    "into",
+)
+_LIKE_WORDS += ("crazy", "obsessed", "passionate", "mad", "keen", "fond", "hooked", "enough")
+_DISLIKE_WORDS: tuple[str, ...] = (
+    "dislike",
+    "hate",
+    "detest",
+    "loathe",
+    "despise",
+    "abhor",
+    "stand",
+    "bear",
+    "stomach",
+)
+_DISLIKE_WORDS += ("like", "enjoy", "care", "fan", "into", "keen", "fond")
 _LIKE = rx(
     I_ + r"\s+" + ADV + r"(?:like|love|enjoy|adore)\s+"
     r"|" + I_ + r"(?:'ve|\s+have)\s+" + ADV + r"(?:liked|loved|enjoyed|adored)\s+"
     r"|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:(?:a\s+)?(?:big\s+|huge\s+|massive\s+|great\s+|total\s+)?"
     r"fan\s+of|into|crazy\s+about|obsessed\s+with|passionate\s+about|mad\s+about|keen\s+on|fond\s+of|"
     r"in\s+love\s+with|hooked\s+on)\s+"
-    r"|" + I_ + r"\s+" + ADV + r"can(?:'t|not|\s+not)\s+get\s+enough\s+of\s+"
+    r"|" + I_ + r"\s+" + ADV + r"can(?:'t|not|\s+not)\s+get\s+enough\s+of\s+",
+    first="i",
+    needs=_LIKE_WORDS,
 )
-_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)")
+_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)", first="i", needs=("prefer",))
 _OVER = rx(r"\s+(?:to|over|rather\s+than|instead\s+of)\s+")
 _DISLIKE = rx(
     I_ + r"\s+" + ADV + r"(?:dislike|hate|detest|loathe|despise|abhor)\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:can't|cannot|can\s+not|cant)\s+(?:stand|bear|stomach)\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"(?:like|enjoy|care\s+for)\s+"
     r"|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"not\s+" + ADV + r"(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|"
-    r"into|keen\s+on|fond\s+of)\s+"
+    r"into|keen\s+on|fond\s+of)\s+",
+    first="i",
+    needs=("dislike", "hate", "detest", "loathe", "despise", "abhor", "t", "not", "cannot", "cant", "dont"),
 )
 _NO_LONGER = rx(
     I_AM_ + ADV + r"no\s+longer\s+(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|into|keen\s+on|fond\s+of)\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:no\s+longer\s+(?:like|love|enjoy)|(?:have\s+)?stopped\s+(?:liking|loving|"
     r"enjoying))\s+"
-    r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"love\s+(?=.*\bany\s?more\b)"
+    r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"love\s+(?=.*\bany\s?more\b)",
+    first="i",
+    needs=("longer", "stopped", "love"),
 )
 _ANYMORE = rx(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
 _VALUE_END = rx(
@@ -131,6 +163,7 @@ def _item(words: list[str]) -> str | None:
     return " ".join(words)
 
 
+@needs(*_LIKE_WORDS, *_DISLIKE_WORDS, "prefer", "longer", "stopped")
 def preferences(clause: str) -> Iterator[FactChange]:
     taken: list[tuple[int, int]] = []
     for m in triggers(clause, _NO_LONGER):
@@ -163,7 +196,10 @@ def preferences(clause: str) -> Iterator[FactChange]:
 _FAV = r"(?:all[- ]time\s+|absolute\s+|current\s+|personal\s+|very\s+)?(?:fav(?:ou?rite)?|fave)"
 _THING = r"(?P<thing>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,2}?)"
 _WHEN = r"(?:\s+(?:right\s+now|at\s+the\s+moment|these\s+days|currently|lately|of\s+all\s+time|ever))?"
-_FAVORITE = rx(r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+")
+_FAV_WORDS = ("fav", "fave", "favorite", "favourite")
+_FAVORITE = rx(
+    r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", first="m", needs=_FAV_WORDS
+)
 _FAVORITE_LAST = rx(
     r"^(?P<value>.{1,60}?)\s+(?:is|are)\s+(?:definitely\s+|probably\s+|still\s+|easily\s+|totally\s+)?"
     r"my\s+" + _FAV + r"\s+" + _THING + r"$"
@@ -178,6 +214,7 @@ def _favorite_value(value: str) -> str | None:
     return value
 
 
+@needs(*_FAV_WORDS)
 def favorites(clause: str) -> Iterator[FactChange]:
     found: list[tuple[str, str | None]] = []
     for m in triggers(clause, _FAVORITE):
@@ -196,15 +233,21 @@ def favorites(clause: str) -> Iterator[FactChange]:
 # -- pets and family -----------------------------------------------------------------------
 
 _KIN = "|".join(re.escape(k) for k in sorted([*SPECIES, *RELATIONS], key=len, reverse=True))
+# The first word of each pet or relative ("golden" retriever, "half"-brother): one is in every match.
+_KIN_WORDS = tuple(sorted({k.replace("-", " ").split()[0] for k in [*SPECIES, *RELATIONS]}))
 _MY_KIN = rx(
     r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
-    r"(?=(?-i:[^\W\d_a-z]))"
+    r"(?=(?-i:[^\W\d_a-z]))",
+    first="mo",
+    needs=("my", "our"),
 )
 _HAVE_KIN = rx(
     r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
     r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
-    r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])"
+    r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])",
+    first="iw",
+    needs=("have", "got", "adopted", "own"),
 )
 _NAME_LIST = re.compile(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)")
 
@@ -227,6 +270,7 @@ def _kin_names(rest: str, plural: bool) -> list[str]:
     return names
 
 
+@needs(*_KIN_WORDS)
 def kin(clause: str) -> Iterator[FactChange]:
     if any(w in GONE_WORDS for w in re.findall(r"[a-z]+", clause.lower())) or re.search(
         r"\bpassed\s+away\b", clause, re.I

@@ -13,6 +13,7 @@ from .facts_clauses import (
     clean,
     is_capitalised,
     is_name_word,
+    needs,
     rx,
     strip_leading,
     strip_trailing,
@@ -67,11 +68,15 @@ def _take_name(rest: str, allow_lower: bool) -> str | None:
     return name if capital else title(name)
 
 
-_MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+")
+_MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+", needs=("name",))
 _CALL_ME = rx(
-    r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+"
+    r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+",
+    first="ci",
+    needs=("call", "calls", "called", "known", "by"),
 )
-_I_AM = rx(r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+")
+_I_AM = rx(
+    r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+", needs=("m", "am")
+)
 
 
 _HERE = rx(
@@ -83,12 +88,26 @@ _HERE = rx(
 _GREETED = rx(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
+# Three rules, run in this order, so that each is only called when its own words are there.
+@needs("name", "call", "calls", "called", "known", "by")
 def names(clause: str) -> Iterator[FactChange]:
-    for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False), (_I_AM, False)):
+    for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False)):
         for m in triggers(clause, pattern):
             name = _take_name(clause[m.end() :], allow_lower=lower)
             if name:
                 yield FactChange("name", name)
+
+
+@needs("m", "am")
+def names_i_am(clause: str) -> Iterator[FactChange]:
+    for m in triggers(clause, _I_AM):
+        name = _take_name(clause[m.end() :], allow_lower=False)
+        if name:
+            yield FactChange("name", name)
+
+
+@needs("this", "here", "s")  # "s" of "it's": "it" alone is too common a word
+def names_here(clause: str) -> Iterator[FactChange]:
     here = _HERE.match(clause)
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
     if here and (here.group("b") or clause.lower().endswith(("speaking", "here")) or _GREETED.match(clause)):
@@ -162,12 +181,21 @@ _LIVE = rx(
     r"(?:in|out\s+of)\s+"
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"been\s+" + ADV + r"(?:living|based|residing)\s+in\s+"
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:moved|relocated)\s+"
-    r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+"
+    r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+",
+    first="iw",
+    needs=("live", "reside", "living", "based", "settled", "residing", "moved", "relocated"),
 )
-_LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+")
-_FROM = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+")
+_LIVED_SINCE = rx(
+    r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", first="iw", needs=("lived",)
+)
+_FROM = rx(
+    I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+",
+    first="i",
+    needs=("from",),
+)
 
 
+@needs("live", "reside", "living", "based", "settled", "residing", "moved", "relocated", "lived", "from")
 def places(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _LIVE):
         place = _take_place(clause[m.end() :])
@@ -184,16 +212,43 @@ def places(clause: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
-_I_AM_A = rx(I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+")
-_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+")
-_WORK_AS = rx(
-    I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?"
+_WORK_WORDS: tuple[str, ...] = (
+    "m",
+    "am",
+    "been",
+    "work",
+    "working",
+    "employed",
+    "job",
+    "occupation",
+    "profession",
 )
-_MY_JOB = rx(r"\bmy\s+(?:job|occupation|profession|day\s+job)\s+is\s+(an?\s+)?")
+_WORK_WORDS += ("started", "began", "hired")
+_I_AM_A = rx(
+    I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+",
+    first="i",
+    needs=("m", "am"),
+    also=("a", "an"),
+)
+_BEEN_A = rx(
+    I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i", needs=("been",), also=("a", "an")
+)
+_WORK_AS = rx(
+    I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?",
+    first="i",
+    needs=("work", "working", "employed"),
+)
+_MY_JOB = rx(
+    r"\bmy\s+(?:job|occupation|profession|day\s+job)\s+is\s+(an?\s+)?",
+    first="m",
+    needs=("job", "occupation", "profession"),
+)
 _EMPLOYER = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been|\s+was)?\s+" + ADV + r"(?:work|working|"
     r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+)?(?:new\s+)?job|"
-    r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+"
+    r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+",
+    first="i",
+    needs=("work", "working", "started", "began", "job", "hired", "employed"),
 )
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
 
@@ -251,6 +306,7 @@ def _after_job(rest: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
+@needs(*_WORK_WORDS)
 def work(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _I_AM_A):
         job = _take_job(clause[m.end() :], need_lexicon=True)
@@ -293,7 +349,9 @@ _TENS = {w: 10 * (i + 2) for i, w in enumerate(TENS_WORDS)}
 _NUM = r"(\d{1,3}|(?:" + "|".join([*_TENS, *_NUMBERS]) + r")(?:[\s\-](?:" + "|".join(_NUMBERS) + r"))?)"
 _AGE = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
-    r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b"
+    r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
+    first="i",
+    needs=("m", "am", "turned"),
 )
 _AGE_END = rx(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
 
@@ -306,6 +364,7 @@ def _number(text: str) -> int | None:
     return total if all(p in _TENS or p in _NUMBERS for p in parts) else None
 
 
+@needs("m", "am", "turned")
 def age(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _AGE):
         after = strip_trailing(clause[m.end() :])
@@ -325,21 +384,29 @@ _DATE = (
     r"|" + _MONTH + r"(?:\s+\d{4})?"
     r"|\d{4}-\d{2}-\d{2}|\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?)"
 )
+_BIRTH_WORDS = ("birthday", "bday", "b", "birth", "birthdate", "born")
 _BIRTHDAY = rx(
     r"(?:\bmy\s+(?:birthday|bday|b-day|birth\s*date|date\s+of\s+birth)(?:'s|\s+is)\s+|"
     + I_
     + r"\s+was\s+born\s+)(?:on\s+|in\s+)?"
-    + _DATE
+    + _DATE,
+    first="mi",
+    needs=_BIRTH_WORDS,
 )
 _PRONOUNS = (
     r"(?P<p>(?:she|he|they|xe|ze|fae|ey|it)/(?:her|him|them|hers|his|theirs|xem|xir|zir|hir|faer|em|its|"
     r"she|he|they)(?:/(?:hers|his|theirs|them|her|him|they|she|he))?)\b"
 )
-_PRONOUN = rx(r"(?:\bmy\s+pronouns\s+are\s+|" + I_ + r"\s+" + ADV + r"(?:use|go\s+by|prefer)\s+)" + _PRONOUNS)
+_PRONOUN = rx(
+    r"(?:\bmy\s+pronouns\s+are\s+|" + I_ + r"\s+" + ADV + r"(?:use|go\s+by|prefer)\s+)" + _PRONOUNS,
+    first="mi",
+    needs=("pronouns", "use", "by", "prefer"),
+)
 
 
+@needs(*_BIRTH_WORDS, "pronouns", "use", "by", "prefer")
 def dates_and_pronouns(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _BIRTHDAY):
         yield FactChange("birthday", " ".join(m.group("date").split()))
-    for m in triggers(clause, _PRONOUN):
+    for m in triggers(clause, _PRONOUN) if "/" in clause else ():  # every set of pronouns has a "/"
         yield FactChange("pronouns", m.group("p").lower())

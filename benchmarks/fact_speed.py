@@ -1,0 +1,118 @@
+"""Speed of the rule-based fact extractor on LoCoMo chat turns, beside a baseline, same output.
+
+    .venv/bin/python benchmarks/fact_speed.py [--passes 5] [--baseline-ref REF] [--data PATH]
+
+Loads the five `facts*.py` modules as they are at REF (default: the last commit before the
+speed work, 99c3e8c) into a temporary package beside the current engine, runs both
+extractors over every LoCoMo dev turn (`conversation.session_N[*].text`), several passes
+interleaved, and prints the best time per message of each, their ratio, and the number of
+turns whose output differs (must be 0). The labelled sentences (tests/data/facts_labelled.jsonl)
+are compared as well. LoCoMo is not shipped: it is read from /work/shared/locomo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "memory_worker" / "src"))
+
+ENGINE = "memory_worker/src/memory_engine"
+MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")
+LOCOMO = Path("/work/shared/locomo/locomo-dev.json")
+LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"
+
+
+def baseline_package(ref: str) -> types.ModuleType:
+    """The extractor's modules as they are at `ref`, imported as a temporary package."""
+    tmp = Path(tempfile.mkdtemp(prefix="facts_ref_"))
+    pkg = tmp / "facts_reference"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    for name in MODULES:
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{ref}:{ENGINE}/{name}.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (pkg / f"{name}.py").write_text(source, encoding="utf-8")
+    sys.path.insert(0, str(tmp))
+    import importlib
+
+    return importlib.import_module("facts_reference.facts")
+
+
+def locomo_turns(path: Path = LOCOMO) -> list[str]:
+    """The text of every turn of every LoCoMo dev conversation, in order."""
+    turns: list[str] = []
+    for conv in json.loads(path.read_text(encoding="utf-8")):
+        for key, value in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(value, list):
+                turns.extend(t["text"] for t in value if t.get("text"))
+    return turns
+
+
+def outputs(extract: Callable[[str], list[Any]], texts: list[str]) -> list[list[tuple[Any, ...]]]:
+    """Each text's facts as plain tuples, comparable across the two modules."""
+    return [[(c.key, c.value, c.remove_from, c.add) for c in extract(t)] for t in texts]
+
+
+def differing(old: Callable[[str], list[Any]], new: Callable[[str], list[Any]], texts: list[str]) -> int:
+    """How many texts get a different output from the two extractors."""
+    return sum(a != b for a, b in zip(outputs(old, texts), outputs(new, texts), strict=True))
+
+
+def time_per_message(extract: Callable[[str], Any], texts: list[str]) -> float:
+    """Seconds per message of one pass over `texts`."""
+    start = time.perf_counter()
+    for t in texts:
+        extract(t)
+    return (time.perf_counter() - start) / len(texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the figures; exit 1 when any output differs from the baseline."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--baseline-ref", default="99c3e8c")
+    parser.add_argument("--data", type=Path, default=LOCOMO)
+    args = parser.parse_args(argv)
+
+    from memory_engine import facts
+
+    old = baseline_package(args.baseline_ref)
+    turns = locomo_turns(args.data)
+    lines = LABELLED.read_text(encoding="utf-8").splitlines()
+    labelled = [json.loads(line)["text"] for line in lines if line.strip()]
+    diff_turns = differing(old.extract_facts, facts.extract_facts, turns)
+    diff_labelled = differing(old.extract_facts, facts.extract_facts, labelled)
+    best_old = best_new = float("inf")
+    for i in range(args.passes):
+        best_old = min(best_old, time_per_message(old.extract_facts, turns))
+        best_new = min(best_new, time_per_message(facts.extract_facts, turns))
+        print(f"pass {i + 1}/{args.passes}: best so far {best_old * 1e6:.1f} us vs {best_new * 1e6:.1f} us")
+    found = sum(len(o) for o in outputs(facts.extract_facts, turns))
+    print(f"\n{len(turns)} LoCoMo turns, {found} facts found; best of {args.passes} passes, per message:")
+    print("| extractor | us / message | messages / s | speedup |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| {args.baseline_ref} (baseline) | {best_old * 1e6:.1f} | {1 / best_old:,.0f} | 1.00x |")
+    print(f"| this branch | {best_new * 1e6:.1f} | {1 / best_new:,.0f} | {best_old / best_new:.2f}x |")
+    print(f"\ndiffering outputs: {diff_turns} of {len(turns)} LoCoMo turns,", end=" ")
+    print(f"{diff_labelled} of {len(labelled)} labelled sentences")
+    return 1 if diff_turns or diff_labelled else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
