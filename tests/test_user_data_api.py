@@ -518,3 +518,23 @@ def test_migration_5_is_recorded_and_applies_out_of_order(tmp_path):
     ChatMemory(storage)
     assert storage.exec("SELECT COUNT(*) AS n FROM schema_migrations WHERE version = 2")[0]["n"] == 1
     assert storage.exec("SELECT name FROM sqlite_master WHERE name = 'facts_current_by_id'")
+
+
+def test_caps_count_live_messages_not_imported_history(tmp_path):
+    now = [datetime(2025, 3, 1, 12, 0, tzinfo=UTC)]
+    memory = ChatMemory(SqliteStorage(tmp_path / "chat.sqlite"), clock=lambda: now[0])
+    # History brought in today (an export's messages dated today) was not sent to the bot today.
+    memory.import_messages(
+        [
+            {"role": "user", "text": f"old {i}", "author_id": "a1", "ts": "2025-03-01T08:00:00.000Z"}
+            for i in range(40)
+        ]
+    )
+    usage = memory.turn("hello", author="Ann", author_id="a1")["usage_today_author"]
+    assert (usage["messages"], usage["chat_messages"]) == (1, 1)
+    memory.forget_author("a1")
+    after = memory.turn("hi", author="Bo", author_id="b2")["usage_today_author"]
+    assert (after["messages"], after["chat_messages"]) == (1, 2)  # the chat's count is not personal
+    memory.forget_chat()
+    fresh = memory.turn("again", author="Bo", author_id="b2")["usage_today_author"]
+    assert (fresh["messages"], fresh["chat_messages"]) == (1, 1)

@@ -107,9 +107,29 @@ def _days_before(day: str, n: int) -> str:
     return (date.fromisoformat(day) - timedelta(days=n)).isoformat()
 
 
+def count_message(sql: SqlStorage, author_id: str, day: str) -> None:
+    """Count one live user message against its author and the chat for UTC `day` (the caps)."""
+    # Counters, not a COUNT over the day's messages: a busy day must not cost a scan per turn.
+    sql.exec(
+        "INSERT INTO messages_daily(day, author_id, messages) VALUES (?, ?, 1) "
+        "ON CONFLICT(day, author_id) DO UPDATE SET messages = messages + 1",
+        day,
+        author_id,
+    )
+    sql.exec(
+        "INSERT INTO messages_daily_chat(day, messages) VALUES (?, 1) "
+        "ON CONFLICT(day) DO UPDATE SET messages = messages + 1",
+        day,
+    )
+    old = _days_before(day, AUTHOR_USAGE_DAYS_KEPT)
+    sql.exec("DELETE FROM messages_daily WHERE day < ?", old)  # a range on the key, usually empty
+    sql.exec("DELETE FROM messages_daily_chat WHERE day < ?", old)
+
+
 def forget_author_usage(sql: SqlStorage, author_id: str) -> None:
     """Drop what is counted against one person (part of forgetting them)."""
     sql.exec("DELETE FROM usage_daily_author WHERE author_id = ?", author_id)
+    sql.exec("DELETE FROM messages_daily WHERE author_id = ?", author_id)
 
 
 def author_usage_rows(sql: SqlStorage, author_id: str) -> list[dict[str, Any]]:
@@ -124,16 +144,11 @@ def author_usage_rows(sql: SqlStorage, author_id: str) -> list[dict[str, Any]]:
 def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, Any]:
     """Today's (UTC `day`) user messages and model calls/cost of one author, and the chat's
     user messages today: what daily caps are checked against. Counts include the message
-    of the turn being answered."""
-    # Stored ts are ISO-8601 strings, so a day is the half-open range [day, day + "\uffff").
-    end = day + "\uffff"
+    of the turn being answered; imported history is not counted (it was not sent today)."""
     mine = sql.exec(
-        "SELECT COUNT(*) AS n FROM messages WHERE author_id = ? AND ts >= ? AND ts < ? AND role = 'user'",
-        author_id,
-        day,
-        end,
+        "SELECT messages AS n FROM messages_daily WHERE day = ? AND author_id = ?", day, author_id
     )
-    chat = sql.exec("SELECT COUNT(*) AS n FROM messages WHERE ts >= ? AND ts < ? AND role = 'user'", day, end)
+    chat = sql.exec("SELECT messages AS n FROM messages_daily_chat WHERE day = ?", day)
     calls = sql.exec(
         "SELECT calls, errors, cost_usd FROM usage_daily_author WHERE day = ? AND author_id = ?",
         day,
@@ -143,15 +158,16 @@ def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, A
     return {
         "day": day,
         "author_id": author_id,
-        "messages": int(mine[0]["n"]),
+        "messages": int(mine[0]["n"]) if mine else 0,
         "calls": int(row["calls"] or 0),
         "errors": int(row["errors"] or 0),
         "cost_usd": round(float(row["cost_usd"] or 0.0), 8),
-        "chat_messages": int(chat[0]["n"]),
+        "chat_messages": int(chat[0]["n"]) if chat else 0,
     }
 
 
-TABLES = ("usage_daily_author",)  # this module's tables: emptied when the chat is forgotten
+# This module's tables: emptied when the chat is forgotten.
+TABLES = ("usage_daily_author", "messages_daily", "messages_daily_chat")
 
 
 def turn_extras(

@@ -221,6 +221,7 @@ class ChatMemory:
             assert new_id is not None
             index_message(self.sql, new_id, text, author, link=False)  # linked after retrieval
             self.apply_facts(text, author, author_id, new_id, ts)
+            chat_state.count_message(self.sql, author_id, ts[:10])
             return new_id, True
 
         def build() -> dict[str, Any]:

@@ -160,6 +160,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        6,
+        "daily message counters per author and per chat (the caps read two rows, not a day's messages)",
+        [
+            """CREATE TABLE messages_daily (
+                day TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                messages INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (day, author_id)
+            )""",
+            """CREATE TABLE messages_daily_chat (
+                day TEXT PRIMARY KEY,
+                messages INTEGER NOT NULL DEFAULT 0
+            )""",
+        ],
+    ),
 ]
 
 
