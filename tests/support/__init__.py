@@ -17,6 +17,7 @@ from tests.support.backends import (
     LocalBackend,
     PyodideBackend,
     WorkerBackend,
+    local_memory,
     start_backend,
 )
 from tests.support.core import (
@@ -117,6 +118,7 @@ __all__ = [
     "fts_row",
     "ids_of",
     "image_bytes",
+    "local_memory",
     "make_settings",
     "memory",
     "msg",

@@ -18,6 +18,7 @@ the same against:
 from __future__ import annotations
 
 import json as jsonlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,16 @@ class LocalBackend(_HttpBackend):
         await super().close()
         if self.host is not None:
             await self.host.__aexit__(None, None, None)
+
+
+async def local_memory(tmp_path: Path) -> AsyncIterator[LocalBackend]:
+    """A started LocalBackend on `tmp_path / "memory"`, closed afterwards (a fixture's body:
+    `mem = pytest.fixture(local_memory, name="mem")`)."""
+    backend = await LocalBackend(tmp_path / "memory").start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
 
 
 class WorkerBackend(Backend):
