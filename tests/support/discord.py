@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from bot.adapters import discord as adapter
 from bot.app import build_router
-from bot.config import DEFAULT_CONFIG, PlatformSettings, Settings, settings_from
+from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.core import wait_until
+from tests.support.core import default_config_settings, wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
@@ -147,8 +146,6 @@ async def running_client(router, settings: Settings) -> AsyncIterator[adapter.Di
 
 def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
     """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
     env = {
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": openai.url,
@@ -157,7 +154,7 @@ def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: W
         "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
         "ADMIN_USER_IDS": world.owner_listed["id"],
     }
-    return settings_from(data, env)
+    return default_config_settings(env)
 
 
 @contextlib.asynccontextmanager
