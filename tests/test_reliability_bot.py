@@ -32,6 +32,7 @@ from tests.support import (
     answers,
     clean_env,
     default_config_settings,
+    discord_env,
     make_settings,
     msg,
     port_of,
@@ -141,14 +142,9 @@ def discord_settings(
     fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float
 ) -> Settings:
     """The default config/bot.toml on the fake Discord and the fake model."""
-    env = {
-        "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
-        "OPENAI_BASE_URL": openai.url,
-        "DISCORD_BOT_TOKEN": fake.token,
-        "DISCORD_API_BASE_URL": fake.api_base,
-        "DISCORD_GATEWAY_URL": fake.gateway_url,
-    }
-    settings = default_config_settings(env)
+    settings = default_config_settings(
+        discord_env(fake, openai, api_key="sk-test-reliability-0123456789abcdef")
+    )
     return replace(
         settings, discord=replace(settings.discord, streaming=streaming, send_budget_s=send_budget_s)
     )

@@ -144,16 +144,20 @@ async def running_client(router, settings: Settings) -> AsyncIterator[adapter.Di
             await task
 
 
-def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
-    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
-    env = {
-        "OPENAI_API_KEY": "sk-test",
+def discord_env(fake_discord: FakeDiscord, openai: FakeOpenAI, api_key: str = "sk-test") -> dict[str, str]:
+    """The documented env vars that point the bot at the fake Discord and the fake model."""
+    return {
+        "OPENAI_API_KEY": api_key,
         "OPENAI_BASE_URL": openai.url,
         "DISCORD_BOT_TOKEN": fake_discord.token,
         "DISCORD_API_BASE_URL": fake_discord.api_base,
         "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
-        "ADMIN_USER_IDS": world.owner_listed["id"],
     }
+
+
+def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
+    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
+    env = {**discord_env(fake_discord, openai), "ADMIN_USER_IDS": world.owner_listed["id"]}
     return default_config_settings(env)
 
 
