@@ -15,10 +15,8 @@ storage (one `node:sqlite` file per object under the data folder) and persisted 
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import json
 import os
-import secrets
 import select
 import shutil
 import signal
@@ -26,6 +24,10 @@ import subprocess
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from memory_engine.settings import DEPRECATED
+
+from .local.cli import serving_token
 
 HOST_DIR = Path(__file__).resolve().parent / "pyodide"
 SRC_DIR = Path(__file__).resolve().parent / "src"
@@ -98,30 +100,19 @@ def command(host: str, port: int, data_dir: Path, control: bool = False) -> list
 def worker_env(environ: dict[str, str], token: str) -> dict[str, str]:
     """The process environment for the host: the Worker's vars and secrets as it names them."""
     env = dict(environ, MEMORY_API_TOKEN=token)
-    # The local host's name for the retention limit; the Worker's var is RETENTION_MESSAGES.
-    if environ.get("MEMORY_RETENTION_MESSAGES") and not environ.get("RETENTION_MESSAGES"):
-        env["RETENTION_MESSAGES"] = environ["MEMORY_RETENTION_MESSAGES"]
+    # The Node host passes only the Worker's names on, so a deprecated name is copied to its
+    # current one (memory_engine.settings.DEPRECATED) unless that is set.
+    for old, new in DEPRECATED.items():
+        if environ.get(old) and not environ.get(new):
+            env[new] = environ[old]
     return env
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(host: str, port: int, data_dir: Path) -> int:
     """`chatbot memory serve --runtime pyodide`: exec the Node host (returns only on error)."""
-    token = os.environ.get("MEMORY_API_TOKEN", "").strip()
-    if not token:
-        if not _is_loopback(host):
-            print("refusing to serve on a non-loopback address without MEMORY_API_TOKEN")
-            return 2
-        token = secrets.token_urlsafe(32)
-        print(f"MEMORY_API_TOKEN not set; generated one for this run: {token}", flush=True)
+    token = serving_token(host, os.environ.get("MEMORY_API_TOKEN", "").strip() or None)
+    if token is None:
+        return 2
     try:
         check_installed()
         argv = command(host, port, data_dir)

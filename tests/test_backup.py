@@ -13,7 +13,7 @@ import pytest
 from bot.cli import main
 from memory_worker import backup as backup_module
 from memory_worker.backup import BackupError, backup, restore, verify
-from tests.support import TOKEN, LocalBackend, stored_messages, wait_until
+from tests.support import TOKEN, LocalBackend, local_memory, stored_messages, wait_until
 
 CHATS = [f"telegram:-100{i}" for i in range(12)]
 
@@ -22,13 +22,7 @@ def said(chat: str, i: int) -> str:
     return f"note {i} in {chat.replace(':', ' ')} word{i}x"
 
 
-@pytest.fixture
-async def mem(tmp_path):
-    backend = await LocalBackend(tmp_path / "memory").start()
-    try:
-        yield backend
-    finally:
-        await backend.close()
+mem = pytest.fixture(local_memory, name="mem")
 
 
 async def _load(mem, chat: str, stop: asyncio.Event, sent: dict[str, int]) -> None:

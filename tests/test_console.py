@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.adapters.console import ConsoleSession, run_console
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import clean_env, make_settings, running_router
+from tests.support import clean_env, console_chat, make_settings, running_router
 
 FILLER = [
     "the weather was grey this morning",
@@ -37,26 +37,7 @@ FILLER = [
 
 
 def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "chat",
-            "--data",
-            str(tmp_path / "data"),
-            "--chat",
-            "console:grace",
-        ],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=tmp_path,  # no .env from the repository
-        env=clean_env(**env),
-    )
-    assert proc.returncode == 0, proc.stderr
-    blocks = proc.stdout.split("\n\n")
+    blocks = console_chat(tmp_path, lines, **env).split("\n\n")
     assert blocks[-1] == ""
     return blocks[:-1]
 

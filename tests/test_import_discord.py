@@ -14,7 +14,7 @@ from bot.config import settings_from
 from bot.importers import run
 from bot.importers.common import ExportError
 from bot.importers.run import import_export
-from tests.support import TOKEN, LocalBackend, stored_messages
+from tests.support import TOKEN, local_memory, stored_messages
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 GUILD = EXPORTS / "discord_guild.json"
@@ -46,13 +46,7 @@ def settings(url: str, scope: str = "chat"):
     return settings_from({"bot": {"memory_scope": scope}}, {"MEMORY_URL": url, "MEMORY_API_TOKEN": TOKEN})
 
 
-@pytest.fixture
-async def mem(tmp_path):
-    backend = await LocalBackend(tmp_path / "memory").start()
-    try:
-        yield backend
-    finally:
-        await backend.close()
+mem = pytest.fixture(local_memory, name="mem")
 
 
 async def imported(mem, path: Path, scope: str = "chat", **kw) -> run.ImportReport:

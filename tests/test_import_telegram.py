@@ -16,7 +16,7 @@ from bot.config import settings_from
 from bot.importers import run
 from bot.importers.common import ExportError, clean
 from bot.importers.run import ImportFailed, import_export
-from tests.support import TOKEN, LocalBackend, stored_messages
+from tests.support import TOKEN, local_memory, stored_messages
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"
@@ -56,13 +56,7 @@ def settings(url: str | None = None, scope: str = "chat"):
     return settings_from({"bot": {"memory_scope": scope}}, env)
 
 
-@pytest.fixture
-async def mem(tmp_path):
-    backend = await LocalBackend(tmp_path / "memory").start()
-    try:
-        yield backend
-    finally:
-        await backend.close()
+mem = pytest.fixture(local_memory, name="mem")
 
 
 async def imported(mem, path: Path, scope: str = "chat", **kw) -> run.ImportReport:

@@ -12,7 +12,7 @@ from bot.app import build_router
 from bot.router.pipeline import Router
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError, Transcript
-from tests.support import FAST, World, default_config_settings, image_bytes, running_client
+from tests.support import FAST, World, default_config_settings, discord_env, image_bytes, running_client
 
 VOICE = b"OggS\x00\x02" + bytes(range(256)) * 4
 
@@ -25,15 +25,8 @@ def world(fake_discord: FakeDiscord) -> World:
 @contextlib.asynccontextmanager
 async def bot(fake_discord: FakeDiscord, openai: FakeOpenAI, data_dir, **tables) -> AsyncIterator[Router]:
     """The shipped config (vision tiers) on the fakes; the router, to look into memory."""
-    env = {
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": openai.url,
-        "DISCORD_BOT_TOKEN": fake_discord.token,
-        "DISCORD_API_BASE_URL": fake_discord.api_base,
-        "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
-    }
     tables.setdefault("discord", {"streaming": False})
-    settings = default_config_settings(env, **tables)
+    settings = default_config_settings(discord_env(fake_discord, openai), **tables)
     async with build_router(settings, data_dir, options=FAST) as router, running_client(router, settings):
         yield router
 

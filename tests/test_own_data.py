@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from bot.router import own_data
 from bot.router.pipeline import MEMORY_DOWN
 from bot.router.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import clean_env, make_settings, msg, numbered, prompt_section, running_router
+from tests.support import console_chat, make_settings, msg, numbered, prompt_section, running_router
 
 CHAT = "test:chat"
 ADA = {"author": "ada", "author_id": "u1"}
@@ -254,26 +252,7 @@ async def test_an_export_over_the_upload_limit_is_sent_gzipped(router, monkeypat
 
 def _chat(tmp_path: Path, lines: list[str]) -> list[str]:
     """The answers of one `chatbot chat` run; the last line's answer may hold blank lines (/why)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "chat",
-            "--data",
-            str(tmp_path / "data"),
-            "--chat",
-            "console:grace",
-        ],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
-    assert proc.returncode == 0, proc.stderr
-    blocks = proc.stdout.split("\n\n")[:-1]
+    blocks = console_chat(tmp_path, lines).split("\n\n")[:-1]
     return [*blocks[: len(lines) - 1], "\n\n".join(blocks[len(lines) - 1 :])]
 
 

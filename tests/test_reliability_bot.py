@@ -15,12 +15,11 @@ import logging
 import re
 import signal
 import sys
-import tomllib
 from dataclasses import replace
 
 import pytest
 
-from bot.config import DEFAULT_CONFIG, Settings, settings_from
+from bot.config import Settings
 from bot.router.pipeline import APOLOGY, CUT_OFF
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
@@ -32,6 +31,8 @@ from tests.support import (
     World,
     answers,
     clean_env,
+    default_config_settings,
+    discord_env,
     make_settings,
     msg,
     port_of,
@@ -141,16 +142,9 @@ def discord_settings(
     fake: FakeDiscord, openai: FakeOpenAI, *, streaming: bool, send_budget_s: float
 ) -> Settings:
     """The default config/bot.toml on the fake Discord and the fake model."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
-    env = {
-        "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
-        "OPENAI_BASE_URL": openai.url,
-        "DISCORD_BOT_TOKEN": fake.token,
-        "DISCORD_API_BASE_URL": fake.api_base,
-        "DISCORD_GATEWAY_URL": fake.gateway_url,
-    }
-    settings = settings_from(data, env)
+    settings = default_config_settings(
+        discord_env(fake, openai, api_key="sk-test-reliability-0123456789abcdef")
+    )
     return replace(
         settings, discord=replace(settings.discord, streaming=streaming, send_budget_s=send_budget_s)
     )

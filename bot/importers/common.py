@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +73,20 @@ def utc_iso(dt: datetime) -> str:
     """The memory worker's timestamp format: ISO-8601 UTC with milliseconds and a Z."""
     dt = dt.astimezone(UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def message_records(
+    path: Path,
+    label: str,
+    messages: Iterable[Any],
+    convert: Callable[[str, dict[str, Any]], Record | None],
+) -> Iterator[Record | None]:
+    """`convert(where, message)` for each exported message; an ExportError names one that is no object."""
+    for i, message in enumerate(messages):
+        where = f"{label}: messages[{i}]"
+        if not isinstance(message, dict):
+            raise ExportError(path, f"{where} is not an object")
+        yield convert(where, message)
 
 
 class _Counting:

@@ -23,6 +23,7 @@ from bot.importers.common import (
     Record,
     Source,
     clean,
+    message_records,
     read_header,
     require,
     stream_items,
@@ -67,11 +68,12 @@ def _source(path: Path, scope: str) -> Source:
     label = f"channel {name!r}"
 
     def records() -> Iterator[Record | None]:
-        for i, message in enumerate(stream_items(path, "messages.item")):
-            where = f"{label}: messages[{i}]"
-            if not isinstance(message, dict):
-                raise ExportError(path, f"{where} is not an object")
-            yield convert(path, where, message, str(channel_id), scope)
+        return message_records(
+            path,
+            label,
+            stream_items(path, "messages.item"),
+            lambda where, message: convert(path, where, message, str(channel_id), scope),
+        )
 
     aliases = frozenset({key, str(channel_id), name, str(channel.get("name") or "")} - {""})
     return Source(label=label, name=name, key=key, aliases=aliases, records=records)

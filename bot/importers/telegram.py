@@ -29,6 +29,7 @@ from bot.importers.common import (
     Record,
     Source,
     clean,
+    message_records,
     read_header,
     require,
     stream_items,
@@ -97,11 +98,12 @@ def _source(
     label = f"chat {name!r}" + ("" if index is None else f" ({place})")
 
     def records() -> Iterator[Record | None]:
-        for i, message in enumerate(messages()):
-            where = f"{label}: messages[{i}]"
-            if not isinstance(message, dict):
-                raise ExportError(path, f"{where} is not an object")
-            yield convert(path, where, message, chat_id, private, scope, bot)
+        return message_records(
+            path,
+            label,
+            messages(),
+            lambda where, message: convert(path, where, message, chat_id, private, scope, bot),
+        )
 
     aliases = frozenset({key, str(bare), str(chat_id), name})
     return Source(

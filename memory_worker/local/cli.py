@@ -68,6 +68,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def serving_token(host: str, token: str | None) -> str | None:
+    """The API token to serve with: `token`, else one generated for a loopback host (printed).
+
+    None (after printing why) when `token` is unset and `host` is not loopback.
+    """
+    if token:
+        return token
+    if not is_loopback(host):
+        print("refusing to serve on a non-loopback address without MEMORY_API_TOKEN")
+        return None
+    token = secrets.token_urlsafe(32)
+    print(f"MEMORY_API_TOKEN not set; generated one for this run: {token}", flush=True)
+    return token
+
+
 def serve_forever(host: str, port: int, data_dir: Path) -> int:
     """`chatbot memory serve`: serve until SIGINT/SIGTERM; returns the exit code.
 
@@ -75,13 +90,9 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
     """
     logs.configure()
     settings = settings_from_env(os.environ)
-    token = settings.token
-    if not token:
-        if not is_loopback(host):
-            print("refusing to serve on a non-loopback address without MEMORY_API_TOKEN")
-            return 2
-        token = secrets.token_urlsafe(32)
-        print(f"MEMORY_API_TOKEN not set; generated one for this run: {token}", flush=True)
+    token = serving_token(host, settings.token)
+    if token is None:
+        return 2
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -18,6 +18,7 @@ the same against:
 from __future__ import annotations
 
 import json as jsonlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -101,25 +102,15 @@ class Backend:
         """Stop the backend."""
 
 
-class LocalBackend(Backend):
-    """The local host over real HTTP."""
+class _HttpBackend(Backend):
+    """A backend reached over real HTTP on 127.0.0.1 through one httpx client."""
 
-    name = "local"
+    http: httpx.AsyncClient | None = None
 
-    def __init__(self, data_dir: Path, **host_options: Any):
-        self.data_dir = data_dir
-        self.host_options = host_options
-        self.host: EmbeddedMemoryHost | None = None
-        self.http: httpx.AsyncClient | None = None
-
-    async def start(self) -> LocalBackend:
-        """Start the host and the client."""
-        self.host = EmbeddedMemoryHost(self.data_dir, token=TOKEN, **self.host_options)
-        await self.host.__aenter__()
+    def _open_client(self, url: str, timeout: float) -> None:
         self.http = httpx.AsyncClient(
-            base_url=self.host.url, trust_env=False, timeout=30, limits=httpx.Limits(max_connections=100)
+            base_url=url, trust_env=False, timeout=timeout, limits=httpx.Limits(max_connections=100)
         )
-        return self
 
     async def raw(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -131,8 +122,39 @@ class LocalBackend(Backend):
     async def close(self) -> None:
         if self.http is not None:
             await self.http.aclose()
+
+
+class LocalBackend(_HttpBackend):
+    """The local host over real HTTP."""
+
+    name = "local"
+
+    def __init__(self, data_dir: Path, **host_options: Any):
+        self.data_dir = data_dir
+        self.host_options = host_options
+        self.host: EmbeddedMemoryHost | None = None
+
+    async def start(self) -> LocalBackend:
+        """Start the host and the client."""
+        self.host = EmbeddedMemoryHost(self.data_dir, token=TOKEN, **self.host_options)
+        await self.host.__aenter__()
+        self._open_client(self.host.url, timeout=30)
+        return self
+
+    async def close(self) -> None:
+        await super().close()
         if self.host is not None:
             await self.host.__aexit__(None, None, None)
+
+
+async def local_memory(tmp_path: Path) -> AsyncIterator[LocalBackend]:
+    """A started LocalBackend on `tmp_path / "memory"`, closed afterwards (a fixture's body:
+    `mem = pytest.fixture(local_memory, name="mem")`)."""
+    backend = await LocalBackend(tmp_path / "memory").start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
 
 
 class WorkerBackend(Backend):
@@ -186,34 +208,23 @@ class WorkerBackend(Backend):
             self._installed.__exit__(None, None, None)
 
 
-class PyodideBackend(Backend):
+class PyodideBackend(_HttpBackend):
     """entry.py on real Pyodide: a running `PyodideHost` (shared), emptied for this test."""
 
     name = "pyodide"
 
     def __init__(self, host: PyodideHost):
         self.host = host
-        self.http: httpx.AsyncClient | None = None
 
     async def start(self) -> PyodideBackend:
         """Empty the host's data and open a client."""
         answer = self.host.control("reset")
         assert answer.get("ok") == "reset", answer
-        self.http = httpx.AsyncClient(
-            base_url=self.host.url, trust_env=False, timeout=60, limits=httpx.Limits(max_connections=100)
-        )
+        self._open_client(self.host.url, timeout=60)
         return self
 
-    async def raw(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, bytes]:
-        assert self.http is not None
-        resp = await self.http.request(method, path, content=body, headers=headers)
-        return resp.status_code, resp.content
-
     async def close(self) -> None:
-        if self.http is not None:
-            await self.http.aclose()
+        await super().close()
         # What the runtime would have answered with a 500 or logged from an alarm.
         errors = self.host.control("errors")["errors"]
         assert not errors, errors[-1]

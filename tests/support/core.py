@@ -8,6 +8,8 @@ import contextlib
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -207,3 +209,31 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env
+
+
+def console_chat(tmp_path: Path, lines: list[str], **env: str) -> str:
+    """The output of one `chatbot chat --chat console:grace` subprocess fed `lines` (exit 0 asserted).
+
+    It runs in `tmp_path` (no .env from the repository) with data in `tmp_path / "data"`
+    and `clean_env(**env)`.
+    """
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "chat",
+            "--data",
+            str(tmp_path / "data"),
+            "--chat",
+            "console:grace",
+        ],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=clean_env(**env),
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

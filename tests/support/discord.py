@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from bot.adapters import discord as adapter
 from bot.app import build_router
-from bot.config import DEFAULT_CONFIG, PlatformSettings, Settings, settings_from
+from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.core import wait_until
+from tests.support.core import default_config_settings, wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
@@ -145,19 +144,21 @@ async def running_client(router, settings: Settings) -> AsyncIterator[adapter.Di
             await task
 
 
-def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
-    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
-    env = {
-        "OPENAI_API_KEY": "sk-test",
+def discord_env(fake_discord: FakeDiscord, openai: FakeOpenAI, api_key: str = "sk-test") -> dict[str, str]:
+    """The documented env vars that point the bot at the fake Discord and the fake model."""
+    return {
+        "OPENAI_API_KEY": api_key,
         "OPENAI_BASE_URL": openai.url,
         "DISCORD_BOT_TOKEN": fake_discord.token,
         "DISCORD_API_BASE_URL": fake_discord.api_base,
         "DISCORD_GATEWAY_URL": fake_discord.gateway_url,
-        "ADMIN_USER_IDS": world.owner_listed["id"],
     }
-    return settings_from(data, env)
+
+
+def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: World) -> Settings:
+    """The default config/bot.toml with every tier on the fake model, read from the documented env vars."""
+    env = {**discord_env(fake_discord, openai), "ADMIN_USER_IDS": world.owner_listed["id"]}
+    return default_config_settings(env)
 
 
 @contextlib.asynccontextmanager

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
 from bot.adapters import telegram as tgad
 from bot.app import build_router
-from bot.config import DEFAULT_CONFIG, PlatformSettings, Settings, settings_from
+from bot.config import PlatformSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.core import MEMORY_TOKEN, running_router
+from tests.support.core import MEMORY_TOKEN, default_config_settings, running_router
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 ADMIN_ONLY = {c.name for c in COMMANDS if c.admin}
@@ -131,8 +130,6 @@ OWNER_ID = 4242  # listed in ADMIN_USER_IDS
 
 def telegram_e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:
     """The default config/bot.toml, every tier on the fake model, read from the documented env vars."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
     env = {
         "OPENAI_API_KEY": "sk-test",
         "OPENAI_BASE_URL": openai.url,
@@ -140,7 +137,7 @@ def telegram_e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:
         "TELEGRAM_API_BASE_URL": tg.base_url,
         "ADMIN_USER_IDS": str(OWNER_ID),
     }
-    return settings_from(data, env)
+    return default_config_settings(env)
 
 
 @contextlib.asynccontextmanager
@@ -168,8 +165,6 @@ def telegram_settings(
     memory_url: str | None = None,
 ) -> Settings:
     """The default config/bot.toml on the fakes, from the documented environment variables."""
-    with open(DEFAULT_CONFIG, "rb") as fh:
-        data = tomllib.load(fh)
     env = {
         "OPENAI_API_KEY": "sk-test-reliability-0123456789abcdef",
         "OPENAI_BASE_URL": openai.url,
@@ -178,7 +173,7 @@ def telegram_settings(
     }
     if memory_url:
         env |= {"MEMORY_URL": memory_url, "MEMORY_API_TOKEN": MEMORY_TOKEN}
-    settings = settings_from(data, env)
+    settings = default_config_settings(env)
     return replace(
         settings, telegram=replace(settings.telegram, streaming=streaming, send_budget_s=send_budget_s)
     )
