@@ -116,11 +116,11 @@ def prepare(memory: ChatMemory, keep: int | None = None, force: bool = False) ->
     if not batch:
         return None
     return Job(
-        memory._state("summary") or "",
+        memory.state("summary") or "",
         batch,
         upto,
         int(batch[-1]["id"]),
-        memory._state("summary_epoch", "0") or "0",
+        memory.state("summary_epoch", "0") or "0",
     )
 
 
@@ -130,13 +130,13 @@ def commit(memory: ChatMemory, job: Job, summary: str) -> bool:
     def run() -> bool:
         if memory.summarized_upto() != job.base_upto:
             return False  # another compaction got there first
-        if (memory._state("summary_epoch", "0") or "0") != job.epoch:
+        if (memory.state("summary_epoch", "0") or "0") != job.epoch:
             return False  # someone was forgotten: this summary may hold their words
-        memory._set_state("summary", summary)
-        memory._set_state("summarized_upto", str(job.upto))
-        memory._set_state("compactions", str(int(memory._state("compactions", "0") or 0) + 1))
-        memory._set_state("summary_updated_at", memory.now())
-        memory._set_state("compaction_failures", "0")
+        memory.set_state("summary", summary)
+        memory.set_state("summarized_upto", str(job.upto))
+        memory.set_state("compactions", str(int(memory.state("compactions", "0") or 0) + 1))
+        memory.set_state("summary_updated_at", memory.now())
+        memory.set_state("compaction_failures", "0")
         memory.apply_retention()
         return True
 
@@ -167,9 +167,9 @@ async def on_alarm(
     try:
         await compact_once(memory, summarize)
     except SummarizerError as err:
-        failures = int(memory._state("compaction_failures", "0") or 0) + 1
-        memory._set_state("compaction_failures", str(failures))
-        memory._set_state("compaction_last_error", str(err)[:500])
+        failures = int(memory.state("compaction_failures", "0") or 0) + 1
+        memory.set_state("compaction_failures", str(failures))
+        memory.set_state("compaction_last_error", str(err)[:500])
         delay = min(backoff_base_ms * 2 ** min(failures - 1, 20), backoff_max_ms)
         return max(delay, err.retry_after_ms or 0)
     return 0 if alarm_needed(memory) else None

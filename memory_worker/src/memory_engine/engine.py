@@ -11,17 +11,18 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from . import forgetting
 from .facts import extract_facts, is_list_key, merge_list
 from .prompt import render_prompt
-from .retrieval import index_message, index_messages, rank, unindex_messages
+from .retrieval import index_message, index_messages, rank
 from .storage import SqlStorage, migrate
+from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 COMPACT_THRESHOLD = 25  # un-summarized messages beyond this trigger compaction
 KEEP_UNSUMMARIZED = 5
-USAGE_ROWS_KEPT = 2000
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
@@ -54,11 +55,13 @@ class ChatMemory:
         """The current time as a stored timestamp."""
         return utc_iso(self.clock())
 
-    def _state(self, key: str, default: str | None = None) -> str | None:
+    def state(self, key: str, default: str | None = None) -> str | None:
+        """One value of the chat's key-value state (summary, marks, settings)."""
         rows = self.sql.exec("SELECT value FROM state WHERE key = ?", key)
         return rows[0]["value"] if rows else default
 
-    def _set_state(self, key: str, value: str | None) -> None:
+    def set_state(self, key: str, value: str | None) -> None:
+        """Set one value of the chat's key-value state."""
         self.sql.exec(
             "INSERT INTO state(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -66,13 +69,16 @@ class ChatMemory:
             value,
         )
 
+    _state = state  # the names the hosts use
+    _set_state = set_state
+
     def mode(self) -> str:
         """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
-        return self._state("mode", "auto") or "auto"
+        return self.state("mode", "auto") or "auto"
 
     def summarized_upto(self) -> int:
         """The id of the newest message the summary covers (0: none)."""
-        return int(self._state("summarized_upto", "0") or 0)
+        return int(self.state("summarized_upto", "0") or 0)
 
     def record_chat_key(self, chat_key: str) -> None:
         """Store which chat key this database belongs to, unless one is stored already."""
@@ -87,6 +93,19 @@ class ChatMemory:
         rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE message_id = ?", message_id)
         return rows[0] if rows else None
 
+    def _answered_author(self, message_id: str | None, author_id: str | None) -> str | None:
+        if author_id:
+            return author_id
+        answered = self._find_by_message_id(message_id)
+        if answered is None:
+            # Unsaid: the bot answers the newest user message. When that guess is wrong, a
+            # forgetting removes a reply too many, never leaves one behind.
+            rows = self.sql.exec(
+                "SELECT author_id FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1"
+            )
+            answered = rows[0] if rows else None
+        return (answered or {}).get("author_id") or None
+
     def _insert(
         self,
         role: str,
@@ -96,17 +115,19 @@ class ChatMemory:
         message_id: str | None,
         ts: str,
         index: bool = True,
+        reply_to_author_id: str | None = None,
     ) -> int | None:
         """Store one message and index it; None when its message_id is already stored."""
         rows = self.sql.exec(
-            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
+            "INSERT INTO messages(role, author, author_id, text, ts, message_id, reply_to_author_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
             role,
             author,
             author_id,
             text,
             ts,
             message_id,
+            reply_to_author_id or None,
         )
         if not rows:
             return None
@@ -119,7 +140,8 @@ class ChatMemory:
         for change in extract_facts(text):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
-            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+            if change.add:  # False for a removal only ("I don't like X anymore")
+                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
 
     def _change_fact(
         self,
@@ -137,6 +159,7 @@ class ChatMemory:
             key,
         )
         current = rows[0]["value"] if rows else None
+        value: str | None
         if is_list_key(key):
             value = merge_list(current, add=add, remove=remove)
         else:
@@ -188,9 +211,9 @@ class ChatMemory:
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
-            summary = self._state("summary") or ""
+            summary = self.state("summary") or ""
             prompt = render_prompt(recent, retrieved, summary, facts)
-            self._set_state("last_prompt", prompt)
+            self.set_state("last_prompt", prompt)
             return {
                 "current_id": current_id,
                 "mode": chosen,
@@ -259,8 +282,15 @@ class ChatMemory:
         message_id: str | None = None,
         error: str | None = None,
         author_id: str = "",
+        reply_to_message_id: str | None = None,
+        reply_to_author_id: str | None = None,
     ) -> dict[str, Any]:
-        """Record one model attempt: the assistant message (when it has text) and a usage row."""
+        """Record one model attempt: the assistant message (when it has text) and a usage row.
+
+        The message remembers whose message it answers (`reply_to_author_id`, else the author
+        of `reply_to_message_id`, else of the newest user message), so that forgetting that
+        person removes it too.
+        """
         ts = self.now()
 
         def record() -> dict[str, Any]:
@@ -275,8 +305,12 @@ class ChatMemory:
             # A failed attempt with text is a stream cut off midway: the user saw that text,
             # so memory keeps it too.
             if text:
-                new_id = self._insert("assistant", text, "assistant", "", message_id, ts)
-            self._record_usage(
+                answered = self._answered_author(reply_to_message_id, reply_to_author_id)
+                new_id = self._insert(
+                    "assistant", text, "assistant", "", message_id, ts, reply_to_author_id=answered
+                )
+            record_usage(
+                self.sql,
                 ts,
                 tier,
                 model,
@@ -294,89 +328,13 @@ class ChatMemory:
 
         return self.sql.transaction(record)
 
-    def _record_usage(
-        self,
-        ts: str,
-        tier: str,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        latency_ms: float | None,
-        cost_usd: float,
-        ok: bool,
-        error: str | None,
-        message_id: str | None,
-        author_id: str,
-    ) -> None:
-        rows = self.sql.exec(
-            "INSERT INTO router_usage(ts, tier, model, prompt_tokens, completion_tokens, "
-            "latency_ms, cost_usd, ok, error, message_id, author_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            ts,
-            tier,
-            model,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            cost_usd,
-            1 if ok else 0,
-            error,
-            message_id,
-            author_id,
-        )
-        self.sql.exec(
-            "INSERT INTO usage_daily(day, tier, calls, errors, prompt_tokens, completion_tokens, cost_usd) "
-            "VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT(day, tier) DO UPDATE SET "
-            "calls = calls + 1, errors = errors + excluded.errors, "
-            "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
-            "completion_tokens = completion_tokens + excluded.completion_tokens, "
-            "cost_usd = cost_usd + excluded.cost_usd",
-            ts[:10],
-            tier,
-            0 if ok else 1,
-            prompt_tokens,
-            completion_tokens,
-            cost_usd,
-        )
-        # Bounded: the per-call rows keep a window; the daily table keeps the totals.
-        newest = int(rows[0]["id"])
-        if newest % 100 == 0:
-            self.sql.exec("DELETE FROM router_usage WHERE id <= ?", newest - USAGE_ROWS_KEPT)
-
-    _TOTALS = (
-        "SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt_tokens, "
-        "SUM(completion_tokens) AS completion_tokens, SUM(cost_usd) AS cost_usd"
-    )
-
-    def _tier_totals(self, where: str = "", *params: Any) -> dict[str, dict[str, Any]]:
-        rows = self.sql.exec(
-            f"SELECT tier, {self._TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier", *params
-        )
-        return {
-            r["tier"]: {
-                "calls": int(r["calls"] or 0),
-                "errors": int(r["errors"] or 0),
-                "prompt_tokens": int(r["prompt_tokens"] or 0),
-                "completion_tokens": int(r["completion_tokens"] or 0),
-                "cost_usd": round(float(r["cost_usd"] or 0.0), 8),
-            }
-            for r in rows
-        }
-
     def usage_today(self) -> dict[str, dict[str, Any]]:
         """Today's (UTC) calls, errors, tokens and cost per tier."""
-        return self._tier_totals("WHERE day = ?", self.now()[:10])
+        return usage_on(self.sql, self.now()[:10])
 
     def usage(self, recent: int = 20) -> dict[str, Any]:
         """All-time totals per tier and the most recent model calls."""
-        rows = self.sql.exec(
-            "SELECT ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error "
-            "FROM router_usage ORDER BY id DESC LIMIT ?",
-            recent,
-        )
-        for r in rows:
-            r["ok"] = bool(r["ok"])
-        return {"tiers": self._tier_totals(), "today": self.usage_today(), "recent": rows}
+        return usage_report(self.sql, self.now()[:10], recent)
 
     # -- views -------------------------------------------------------------------------
 
@@ -401,10 +359,10 @@ class ChatMemory:
     def summary(self) -> dict[str, Any]:
         """The rolling summary and how far it reaches."""
         return {
-            "summary": self._state("summary") or "",
-            "compactions": int(self._state("compactions", "0") or 0),
+            "summary": self.state("summary") or "",
+            "compactions": int(self.state("compactions", "0") or 0),
             "summarized_upto": self.summarized_upto(),
-            "updated_at": self._state("summary_updated_at"),
+            "updated_at": self.state("summary_updated_at"),
         }
 
     def active_count(self) -> int:
@@ -437,7 +395,7 @@ class ChatMemory:
             "facts": facts,
             "mode": self.mode(),
         }
-        last = self._state("last_prompt")
+        last = self.state("last_prompt")
         if last is not None:
             out["last_prompt"] = last
         return out
@@ -449,7 +407,7 @@ class ChatMemory:
     def update_settings(self, mode: str | None = None) -> dict[str, Any]:
         """Change the chat's settings; returns them."""
         if mode is not None:
-            self._set_state("mode", mode)
+            self.set_state("mode", mode)
         return self.settings()
 
     # -- bulk import and forgetting ----------------------------------------------------
@@ -461,13 +419,21 @@ class ChatMemory:
         def run() -> dict[str, int]:
             imported = skipped = 0
             first_id = last_id = None
+            answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
             for m in messages:
                 role = m["role"]
                 author = m.get("author") or ("assistant" if role == "assistant" else "")
                 author_id = m.get("author_id") or ""
                 ts = m.get("ts") or now
                 new_id = self._insert(
-                    role, m["text"], author, author_id, m.get("message_id"), ts, index=False
+                    role,
+                    m["text"],
+                    author,
+                    author_id,
+                    m.get("message_id"),
+                    ts,
+                    index=False,
+                    reply_to_author_id=m.get("reply_to_author_id") if role == "assistant" else None,
                 )
                 if new_id is None:
                     skipped += 1
@@ -477,61 +443,43 @@ class ChatMemory:
                 last_id = new_id
                 if role == "user":
                     self._apply_facts(m["text"], author, author_id, new_id, ts)
-            if first_id is not None:
+                elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
+                    answers.append((new_id, m["reply_to_message_id"]))
+            if first_id is not None and last_id is not None:
                 # One statement for the batch: ids in [first, last] are all this import's,
                 # since one chat runs one request at a time.
                 index_messages(self.sql, first_id, last_id)
+                self._attribute_replies(first_id, last_id, answers)
             return {"imported": imported, "skipped": skipped}
 
         return self.sql.transaction(run)
 
+    def _attribute_replies(self, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:
+        """Say whose message each imported assistant message answers (see `reply`)."""
+        for row_id, answered in answers:
+            self.sql.exec(
+                "UPDATE messages SET reply_to_author_id = "
+                "(SELECT NULLIF(a.author_id, '') FROM messages a WHERE a.message_id = ?) WHERE id = ?",
+                answered,
+                row_id,
+            )
+        # The rest answer the user message before them, as a live reply does by default.
+        self.sql.exec(
+            "UPDATE messages SET reply_to_author_id = (SELECT NULLIF(p.author_id, '') FROM messages p "
+            "WHERE p.id < messages.id AND p.role = 'user' ORDER BY p.id DESC LIMIT 1) "
+            "WHERE id >= ? AND id <= ? AND role = 'assistant' AND reply_to_author_id IS NULL",
+            first_id,
+            last_id,
+        )
+
     def apply_retention(self) -> int:
         """Delete the oldest summarized messages past the retention cap; how many went."""
-        total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
-        excess = total - self.retention
-        if excess <= 0:
-            return 0
-        # Only summarized messages go: the summary already keeps their gist.
-        where = "id IN (SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT ?)"
-        unindex_messages(self.sql, where, self.summarized_upto(), excess)
-        rows = self.sql.exec(
-            f"DELETE FROM messages WHERE {where} RETURNING id", self.summarized_upto(), excess
-        )
-        return len(rows)
-
-    def _new_epoch(self) -> None:
-        # A compaction started before a forgetting must not commit its summary.
-        self._set_state(
-            "summary_epoch",
-            self.now() + ":" + str(self.sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]),
-        )
+        return forgetting.apply_retention(self)
 
     def forget_author(self, author_id: str) -> dict[str, Any]:
         """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""
-
-        def run() -> dict[str, Any]:
-            unindex_messages(self.sql, "author_id = ? AND role = 'user'", author_id)
-            gone = self.sql.exec(
-                "DELETE FROM messages WHERE author_id = ? AND role = 'user' RETURNING id", author_id
-            )
-            facts = self.sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
-            self.sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
-            # The old summary may quote them: drop it and summarize again from what remains.
-            for key in ("summary", "summary_updated_at", "last_prompt"):
-                self.sql.exec("DELETE FROM state WHERE key = ?", key)
-            self._set_state("summarized_upto", "0")
-            self._new_epoch()
-            return {"deleted": True, "messages": len(gone), "facts": len(facts)}
-
-        return self.sql.transaction(run)
+        return forgetting.forget_author(self, author_id)
 
     def forget_chat(self) -> dict[str, Any]:
         """Delete everything this chat remembers."""
-
-        def run() -> None:
-            for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
-                self.sql.exec(f"DELETE FROM {table}")
-            self._new_epoch()
-
-        self.sql.transaction(run)
-        return {"deleted": True}
+        return forgetting.forget_chat(self)

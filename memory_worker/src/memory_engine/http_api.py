@@ -137,9 +137,10 @@ def _parse(req: Request, token: str) -> Operation | Response:
     if len(rest) == 2 and rest[0] == "authors":
         methods = {"DELETE": "forget_author"}
     elif len(rest) <= 1:
-        methods = _CHAT_ROUTES.get(rest[0] if rest else "")
-        if methods is None:
+        found = _CHAT_ROUTES.get(rest[0] if rest else "")
+        if found is None:
             raise ApiError(404, "unknown route")
+        methods = found
     else:
         raise ApiError(404, "unknown route")
     name = methods.get(method)
@@ -178,14 +179,14 @@ def _unquote(raw: str, name: str) -> str:
     try:
         return unquote(raw, errors="strict")
     except UnicodeDecodeError:
-        raise ApiError(400, f"{name} is not valid percent-encoded UTF-8")
+        raise ApiError(400, f"{name} is not valid percent-encoded UTF-8") from None
 
 
 def _query(raw: str) -> dict[str, str]:
     try:
         parsed = parse_qs(raw, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
-        raise ApiError(400, "query string is not valid UTF-8")
+        raise ApiError(400, "query string is not valid UTF-8") from None
     return {k: v[-1] for k, v in parsed.items()}
 
 
@@ -195,9 +196,9 @@ def _json_body(req: Request) -> dict[str, Any]:
     try:
         data = json.loads(req.body.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
-        raise ApiError(400, "body is not valid UTF-8")
+        raise ApiError(400, "body is not valid UTF-8") from None
     except (ValueError, RecursionError):
-        raise ApiError(400, "body is not valid JSON")
+        raise ApiError(400, "body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(400, "body must be a JSON object")
     return data
@@ -218,7 +219,7 @@ def _plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ApiError(400, f"{name} is not valid unicode (lone surrogate)")
+        raise ApiError(400, f"{name} is not valid unicode (lone surrogate)") from None
     if size > max_bytes:
         raise ApiError(413 if max_bytes == MAX_TEXT_BYTES else 400, f"{name} is over {max_bytes} bytes")
     return value
@@ -257,7 +258,7 @@ def _int(value: Any, name: str, low: int, high: int) -> int:
     return number
 
 
-def _number(value: Any, name: str, default: float = 0.0) -> float:
+def _number(value: Any, name: str, default: float | None = 0.0) -> float | None:
     if value is None:
         return default
     if (
@@ -298,12 +299,14 @@ def _reply_args(body: dict[str, Any]) -> dict[str, Any]:
         "model": model,
         "prompt_tokens": _int(usage.get("prompt_tokens", 0), "usage.prompt_tokens", 0, 10**9),
         "completion_tokens": _int(usage.get("completion_tokens", 0), "usage.completion_tokens", 0, 10**9),
-        "latency_ms": _number(body.get("latency_ms"), "latency_ms", default=None),  # type: ignore[arg-type]
-        "cost_usd": _number(body.get("cost_usd"), "cost_usd"),
+        "latency_ms": _number(body.get("latency_ms"), "latency_ms", default=None),
+        "cost_usd": _number(body.get("cost_usd"), "cost_usd") or 0.0,
         "ok": ok,
         "message_id": _optional(body, "message_id"),
         "error": None if error is None else _plain(error, "error", 2048),
         "author_id": _optional(body, "author_id") or "",
+        "reply_to_message_id": _optional(body, "reply_to_message_id"),
+        "reply_to_author_id": _optional(body, "reply_to_author_id") or None,
     }
 
 
@@ -314,7 +317,7 @@ def _iso(value: Any, name: str) -> str | None:
     try:
         datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ApiError(400, f"{name} must be an ISO-8601 timestamp")
+        raise ApiError(400, f"{name} must be an ISO-8601 timestamp") from None
     return text
 
 
@@ -337,10 +340,12 @@ def _import_args(body: dict[str, Any]) -> list[dict[str, Any]]:
                     "author_id": _optional(m, "author_id"),
                     "message_id": _optional(m, "message_id"),
                     "ts": _iso(m.get("ts"), "ts"),
+                    "reply_to_message_id": _optional(m, "reply_to_message_id"),
+                    "reply_to_author_id": _optional(m, "reply_to_author_id") or None,
                 }
             )
         except ApiError as err:
-            raise ApiError(err.status, f"messages[{i}]: {err.message}")
+            raise ApiError(err.status, f"messages[{i}]: {err.message}") from None
     return out
 
 

@@ -96,6 +96,15 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "index of current facts in insertion order (the prompt's facts query)",
         ["CREATE INDEX facts_current_by_id ON facts(id) WHERE superseded_at IS NULL"],
     ),
+    (
+        3,
+        "assistant messages name the author they answer (forgetting a person removes them)",
+        [
+            "ALTER TABLE messages ADD COLUMN reply_to_author_id TEXT",
+            "CREATE INDEX messages_reply_to ON messages(reply_to_author_id) "
+            "WHERE reply_to_author_id IS NOT NULL",
+        ],
+    ),
 ]
 
 

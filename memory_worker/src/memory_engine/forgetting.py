@@ -1,0 +1,79 @@
+"""Forgetting: one person, the whole chat, and the retention cap of the archive."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .retrieval import unindex_messages
+from .storage import SqlStorage
+
+if TYPE_CHECKING:
+    from .engine import ChatMemory
+
+
+def apply_retention(memory: ChatMemory) -> int:
+    """Delete the oldest summarized messages past the retention cap; how many went."""
+    sql = memory.sql
+    total = int(sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
+    excess = total - memory.retention
+    if excess <= 0:
+        return 0
+    # Only summarized messages go: the summary already keeps their gist.
+    where = "id IN (SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT ?)"
+    unindex_messages(sql, where, memory.summarized_upto(), excess)
+    rows = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING id", memory.summarized_upto(), excess)
+    return len(rows)
+
+
+def new_epoch(memory: ChatMemory) -> None:
+    """Mark a forgetting: a compaction started before it must not commit its summary."""
+    newest = memory.sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"]
+    memory.set_state("summary_epoch", memory.now() + ":" + str(newest))
+
+
+def forget_author(memory: ChatMemory, author_id: str) -> dict[str, Any]:
+    """Forget one person: their messages and the replies to them, facts, `/why`; the summary is rebuilt.
+
+    Replies to other people stay. The index is merged afterwards so that no segment keeps a
+    deleted term; the host makes freed pages zeroed (`PRAGMA secure_delete`) where its
+    SQLite allows it, and checkpoints the WAL.
+    """
+    sql = memory.sql
+    # Theirs (whatever the role: imports may carry system lines), and the bot's answers to them.
+    where = "author_id = ? OR reply_to_author_id = ?"
+
+    def run() -> dict[str, Any]:
+        unindex_messages(sql, where, author_id, author_id)
+        gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
+        facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
+        sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
+        # The old summary and the last prompt may quote them: drop both; the summary is
+        # made again from what remains.
+        for key in ("summary", "summary_updated_at", "last_prompt"):
+            sql.exec("DELETE FROM state WHERE key = ?", key)
+        memory.set_state("summarized_upto", "0")
+        new_epoch(memory)
+        merge_index(sql)
+        replies = sum(1 for r in gone if r["role"] == "assistant")
+        return {"deleted": True, "messages": len(gone) - replies, "replies": replies, "facts": len(facts)}
+
+    return sql.transaction(run)
+
+
+def merge_index(sql: SqlStorage) -> None:
+    """Merge the full-text index into one segment: deleted terms leave it (FTS5 keeps them until then)."""
+    sql.exec("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+
+
+def forget_chat(memory: ChatMemory) -> dict[str, Any]:
+    """Delete everything this chat remembers."""
+    sql = memory.sql
+
+    def run() -> None:
+        for table in ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state"):
+            sql.exec(f"DELETE FROM {table}")
+        new_epoch(memory)
+        merge_index(sql)
+
+    sql.transaction(run)
+    return {"deleted": True}
