@@ -96,7 +96,7 @@ async def measure(url: str, token: str, corpus: Corpus, n: int, turns: int, labe
 
 async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[str, Any]]:
     """The local host and the Pyodide host, one after the other, same corpus and sizes."""
-    from memory_worker.host import EmbeddedMemoryHost
+    from memory_worker.local import EmbeddedMemoryHost
 
     results = {}
     async with EmbeddedMemoryHost(tmp / "local", token=TOKEN, retention=10 * n) as local:

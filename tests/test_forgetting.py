@@ -15,7 +15,7 @@ from pathlib import Path
 from memory_engine import ChatMemory
 from memory_engine.compaction import compact_once, offline_summarize
 
-from memory_worker.host import SqliteStorage
+from memory_worker.local import SqliteStorage
 
 # Marta's distinctive words: her name, her dog's, her project's, her street's, her town's.
 HERS = ("Marta", "Pimento", "Lumenwick", "Quayside", "Trondheim")
