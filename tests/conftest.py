@@ -68,6 +68,22 @@ _hypothesis_settings.register_profile("explore", deadline=None)
 _hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
+@pytest.fixture(scope="session")
+def pyodide_host(tmp_path_factory):
+    """One Pyodide host (memory_worker/pyodide) for the session, driven over stdin; skipped
+    when Node 22 or the npm packages are missing (`make pyodide` installs them)."""
+    from memory_worker.pyodide_runtime import PyodideHost, PyodideUnavailable, check_installed
+    from tests.memory_backends import TOKEN
+
+    try:
+        check_installed()
+    except PyodideUnavailable as err:
+        pytest.skip(str(err))
+    host = PyodideHost(tmp_path_factory.mktemp("pyodide") / "data", TOKEN, control=True).start()
+    yield host
+    host.stop()
+
+
 # The fakes of the outside services: one running server per test, on 127.0.0.1.
 @pytest.fixture
 async def tg():

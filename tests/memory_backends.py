@@ -9,6 +9,10 @@ the same against:
   Worker or an object lets escape fails the call (the runtime would answer 500).
   With `real_sdk=True` the genuine workers-runtime-sdk code runs instead of the mirror,
   over the same fake JS layer and runtime (skipped when the SDK is not available).
+- `PyodideBackend`: the same `entry.py` and the real SDK on real Pyodide under Node 22
+  (`memory_worker/pyodide/`), over real HTTP. One host serves the whole test session
+  (the `pyodide_host` fixture); each test starts from an empty data folder (`reset`),
+  and any error the Worker or an object let escape fails the test when it closes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import httpx
 
 from memory_worker.local import EmbeddedMemoryHost
+from memory_worker.pyodide_runtime import PyodideHost
 from tests.fakes import workers as fake_workers
 from tests.fakes.workers.real_sdk import installed_real_sdk, sdk_dir
 
@@ -181,11 +186,47 @@ class WorkerBackend(Backend):
             self._installed.__exit__(None, None, None)
 
 
+class PyodideBackend(Backend):
+    """entry.py on real Pyodide: a running `PyodideHost` (shared), emptied for this test."""
+
+    name = "pyodide"
+
+    def __init__(self, host: PyodideHost):
+        self.host = host
+        self.http: httpx.AsyncClient | None = None
+
+    async def start(self) -> PyodideBackend:
+        """Empty the host's data and open a client."""
+        answer = self.host.control("reset")
+        assert answer.get("ok") == "reset", answer
+        self.http = httpx.AsyncClient(
+            base_url=self.host.url, trust_env=False, timeout=60, limits=httpx.Limits(max_connections=100)
+        )
+        return self
+
+    async def raw(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        assert self.http is not None
+        resp = await self.http.request(method, path, content=body, headers=headers)
+        return resp.status_code, resp.content
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+        # What the runtime would have answered with a 500 or logged from an alarm.
+        errors = self.host.control("errors")["errors"]
+        assert not errors, errors[-1]
+
+
 async def start_backend(kind: str, data_dir: Path, **options: Any) -> Backend:
     """A started backend: "local", "worker" (the SDK mirror), "worker-raw" (bare JS
-    proxies for storage) or "worker-sdk" (the real SDK code)."""
+    proxies for storage), "worker-sdk" (the real SDK code) or "pyodide" (the real
+    runtime; `host=` the session's PyodideHost)."""
     if kind == "local":
         return await LocalBackend(data_dir, **options).start()
+    if kind == "pyodide":
+        return await PyodideBackend(options["host"]).start()
     return await WorkerBackend(
         data_dir, wrap_storage=(kind != "worker-raw"), real_sdk=(kind == "worker-sdk"), **options
     ).start()

@@ -30,12 +30,14 @@ NO_SDK = pytest.mark.skipif(
     reason="workers-runtime-sdk not available "
     "(pip download --no-deps workers-runtime-sdk; set WORKERS_SDK_DIR)",
 )
-BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
+BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK), "pyodide"]
 
 
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    backend = await start_backend(request.param, tmp_path / request.param)
+    # One Pyodide host serves the session (tests/conftest.py); the backend empties it.
+    options = {"host": request.getfixturevalue("pyodide_host")} if request.param == "pyodide" else {}
+    backend = await start_backend(request.param, tmp_path / request.param, **options)
     try:
         yield backend
     finally:
@@ -492,7 +494,7 @@ async def test_forgetting_a_person_removes_the_replies_to_them_only(mem):
         {"messages": [{"role": "assistant", "text": "Pimento imported", "reply_to_author_id": "m1"}]},
     )
     gone = await mem.ok("DELETE", "/v1/chats/fr/authors/m1")
-    assert (gone["messages"], gone["replies"], gone["facts"]) == (1, 4, 0)
+    assert (gone["messages"], gone["replies"], gone["facts"]) == (1, 4, 1)  # the pet fact "Pimento (dog)"
     assert await mem.search("fr", "Pimento", k=10) == []
     assert texts(await mem.search("fr", "Saffron lovely", k=10)) == [
         "Saffron, lovely",
@@ -517,7 +519,7 @@ def _normalised(value):
     return value
 
 
-async def test_every_host_answers_exactly_alike(tmp_path):
+async def test_every_host_answers_exactly_alike(tmp_path, pyodide_host):
     script = [
         ("GET", "/health", None, None),
         ("GET", "/v1/chats/x/stats", None, ""),
@@ -575,9 +577,11 @@ async def test_every_host_answers_exactly_alike(tmp_path):
         ("POST", "/v1/chats/x/turn", {"text": "again"}, ""),
     ]
     answers = {}
-    kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else [])
+    kinds = ["local", "worker", "worker-raw"] + (["worker-sdk"] if sdk_dir() else []) + ["pyodide"]
     for kind in kinds:
-        backend = await start_backend(kind, tmp_path / kind)
+        backend = await start_backend(
+            kind, tmp_path / kind, **({"host": pyodide_host} if kind == "pyodide" else {})
+        )
         try:
             answers[kind] = [(await backend.call(m, p, json=j, token=t)) for m, p, j, t in script]
         finally:

@@ -141,7 +141,8 @@ class ChatMemory:
         for change in extract_facts(text):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
-            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+            if change.add:  # False for a removal only ("I don't like X anymore")
+                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
 
     def _change_fact(
         self,

@@ -174,6 +174,10 @@ class JsArrayBuffer(JsProxy):
         """The buffer's bytes."""
         return self._data
 
+    def to_py(self, *, depth: int = -1, default_converter: Callable | None = None) -> Any:
+        """As Pyodide converts an ArrayBuffer inside a row: a memoryview of its bytes."""
+        return memoryview(self._data)
+
 
 class JsPromise:
     """A settled JS promise: the work already happened when it was created."""

@@ -263,13 +263,13 @@ class DurableObjectStorage(JsProxy):
         object.__setattr__(self, "_depth", depth + 1)
         try:
             result = fn()
-        except BaseException as exc:
+        except BaseException:
             self._sql._run_internal(f"ROLLBACK TO {name}")
             self._sql._run_internal(f"RELEASE {name}")
-            if isinstance(exc, JsException):
-                raise
-            # The Python error crossed into JS and comes back as a JS error.
-            raise JsException("PythonError", "".join(traceback.format_exception(exc))) from exc
+            # A Python error raised in fn crosses into JS as a PythonError, and Pyodide
+            # (314, checked under tests/test_pyodide.py's runtime) hands the ORIGINAL
+            # exception back to the Python caller of transactionSync; a JS error stays one.
+            raise
         finally:
             object.__setattr__(self, "_depth", depth)
         self._sql._run_internal(f"RELEASE {name}")

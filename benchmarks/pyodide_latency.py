@@ -1,0 +1,188 @@
+"""The Worker on its real runtime: Pyodide cold start, and turn latency beside the local host.
+
+    .venv/bin/python benchmarks/pyodide_latency.py [--n 10000] [--turns 200]
+    .venv/bin/python benchmarks/memory_latency.py --runtime pyodide   (the same, from there)
+
+In one run, on the same LoCoMo turns: `chatbot memory serve --runtime pyodide` (entry.py,
+the engine and the workers SDK on Pyodide under Node 22, `node:sqlite` storage) and the
+local host (EmbeddedMemoryHost, CPython + sqlite3), each over HTTP with the chat prefilled
+to N messages by POST /import and its background compaction settled first. Cold start is
+the wall time from starting Node to the host's ready line (Pyodide loaded, entry.py
+imported, HTTP listening), over a few starts. Prints a table with the ratios; writes a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from memory_latency import IMPORT_BATCH, Corpus, percentile
+
+from memory_worker.pyodide_runtime import PyodideHost
+
+TOKEN = "bench-token-0123456789abcdef"
+COLD_STARTS = 3
+
+
+def progress(text: str) -> None:
+    """One overwritten status line on stderr."""
+    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+def cold_starts(tmp: Path, count: int = COLD_STARTS) -> list[dict[str, float]]:
+    """Start the Pyodide host `count` times on an empty folder: wall and in-host seconds."""
+    out = []
+    for i in range(count):
+        progress(f"pyodide cold start {i + 1}/{count}")
+        started = time.perf_counter()
+        host = PyodideHost(tmp / f"cold-{i}", TOKEN).start()
+        wall = time.perf_counter() - started
+        out.append({"wall": wall, "node": host.ready["cold_start_s"], "pyodide": host.ready["pyodide_s"]})
+        host.stop()
+    print(file=sys.stderr)
+    return out
+
+
+async def measure(url: str, token: str, corpus: Corpus, n: int, turns: int, label: str) -> dict[str, Any]:
+    """Prefill one chat with n messages, settle compaction, time `turns` turns (ms)."""
+    import aiohttp
+
+    chat = f"bench:{label}-{n}"
+    timeout = aiohttp.ClientTimeout(total=900)
+    headers = {"authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(url, headers=headers, timeout=timeout) as http:
+        done, import_s = 0, 0.0
+        while done < n:
+            batch = corpus.take(min(IMPORT_BATCH, n - done), f"{label}{n}")
+            started = time.perf_counter()
+            async with http.post(f"/v1/chats/{chat}/import", json={"messages": batch}) as r:
+                r.raise_for_status()
+                await r.read()
+            import_s += time.perf_counter() - started
+            done += len(batch)
+            progress(f"{label}: imported {done:,}/{n:,} ({done / import_s:,.0f} messages/s)")
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            async with http.get(f"/v1/chats/{chat}/stats") as r:
+                stats = await r.json()
+            if stats["active_messages"] <= 30 and stats["total_messages"] >= n:
+                break
+            progress(f"{label}: background compaction, {stats['active_messages']:,} left")
+            await asyncio.sleep(0.5)  # polling the host's own progress, with a deadline
+        latencies = []
+        for i, m in enumerate(corpus.take(turns + 5, f"{label}t{n}")):
+            body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
+            started = time.perf_counter()
+            async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                await r.read()
+            elapsed = (time.perf_counter() - started) * 1000
+            r.raise_for_status()
+            if i >= 5:  # the first few warm the caches
+                latencies.append(elapsed)
+            if i % 25 == 0:
+                progress(f"{label}: turn {i}/{turns + 5}")
+    print(file=sys.stderr)
+    return {"turns": latencies, "import_rate": n / import_s}
+
+
+async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[str, Any]]:
+    """The local host and the Pyodide host, one after the other, same corpus and sizes."""
+    from memory_worker.host import EmbeddedMemoryHost
+
+    results = {}
+    async with EmbeddedMemoryHost(tmp / "local", token=TOKEN, retention=10 * n) as local:
+        results["local"] = await measure(local.url, TOKEN, corpus, n, turns, "local")
+    host = PyodideHost(tmp / "pyodide", TOKEN, env={"RETENTION_MESSAGES": str(10 * n)})
+    await asyncio.to_thread(host.start)
+    try:
+        results["pyodide"] = await measure(host.url, TOKEN, corpus, n, turns, "pyodide")
+    finally:
+        host.stop()
+    return results
+
+
+def chart(results: dict[str, dict[str, Any]], starts: list[dict[str, float]], n: int, path: Path) -> None:
+    """p50/p99 bars per runtime, and the cold starts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), gridspec_kw={"width_ratios": [2, 1]})
+    labels = ["local host (CPython)", "Worker on Pyodide"]
+    keys = ["local", "pyodide"]
+    x = range(len(keys))
+    left.bar([i - 0.2 for i in x], [percentile(results[k]["turns"], 50) for k in keys], 0.4, label="p50")
+    left.bar([i + 0.2 for i in x], [percentile(results[k]["turns"], 99) for k in keys], 0.4, label="p99")
+    left.set_xticks(list(x), labels)
+    left.set_ylabel("turn over HTTP (ms)")
+    left.set_title(f"turn latency at {n:,} messages")
+    left.legend()
+    right.bar(range(len(starts)), [s["wall"] for s in starts], color="tab:gray")
+    right.set_xlabel("start #")
+    right.set_ylabel("seconds to ready")
+    right.set_title("Pyodide cold start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
+    """Run both measurements; print the figures; write the PNG."""
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        starts = cold_starts(tmp)
+        results = asyncio.run(both(corpus, n, turns, tmp))
+    walls = [s["wall"] for s in starts]
+    print(
+        f"Pyodide cold start (Node start -> ready, {len(starts)} starts): "
+        f"median {statistics.median(walls):.2f} s "
+        f"(min {min(walls):.2f}, max {max(walls):.2f}); of which loadPyodide "
+        f"{statistics.median(s['pyodide'] for s in starts):.2f} s"
+    )
+    head = f"{'runtime':>22} | {'turn p50':>8} {'p99':>7} | {'import msg/s':>12}"
+    print(head)
+    print("-" * len(head))
+    for key, label in (("local", "local host (CPython)"), ("pyodide", "Worker on Pyodide")):
+        r = results[key]
+        print(
+            f"{label:>22} | {percentile(r['turns'], 50):>8.2f} {percentile(r['turns'], 99):>7.2f} | "
+            f"{r['import_rate']:>12,.0f}"
+        )
+    lp, pp = (percentile(results[k]["turns"], 50) for k in ("local", "pyodide"))
+    l99, p99 = (percentile(results[k]["turns"], 99) for k in ("local", "pyodide"))
+    print(
+        f"Pyodide / local: p50 {pp / lp:.1f}x, p99 {p99 / l99:.1f}x ({turns} turns at N={n:,}, ms over HTTP)"
+    )
+    print(
+        f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "
+        f"on {os.cpu_count()} CPUs"
+    )
+    chart(results, starts, n, png)
+    print(f"plot: {png}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: --data, --n, --turns, --png."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(Path(__file__).parents[2] / "shared/locomo/locomo-dev.json"))
+    parser.add_argument("--n", type=int, default=10_000, help="messages in the chat")
+    parser.add_argument("--turns", type=int, default=200, help="turns measured per runtime")
+    parser.add_argument("--png", default=str(Path(__file__).with_name("pyodide_latency.png")))
+    args = parser.parse_args(argv)
+    return report(Corpus(args.data), args.n, args.turns, Path(args.png))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+// Serves the memory Worker (memory_worker/src/entry.py) from real Pyodide under Node 22:
+// what workerd would give it, for one Worker with one Durable Object class.
+//
+//   node host.mjs --src memory_worker/src --sdk SITE_PACKAGES --data DIR [--host H] [--port P] [--control]
+//
+// - The Worker's own files (`entry.py`, `memory_engine/`) and the real `workers` SDK
+//   (workers-runtime-sdk, from SITE_PACKAGES/workers) are copied unchanged into
+//   Pyodide's file system; `entry` is imported as workerd imports the main module.
+// - Each HTTP request builds a fresh `Default` entrypoint (`ctx`, `env`) and calls its
+//   `fetch` with the JS Request; a Python object with `js_object` (the SDK Response) is
+//   unwrapped, as workerd does (`res?.js_object ?? res`).
+// - `env`: the `CHAT_MEMORY` namespace, and the vars/secrets of the process
+//   environment (MEMORY_API_TOKEN, SUMMARY_*, RETENTION_MESSAGES).
+// - The global `fetch` is Node's, so the summarizer is reached through the runtime.
+// - `--control`: reads commands from stdin (`reset`, `evict`, `errors`), answering one
+//   JSON line each on stdout, for the test suite (one host per test session).
+// On start it prints one JSON line on stdout: {"ready": URL, "cold_start_s", "pyodide_s"}.
+
+import { createServer } from "node:http";
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { loadPyodide } from "pyodide";
+import { ObjectHost } from "./objects.mjs";
+
+const MAX_BODY_BYTES = 100 * 1024 * 1024; // workerd's default request body limit
+const ENV_NAMES = /^(MEMORY_API_TOKEN|RETENTION_MESSAGES|SUMMARY_[A-Z0-9_]+)$/;
+
+const { values: args } = parseArgs({
+  options: {
+    src: { type: "string" },
+    sdk: { type: "string" },
+    data: { type: "string" },
+    host: { type: "string", default: "127.0.0.1" },
+    port: { type: "string", default: "8787" },
+    control: { type: "boolean", default: false },
+  },
+});
+for (const name of ["src", "sdk", "data"]) {
+  if (!args[name]) {
+    console.error(`host.mjs: --${name} is required`);
+    process.exit(2);
+  }
+}
+const dataDir = resolve(args.data);
+mkdirSync(dataDir, { recursive: true });
+
+const errors = [];
+function reportError(text) {
+  errors.push(text);
+  console.error(text);
+}
+
+// Outbound fetch goes through the objects' gates (an object awaiting it lets others in).
+let objects = null;
+const nodeFetch = globalThis.fetch.bind(globalThis);
+globalThis.fetch = (input, init) => (objects ? objects.outbound(nodeFetch, input, init) : nodeFetch(input, init));
+
+const started = performance.now();
+const pyodide = await loadPyodide({
+  stdout: (line) => console.error(line),
+  stderr: (line) => console.error(line),
+});
+const pyodideSeconds = (performance.now() - started) / 1000;
+
+function copyTree(from, to) {
+  pyodide.FS.mkdirTree(to);
+  for (const name of readdirSync(from)) {
+    if (name === "__pycache__") continue;
+    const path = join(from, name);
+    if (statSync(path).isDirectory()) copyTree(path, `${to}/${name}`);
+    else pyodide.FS.writeFile(`${to}/${name}`, readFileSync(path));
+  }
+}
+copyTree(resolve(args.src), "/worker");
+copyTree(join(resolve(args.sdk), "workers"), "/sdk/workers");
+
+class ExecutionContext {
+  waitUntil(promise) {}
+  passThroughOnException() {}
+}
+
+const env = {};
+for (const [name, value] of Object.entries(process.env)) {
+  if (ENV_NAMES.test(name)) env[name] = value;
+}
+// workerd gives the SDK these two modules; compatibility flags at their defaults.
+pyodide.registerJsModule("_cloudflare_compat_flags", {
+  python_workflows_implicit_dependencies: false,
+  python_request_headers_preserve_commas: false,
+});
+pyodide.registerJsModule("_pyodide_entrypoint_helper", {
+  patchWaitUntil(ctx) {},
+  cloudflareWorkersModule: { env, waitUntil(promise) {} },
+  cloudflareSocketsModule: null,
+  doAnImport: (name) => import(name),
+});
+pyodide.runPython("import sys; sys.path[:0] = ['/worker', '/sdk']");
+const entry = pyodide.pyimport("entry");
+
+const { PyProxy } = pyodide.ffi;
+
+// Calls one handler as workerd does (relaxed: extra arguments are dropped) and unwraps
+// an SDK Response to its JS Response.
+async function callHandler(instance, name, handlerArgs) {
+  const method = instance[name];
+  if (typeof method !== "function") throw new TypeError(`Method ${name} does not exist`);
+  try {
+    const result = await method.callRelaxed(...handlerArgs);
+    if (result instanceof PyProxy) {
+      try {
+        return result.js_object ?? result.js_response;
+      } finally {
+        result.destroy();
+      }
+    }
+    return result;
+  } finally {
+    method.destroy();
+  }
+}
+
+objects = new ObjectHost(
+  dataDir,
+  {
+    construct: (state) => entry.ChatMemorySQLite(state, env),
+    call: callHandler,
+    release: (instance) => instance.destroy(),
+  },
+  reportError,
+);
+env.CHAT_MEMORY = objects.namespace;
+
+async function workerFetch(request) {
+  const instance = entry.Default(new ExecutionContext(), env);
+  try {
+    return await callHandler(instance, "fetch", [request]);
+  } finally {
+    instance.destroy();
+  }
+}
+
+async function readBody(req) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+let inFlight = 0;
+const server = createServer(async (req, res) => {
+  inFlight += 1;
+  try {
+    const body = await readBody(req);
+    if (body === null) {
+      res.writeHead(413, { "content-type": "text/plain" }).end("Payload Too Large");
+      return;
+    }
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+    const origin = `http://${req.headers.host || `${args.host}:${args.port}`}`;
+    const hasBody = !["GET", "HEAD"].includes(req.method) && body.length > 0;
+    let request;
+    try {
+      request = new Request(new URL(req.url, origin), { method: req.method, headers, body: hasBody ? body : undefined });
+    } catch (err) {
+      res.writeHead(400, { "content-type": "text/plain" }).end("Bad Request");
+      return;
+    }
+    let response;
+    try {
+      response = await workerFetch(request);
+      if (!(response instanceof Response)) throw new TypeError("the Worker's fetch did not return a Response");
+    } catch (err) {
+      reportError(`worker ${req.method} ${req.url}: ${err?.stack ?? err}`);
+      res.writeHead(500, { "content-type": "text/plain" }).end("Internal Server Error");
+      return;
+    }
+    const data = Buffer.from(await response.arrayBuffer());
+    res.writeHead(response.status, [...response.headers].flat());
+    res.end(data);
+  } catch (err) {
+    reportError(`host: ${err?.stack ?? err}`);
+    if (!res.headersSent) res.writeHead(500).end();
+  } finally {
+    inFlight -= 1;
+  }
+});
+server.keepAliveTimeout = 30_000;
+
+function wipeData() {
+  objects.closeAll();
+  objects.alarms.clear();
+  for (const name of readdirSync(dataDir)) {
+    if (!name.startsWith("_alarms")) rmSync(join(dataDir, name), { recursive: true, force: true });
+  }
+}
+
+function control() {
+  const lines = createInterface({ input: process.stdin });
+  lines.on("line", async (line) => {
+    const command = line.trim();
+    let answer;
+    try {
+      await objects.idle();
+      if (command === "reset") wipeData();
+      else if (command === "evict") objects.closeAll();
+      else if (command !== "errors") throw new Error(`unknown command ${command}`);
+      answer = { ok: command, errors: errors.splice(0) };
+      if (command === "evict") objects.start();
+    } catch (err) {
+      answer = { error: String(err?.message ?? err), errors: errors.splice(0) };
+    }
+    process.stdout.write(JSON.stringify(answer) + "\n");
+  });
+  lines.on("close", shutdown); // the test session that drives this host is gone
+}
+
+async function shutdown() {
+  server.close();
+  const deadline = Date.now() + 10_000;
+  while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  try {
+    await objects.idle(5_000);
+  } catch {}
+  objects.close();
+  process.exit(0);
+}
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);
+
+server.listen(Number(args.port), args.host, () => {
+  objects.start(); // alarms persisted by an earlier run fire now (or when due)
+  const { port } = server.address();
+  const url = `http://${args.host.includes(":") ? `[${args.host}]` : args.host}:${port}`;
+  process.stdout.write(
+    JSON.stringify({ ready: url, cold_start_s: process.uptime(), pyodide_s: pyodideSeconds }) + "\n",
+  );
+  if (args.control) control();
+});

@@ -1,0 +1,333 @@
+// Durable Objects as workerd runs them for one class: ids, the namespace binding, stubs,
+// one instance per id, the input gate (one event at a time per object), and alarms
+// persisted under DIR and fired again after a restart.
+
+import { createHash } from "node:crypto";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { DatabaseSync } from "node:sqlite";
+import { join } from "node:path";
+import { DurableObjectStorage } from "./storage.mjs";
+
+// Which object event a piece of JS runs for: outbound fetches open that object's gate.
+export const currentEvent = new AsyncLocalStorage();
+
+// Cloudflare retries a failed alarm handler with exponential backoff starting at 2 s,
+// up to 6 times (documented); then the alarm is dropped.
+const ALARM_RETRIES = 6;
+const ALARM_FIRST_BACKOFF_MS = 2000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export class DurableObjectId {
+  constructor(hex, name) {
+    this._hex = hex;
+    this.name = name; // defined for ids made by idFromName, as in workerd
+  }
+  toString() {
+    return this._hex;
+  }
+  equals(other) {
+    return other instanceof DurableObjectId && other._hex === this._hex;
+  }
+}
+
+// The alarms of every object, in one small database beside the objects' files, so a
+// pending alarm survives kill -9. A row stays until its handler succeeded.
+export class AlarmBook {
+  constructor(dir) {
+    this._db = new DatabaseSync(join(dir, "_alarms.sqlite3"));
+    this._db.exec("PRAGMA journal_mode=WAL");
+    this._db.exec(
+      "CREATE TABLE IF NOT EXISTS alarms (id TEXT PRIMARY KEY, name TEXT, at INTEGER NOT NULL, retry INTEGER NOT NULL DEFAULT 0)",
+    );
+    this._set = this._db.prepare(
+      "INSERT INTO alarms(id, name, at, retry) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET at = excluded.at, retry = excluded.retry, name = COALESCE(excluded.name, name)",
+    );
+    this._get = this._db.prepare("SELECT at FROM alarms WHERE id = ?");
+    this._del = this._db.prepare("DELETE FROM alarms WHERE id = ?");
+    this.onChange = () => {};
+  }
+  all() {
+    return this._db.prepare("SELECT id, name, at, retry FROM alarms").all();
+  }
+  retryOf(id) {
+    return this._db.prepare("SELECT retry FROM alarms WHERE id = ?").get(id)?.retry ?? 0;
+  }
+  get(id) {
+    const row = this._get.get(id);
+    return row === undefined ? null : row.at;
+  }
+  set(id, at, name = null, retry = 0) {
+    this._set.run(id, name, BigInt(at), BigInt(retry));
+    this.onChange(id);
+  }
+  delete(id) {
+    this._del.run(id);
+    this.onChange(id);
+  }
+  clear() {
+    this._db.exec("DELETE FROM alarms");
+  }
+  close() {
+    this._db.close();
+  }
+}
+
+// workerd's input gate, simplified: a new event is delivered only while no event of the
+// object is running, except that an event awaiting an outbound fetch (not storage) lets
+// the next ones in, as Durable Objects do. Python runs one step at a time, so the
+// synchronous parts of two events never interleave.
+class Gate {
+  constructor() {
+    this.blocking = 0;
+    this.waiting = [];
+  }
+  enter() {
+    if (this.blocking === 0 && this.waiting.length === 0) {
+      this.blocking += 1;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  leave(event) {
+    event.active = false;
+    if (event.suspended === 0) this.blocking -= 1;
+    this._pump();
+  }
+  suspend(event) {
+    if (event.suspended++ === 0 && event.active) {
+      this.blocking -= 1;
+      this._pump();
+    }
+  }
+  resume(event) {
+    if (--event.suspended === 0 && event.active) this.blocking += 1;
+  }
+  _pump() {
+    while (this.blocking === 0 && this.waiting.length) {
+      this.blocking += 1;
+      this.waiting.shift()();
+    }
+  }
+  get idle() {
+    return this.blocking === 0 && this.waiting.length === 0;
+  }
+}
+
+export class DurableObjectState {
+  constructor(id, storage, onAbort) {
+    this.id = id;
+    this.storage = storage;
+    this._onAbort = onAbort;
+  }
+  waitUntil(promise) {}
+  async blockConcurrencyWhile(callback) {
+    return await callback();
+  }
+  abort(reason) {
+    this._onAbort(reason);
+  }
+}
+
+export class DurableObject {
+  // A stub (workerd names its class after the objects it reaches).
+  constructor(namespace, id) {
+    this._ns = namespace;
+    this.id = id;
+    this.name = id.name;
+  }
+  fetch(input, init) {
+    // The request crosses to the object as a new Request (its body is consumed here).
+    return this._ns._host.deliverFetch(this.id, new Request(input, init ?? undefined));
+  }
+}
+
+export class DurableObjectNamespace {
+  constructor(host) {
+    this._host = host;
+  }
+  idFromName(name) {
+    name = String(name);
+    return new DurableObjectId(createHash("sha256").update(name, "utf8").digest("hex"), name);
+  }
+  idFromString(hex) {
+    if (!/^[0-9a-f]{64}$/.test(String(hex))) throw new TypeError("Invalid Durable Object ID");
+    return new DurableObjectId(String(hex), undefined);
+  }
+  newUniqueId(options) {
+    const bytes = new Uint8Array(32);
+    crypto.getRandomValues(bytes);
+    return new DurableObjectId(Buffer.from(bytes).toString("hex"), undefined);
+  }
+  get(id, options) {
+    return new DurableObject(this, id);
+  }
+  getByName(name, options) {
+    return this.get(this.idFromName(name));
+  }
+}
+
+// Every object of the one class: instances, gates, alarms. `python` builds an instance
+// (`(state) => PyProxy`) and calls a handler (`(instance, name, args) => result`).
+export class ObjectHost {
+  constructor(dir, python, onError) {
+    this.dir = dir;
+    this.python = python;
+    this.onError = onError;
+    this.alarms = new AlarmBook(dir);
+    this.slots = new Map();
+    this.timers = new Map();
+    this.namespace = new DurableObjectNamespace(this);
+    this.alarms.onChange = (key) => this._schedule(key);
+    this.closed = false;
+  }
+
+  _slot(id) {
+    const key = id.toString();
+    let slot = this.slots.get(key);
+    if (slot === undefined) {
+      slot = { key, id, gate: new Gate(), instance: null, storage: null };
+      this.slots.set(key, slot);
+    } else if (slot.id.name === undefined && id.name !== undefined) {
+      slot.id = id;
+    }
+    return slot;
+  }
+
+  _instance(slot) {
+    if (slot.instance === null) {
+      // While its alarm handler runs, an object reads its own alarm from `slot.firing`.
+      const alarms = {
+        get: (key) => (slot.firing ? slot.firing.at : this.alarms.get(key)),
+        set: (key, at) => {
+          if (slot.firing) slot.firing.at = at;
+          this.alarms.set(key, at, slot.id.name ?? null);
+        },
+        delete: (key) => {
+          if (slot.firing) slot.firing.at = null;
+          this.alarms.delete(key);
+        },
+      };
+      slot.storage ??= new DurableObjectStorage(join(this.dir, `${slot.key}.sqlite3`), alarms, slot.key);
+      const state = new DurableObjectState(slot.id, slot.storage, () => this._evict(slot));
+      slot.instance = this.python.construct(state);
+    }
+    return slot.instance;
+  }
+
+  _evict(slot) {
+    if (slot.instance !== null) {
+      this.python.release(slot.instance);
+      slot.instance = null;
+    }
+  }
+
+  async _run(id, name, args) {
+    const slot = this._slot(id);
+    await slot.gate.enter();
+    const event = { slot, active: true, suspended: 0 };
+    try {
+      const instance = this._instance(slot);
+      return await currentEvent.run(event, () => this.python.call(instance, name, args));
+    } finally {
+      slot.gate.leave(event);
+    }
+  }
+
+  async deliverFetch(id, request) {
+    const response = await this._run(id, "fetch", [request]);
+    if (!(response instanceof Response)) {
+      throw new TypeError("The Durable Object's fetch handler did not return a Response");
+    }
+    return response;
+  }
+
+  // Outbound fetch from inside an object: its gate opens while the request is out.
+  async outbound(realFetch, input, init) {
+    const event = currentEvent.getStore();
+    if (event === undefined) return await realFetch(input, init);
+    event.slot.gate.suspend(event);
+    try {
+      return await realFetch(input, init);
+    } finally {
+      event.slot.gate.resume(event);
+    }
+  }
+
+  // -- alarms ------------------------------------------------------------------------
+
+  start() {
+    for (const row of this.alarms.all()) {
+      const id = new DurableObjectId(row.id, row.name ?? undefined);
+      this._slot(id);
+      this._schedule(row.id);
+    }
+  }
+
+  _schedule(key) {
+    clearTimeout(this.timers.get(key));
+    this.timers.delete(key);
+    const at = this.alarms.get(key);
+    if (at === null || this.closed) return;
+    const slot = this.slots.get(key);
+    if (slot?.firing) return; // rescheduled after the running handler returns
+    const delay = Math.min(Math.max(0, at - Date.now()), MAX_TIMER_MS);
+    this.timers.set(key, setTimeout(() => this._fire(key, at), delay));
+  }
+
+  async _fire(key, at) {
+    this.timers.delete(key);
+    if (this.alarms.get(key) !== at) return this._schedule(key);
+    if (at > Date.now()) return this._schedule(key); // a timer capped at 2^31 ms
+    const slot = this.slots.get(key);
+    const retry = this.alarms.retryOf(key);
+    // While the handler runs getAlarm() answers null and a setAlarm() inside it wins. The
+    // fired alarm stays persisted until the handler returns, so a crash in between runs
+    // it again after the restart (at least once, as workerd delivers alarms).
+    slot.firing = { at: null };
+    let failed = false;
+    try {
+      await this._run(slot.id, "alarm", [{ retryCount: retry, isRetry: retry > 0 }]);
+    } catch (err) {
+      failed = true;
+      this.onError(`alarm of ${slot.id.name ?? key}: ${err?.stack ?? err}`);
+    }
+    const rescheduled = slot.firing.at !== null;
+    slot.firing = null;
+    if (!rescheduled && this.alarms.get(key) === at) {
+      if (failed && retry < ALARM_RETRIES) {
+        const next = Date.now() + ALARM_FIRST_BACKOFF_MS * 2 ** retry;
+        this.alarms.set(key, next, slot.id.name ?? null, retry + 1);
+      } else {
+        this.alarms.delete(key);
+      }
+    }
+    this._schedule(key);
+  }
+
+  // -- life cycle ----------------------------------------------------------------------
+
+  async idle(timeoutMs = 30_000) {
+    const deadline = Date.now() + timeoutMs;
+    while ([...this.slots.values()].some((s) => !s.gate.idle || s.firing)) {
+      if (Date.now() > deadline) throw new Error("objects still busy");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  closeAll() {
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    for (const slot of this.slots.values()) {
+      this._evict(slot);
+      slot.storage?.close();
+      slot.storage = null;
+    }
+    this.slots.clear();
+  }
+
+  close() {
+    this.closed = true;
+    this.closeAll();
+    this.alarms.close();
+  }
+}

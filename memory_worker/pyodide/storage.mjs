@@ -1,0 +1,299 @@
+// A Durable Object's storage as workerd gives it to a Worker: `ctx.storage.sql.exec`,
+// `transactionSync`, `deleteAll` and the one alarm per object, over a `node:sqlite` file.
+//
+// The class names matter: the workers SDK recognises JS objects by `constructor.name`
+// (`DurableObjectStorage` is wrapped in its `_BindingWrapper`). Where workerd's exact
+// behaviour is not documented, the comment says what is assumed.
+
+import { DatabaseSync } from "node:sqlite";
+import { rmSync } from "node:fs";
+
+// Documented Durable Object SQL limits (developers.cloudflare.com/durable-objects/platform/limits).
+export const MAX_BOUND_PARAMETERS = 100;
+export const MAX_ROW_BYTES = 2_000_000; // "maximum string, BLOB or table row size: 2 MB"
+export const MAX_STATEMENT_BYTES = 100_000; // "maximum SQL statement length: 100 KB"
+
+// PRAGMAs a Durable Object allows (documented list); every other one is refused.
+const ALLOWED_PRAGMAS = new Set([
+  "data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list",
+  "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check",
+  "table_info", "table_list", "table_xinfo",
+]);
+
+const TRANSACTION_STATEMENT = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
+const encoder = new TextEncoder();
+
+function sqlError(message, code = "SQLITE_ERROR") {
+  return new Error(`${message}: ${code}`);
+}
+
+// Refuse what workerd refuses before SQLite sees it. workerd uses an SQLite authorizer;
+// node:sqlite (Node 22) has none, so statement kinds are checked by their first words.
+// Assumed, not enforced here: the allow-list of SQL functions (the CPython fake in
+// tests/fakes/workers enforces it with sqlite3's authorizer).
+function refuse(query) {
+  if (TRANSACTION_STATEMENT.test(query)) {
+    throw sqlError(
+      "To execute a transaction, please use the state.storage.transaction() or " +
+        "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements",
+      "SQLITE_AUTH",
+    );
+  }
+  if (/^\s*(ATTACH|DETACH)\b/i.test(query)) throw sqlError("not authorized", "SQLITE_AUTH");
+  const pragma = /^\s*PRAGMA\s+(?:\w+\.)?(\w+)/i.exec(query);
+  if (pragma && !ALLOWED_PRAGMAS.has(pragma[1].toLowerCase())) throw sqlError("not authorized", "SQLITE_AUTH");
+  if (/\b_cf_\w*/i.test(query)) throw sqlError("not authorized", "SQLITE_AUTH");
+  if (encoder.encode(query).length > MAX_STATEMENT_BYTES) throw sqlError("string or blob too big", "SQLITE_TOOBIG");
+}
+
+// A binding as workerd accepts it: string, number, null/undefined, ArrayBuffer(View).
+// A boolean or a BigInt is a TypeError (assumed from the binding's declared type,
+// `string or number or ArrayBuffer or null`). An integral number is bound as an INTEGER
+// (node:sqlite would bind every JS number as REAL; SQLite apps see INTEGER there).
+function binding(value, index) {
+  if (value === null || value === undefined) return { value: null, bytes: 0 };
+  if (typeof value === "string") return { value, bytes: encoder.encode(value).length };
+  if (typeof value === "number") {
+    return { value: Number.isSafeInteger(value) ? BigInt(value) : value, bytes: 8 };
+  }
+  if (value instanceof ArrayBuffer) return { value: new Uint8Array(value), bytes: value.byteLength };
+  if (ArrayBuffer.isView(value)) {
+    const view = new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+    return { value: view, bytes: view.byteLength };
+  }
+  throw new TypeError(
+    `Failed to execute 'exec' on 'SqlStorage': parameter ${index + 2} is not of type ` +
+      "'string or number or ArrayBuffer or null'.",
+  );
+}
+
+// node:sqlite (Node 22) reads a TEXT value only up to its first NUL character; workerd
+// keeps the whole string (it reads text with its byte length). So a query that returns
+// rows also returns, per column, the value as a BLOB when it is a text holding a NUL,
+// and that one is decoded instead. Only for SELECT/WITH/VALUES queries with distinct
+// column names, run as a subquery (no RETURNING: those keep Node's reading).
+const READS_ROWS = /^\s*(SELECT|WITH|VALUES)\b/i;
+const decoder = new TextDecoder();
+
+function nulSafe(query, columns) {
+  if (!READS_ROWS.test(query) || /\bRETURNING\b/i.test(query) || new Set(columns).size !== columns.length) {
+    return null;
+  }
+  const quoted = columns.map((c) => `q."${c.replaceAll('"', '""')}"`);
+  const extra = quoted.map(
+    (c, i) => `CASE WHEN typeof(${c}) = 'text' AND instr(CAST(${c} AS BLOB), x'00') > 0 THEN CAST(${c} AS BLOB) END AS "_cf_nul_${i}"`,
+  );
+  return `SELECT q.*, ${extra.join(", ")} FROM (${query}) AS q`;
+}
+
+// A column value as workerd returns it: a BLOB is an ArrayBuffer, not a Uint8Array.
+function fromSqlite(value) {
+  if (value instanceof Uint8Array) return value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength);
+  return value;
+}
+
+// The cursor `sql.exec` returns. workerd steps it lazily; here the statement runs at once
+// (the memory engine always reads every row), so rowsRead is the number of rows returned
+// (workerd counts rows scanned: at least that many).
+export class SqlStorageCursor {
+  constructor(columnNames, rows, rowsWritten) {
+    this.columnNames = columnNames;
+    this._rows = rows;
+    this._pos = 0;
+    this.rowsRead = rows.length;
+    this.rowsWritten = rowsWritten;
+  }
+
+  _object(row) {
+    const obj = {}; // a plain object, as workerd's rows are (node:sqlite's have no prototype)
+    this.columnNames.forEach((name, i) => {
+      obj[name] = row[i];
+    });
+    return obj;
+  }
+
+  _take() {
+    const rest = this._rows.slice(this._pos);
+    this._pos = this._rows.length;
+    return rest;
+  }
+
+  next() {
+    if (this._pos >= this._rows.length) return { done: true, value: undefined };
+    return { done: false, value: this._object(this._rows[this._pos++]) };
+  }
+
+  [Symbol.iterator]() {
+    return this;
+  }
+
+  toArray() {
+    return this._take().map((row) => this._object(row));
+  }
+
+  one() {
+    const rows = this._take();
+    if (rows.length !== 1) {
+      throw new Error(`Expected exactly one result from SQL query, but got ${rows.length}.`);
+    }
+    return this._object(rows[0]);
+  }
+
+  raw() {
+    const rows = this._take();
+    let i = 0;
+    return {
+      next: () => (i < rows.length ? { done: false, value: rows[i++] } : { done: true, value: undefined }),
+      [Symbol.iterator]() {
+        return this;
+      },
+      toArray: () => rows.slice(i),
+      columnNames: this.columnNames,
+    };
+  }
+}
+
+// `ctx.storage.sql`: one SQLite database file.
+export class SqlStorage {
+  constructor(path) {
+    this._path = path;
+    this._open();
+  }
+
+  _open() {
+    this._db = new DatabaseSync(this._path);
+    // WAL + synchronous=NORMAL: a commit survives kill -9 of the process (only an OS
+    // crash could lose the last ones), which is the durability the tests check.
+    this._db.exec("PRAGMA journal_mode=WAL");
+    this._db.exec("PRAGMA synchronous=NORMAL");
+    this._db.exec("PRAGMA secure_delete=ON"); // forgotten rows are overwritten in the file
+    this._statements = new Map();
+    this._totalChanges = this._db.prepare("SELECT total_changes() AS n");
+  }
+
+  _prepare(query) {
+    let statement = this._statements.get(query);
+    if (statement === undefined) {
+      statement = this._db.prepare(query);
+      if (this._statements.size >= 256) this._statements.delete(this._statements.keys().next().value);
+      this._statements.set(query, statement);
+    }
+    return statement;
+  }
+
+  exec(query, ...bindings) {
+    query = String(query);
+    refuse(query);
+    if (bindings.length > MAX_BOUND_PARAMETERS) throw sqlError("too many SQL variables");
+    let bytes = 0;
+    const values = bindings.map((value, i) => {
+      const bound = binding(value, i);
+      bytes += bound.bytes;
+      return bound.value;
+    });
+    // Assumed: workerd's 2 MB row limit (SQLITE_LIMIT_LENGTH there) seen through the
+    // bound values; node:sqlite in Node 22 cannot set SQLite limits.
+    if (bytes > MAX_ROW_BYTES) throw sqlError("string or blob too big", "SQLITE_TOOBIG");
+    let statement;
+    try {
+      statement = this._prepare(query);
+      const columns = statement.columns().map((c) => c.name);
+      if (columns.length === 0) {
+        const info = statement.run(...values);
+        return new SqlStorageCursor([], [], Number(info.changes));
+      }
+      const before = this._totalChanges.get().n;
+      const wrapped = nulSafe(query, columns);
+      const reader = wrapped === null ? statement : this._prepare(wrapped);
+      reader.setReturnArrays(true);
+      const n = columns.length;
+      const rows = reader.all(...values).map((row) => {
+        const out = row.slice(0, n).map(fromSqlite);
+        for (let i = 0; i < n && row.length > n; i++) {
+          if (row[n + i] !== null) out[i] = decoder.decode(row[n + i]);
+        }
+        return out;
+      });
+      return new SqlStorageCursor(columns, rows, this._totalChanges.get().n - before);
+    } catch (err) {
+      if (err instanceof TypeError) throw err;
+      throw sqlError(String(err.message || err).replace(/: SQLITE_\w+$/, ""));
+    }
+  }
+
+  get databaseSize() {
+    const pages = this._db.prepare("PRAGMA page_count").get().page_count;
+    const size = this._db.prepare("PRAGMA page_size").get().page_size;
+    return pages * size;
+  }
+
+  _internal(statement) {
+    this._db.exec(statement);
+  }
+
+  _wipe() {
+    this.close();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(this._path + suffix, { force: true });
+    this._open();
+  }
+
+  close() {
+    this._statements.clear();
+    this._db.close();
+  }
+}
+
+// `ctx.storage`: SQL, transactionSync, deleteAll, the alarm (kept by `alarms`, which
+// persists it for the host). Alarm and deleteAll calls answer promises, as in workerd.
+export class DurableObjectStorage {
+  constructor(path, alarms, key) {
+    this.sql = new SqlStorage(path);
+    this._alarms = alarms;
+    this._key = key;
+    this._depth = 0;
+  }
+
+  transactionSync(fn) {
+    const name = `_cf_txn_${this._depth}`;
+    this.sql._internal(`SAVEPOINT ${name}`);
+    this._depth += 1;
+    let result;
+    try {
+      result = fn();
+    } catch (err) {
+      this.sql._internal(`ROLLBACK TO ${name}`);
+      this.sql._internal(`RELEASE ${name}`);
+      throw err;
+    } finally {
+      this._depth -= 1;
+    }
+    this.sql._internal(`RELEASE ${name}`);
+    return result;
+  }
+
+  async getAlarm(options) {
+    return this._alarms.get(this._key);
+  }
+
+  async setAlarm(scheduledTime, options) {
+    const at = scheduledTime instanceof Date ? scheduledTime.getTime() : scheduledTime;
+    if (typeof at !== "number" || !Number.isFinite(at)) {
+      throw new TypeError("setAlarm() expects a number (ms since the epoch) or a Date");
+    }
+    this._alarms.set(this._key, Math.trunc(at));
+  }
+
+  async deleteAlarm(options) {
+    this._alarms.delete(this._key);
+  }
+
+  // Deletes every table; the alarm stays (workerd keeps it unless deleteAlarm is called).
+  async deleteAll(options) {
+    if (this._depth) throw new Error("deleteAll() cannot be called inside a transaction");
+    this.sql._wipe();
+  }
+
+  close() {
+    this.sql.close();
+  }
+}

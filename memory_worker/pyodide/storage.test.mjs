@@ -1,0 +1,107 @@
+// The Durable Object limits and semantics of storage.mjs / objects.mjs, under Node's own
+// test runner (run by tests/test_pyodide.py): what workerd refuses is refused here.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES } from "./storage.mjs";
+import { AlarmBook } from "./objects.mjs";
+
+function storage() {
+  const dir = mkdtempSync(join(tmpdir(), "do-storage-"));
+  const alarms = new Map();
+  const s = new DurableObjectStorage(join(dir, "obj.sqlite3"), alarms, "obj");
+  s.sql.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v)");
+  return { s, dir, done: () => (s.close(), rmSync(dir, { recursive: true, force: true })) };
+}
+
+test("BEGIN, SAVEPOINT and friends are refused in exec", () => {
+  const { s, done } = storage();
+  for (const q of ["BEGIN", "begin transaction", " SAVEPOINT a", "COMMIT", "ROLLBACK", "RELEASE a", "END"]) {
+    assert.throws(() => s.sql.exec(q), /transactionSync/, q);
+  }
+  assert.throws(() => s.sql.exec("PRAGMA journal_mode=DELETE"), /SQLITE_AUTH/);
+  assert.throws(() => s.sql.exec("ATTACH 'x.db' AS x"), /SQLITE_AUTH/);
+  assert.throws(() => s.sql.exec("CREATE TABLE _cf_mine (a)"), /SQLITE_AUTH/);
+  assert.deepEqual(s.sql.exec("PRAGMA table_info(t)").toArray().map((r) => r.name), ["id", "v"]);
+  done();
+});
+
+test("more than 100 bound parameters and rows over 2 MB are refused", () => {
+  const { s, done } = storage();
+  const marks = (n) => Array(n).fill("?").join(",");
+  const ok = s.sql.exec(`SELECT ${marks(MAX_BOUND_PARAMETERS)}`, ...Array(MAX_BOUND_PARAMETERS).fill(1));
+  assert.equal(ok.raw().toArray()[0].length, MAX_BOUND_PARAMETERS);
+  assert.throws(() => s.sql.exec(`SELECT ${marks(101)}`, ...Array(101).fill(1)), /too many SQL variables/);
+  assert.throws(() => s.sql.exec("INSERT INTO t(v) VALUES (?)", "x".repeat(MAX_ROW_BYTES + 1)), /SQLITE_TOOBIG/);
+  assert.throws(() => s.sql.exec("INSERT INTO t(v) VALUES (?)", new ArrayBuffer(MAX_ROW_BYTES + 1)), /SQLITE_TOOBIG/);
+  s.sql.exec("INSERT INTO t(v) VALUES (?)", "é".repeat(MAX_ROW_BYTES / 2)); // exactly 2 MB of UTF-8
+  done();
+});
+
+test("bindings: string, number, null, undefined, ArrayBuffer; booleans and BigInts are a TypeError", () => {
+  const { s, done } = storage();
+  const row = s.sql.exec("SELECT ? AS a, ? AS b, ? AS c, ? AS d, ? AS e, typeof(?) AS f", "x", 2.5, null, undefined, new Uint8Array([1, 2]).buffer, 7).one();
+  assert.deepEqual([row.a, row.b, row.c, row.d, row.f], ["x", 2.5, null, null, "integer"]);
+  assert.ok(row.e instanceof ArrayBuffer && row.e.byteLength === 2);
+  assert.throws(() => s.sql.exec("SELECT ?", true), TypeError);
+  assert.throws(() => s.sql.exec("SELECT ?", 1n), TypeError);
+  done();
+});
+
+test("cursor: toArray, one, raw, iteration, rowsWritten; plain-object rows", () => {
+  const { s, done } = storage();
+  const ins = s.sql.exec("INSERT INTO t(v) VALUES (?), (?)", "a", "b");
+  assert.equal(ins.rowsWritten, 2);
+  const rows = s.sql.exec("SELECT id, v FROM t ORDER BY id").toArray();
+  assert.deepEqual(rows, [{ id: 1, v: "a" }, { id: 2, v: "b" }]);
+  assert.equal(Object.getPrototypeOf(rows[0]), Object.prototype);
+  assert.throws(() => s.sql.exec("SELECT * FROM t").one(), /Expected exactly one result/);
+  assert.deepEqual([...s.sql.exec("SELECT v FROM t ORDER BY id")].map((r) => r.v), ["a", "b"]);
+  assert.deepEqual(s.sql.exec("SELECT id, v FROM t ORDER BY id").raw().toArray(), [[1, "a"], [2, "b"]]);
+  assert.deepEqual(s.sql.exec("DELETE FROM t WHERE id = 2 RETURNING v").toArray(), [{ v: "b" }]);
+  done();
+});
+
+test("text with a NUL character comes back whole", () => {
+  const { s, done } = storage();
+  s.sql.exec("INSERT INTO t(v) VALUES (?)", "NUL in \0 the middle");
+  assert.equal(s.sql.exec("SELECT v FROM t").one().v, "NUL in \0 the middle");
+  assert.equal(s.sql.exec("WITH x AS (SELECT v FROM t) SELECT v AS w FROM x").one().w, "NUL in \0 the middle");
+  done();
+});
+
+test("transactionSync: all or nothing, nested, result returned", () => {
+  const { s, done } = storage();
+  assert.equal(s.transactionSync(() => (s.sql.exec("INSERT INTO t(v) VALUES ('kept')"), 42)), 42);
+  assert.throws(() =>
+    s.transactionSync(() => {
+      s.sql.exec("INSERT INTO t(v) VALUES ('gone')");
+      s.transactionSync(() => s.sql.exec("INSERT INTO t(v) VALUES ('gone too')"));
+      throw new Error("boom");
+    }),
+  /boom/);
+  assert.deepEqual(s.sql.exec("SELECT v FROM t").toArray(), [{ v: "kept" }]);
+  done();
+});
+
+test("alarms persist in the alarm book; deleteAll keeps the alarm and empties the tables", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "do-alarms-"));
+  const book = new AlarmBook(dir);
+  const alarms = { get: (k) => book.get(k), set: (k, at) => book.set(k, at, "chat"), delete: (k) => book.delete(k) };
+  const s = new DurableObjectStorage(join(dir, "obj.sqlite3"), alarms, "obj");
+  s.sql.exec("CREATE TABLE t (a)");
+  assert.equal(await s.getAlarm(), null);
+  await s.setAlarm(new Date(1_000));
+  await s.deleteAll();
+  assert.equal(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master").one().n, 0);
+  book.close();
+  const again = new AlarmBook(dir); // a restart
+  assert.deepEqual(again.all().map((r) => ({ ...r })), [{ id: "obj", name: "chat", at: 1000, retry: 0 }]);
+  await assert.rejects(s.setAlarm("soon"), TypeError);
+  again.close();
+  s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
