@@ -50,6 +50,7 @@ _CHAT_GATE = re.compile(
     r"enjoy|hate|detest|got|have|turned|teach|teaching|keep|eat|follow|drive|been|allerg\w*|call|short|"
     r"nam\w*|mynameis|it'?s|its|xx|\d+|" + "|".join(sorted(DIET_WORDS)) + r")\b|\n|:"
 )
+_QUOTED_SELF = re.compile(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
 # "favourite colour" and "fav color" are one key: the spelling a key is stored under.
 _KEY_SPELLING = (("colour", "color"), ("flavour", "flavor"), ("favourite", "favorite"), ("colors", "color"))
 Rule = Callable[[str], Iterable[FactChange]]
@@ -115,6 +116,8 @@ def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
 
 def _sentence_facts(text: str) -> list[FactChange]:
     """What the rules read in the sentences of `text`."""
+    if '"' in text or "\u201c" in text:  # a first-person sentence in quotes is someone's line
+        text = _QUOTED_SELF.sub('"..."', text)
     ascii_text = text.isascii()
     low = text.lower()
     if ascii_text and not _MAY_BE_ABOUT_ME.search(low) and not _CHAT_GATE.search(low):
