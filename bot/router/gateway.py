@@ -169,6 +169,8 @@ class MemoryGateway:
             usage_today=dict(data.get("usage_today") or {}),
             usage_today_author=dict(data.get("usage_today_author") or {}),
             persona=str(data.get("persona") or ""),
+            notes=tuple(data.get("notes") or ()),
+            fact_history=tuple(data.get("fact_history") or ()),
         )
 
     async def reply(self, chat: str, body: Mapping[str, Any]) -> None:

@@ -24,6 +24,7 @@ RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
+FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
@@ -275,8 +276,19 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
+            "fact_history": self._fact_history(),
             **built["extras"],
         }
+
+    def _fact_history(self, limit: int = FACT_HISTORY_LIMIT) -> list[dict[str, Any]]:
+        """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
+        rows = self.sql.exec(
+            "SELECT id, author, author_id, key, value, updated_at, superseded_at FROM facts "
+            "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
+            limit,
+        )
+        rows.reverse()
+        return rows
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)

@@ -128,7 +128,9 @@ def _sentence_facts(text: str) -> list[FactChange]:
         if is_question(sentence):
             continue
         sentence = normalise(restore_subject(sentence))
-        changes.extend(intro_facts(sentence, first=index == 0))
+        # "Kwame here. 34, from Accra": the sentence after a name still opens the introduction
+        intro = index == 0 or (index == 1 and any(c.key == "name" for c in changes))
+        changes.extend(intro_facts(sentence, first=intro))
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
             continue
         for clause in clauses(sentence, _RULE_WORDS):

@@ -28,7 +28,9 @@ _VERBS_IM = "living|based|working|allergic|fluent|teaching|bilingual|trilingual|
     sorted(DIET_WORDS, key=len, reverse=True)
 )
 _BARE_VERB = re.compile(
-    r"^(?P<pre>\W*(?:(?:hi|hey|hello|btw|oh|ok|also|so)[\s,!.]+)*)(?P<lead>" + _LEAD + r")"
+    r"^(?P<pre>\W*(?:(?:hi|hey|hello|btw|oh|ok|okay|also|so|update|edit|fyi|anyway|well|yeah|lol)[\s,!.:]+)*)(?P<lead>"
+    + _LEAD
+    + r")"
     r"(?:(?P<i>(?:" + _VERBS_I + r")\b)|(?P<im>(?:" + _VERBS_IM + r")\b)|(?P<ive>been\b(?!\s+to\b)))",
     re.I,
 )
