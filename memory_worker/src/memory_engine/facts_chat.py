@@ -22,7 +22,8 @@ __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subje
 _LEAD = r"(?:(?:just|also|still|currently|now|really|recently|finally|actually|originally)\s+)*"
 # A verb that opens a statement about the speaker when "I" is left out, and the subject it takes.
 _VERBS_I = (
-    "live|moved|relocated|work|speak|love|adore|enjoy|hate|detest|got|have|turned|teach|keep|eat|follow|drive"
+    "live|moved|relocated|work|speak|love|adore|enjoy|hate|detest|got|have|turned|teach|keep|eat|"
+    "follow|drive|started|began"
 )
 _VERBS_IM = "living|based|working|allergic|fluent|teaching|bilingual|trilingual|settled|" + "|".join(
     sorted(DIET_WORDS, key=len, reverse=True)
@@ -34,7 +35,7 @@ _BARE_VERB = re.compile(
     r"(?:(?P<i>(?:" + _VERBS_I + r")\b)|(?P<im>(?:" + _VERBS_IM + r")\b)|(?P<ive>been\b(?!\s+to\b)))",
     re.I,
 )
-_SEGMENT = re.compile(r"(,\s+)")
+_SEGMENT = re.compile(r"(,\s+|:\s+)")
 _BARE_JOB = re.compile(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
 )
