@@ -127,3 +127,31 @@ def test_migration_8_merges_keys_spelled_two_ways(tmp_path):
     current = sorted((f["key"], f["value"]) for f in migrated.facts()["facts"])
     assert current == [("favorite_color", "green"), ("favorite_color", "red")]
     assert {f["key"] for f in migrated.facts(history=True)["facts"]} == {"favorite_color"}
+
+
+# -- rules whose gates are derived from their patterns (issue 21 item 6) ------------------------
+
+
+def _corpus_clauses() -> list[str]:
+    from memory_engine.facts_chat import normalise, restore_subject
+    from memory_engine.facts_clauses import clauses, sentences
+
+    bench = _benchmark()
+    texts = [r["text"] for r in bench.load()] + [m for r in _rows() for m in r["messages"]]
+    return [c for t in texts for s in sentences(t) for c in clauses(normalise(restore_subject(s)))]
+
+
+@pytest.mark.parametrize(
+    "rule", __import__("memory_engine.facts", fromlist=["RULES"]).RULES, ids=lambda r: r.__name__
+)
+def test_every_rule_has_a_gate_from_its_patterns_and_fires(rule):
+    from memory_engine.facts_clauses import rule_gate
+    from memory_engine.facts_patterns import required_literals
+
+    gate = rule_gate(rule)
+    assert gate, f"{rule.__name__}: a trigger pattern has no literal every match needs"
+    fired = [c for c in _corpus_clauses() if list(rule(c))]
+    assert fired, f"{rule.__name__} never fires on the labelled sentences"
+    # The gate lets through every clause the rule reads a fact in (it is derived, never stale).
+    assert all(any(g in c.lower() for g in gate) for c in fired)
+    assert required_literals(r"(?:I'm|I\s+am)\s+(\d+)") == ("'m", "am")  # the derivation itself

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .facts_clauses import ADV, I_, FactChange, is_name_word, needs, rx, title, triggers
+from .facts_clauses import ADV, I_, FactChange, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
+from .facts_patterns import lazy, rx
 from .facts_rules import after_job, take_job, take_org, take_place
 
 __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subject", "signoff"]
@@ -28,26 +29,26 @@ _VERBS_I = (
 _VERBS_IM = "living|based|working|allergic|fluent|teaching|bilingual|trilingual|settled|" + "|".join(
     sorted(DIET_WORDS, key=len, reverse=True)
 )
-_BARE_VERB = re.compile(
+_BARE_VERB = lazy(
     r"^(?P<pre>\W*(?:(?:hi|hey|hello|btw|oh|ok|okay|also|so|update|edit|fyi|anyway|well|yeah|lol)[\s,!.:]+)*)(?P<lead>"
     + _LEAD
     + r")"
     r"(?:(?P<i>(?:" + _VERBS_I + r")\b)|(?P<im>(?:" + _VERBS_IM + r")\b)|(?P<ive>been\b(?!\s+to\b)))",
     re.I,
 )
-_SEGMENT = re.compile(r"(,\s+|:\s+)")
-_BARE_JOB = re.compile(
+_SEGMENT = lazy(r"(,\s+|:\s+)", 0)
+_BARE_JOB = lazy(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
 )
 
 
-_GERUND_SUBJECT = re.compile(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
-_VAGUE_OBJECT = re.compile(
+_GERUND_SUBJECT = lazy(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
+_VAGUE_OBJECT = lazy(
     r"^\W*(?:love|adore|enjoy|hate|detest)\s+(?:the|this|that|it|these|those|your|his|her|their|how|when|"
     r"what|u|you|ya)\b",
     re.I,
 )
-_OTHER_SUBJECT = re.compile(r"^\W*(?:my|our|his|her|their|the|a|an|he|she|they|it|you|we)\b", re.I)
+_OTHER_SUBJECT = lazy(r"^\W*(?:my|our|his|her|their|the|a|an|he|she|they|it|you|we)\b", re.I)
 
 
 def _restore_one(part: str) -> str:
@@ -80,11 +81,11 @@ def restore_subject(sentence: str) -> str:
 # -- spelling of the triggers ----------------------------------------------------------------
 
 _FIXES = (
-    (re.compile(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
-    (re.compile(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
-    (re.compile(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
-    (re.compile(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
-    (re.compile(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
+    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
+    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
+    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
+    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
+    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
 )
 
 
@@ -102,7 +103,7 @@ def normalise(sentence: str) -> str:
 
 _GREET = r"(?:(?:hi|hey|hello|hiya|yo|heya|sup|ok|all|everyone|guys|folks|y'all|there)[\s,!.]+)*"
 _NAME_W = r"[^\W\d_][\w'\-]*"
-_LOWER_INTRO = re.compile(
+_LOWER_INTRO = lazy(
     r"^\W*"
     + _GREET.replace(")*", ")+")
     + r"(?:i'm|im|i am|it's|its)\s+(?P<n>"
@@ -110,33 +111,35 @@ _LOWER_INTRO = re.compile(
     + r")\s*(?:btw|here|lol)?\W*$",
     re.I,
 )
-_HERE_INTRO = re.compile(
+_HERE_INTRO = lazy(
     r"^\W*"
     + _GREET
     + r"(?:(?:ya|your)\s+(?:boy|girl)\s+)?(?P<n>[^\W\d_a-z][\w'\-]*(?:\s+[^\W\d_a-z][\w'\-]*){0,2})"
-    r"\s+here\b\s*(?:[,.!;:\-]|$)"
+    r"\s+here\b\s*(?:[,.!;:\-]|$)",
+    0,
 )
-_THIS_IS = re.compile(
+_THIS_IS = lazy(
     r"^\W*" + _GREET + r"(?:this\s+is|it's|its)\s+(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:,\s*new\b|\s+from\s+the\b|"
     r"\s+here\b|\s+btw\b)",
     re.I,
 )
-_FOR_SHORT = re.compile(r"(?:^|[\s,])(?P<n>[^\W\d_a-z][\w'\-]*)\s+for\s+short\b")
-_FULL_THEN_SHORT = re.compile(
+_FOR_SHORT = lazy(r"(?:^|[\s,])(?P<n>[^\W\d_a-z][\w'\-]*)\s+for\s+short\b", 0)
+_FULL_THEN_SHORT = lazy(
     r"^\W*(?:[^\W\d_a-z][\w'\-]*\s+){1,3}?[^\W\d_a-z][\w'\-]*(?:\s+here)?\s*,\s*(?:but\s+)?(?:just\s+)?"
-    r"(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:is\s+fine|is\s+ok|pls|please|works|for\s+short)\b"
+    r"(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:is\s+fine|is\s+ok|pls|please|works|for\s+short)\b",
+    0,
 )
-_NAME_AGE = re.compile(
+_NAME_AGE = lazy(
     r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>[^\W\d_a-z][\w'\-]*),\s*)?(?P<age>\d{1,2})"
     r"\s*(?P<unit>y/?o|yrs?(?:\s+old)?|years?\s+old)?\s*(?P<end>,|$)(?P<rest>.*)$",
     re.I,
 )
-_INTRO_REST = re.compile(
+_INTRO_REST = lazy(
     r"\s*(?:from|living|based|live|single|married|taken|dad|mum|mom|father|mother|student|he/him|she/her|"
     r"they/them|male|female|nb|m|f)\b",
     re.I,
 )
-_AGE_PHRASE = re.compile(
+_AGE_PHRASE = lazy(
     r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI'm\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
     r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*yo\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
     re.I,
@@ -190,7 +193,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
 
 # -- sign-offs -----------------------------------------------------------------------------
 
-_SIGNOFF = re.compile(
+_SIGNOFF = lazy(
     r"(?:\n\s*(?:-{1,2}|—|~|xx|cheers,?|thanks,?|love,?)\s*|\bxx\s+)(?P<n>[^\W\d_][\w'\-]*)\s*$", re.I
 )
 
@@ -205,9 +208,10 @@ def signoff(text: str) -> FactChange | None:
 
 # -- profile cards: "key: value", one a line --------------------------------------------------
 
-_LABEL = re.compile(
+_LABEL = lazy(
     r"^\s*(?P<label>[^\W\d][\w '/]{0,24}?|[\U0001f000-\U0001faff\u2600-\u27bf])\ufe0f?\s*"
-    r"(?:[:=]|\s-\s|\s+(?=\S))\s*(?P<value>\S.{0,80}?)\s*$"
+    r"(?:[:=]|\s-\s|\s+(?=\S))\s*(?P<value>\S.{0,80}?)\s*$",
+    0,
 )
 _LABELS: dict[str, str] = {
     **dict.fromkeys(("name", "nickname", "nick"), "name"),
@@ -229,8 +233,8 @@ _LABELS: dict[str, str] = {
     **dict.fromkeys(("dislikes", "hates"), "dislikes"),
     "\U0001f382": "cake",
 }
-_NAME_VALUE = re.compile(r"[^\W\d_][\w'\-]*(?:\s+[^\W\d_][\w'\-]*){0,2}")
-_TRAIL = re.compile(r"\s+(?:lol|haha|lmao|btw|tbh)\s*$", re.I)
+_NAME_VALUE = lazy(r"[^\W\d_][\w'\-]*(?:\s+[^\W\d_][\w'\-]*){0,2}", 0)
+_TRAIL = lazy(r"\s+(?:lol|haha|lmao|btw|tbh)\s*$", re.I)
 
 
 def _profile_value(key: str, value: str) -> list[FactChange]:
@@ -335,47 +339,26 @@ _NOT_SUBJECTS = frozenset(
 _TEACH = rx(
     I_ + r"(?:'m|\s+am)?\s+" + ADV + r"(?:teach|teaching)\s+(?P<subject>[a-z]+)\b",
     first="i",
-    needs=("teach", "teaching"),
 )
 _DRIVE = rx(
     I_ + r"\s+" + ADV + r"drive\s+(?:an?\s+)?(?P<vehicle>bus|taxi|cab|truck|lorry|tram|train|forklift|"
     r"ambulance|school\s+bus|delivery\s+van)\b",
     first="i",
-    needs=("drive",),
 )
 _DOING = rx(
     I_ + r"\s+" + ADV + r"(?P<doing>(?:cut|fix|write|sell|do|build|deliver|fly)\s+[a-z]+)\b",
     first="i",
-    needs=("cut", "fix", "write", "sell", "do", "build", "deliver", "fly"),
 )
 _STARTED_AS = rx(
     I_ + r"(?:'ve|\s+have)?\s+" + ADV + r"(?:started|began)\s+(?:working\s+|work\s+)?as\s+(?P<a>an?\s+)?",
     first="i",
-    needs=("started", "began"),
 )
 _WORK_IN = rx(
     I_ + r"\s+" + ADV + r"work\s+in\s+(?P<field>[a-z]+(?:\s+[a-z]+)?|[A-Z]{2,4})\s+(?=(?:at|for)\s+[A-Z0-9])",
     first="i",
-    needs=("work",),
 )
 
 
-@needs(
-    "teach",
-    "teaching",
-    "drive",
-    "cut",
-    "fix",
-    "write",
-    "sell",
-    "do",
-    "build",
-    "deliver",
-    "fly",
-    "started",
-    "began",
-    "work",
-)
 def doings(clause: str) -> Iterator[FactChange]:
     """Jobs told by what people do: "I teach chemistry", "I drive a bus", "I work in HR at Unilever"."""
     for m in triggers(clause, _TEACH):

@@ -1,0 +1,158 @@
+"""Rule patterns that compile on first use and know their gates (the literals every match holds).
+
+A host imports the fact rules at start and most of them are never needed on a given message:
+compiling about a hundred patterns then costs a noticeable part of the start time, so a
+pattern here is compiled when first used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["LazyRe", "Rx", "gate_search", "lazy", "required_literals", "rx"]
+
+
+class LazyRe:
+    """A case-insensitive pattern, compiled on first use (a host starts without compiling it).
+
+    The first call of a method compiles the pattern and binds the compiled pattern's methods to
+    this object, so later calls go straight to them (no Python frame of ours in between).
+    """
+
+    search: Callable[..., re.Match[str] | None]
+    match: Callable[..., re.Match[str] | None]
+    fullmatch: Callable[..., re.Match[str] | None]
+    finditer: Callable[..., Iterator[re.Match[str]]]
+    findall: Callable[..., list[Any]]
+    split: Callable[..., list[str]]
+    sub: Callable[..., str]
+
+    def __init__(self, source: str, flags: int = re.I) -> None:
+        self.source, self.flags = source, flags
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled once, when first needed)."""
+        compiled: re.Pattern[str] | None = self.__dict__.get("_compiled")
+        if compiled is None:
+            compiled = self.__dict__["_compiled"] = re.compile(self.source, self.flags)
+            for name in _METHODS:
+                self.__dict__[name] = getattr(compiled, name)
+        return compiled
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _METHODS:
+            return getattr(self.compiled, name)
+        raise AttributeError(name)
+
+
+_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "split", "sub")
+
+
+class Rx(LazyRe):
+    """A rule's trigger pattern: lazy, and knowing the literals its every match holds (its gate)."""
+
+    @property
+    def literals(self) -> tuple[str, ...] | None:
+        """Lower-case strings one of which every match contains; None when none can be told."""
+        if "_literals" not in self.__dict__:
+            self.__dict__["_literals"] = required_literals(self.source, self.flags)
+        return self.__dict__["_literals"]
+
+    def gate_passes(self, low: str) -> bool:
+        """True when folded text `low` holds one of the literals (always, without literals)."""
+        search = self.__dict__.get("_gate")
+        if search is None:
+            gate = self.literals
+            search = self.__dict__["_gate"] = gate_search(gate) if gate else _ALWAYS
+        return search(low) is not None
+
+
+def _always(_: str) -> bool | None:
+    return True
+
+
+_ALWAYS = _always
+
+
+def gate_search(literals: tuple[str, ...]) -> Callable[[str], bool | None]:
+    """A test for any of `literals` in folded text: True, or None when none is there."""
+
+    def search(low: str) -> bool | None:
+        for literal in literals:
+            if literal in low:
+                return True
+        return None
+
+    return search
+
+
+_CHANCE = (1.0, 1.0, 1.0, 0.3, 0.1, 0.03)  # how often a literal of this length is there by chance
+
+
+def lazy(pattern: str, flags: int = re.I) -> LazyRe:
+    """A helper pattern (not a trigger: it gates nothing), compiled on first use."""
+    return LazyRe(pattern, flags)
+
+
+def rx(pattern: str, first: str = "") -> Rx:
+    """A case-insensitive rule pattern, compiled lazily.
+
+    `first`: the letters every match starts with; a lookahead for them lets the engine pass over
+    the other positions at once (about twice as fast, the same matches).
+    """
+    return Rx(f"(?=[{first}])(?:{pattern})" if first else pattern)
+
+
+def required_literals(source: str, flags: int = re.I) -> tuple[str, ...] | None:
+    """Strings one of which every match of `source` contains (lower-cased), or None.
+
+    Read from the parsed pattern: a literal run in a sequence is needed by every match; of an
+    alternation, one of each branch's; a repeat needs its body only when it must occur once.
+    Of the sets a sequence offers, the one whose shortest string is longest is the sharpest gate.
+    """
+    try:
+        from re import _parser as parser  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover (Python < 3.11)
+        import sre_parse as parser
+    found = _needs(parser.parse(source, flags), parser)
+    return tuple(sorted(found)) if found else None
+
+
+def _needs(items: Any, p: Any) -> frozenset[str] | None:
+    """The literal set one of which every match of a parsed sequence holds (see required_literals)."""
+    options: list[frozenset[str]] = []
+    run: list[str] = []
+
+    def close() -> None:
+        if run:
+            options.append(frozenset(["".join(run).lower()]))
+            run.clear()
+
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            run.append(chr(arg))
+            continue
+        close()
+        if name == "SUBPATTERN":
+            inner = _needs(arg[-1], p)
+        elif name == "BRANCH":
+            branches = [_needs(b, p) for b in arg[1]]
+            inner = None if any(b is None for b in branches) else frozenset().union(*branches)  # type: ignore[arg-type]
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] >= 1:
+            inner = _needs(arg[2], p)
+        elif name == "ATOMIC_GROUP":
+            inner = _needs(arg, p)
+        else:
+            inner = None  # classes, anchors, lookarounds, optional parts: nothing sure
+        if inner:
+            options.append(inner)
+    close()
+    if not options:
+        return None
+    # The sharpest gate: the literals least likely to be in a clause by chance (a short one is in
+    # many words: "in" in "thinking"), none a single letter.
+    return min(options, key=lambda o: (min(len(w) for w in o) < 2, sum(_CHANCE[min(len(w), 5)] for w in o)))
