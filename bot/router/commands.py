@@ -159,7 +159,7 @@ async def _mode(ctx: CommandContext) -> CommandResult:
     if want not in ("auto", "full"):
         stats = await ctx.memory.stats(ctx.chat)
         return CommandResult(f"Memory mode is {stats.get('mode', '?')}. Use /mode auto or /mode full.")
-    data = await ctx.memory.set_mode(ctx.chat, want)
+    data = await ctx.memory.set_mode(ctx.chat, "auto" if want == "auto" else "full")
     return CommandResult(f"Memory mode is now {data.get('mode', want)}.")
 
 
