@@ -84,6 +84,7 @@ class Tier:
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     vision: bool = False  # the model accepts image parts
+    api_key_env: str = "OPENAI_API_KEY"  # where the key came from: named in error hints
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
             price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
             price_out_per_mtok=float(t.get("price_out_per_mtok", 0.0)),
             vision=bool(t.get("vision", False)),
+            api_key_env=key_env,
         )
     r = data["router"]
     router = RouterSettings(
