@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +46,7 @@ from bot.router.tiers import (
     fallback_sequence,
     rank_tiers,
     split_force_prefix,
+    unknown_tier_notice,
 )
 from bot.router.types import CommandResult, IncomingMessage, Reply
 
@@ -268,6 +269,11 @@ class Router:
         self.chats.remember_prompt(chat, last, generation)
         return _Prepared(message, message_id, text, mem, choice, order, request, intake)
 
+    def _note_typo(self, intake: Intake) -> Intake:
+        """`!nosuchtier ...`: the answer says there is no such tier (a notice, never recorded)."""
+        typo = unknown_tier_notice(intake.text, rank_tiers(self.tiers))
+        return replace(intake, notice=_with_notice(intake.notice, typo)) if typo else intake
+
     def _apology(self, prep: _Prepared) -> str:
         """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
         failed = ((a.tier, a.kind, a.status) for a in prep.failures)
@@ -312,7 +318,7 @@ class Router:
         request_id = "-"
         try:
             with logs.handling(message.chat_key) as request_id:
-                intake = await self.media.read(message)
+                intake = self._note_typo(await self.media.read(message))
                 if not intake.answer:  # a notice alone: nothing for a model to answer
                     await self._remember_only(message, intake.text)
                     reply = Reply(text=intake.notice, ok=True)
@@ -390,7 +396,7 @@ class Router:
         early: str | None = None  # an answer given without calling a model
         started_stream = None
         with logs.handling(message.chat_key) as request_id:
-            intake = await self.media.read(message)
+            intake = self._note_typo(await self.media.read(message))
             if not intake.answer:
                 await self._remember_only(message, intake.text)
                 early = intake.notice
