@@ -229,10 +229,12 @@ class MemoryGateway:
 
     async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
         """Forget one person in a chat (the caller clears its own caches too)."""
+        await self.outbox.forget(chat, author_id)  # first: nothing of them may be replayed after
         return await self.client.forget_author(chat, author_id)
 
     async def forget_chat(self, chat: str) -> dict[str, Any]:
         """Forget the whole chat (the caller clears its own caches too)."""
+        await self.outbox.forget(chat)  # first: nothing of it may be replayed after
         return await self.client.forget_chat(chat)
 
     # -- people's own data (issue 15) ---------------------------------------------------
