@@ -15,6 +15,7 @@ import ijson
 
 MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
+CHAT_KEY = re.compile(r"[A-Za-z0-9:_\-.]{1,128}")  # the memory API's chat keys
 
 
 class ExportError(ValueError):
@@ -88,7 +89,18 @@ def message_records(
         where = f"{label}: messages[{i}]"
         if not isinstance(message, dict):
             raise ExportError(path, f"{where} is not an object")
-        yield convert(where, message)
+        record = convert(where, message)
+        if record is not None and not CHAT_KEY.fullmatch(record.key):
+            raise ExportError(path, f"{where}: its chat key {record.key[:60]!r} is not one the memory takes")
+        yield record
+
+
+def field(path: Path, where: str, name: str, value: str) -> str:
+    """`value`, when the memory API takes it as an id (at most MAX_FIELD_BYTES), else an ExportError:
+    the worker would refuse it in the middle of the import."""
+    if len(value.encode("utf-8", "replace")) > MAX_FIELD_BYTES:
+        raise ExportError(path, f"{where}: `{name}` is over {MAX_FIELD_BYTES} bytes")
+    return value
 
 
 # Limits no genuine export comes near, checked while streaming, so memory stays bounded
@@ -174,10 +186,15 @@ def parsed(path: Path, item_depth: int, items: str, seen: Callable[[int], None] 
     becomes an ExportError with the line and column."""
     with open(path, "rb") as f:
         guard = _Guarded(path, f, seen)
-        try:
-            yield guard, ijson.parse(_limited(guard, item_depth, items))
-        except (ijson.JSONError, UnicodeDecodeError) as err:
-            raise broken(path, err, guard.start) from None
+        yield guard, _located(path, guard, ijson.parse(_limited(guard, item_depth, items)))
+
+
+def _located(path: Path, guard: _Guarded, events: Iterator[Any]) -> Iterator[Any]:
+    # Here, not around the `with`: whoever pulls the events (a nested generator) gets it.
+    try:
+        yield from events
+    except (ijson.JSONError, UnicodeDecodeError) as err:
+        raise broken(path, err, guard.start) from None
 
 
 def stream_items(path: Path, prefix: str, seen: Callable[[int], None] | None = None) -> Iterator[Any]:

@@ -23,6 +23,7 @@ from bot.importers.common import (
     Record,
     Source,
     clean,
+    field,
     message_records,
     read_header,
     require,
@@ -97,10 +98,10 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
     name = author.get("nickname") or author.get("name") or author_id
     return Record(
         key=discord_chat_key(channel_id, author_id, memory_scope=scope),
-        message_id=message_id,
+        message_id=field(path, where, "id", message_id),
         text=clean(text, MAX_TEXT_BYTES),
         author=clean(str(name), MAX_FIELD_BYTES),
-        author_id=author_id,
+        author_id=field(path, where, "author.id", author_id),
         ts=ts,
     )
 

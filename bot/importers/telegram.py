@@ -36,6 +36,7 @@ from bot.importers.common import (
     Source,
     build,
     clean,
+    field,
     message_records,
     parsed,
     read_header,
@@ -197,10 +198,10 @@ def convert(
     role = "assistant" if bot_id is not None and author_id == str(bot_id) else "user"
     return Record(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
-        message_id=str(message_id) if own_ids else f"export:{message_id}",
+        message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
         text=clean(text, MAX_TEXT_BYTES),
         author=clean(author, MAX_FIELD_BYTES),
-        author_id=author_id,
+        author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
     )
