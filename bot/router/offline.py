@@ -12,7 +12,7 @@ briefly. A message that is not a question is acknowledged.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,7 +323,7 @@ def _whose_note(note: Mapping[str, Any], asker: str) -> str:
 
 
 def _from_fact(
-    facts: Mapping[str, str], words: set[str], text: str, own: list[dict[str, Any]], who: Person | None
+    facts: Mapping[str, str], words: set[str], text: str, own: Sequence[Mapping[str, Any]], who: Person | None
 ) -> str | None:
     """The one fact a question asks for, phrased for whose it is."""
     scored = sorted(((_key_score(k, words, text, v), k) for k, v in facts.items()), reverse=True)
@@ -350,12 +350,12 @@ def _stem(word: str) -> str:
     return word
 
 
-def _from_message(messages: list[dict[str, Any]], words: set[str], asker: str) -> str | None:
+def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
     """The earlier statement sharing the most words with the question, quoted with its author."""
     wanted = {_stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
     if not wanted:
         return None
-    best: tuple[int, int, dict[str, Any] | None] = (0, 0, None)
+    best: tuple[int, int, Mapping[str, Any] | None] = (0, 0, None)
     for m in messages:
         overlap = len(wanted & {_stem(t) for t in tokens(str(m.get("text") or ""))})
         if overlap and (overlap, int(m.get("id") or 0)) > best[:2]:
@@ -369,7 +369,7 @@ def _from_message(messages: list[dict[str, Any]], words: set[str], asker: str) -
     return f"{best[2].get('author') or 'Someone'} said: “{quoted}”"
 
 
-def _said(messages: list[dict[str, Any]], key: str) -> str | None:
+def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:
     pattern = _SAID[key]
     # Newest statement wins, like a superseding fact.
     for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):
