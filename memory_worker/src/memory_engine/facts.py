@@ -50,10 +50,43 @@ _ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this", 
 _CHAT_GATE = lazy(
     r"\b(?:live|living|moved|relocated|work|working|based|settled|speak|fluent|native|bilingual|love|adore|"
     r"enjoy|hate|detest|got|have|turned|teach|teaching|keep|eat|follow|drive|been|allerg\w*|call|short|"
+    r"at|for|with|fine|pls|please|fav\w*|started|began|hired|"
     r"nam\w*|mynameis|it'?s|its|xx|\d+|" + "|".join(sorted(DIET_WORDS)) + r")\b|\n|:",
     0,
 )
 _QUOTED_SELF = lazy(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
+# A question added to a statement ("just moved to Cork, know anyone here?") opens with one of these.
+_TAG_QUESTION = frozenset(
+    [
+        "know",
+        "anyone",
+        "anybody",
+        "right",
+        "you",
+        "u",
+        "what",
+        "who",
+        "how",
+        "where",
+        "when",
+        "any",
+        "wbu",
+        "hbu",
+        "and",
+        "or",
+        "ok",
+        "yeah",
+        "isn't",
+        "aren't",
+        "don't",
+        "eh",
+        "huh",
+        "thoughts",
+        "ideas",
+        "recommendations",
+        "tips",
+    ]
+)
 # "favourite colour" and "fav color" are one key: the spelling a key is stored under.
 _KEY_SPELLING = (("colour", "color"), ("flavour", "flavor"), ("favourite", "favorite"), ("colors", "color"))
 Rule = Callable[[str], Iterable[FactChange]]
@@ -134,12 +167,22 @@ def _sentence_facts(text: str) -> list[FactChange]:
     parts = sentences(text)
     for index, sentence in enumerate(parts):
         if is_question(sentence):
-            continue
+            # "just moved to Cork, know anyone here?": the statement before the question counts
+            head, _, tail = sentence.rpartition(", ")
+            asks = tail.split()[:1]
+            if len(head.split()) < 3 or is_question(head) or not asks or asks[0].lower() not in _TAG_QUESTION:
+                continue
+            sentence = head
         sentence = normalise(restore_subject(sentence))
         # "Kwame here. 34, from Accra": the sentence after a name still opens the introduction
-        intro = index == 0 or (index == 1 and any(c.key == "name" for c in changes))
-        changes.extend(intro_facts(sentence, first=intro))
+        intro = (
+            index == 0
+            or (index == 1 and any(c.key == "name" for c in changes))
+            or all(len(p.split()) <= 2 for p in parts[:index])  # "Hey! Priyanka here, ..."
+        )
+        introduced = intro_facts(sentence, first=intro)  # after the sentence's rules: "X for short" wins
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
+            changes.extend(introduced)
             continue
         for clause in clauses(sentence):
             low = folded(clause)
@@ -150,6 +193,7 @@ def _sentence_facts(text: str) -> list[FactChange]:
             for rule, gate in _gated():  # in their order; a rule runs when its gate's text is there
                 if gate is None or gate(low) is not None:
                     changes.extend(rule(clause))
+        changes.extend(introduced)
     return changes
 
 

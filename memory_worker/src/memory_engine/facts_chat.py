@@ -53,7 +53,8 @@ _OTHER_SUBJECT = lazy(r"^\W*(?:my|our|his|her|their|the|a|an|he|she|they|it|you|
 
 def _restore_one(part: str) -> str:
     m = _BARE_VERB.match(part)
-    if m and ((m.group("im") and _GERUND_SUBJECT.search(part)) or _VAGUE_OBJECT.match(part)):
+    gerund = bool(m and m.group("im") and m.group("im").lower().endswith("ing"))
+    if m and ((gerund and _GERUND_SUBJECT.search(part)) or _VAGUE_OBJECT.match(part)):
         return part  # "Living in London is expensive", "love the new update"
     if m:
         subject = "I " if m.group("i") else "I'm " if m.group("im") else "I've "
@@ -68,8 +69,13 @@ def _restore_one(part: str) -> str:
     return part
 
 
+_BARE_FAV = lazy(r"^\W*(?=(?:fav|fave|favou?rite)\s+\w+(?:\s+\w+)?\s+(?:is|are)\s)", re.I)
+
+
 def restore_subject(sentence: str) -> str:
     """The sentence with "I" put back where chat leaves it out ("love hiking, hate crowds")."""
+    if _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
+        sentence = "my " + sentence.lstrip()
     if not _BARE_VERB.search(sentence) and "," not in sentence and not _BARE_JOB.match(sentence):
         return sentence
     parts = _SEGMENT.split(sentence)
@@ -119,7 +125,9 @@ _HERE_INTRO = lazy(
     0,
 )
 _THIS_IS = lazy(
-    r"^\W*" + _GREET + r"(?:this\s+is|it's|its)\s+(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:,\s*new\b|\s+from\s+the\b|"
+    r"^\W*"
+    + _GREET
+    + r"(?:this\s+is|it's|its)\s+(?P<n>(?-i:[^\W\d_a-z])[\w'\-]*)\s*(?:,\s*new\b|\s+from\s+the\b|"
     r"\s+here\b|\s+btw\b)",
     re.I,
 )
@@ -130,7 +138,7 @@ _FULL_THEN_SHORT = lazy(
     0,
 )
 _NAME_AGE = lazy(
-    r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>[^\W\d_a-z][\w'\-]*),\s*)?(?P<age>\d{1,2})"
+    r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>(?-i:[^\W\d_a-z])[\w'\-]*),\s*)?(?P<age>\d{1,2})"
     r"\s*(?P<unit>y/?o|yrs?(?:\s+old)?|years?\s+old)?\s*(?P<end>,|$)(?P<rest>.*)$",
     re.I,
 )
@@ -181,6 +189,9 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
                 out.append(FactChange("name", na.group("n")))
             out.append(FactChange("age", str(int(na.group("age")))))
             rest = na.group("rest").strip(" ,.!")
+            came = re.match(r"from\s+(.+?)(?:,|$)", rest)
+            if came and (place := take_place(came.group(1), allow_lower=False)):
+                out.append(FactChange("location", place, remove_from="from"))
             if rest and re.fullmatch(r"[^\W\d_a-z][\w'\-]*(?:\s+[^\W\d_a-z][\w'\-]*)?", rest):
                 place = take_place(rest, allow_lower=False)
                 if place:
@@ -208,6 +219,7 @@ def signoff(text: str) -> FactChange | None:
 
 # -- profile cards: "key: value", one a line --------------------------------------------------
 
+_LABEL_COLON = lazy(r"^\s*(?P<label>[^\W\d][\w '/]{0,24}?)\s*[:=]\s*(?P<value>\S.{0,80}?)\s*$", 0)
 _LABEL = lazy(
     r"^\s*(?P<label>[^\W\d][\w '/]{0,24}?|[\U0001f000-\U0001faff\u2600-\u27bf])\ufe0f?\s*"
     r"(?:[:=]|\s-\s|\s+(?=\S))\s*(?P<value>\S.{0,80}?)\s*$",
@@ -274,7 +286,7 @@ def _profile_value(key: str, value: str) -> list[FactChange]:
 
 def profile_facts(line: str) -> list[FactChange] | None:
     """The facts of one profile-card line ("Age: 26"), or None when it is no such line."""
-    m = _LABEL.match(line)
+    m = _LABEL_COLON.match(line) or _LABEL.match(line)
     if not m:
         return None
     label = " ".join(m.group("label").lower().split())
@@ -350,7 +362,11 @@ _DOING = rx(
     first="i",
 )
 _STARTED_AS = rx(
-    I_ + r"(?:'ve|\s+have)?\s+" + ADV + r"(?:started|began)\s+(?:working\s+|work\s+)?as\s+(?P<a>an?\s+)?",
+    I_
+    + r"(?:'ve|\s+have)?\s+"
+    + ADV
+    + r"(?:(?:started|began)\s+(?:working\s+|work\s+)?|(?:got\s+)?hired\s+)as\s+"
+    r"(?P<a>an?\s+)?",
     first="i",
 )
 _WORK_IN = rx(

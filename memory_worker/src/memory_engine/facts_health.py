@@ -125,8 +125,10 @@ def allergy_items(text: str) -> list[str]:
     end = _ITEM_END.search(text)
     text = text[: end.start()] if end else text
     out: list[str] = []
-    for part in _ITEM_SPLIT.split(text):
+    for n, part in enumerate(_ITEM_SPLIT.split(text)):
         words = part.lower().split()
+        if n and len(words) > 2:
+            break  # "allergic to bees, carry an epipen": the list ended at the comma
         if not words or len(words) > 3 or any(w in _NOT_ALLERGENS for w in words):
             if words and any(w in _NOT_ALLERGENS for w in words):
                 return []

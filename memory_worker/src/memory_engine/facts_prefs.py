@@ -86,7 +86,8 @@ _NO_LONGER = rx(
 )
 _ANYMORE = lazy(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
 _VALUE_END = lazy(
-    r"\s+(?:because|since|when|whenever|while|if|unless|until|after|before|where|"
+    r"\s+(?:haha|lol|lmao|tbh|fight\s+me|obviously|of\s+course|"
+    r"because|since|when|whenever|while|if|unless|until|after|before|where|"
     r"as\s+long\s+as|so\s+much|more\s+than|better\s+than|rather\s+than|than|instead\s+of|except|but|"
     r"even\s+though|whether)\b|[.!?;:]"
 )
@@ -199,8 +200,13 @@ _FAVORITE_LAST = rx(
 )
 
 
+_AFTERTHOUGHT = lazy(
+    r",\s*(?:obviously|of course|lol|haha|tbh|honestly|btw|though|tho|i guess|i think|duh)\W*$"
+)
+
+
 def _favorite_value(value: str) -> str | None:
-    value = clean(value)
+    value = clean(_AFTERTHOUGHT.sub("", value))
     words = value.split()
     if not words or len(words) > 8 or words[0].lower() in VAGUE_START or value.lower() in VAGUE_VALUES:
         return None

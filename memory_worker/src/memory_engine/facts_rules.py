@@ -84,10 +84,33 @@ _HERE = rx(
 _GREETED = lazy(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
+_NOT_CALLED = frozenset(
+    (
+        "later",
+        "maybe",
+        "crazy",
+        "anytime",
+        "sometime",
+        "tomorrow",
+        "tonight",
+        "back",
+        "old",
+        "myself",
+        "yourself",
+    )
+)
+_NUMBERISH = lazy(r"(?:" + "|".join([*TENS_WORDS, *NUMBER_WORDS]) + r")\b")
+
+
 def names(clause: str) -> Iterator[FactChange]:
     for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False)):
         for m in triggers(clause, pattern):
-            name = _take_name(clause[m.end() :], allow_lower=lower)
+            rest = clause[m.end() :]
+            # "call me nico": a lower-case name when it is the last word (not "call me later")
+            word = rest.strip(" .!").lower()
+            alone = "call" in m.group().lower() and len(rest.split()) == 1 and word not in _NOT_CALLED
+            alone = alone and word not in JOBS and word not in ABSTRACT and not _NUMBERISH.match(word)
+            name = _take_name(rest, allow_lower=lower or alone)
             if name:
                 yield FactChange("name", name)
 
@@ -176,7 +199,7 @@ _LIVE = rx(
     r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+",
     first="iw",
 )
-_LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", first="iw")
+_LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"(?:lived|been)\s+in\s+", first="iw")
 _FROM = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+",
     first="i",
@@ -190,8 +213,11 @@ def places(clause: str) -> Iterator[FactChange]:
             yield FactChange("location", place)
     for m in triggers(clause, _LIVED_SINCE):
         rest = clause[m.end() :]
-        place = take_place(rest)
-        if place and re.match(r"\s*,?\s+(?:since|for)\b", rest[len(place) :], re.I):
+        been = " been " in clause[m.start() : m.end()].lower()  # "I've been in Oslo since 2020"
+        place = take_place(rest, allow_lower=not been)
+        if place and re.match(
+            r"\s*,?\s+since\b" if been else r"\s*,?\s+(?:since|for)\b", rest[len(place) :], re.I
+        ):
             yield FactChange("location", place)  # "I've lived in Athens since 2015": still there
     for m in triggers(clause, _FROM):
         place = take_place(clause[m.end() :], allow_lower=False)
@@ -331,7 +357,7 @@ _AGE = rx(
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
     first="i",
 )
-_AGE_END = lazy(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
+_AGE_END = lazy(r"\s*(?:$|[^\w\s'%\"’]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
 
 
 def _number(text: str) -> int | None:
