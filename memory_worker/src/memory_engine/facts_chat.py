@@ -148,8 +148,8 @@ _INTRO_REST = lazy(
     re.I,
 )
 _AGE_PHRASE = lazy(
-    r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI'm\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
-    r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*yo\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
+    r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI(?:'m|\s+am)\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
+    r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*y/?o\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
     re.I,
 )
 

@@ -115,7 +115,7 @@ def _gerund(verb: str) -> str:
 
 def _items(rest: str) -> list[str]:
     """The items of a preference list ("hiking, black coffee and old jazz records")."""
-    rest = " " + rest
+    rest = " " + rest.split("http", 1)[0]  # a link is no item ("trails, see https://...")
     end = _VALUE_END.search(rest)
     rest = protect_binomials(strip_trailing(rest[: end.start()] if end else rest))
     parts = [restore(p) for p in _LIST_SPLIT.split(rest.strip())]
@@ -155,6 +155,7 @@ def _item(words: list[str]) -> str | None:
         or " ".join(low) in VAGUE_VALUES
         or " ".join(low[:2]) in VAGUE_VALUES
         or any(w in PRONOUN_TOKENS for w in low)
+        or low in (["see"], ["check"], ["look"], ["go"])  # "..., see https://...": a pointer, no item
     ):
         return None
     return " ".join(words)

@@ -252,15 +252,19 @@ _MY_JOB = rx(
 )
 _EMPLOYER = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been|\s+was)?\s+" + ADV + r"(?:work|working|"
-    r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+)?(?:new\s+)?job|"
+    r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+|my\s+)?(?:new\s+|first\s+)?job|"
     r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+",
     first="i",
 )
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
 
 
+_AGE_BEFORE_JOB = lazy(r"^\s*\d{1,3}\s*-?\s*(?:y/?o|yrs?|years?)(?:\s*-?\s*old)?\s+")
+
+
 def take_job(rest: str, need_lexicon: bool) -> tuple[str, str] | None:
     """A job phrase at the start of `rest` and what follows it, or None."""
+    rest = _AGE_BEFORE_JOB.sub("", rest, count=1)  # "a 28 yo designer": the age is not the job
     words: list[str] = []
     for w in rest.split():
         bare = w.strip(",.!?")
@@ -353,7 +357,7 @@ _NUMBERS = {w: i for i, w in enumerate(NUMBER_WORDS)}
 _TENS = {w: 10 * (i + 2) for i, w in enumerate(TENS_WORDS)}
 _NUM = r"(\d{1,3}|(?:" + "|".join([*_TENS, *_NUMBERS]) + r")(?:[\s\-](?:" + "|".join(_NUMBERS) + r"))?)"
 _AGE = rx(
-    I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
+    I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b|(?-i:[mfMF])\b)?"
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
     first="i",
 )
