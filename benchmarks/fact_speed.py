@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "memory_worker" / "src"))
 
 ENGINE = "memory_worker/src/memory_engine"
-MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")
+MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")  # at 99c3e8c
 LOCOMO = Path("/work/shared/locomo/locomo-dev.json")
 LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"
 
@@ -38,7 +38,16 @@ def baseline_package(ref: str) -> types.ModuleType:
     pkg = tmp / "facts_reference"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("", encoding="utf-8")
-    for name in MODULES:
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    names = [
+        Path(p).stem for p in listed if Path(p).name.startswith("facts") and p.endswith(".py")
+    ] or MODULES
+    for name in names:
         source = subprocess.run(
             ["git", "-C", str(ROOT), "show", f"{ref}:{ENGINE}/{name}.py"],
             capture_output=True,

@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable, Iterable
 
 from .facts_chat import doings, intro_facts, normalise, profile_facts, restore_subject, signoff
-from .facts_clauses import FactChange, clauses, folded, is_question, rule_gate, sentences
+from .facts_clauses import FactChange, clauses, folded, has_any, is_question, rule_gate, sentences
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
-from .facts_patterns import gate_search, lazy
+from .facts_patterns import lazy
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -105,7 +105,7 @@ RULES: tuple[Rule, ...] = (
     languages,
     doings,
 )
-_Gate = Callable[[str], object]
+_Gate = tuple[str, ...]
 _gates: list[tuple[Rule, _Gate | None]] = []  # each rule with its gate, derived on first use
 
 
@@ -113,8 +113,7 @@ def _gated() -> list[tuple[Rule, _Gate | None]]:
     """The rules in order, each with a search for the literals its findings need (rule_gate)."""
     if not _gates:
         for rule in RULES:
-            literals = rule_gate(rule)
-            _gates.append((rule, gate_search(literals) if literals else None))
+            _gates.append((rule, rule_gate(rule)))
     return _gates
 
 
@@ -191,7 +190,7 @@ def _sentence_facts(text: str) -> list[FactChange]:
             if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                 continue
             for rule, gate in _gated():  # in their order; a rule runs when its gate's text is there
-                if gate is None or gate(low) is not None:
+                if gate is None or has_any(low, gate):
                     changes.extend(rule(clause))
         changes.extend(introduced)
     return changes

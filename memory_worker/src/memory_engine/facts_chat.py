@@ -36,6 +36,8 @@ _BARE_VERB = lazy(
     r"(?:(?P<i>(?:" + _VERBS_I + r")\b)|(?P<im>(?:" + _VERBS_IM + r")\b)|(?P<ive>been\b(?!\s+to\b)))",
     re.I,
 )
+_OPENING_VERBS = frozenset([*_VERBS_I.split("|"), *_VERBS_IM.split("|"), "been"])
+_WORDS = lazy(r"[\w-]+", 0)
 _SEGMENT = lazy(r"(,\s+|:\s+)", 0)
 _BARE_JOB = lazy(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
@@ -76,8 +78,11 @@ def restore_subject(sentence: str) -> str:
     """The sentence with "I" put back where chat leaves it out ("love hiking, hate crowds")."""
     if _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
         sentence = "my " + sentence.lstrip()
-    if not _BARE_VERB.search(sentence) and "," not in sentence and not _BARE_JOB.match(sentence):
-        return sentence
+    low = sentence.lower()
+    if _OPENING_VERBS.isdisjoint(_WORDS.findall(low)) and not (
+        (" at " in low or " for " in low or " with " in low) and _BARE_JOB.match(sentence)
+    ):
+        return sentence  # no verb that opens a statement without "I", anywhere
     parts = _SEGMENT.split(sentence)
     if _OTHER_SUBJECT.match(sentence):  # "My kids, Mia and Noah, love pizza": theirs
         return "".join([_restore_one(parts[0]), *parts[1:]]) if len(parts) > 1 else sentence
@@ -147,6 +152,7 @@ _INTRO_REST = lazy(
     r"they/them|male|female|nb|m|f)\b",
     re.I,
 )
+_DIGIT = lazy(r"\d", 0)
 _AGE_PHRASE = lazy(
     r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI(?:'m|\s+am)\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
     r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*y/?o\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
@@ -163,6 +169,9 @@ def _lower_name(name: str) -> str | None:
 def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     """Name and age from the short forms of an introduction (`first`: the message's first sentence)."""
     out: list[FactChange] = []
+    low = sentence.lower()
+    if not first and "short" not in low and not _DIGIT.search(low):
+        return out  # only the first sentence introduces; "X for short" and ages anywhere
     m = _LOWER_INTRO.match(sentence)
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))

@@ -70,17 +70,17 @@ class Rx(LazyRe):
         return search(low) is not None
 
 
-def _always(_: str) -> bool | None:
+def _always(_: str) -> object:
     return True
 
 
 _ALWAYS = _always
 
 
-def gate_search(literals: tuple[str, ...]) -> Callable[[str], bool | None]:
-    """A test for any of `literals` in folded text: True, or None when none is there."""
+def gate_search(literals: tuple[str, ...]) -> Callable[[str], object]:
+    """A test for any of `literals` in folded text: True, or None (a loop of `in`: the fastest here)."""
 
-    def search(low: str) -> bool | None:
+    def search(low: str) -> object:
         for literal in literals:
             if literal in low:
                 return True
