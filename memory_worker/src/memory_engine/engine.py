@@ -283,7 +283,7 @@ class ChatMemory:
     def _fact_history(self, limit: int = FACT_HISTORY_LIMIT) -> list[dict[str, Any]]:
         """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
         rows = self.sql.exec(
-            "SELECT id, author, author_id, key, value, updated_at, superseded_at FROM facts "
+            "SELECT id, author, author_id, key, value, kind, updated_at, superseded_at FROM facts "
             "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
             limit,
         )
