@@ -169,6 +169,8 @@ class MemoryGateway:
             usage_today=dict(data.get("usage_today") or {}),
             usage_today_author=dict(data.get("usage_today_author") or {}),
             persona=str(data.get("persona") or ""),
+            notes=tuple(data.get("notes") or ()),
+            topic_started_at=data.get("topic_started_at") or None,
         )
 
     async def reply(self, chat: str, body: Mapping[str, Any]) -> None:

@@ -33,6 +33,8 @@ class MemoryContext:
     usage_today: dict[str, Any] = field(default_factory=dict)
     usage_today_author: dict[str, Any] = field(default_factory=dict)  # for the daily caps
     persona: str = ""  # the chat's own instructions (/persona), "" for the default
+    notes: tuple[dict[str, Any], ...] = ()  # /remember: kept in every prompt
+    topic_started_at: str | None = None  # /new: the recent window begins there
 
 
 @dataclass(frozen=True)

@@ -236,11 +236,10 @@ class Router:
                 t for t in rank_tiers(self.tiers) if self.tiers[t].vision and t not in order
             ]
         persona = mem.persona if mem else ""
-        messages: tuple[dict[str, Any], ...] = build_messages(
+        built = build_messages(
             text=text,
             author=message.author,
-            memory_prompt=mem.prompt if mem else None,
-            recent=mem.recent if mem else (),
+            memory=mem,
             group=message.platform != "console" and not chat.startswith(("console:",)),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
@@ -248,6 +247,9 @@ class Router:
                 self.settings.system_prompt, persona, DESCRIBE if intake.images else ""
             ),
         )
+        messages = built.messages
+        if built.dropped:
+            log.info("prompt of %s cut to fit the context: %s", chat, ", ".join(built.dropped))
         if intake.images:
             current = messages[-1]
             content = image_content(str(current["content"]), intake.images)
@@ -260,7 +262,7 @@ class Router:
             text=text,
             memory=mem,
         )
-        prompt = mem.prompt if mem is not None else NO_MEMORY
+        prompt = built.shown() if mem is not None else NO_MEMORY
         last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
         return _Prepared(message, message_id, text, mem, choice, order, request, intake)

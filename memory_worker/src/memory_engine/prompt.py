@@ -1,4 +1,9 @@
-"""The memory prompt: what the model is shown of a chat's memory, quoted as data."""
+"""The memory prompt: what the model is shown of a chat's memory, quoted as data.
+
+The recent messages are not in it: the bot sends them as chat turns (the turn answer's
+`recent`), so the prompt carries only what the turns do not (retrieved older messages, the
+summary, facts and notes), and no message reaches the model twice.
+"""
 
 from __future__ import annotations
 
@@ -43,21 +48,17 @@ def _line(msg: dict[str, Any]) -> str:
 
 
 def render_prompt(
-    recent: Iterable[dict[str, Any]],
     retrieved: Iterable[dict[str, Any]],
     summary: str | None,
     facts: Iterable[dict[str, Any]],
     notes: Iterable[dict[str, Any]] = (),
     topic_started_at: str | None = None,
 ) -> str:
-    """The memory prompt: header, recent, retrieved, then summary, facts and notes when present."""
+    """The memory prompt: header, retrieved, then summary, facts and notes when present."""
     parts = [HEADER]
-    recent = list(recent)
     retrieved = list(retrieved)
     if topic_started_at:  # /new: said once, so /why shows where the recent window begins
         parts.append(f"(new topic started {_when(topic_started_at)} UTC: recent messages begin there)")
-    if recent:
-        parts.append("Recent messages:\n" + "\n".join(_line(m) for m in recent))
     if retrieved:
         parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
     if summary:
