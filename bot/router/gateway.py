@@ -45,6 +45,7 @@ class MemoryGateway:
         replay_interval_s: float = default("memory", "replay_interval_s"),
         backoff: BackOff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        close_timeout_s: float = 5.0,
     ) -> None:
         self.client = client
         self.outbox = outbox
@@ -55,6 +56,7 @@ class MemoryGateway:
         self._delay = self.backoff.first_s
         self._wake = asyncio.Event()
         self._replayer: asyncio.Task[None] | None = None
+        self.close_timeout_s = close_timeout_s  # the last flush on the way out (the rest stays on disk)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -71,7 +73,7 @@ class MemoryGateway:
                 await self._replayer
         # One last try, so a clean shutdown leaves nothing behind when the worker is up.
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(5.0):
+            async with asyncio.timeout(self.close_timeout_s):
                 await self.outbox.flush(self.client)
 
     async def _replay_loop(self) -> None:
@@ -156,6 +158,9 @@ class MemoryGateway:
             self._down(str(exc))
             self._keep(chat, "turn", body)
             return None
+        except asyncio.CancelledError:  # a shutdown: the worker may not have it; replaying is idempotent
+            self._keep(chat, "turn", body)
+            raise
         except MemoryRefused as exc:
             # 413 (too long), 400 (bad chat key): the worker will never take it; answer anyway.
             log.warning("memory refused the message in %s: %s", chat, exc.error)
@@ -184,6 +189,9 @@ class MemoryGateway:
         except MemoryUnavailable as exc:
             self._down(str(exc))
             self._keep(chat, "reply", record)
+        except asyncio.CancelledError:
+            self._keep(chat, "reply", record)
+            raise
         except MemoryRefused as exc:
             log.warning("memory refused a reply record in %s: %s", chat, exc.error)
 

@@ -9,6 +9,7 @@ caches, the tier router calls the models, the registry runs the commands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -67,6 +68,9 @@ class RouterOptions:
     # How the tier router waits between retries (back-off, Retry-After): tests pass one that
     # returns at once, so retry decisions are checked without waiting out real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    # The gateway's last outbox flush on the way out: what it cannot send in time stays on
+    # disk and is replayed at the next start, so a shutdown never waits for the worker.
+    close_timeout_s: float = 0.3
 
     @classmethod
     def from_settings(cls, memory: MemorySettings) -> RouterOptions:
@@ -80,6 +84,7 @@ class RouterOptions:
             outbox,
             replay_interval_s=self.replay_interval_s,
             backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
+            close_timeout_s=self.close_timeout_s,
         )
 
 
@@ -124,6 +129,7 @@ class Router:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
+        self._recording: set[asyncio.Future[None]] = set()
         self.chats = chats or ChatState()
         self._commands = commands
         self.tiers = dict(tiers)
@@ -152,6 +158,13 @@ class Router:
             vision=any(t.vision for t in self.tiers.values()),
             offline=offline,
         )
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (up to `timeout_s`) for records still being written after their reader left."""
+        if self._recording:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*self._recording, return_exceptions=True)
 
     @property
     def registry(self) -> Registry:
@@ -433,8 +446,12 @@ class Router:
                 completion_tokens=stream.completion_tokens,
                 error=error,
             )
-            # Shielded: the reader may stop early (generator closed); the record must still land.
-            await asyncio.shield(self._record_attempt(prep, attempt, text))
+            # Shielded: the reader may stop early (generator closed); the record must still land,
+            # and a shutdown waits for it (`drain`).
+            record = asyncio.ensure_future(self._record_attempt(prep, attempt, text))
+            self._recording.add(record)
+            record.add_done_callback(self._recording.discard)
+            await asyncio.shield(record)
             self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:
