@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -183,18 +184,28 @@ async def build_router(
         yield router
 
 
-def run_chat(data_dir: Path, chat_key: str) -> int:
+def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
     """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory.
 
+    `speaker` (`--as NAME`): speak as that person of the chat, found by name or id (bot/speakers.py).
     Ctrl-C ends it at once (status 130); SIGTERM (a service manager, `docker stop`) lets the
     answer being made finish first, within bot/shutdown.py's grace.
     """
     from bot.adapters.console import run_console
+    from bot.speakers import Speaker, SpeakerNotFound, find_speaker
 
     settings = load_settings()
 
     async def main(stop: asyncio.Event) -> int:
         async with build_router(settings, data_dir) as router:
+            who: Speaker | None = None
+            if speaker is not None:
+                try:
+                    who = await find_speaker(router.memory.export(chat_key), chat_key, speaker)
+                except SpeakerNotFound as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 2
+                print(f"speaking as {who.author} (id {who.author_id}) in {chat_key}", file=sys.stderr)
             return await run_console(
                 router,
                 chat_key,
@@ -202,6 +213,8 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
                 offline=router.offline,
                 streaming=settings.console.streaming,
                 stop=stop,
+                author=who.author if who else None,
+                author_id=who.author_id if who else None,
             )
 
     return run_until_signalled(main, sigint_at_once=True, sigint_rc=130)

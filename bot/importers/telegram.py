@@ -142,6 +142,7 @@ def convert(
     author = sender if isinstance(sender, str) and sender else DELETED if from_id else str(chat_id)
     user = author_id if author_id != str(chat_id) else None
     role = "assistant" if bot_id is not None and author_id == str(bot_id) else "user"
+    reply_to = m.get("reply_to_message_id")
     return Record(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
         message_id=str(message_id),
@@ -150,6 +151,7 @@ def convert(
         author_id=author_id,
         ts=ts,
         role=role,
+        reply_to_message_id=str(reply_to) if type(reply_to) is int else "",  # a bool is no id
     )
 
 

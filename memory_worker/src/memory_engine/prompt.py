@@ -8,7 +8,7 @@ summary, facts and notes), and no message reaches the model twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
@@ -32,7 +32,7 @@ def _name(name: str) -> str:
     return " ".join(name.split())[:64]
 
 
-def _speaker(msg: dict[str, Any]) -> str:
+def _speaker(msg: Mapping[str, Any]) -> str:
     if msg["role"] == "assistant":
         return "assistant"
     return _name(msg.get("author") or "") or msg["role"]
@@ -42,16 +42,16 @@ def _when(ts: str) -> str:
     return ts[:16].replace("T", " ")
 
 
-def _line(msg: dict[str, Any]) -> str:
+def _line(msg: Mapping[str, Any]) -> str:
     ts = _when(msg.get("ts") or "")
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
 
 def render_prompt(
-    retrieved: Iterable[dict[str, Any]],
+    retrieved: Iterable[Mapping[str, Any]],
     summary: str | None,
-    facts: Iterable[dict[str, Any]],
-    notes: Iterable[dict[str, Any]] = (),
+    facts: Iterable[Mapping[str, Any]],
+    notes: Iterable[Mapping[str, Any]] = (),
     topic_started_at: str | None = None,
 ) -> str:
     """The memory prompt: header, retrieved, then summary, facts and notes when present."""
