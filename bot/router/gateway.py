@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memory_engine import wire
+from memory_engine.backoff import doubling
 from memory_engine.routes import Route
 
 from bot.config import default
@@ -62,7 +63,7 @@ class MemoryGateway(MemoryRoutes):
         self.backoff = backoff or BackOff()
         self._clock = clock
         self._down_until = 0.0
-        self._delay = self.backoff.first_s
+        self._failures = 0
         self._wake = asyncio.Event()
         self._replayer: asyncio.Task[None] | None = None
         self.close_timeout_s = close_timeout_s  # the last flush on the way out (the rest stays on disk)
@@ -128,12 +129,12 @@ class MemoryGateway(MemoryRoutes):
         # Warn once per outage; the retries while it lasts are debug noise.
         level = logging.DEBUG if self.is_down() else logging.WARNING
         log.log(level, "memory worker unavailable (%s); answering without memory, keeping records", why)
-        self._down_until = self._clock() + self._delay
-        self._delay = min(self.backoff.max_s, self._delay * 2)
+        self._down_until = self._clock() + doubling(self._failures, self.backoff.first_s, self.backoff.max_s)
+        self._failures += 1
 
     def _up(self) -> None:
         self._down_until = 0.0
-        self._delay = self.backoff.first_s
+        self._failures = 0
 
     def _keep(self, chat: str, kind: str, body: Mapping[str, Any]) -> None:
         self.outbox.add(chat, kind, dict(body))

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from memory_engine import wire
+from memory_engine.backoff import retry_after_s
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
@@ -139,26 +138,7 @@ class ChatModel(Protocol):
 
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_s(headers)
 
 
 def failure_from(exc: BaseException) -> ModelFailure:
