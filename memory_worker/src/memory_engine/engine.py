@@ -249,7 +249,7 @@ class ChatMemory:
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
             notes = current_notes(self.sql)
             summary = self.state("summary") or ""
-            prompt = render_prompt(recent, retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
+            prompt = render_prompt(retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
             return {
                 "extras": chat_state.turn_extras(self.sql, author_id, ts[:10], notes, topic_at),
