@@ -16,8 +16,8 @@ from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
-from .retrieval import index_message, link_previous, rank
-from .storage import SqlStorage, migrate
+from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
+from .storage import SqlStorage, migrate, rows_of
 from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
@@ -27,6 +27,8 @@ PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
+# The state keys a turn reads (`ChatMemory._turn_state`).
+_TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
 
 
 def utc_iso(dt: datetime) -> str:
@@ -47,6 +49,7 @@ class ChatMemory:
         self.sql = sql
         self.clock = clock
         self.retention = retention
+        self._pruned_day = ""  # the day whose old daily counters were last pruned (see `turn`)
         migrate(sql, self.now())
 
     # -- small helpers -----------------------------------------------------------------
@@ -212,36 +215,51 @@ class ChatMemory:
     ) -> dict[str, Any]:
         """Record a user message, then build its memory prompt from everything before it."""
         ts = self.now()
-
-        def record() -> tuple[int, bool]:
-            existing = self._find_by_message_id(message_id)
-            if existing is not None:
-                return int(existing["id"]), False  # a repeat: acknowledged, not stored twice
-            new_id = self.insert_message("user", text, author, author_id, message_id, ts, index=False)
-            assert new_id is not None
-            index_message(self.sql, new_id, text, author, link=False)  # linked after retrieval
-            self.apply_facts(text, author, author_id, new_id, ts)
-            chat_state.count_message(self.sql, author_id, ts[:10])
-            return new_id, True
+        day = ts[:10]
 
         def build() -> dict[str, Any]:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
-            current_id, stored = record()
-            chosen = mode or self.mode()
-            topic_after, topic_at = chat_state.topic_start(self.sql)  # /new: recent starts after it
-            recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4), topic_after)
+            state = self._turn_state()
+            chosen = mode or state.get("mode") or "auto"
+            topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
+            want = min(RECENT_BY_MODE.get(chosen, 4), RING_SIZE)
+            # The messages before this one, read once: the recent ones and the index's context.
+            before = self._newest(max(want, TURNS_BEFORE))
+            current_id = self._insert_turn(text, author, author_id, message_id, ts)
+            stored = current_id is not None
+            if current_id is None:  # a repeat: acknowledged, not stored twice
+                existing = self._find_by_message_id(message_id)
+                assert existing is not None
+                current_id = int(existing["id"])
+                before = self._recent_before(current_id, max(want, TURNS_BEFORE))
+            else:
+                self.apply_facts(text, author, author_id, current_id, ts)
+                chat_state.count_message(self.sql, author_id, day, prune=self._pruned_day != day)
+                self._pruned_day = day
+            recent = [m for m in before if m["id"] > topic_after][-want:] if want else []
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
-            if stored:  # only now: the previous message must not match the question itself
-                link_previous(self.sql, current_id)
+            if stored:
+                # Indexed after the retrieval, which it could not be part of (it is excluded):
+                # the previous message gains its words only now, or it would match the
+                # question itself. And in rowid order: FTS5 writes its pending terms out as
+                # a segment whenever a row is written below the last one, so updating the
+                # previous row after inserting this one cost a second segment per turn.
+                if before:
+                    link_to(self.sql, before[-1]["id"], text)
+                index_new(self.sql, current_id, text, author, ts, [m["text"] for m in before])
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
             notes = current_notes(self.sql)
-            summary = self.state("summary") or ""
+            summary = state.get("summary") or ""
+            topic_at = state.get(chat_state.TOPIC_AT)
             prompt = render_prompt(recent, retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
+            extras = chat_state.turn_extras(
+                self.sql, author_id, day, notes, topic_at, persona=state.get(chat_state.PERSONA) or ""
+            )
             return {
-                "extras": chat_state.turn_extras(self.sql, author_id, ts[:10], notes, topic_at),
+                "extras": extras,
                 "current_id": current_id,
                 "mode": chosen,
                 "recent": recent,
@@ -268,6 +286,37 @@ class ChatMemory:
             **built["extras"],
         }
 
+    def _turn_state(self) -> dict[str, str | None]:
+        """The state a turn reads, in one statement."""
+        rows = rows_of(
+            self.sql,
+            f"SELECT key, value FROM state WHERE key IN ({','.join('?' * len(_TURN_STATE))})",
+            *_TURN_STATE,
+        )
+        return dict(rows)
+
+    def _newest(self, n: int) -> list[dict[str, Any]]:
+        """The newest `n` stored messages, oldest first."""
+        rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages ORDER BY id DESC LIMIT ?", n)
+        rows.reverse()
+        return rows
+
+    def _insert_turn(
+        self, text: str, author: str, author_id: str, message_id: str | None, ts: str
+    ) -> int | None:
+        """Store a user message unindexed; its id, or None when its message_id is stored already."""
+        rows = rows_of(
+            self.sql,
+            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
+            "VALUES ('user', ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
+            author,
+            author_id,
+            text,
+            ts,
+            message_id,
+        )
+        return int(rows[0][0]) if rows else None
+
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
         rows = self.sql.exec(
@@ -291,6 +340,8 @@ class ChatMemory:
 
     def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
         ranked = rank(self.sql, query, k, exclude)
+        if not ranked:
+            return []
         by_id = self._messages_by_id(i for i, _ in ranked)
         return [dict(by_id[i], score=round(s, 6)) for i, s in ranked if i in by_id]
 
@@ -406,7 +457,9 @@ class ChatMemory:
         # a long backlog must not cost O(backlog).
         return bool(
             self.sql.exec(
-                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", self.summarized_upto(), n
+                "SELECT id FROM messages WHERE id > COALESCE((SELECT CAST(value AS INTEGER) FROM state "
+                "WHERE key = 'summarized_upto'), 0) ORDER BY id LIMIT 1 OFFSET ?",
+                n,
             )
         )
 
