@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import chat_state, forgetting, imports
+from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
 from .facts import extract_facts, is_list_key, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
 from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
-from .storage import SqlStorage, migrate, rows_of
+from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
@@ -26,9 +26,7 @@ RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
-MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
-# The state keys a turn reads (`ChatMemory._turn_state`).
-_TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
+MSG_COLUMNS = turns.MSG_COLUMNS
 
 
 def utc_iso(dt: datetime) -> str:
@@ -220,13 +218,13 @@ class ChatMemory:
         def build() -> dict[str, Any]:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
-            state = self._turn_state()
+            state = turns.turn_state(self.sql)
             chosen = mode or state.get("mode") or "auto"
             topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
             want = min(RECENT_BY_MODE.get(chosen, 4), RING_SIZE)
             # The messages before this one, read once: the recent ones and the index's context.
-            before = self._newest(max(want, TURNS_BEFORE))
-            current_id = self._insert_turn(text, author, author_id, message_id, ts)
+            before = turns.newest(self.sql, max(want, TURNS_BEFORE))
+            current_id = turns.insert_user_message(self.sql, text, author, author_id, message_id, ts)
             stored = current_id is not None
             if current_id is None:  # a repeat: acknowledged, not stored twice
                 existing = self._find_by_message_id(message_id)
@@ -285,37 +283,6 @@ class ChatMemory:
             "usage_today": self.usage_today(),
             **built["extras"],
         }
-
-    def _turn_state(self) -> dict[str, str | None]:
-        """The state a turn reads, in one statement."""
-        rows = rows_of(
-            self.sql,
-            f"SELECT key, value FROM state WHERE key IN ({','.join('?' * len(_TURN_STATE))})",
-            *_TURN_STATE,
-        )
-        return dict(rows)
-
-    def _newest(self, n: int) -> list[dict[str, Any]]:
-        """The newest `n` stored messages, oldest first."""
-        rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages ORDER BY id DESC LIMIT ?", n)
-        rows.reverse()
-        return rows
-
-    def _insert_turn(
-        self, text: str, author: str, author_id: str, message_id: str | None, ts: str
-    ) -> int | None:
-        """Store a user message unindexed; its id, or None when its message_id is stored already."""
-        rows = rows_of(
-            self.sql,
-            "INSERT INTO messages(role, author, author_id, text, ts, message_id) "
-            "VALUES ('user', ?, ?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING RETURNING id",
-            author,
-            author_id,
-            text,
-            ts,
-            message_id,
-        )
-        return int(rows[0][0]) if rows else None
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
