@@ -136,11 +136,19 @@ def _parse(req: Request, token: str) -> Operation | Response:
     if not authorized(req, token):
         raise ApiError(401, "missing or wrong bearer token")
     parts = req.path.split("/")
+    if parts[:3] == ["", "v1", "dispatch"]:  # the reminders' dispatch object (reminders_api.py)
+        from . import reminders_api
+
+        return reminders_api.parse_dispatch(method, parts, req)
     if len(parts) < 4 or parts[:3] != ["", "v1", "chats"]:
         raise ApiError(404, "unknown route")
     chat_key = _unquote(parts[3], "chat key")
     rest = parts[4:]
     methods: dict[str, str]
+    if rest and rest[0] in ("reminders", "delivered") and CHAT_KEY.match(chat_key):
+        from . import reminders_api
+
+        return reminders_api.parse_chat(method, chat_key, rest, req)
     if len(rest) == 2 and rest[0] in _ITEM_ROUTES:
         methods = _ITEM_ROUTES[rest[0]]
     elif len(rest) <= 1:
@@ -433,6 +441,10 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
         return Response(200, m.forget_author(a["author_id"]))
     if op.name in _USER_DATA_OPS:
         return _user_data(op, m)
+    if op.name.startswith(("dispatch_", "reminder", "add_reminder", "cancel_reminder")):
+        from . import reminders_api
+
+        return reminders_api.execute(op, m)
     if op.name == "compact":
         committed = 0
         try:
