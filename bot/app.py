@@ -29,6 +29,7 @@ from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import ChoiceRules, rank_tiers
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ async def build_router(
         transcriber = None if offline else await _open_transcriber(settings, stack)
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
-        yield Router(
+        router = Router(
             memory=gateway,
             chats=ChatState(),
             models=chosen,
@@ -177,6 +178,12 @@ async def build_router(
             transcriber=transcriber,
             clock=clock,
         )
+        # Due reminders: each adapter starts a courier for its platform's chats.
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        try:
+            yield router
+        finally:
+            await router.reminders.stop()
 
 
 def run_chat(data_dir: Path, chat_key: str) -> int:

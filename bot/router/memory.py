@@ -111,6 +111,18 @@ class MemoryClient(Protocol):
     async def start_topic(self, chat: str) -> dict[str, Any]:
         """Start a new topic: the recent window begins after the newest message."""
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        refusals: frozenset[int] = frozenset(),
+    ) -> Any:
+        """Any route by method and path (reminders, the dispatch queue); `refusals`: 4xx answers
+        that are refusals (`MemoryRefused`) rather than a reason to retry later."""
+
 
 _RETRY_LATER = frozenset({401, 403, 404, 408, 429})
 _FACT_ANSWERS = frozenset({403, 404})
@@ -197,6 +209,18 @@ class HttpMemoryClient:
         if data is None:
             raise MemoryUnavailable("memory worker answered something that is not JSON")
         return data
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        refusals: frozenset[int] = frozenset(),
+    ) -> Any:
+        """Any route by method and (quoted) path: the reminder and dispatch routes."""
+        return await self._call(method, path, json=json, params=params, refusals=refusals)
 
     async def health(self) -> bool:
         """True when `GET /health` answers ok."""

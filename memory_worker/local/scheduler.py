@@ -27,6 +27,7 @@ log = logging.getLogger("memory_worker.local")
 
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
+MAX_IDLE_S = 1.0
 HANDOVER_RETRY_MS = 5_000  # a due reminder that could not be handed over is tried again soon
 
 
@@ -134,6 +135,9 @@ class CompactionScheduler:
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
+            # Look again at least every MAX_IDLE_S: a due reminder is never slept past when the
+            # wall clock jumps (suspend, NTP) or an injected clock moves (tests).
+            timeout = MAX_IDLE_S if timeout is None else min(timeout, MAX_IDLE_S)
             if timeout == 0:
                 continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancellation

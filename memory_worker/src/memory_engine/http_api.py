@@ -145,7 +145,7 @@ def _parse(req: Request, token: str) -> Operation | Response:
     chat_key = _unquote(parts[3], "chat key")
     rest = parts[4:]
     methods: dict[str, str]
-    if rest and rest[0] in ("reminders", "delivered") and CHAT_KEY.match(chat_key):
+    if rest and rest[0] in ("reminders", "delivered", "timezone") and CHAT_KEY.match(chat_key):
         from . import reminders_api
 
         return reminders_api.parse_chat(method, chat_key, rest, req)
@@ -441,7 +441,7 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
         return Response(200, m.forget_author(a["author_id"]))
     if op.name in _USER_DATA_OPS:
         return _user_data(op, m)
-    if op.name.startswith(("dispatch_", "reminder", "add_reminder", "cancel_reminder")):
+    if op.name.startswith(("dispatch_", "reminder", "add_reminder", "cancel_reminder", "set_timezone")):
         from . import reminders_api
 
         return reminders_api.execute(op, m)

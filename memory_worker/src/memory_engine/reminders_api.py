@@ -7,6 +7,7 @@ On a chat (`/v1/chats/{chat}/...`):
 - `GET .../reminders[?author_id=]`: `{"reminders": [...]}`, pending, soonest first
 - `GET .../reminders/{id}`: `{"reminder"}` (404: gone)
 - `DELETE .../reminders/{id}[?author_id=]` (403 when not theirs): `{"cancelled"}`
+- `PUT .../timezone` `{"timezone", "author_id", "author"?}`: kept as the person's fact `timezone`
 - `POST .../delivered` `{"reminder_id", "due_at", "sent_at", "late"?, "next_due_at"?}`:
   `{"recorded", "duplicate"}`
 
@@ -17,19 +18,21 @@ On the dispatch object (`/v1/dispatch/...`, all POST): `offer {"items"}`, `lease
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import reminders
 from .engine import ChatMemory
 from .http_api import ApiError, Operation, Request, Response, _int, _json_body, _plain, _query
 
-CHAT_OPS = ("add_reminder", "reminders", "reminder", "cancel_reminder", "reminder_delivered")
+CHAT_OPS = ("add_reminder", "reminders", "reminder", "cancel_reminder", "reminder_delivered", "set_timezone")
 DISPATCH_OPS = ("dispatch_offer", "dispatch_lease", "dispatch_ack", "dispatch_release", "dispatch_state")
 OPS = frozenset(CHAT_OPS + DISPATCH_OPS)
-SUFFIXES = ("reminders", "delivered")  # what after /v1/chats/{chat}/ is ours
+SUFFIXES = ("reminders", "delivered", "timezone")  # what after /v1/chats/{chat}/ is ours
 MAX_MS = 2**53  # a JSON number both hosts read exactly
 MAX_EVERY_CHARS = 512
 MAX_LEASE_MS = 3_600_000
+TZ_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,2}\Z")  # checked for real by the bot
 
 
 def _ms(value: Any, name: str) -> int:
@@ -45,7 +48,7 @@ def _author_query(query: dict[str, str]) -> str | None:
 
 def parse_chat(method: str, chat_key: str, rest: list[str], req: Request) -> Operation:
     """A reminder route on a chat (rest: the path after the chat key); raises ApiError."""
-    allowed = {"reminders": ("GET", "POST"), "delivered": ("POST",)}[rest[0]]
+    allowed = {"reminders": ("GET", "POST"), "delivered": ("POST",), "timezone": ("PUT",)}[rest[0]]
     if len(rest) == 2 and rest[0] == "reminders":
         allowed = ("GET", "DELETE")
     elif len(rest) != 1:
@@ -58,6 +61,17 @@ def parse_chat(method: str, chat_key: str, rest: list[str], req: Request) -> Ope
         if method == "DELETE":
             args["author_id"] = _author_query(query)
         return Operation("reminder" if method == "GET" else "cancel_reminder", chat_key, args)
+    if rest[0] == "timezone":
+        body = _json_body(req)
+        name = _plain(body.get("timezone"), "timezone", 64).strip()
+        if not TZ_NAME.match(name):
+            raise ApiError(400, "timezone must be an IANA name such as Europe/Lisbon")
+        author_id = _plain(body.get("author_id"), "author_id")
+        if not author_id:
+            raise ApiError(400, "author_id must not be empty")
+        author = _plain(body.get("author") or "", "author")
+        args = {"timezone": name, "author": author, "author_id": author_id}
+        return Operation("set_timezone", chat_key, args)
     if rest[0] == "delivered":
         body = _json_body(req)
         late = body.get("late", False)
@@ -174,6 +188,9 @@ def execute(op: Operation, m: ChatMemory) -> Response:
             return Response(200, reminders.get(sql, a["reminder_id"]))
         if op.name == "cancel_reminder":
             return Response(200, reminders.cancel(sql, a["reminder_id"], a["author_id"]))
+        if op.name == "set_timezone":
+            m.learn_fact(a["author"], a["author_id"], "timezone", a["timezone"], source=0)
+            return Response(200, {"timezone": a["timezone"]})
         if op.name == "reminder_delivered":
             return Response(200, reminders.delivered(sql, **a))
         if op.name == "dispatch_offer":
