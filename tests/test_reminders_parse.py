@@ -62,7 +62,7 @@ def test_durations_count_real_time_across_a_dst_change():
 
 def test_every_monday_at_8_is_recurring_and_keeps_the_wall_clock_through_dst():
     task, when, every = read("every Monday at 8 remind me to put the bins out")
-    assert (task, when) == ("put the bins out", "Monday 7 Dec at 08:00 (Europe/Lisbon)")
+    assert (task, when) == ("put the bins out", "Monday 7 December 2026 at 08:00 (Europe/Lisbon)")
     assert every == {"at": "08:00", "weekday": 0} and format_every(every) == "every Monday at 08:00"
     # Through the March change: 08:00 WET (08:00 UTC), then 08:00 WEST (07:00 UTC).
     first = next_occurrence(every, "Europe/Lisbon", datetime(2027, 3, 20, tzinfo=UTC))
@@ -74,7 +74,7 @@ def test_every_monday_at_8_is_recurring_and_keeps_the_wall_clock_through_dst():
 
 def test_every_day_and_weekdays():
     _, when, every = read("remind me every day at 7:30 to take the pills")
-    assert when == "Wednesday 2 Dec at 07:30 (Europe/Lisbon)" and every == {"at": "07:30"}
+    assert when == "Wednesday 2 December 2026 at 07:30 (Europe/Lisbon)" and every == {"at": "07:30"}
     friday_evening = datetime(2026, 12, 4, 20, 0, tzinfo=UTC)
     weekdays = {"at": "07:30", "weekdays": [0, 1, 2, 3, 4]}
     assert next_occurrence(weekdays, "UTC", friday_evening) == datetime(2026, 12, 7, 7, 30, tzinfo=UTC)
