@@ -238,6 +238,7 @@ class ReminderDesk:
         self.settings = settings
         self.clock = clock or _utcnow
         self._running: list[tuple[asyncio.Task[None], asyncio.Event, Journal]] = []
+        self.couriers: list[Courier] = []  # the started ones (tests, /health-like checks)
 
     def courier(self, platform: str, send: Send) -> Courier:
         """A courier for the chats of `platform` (its journal: DATA/reminders-PLATFORM.sqlite3)."""
@@ -252,6 +253,7 @@ class ReminderDesk:
         stop = asyncio.Event()
         task = asyncio.create_task(courier.run(stop), name=f"reminders-{platform}")
         self._running.append((task, stop, courier.journal))
+        self.couriers.append(courier)
         return courier
 
     async def stop(self) -> None:
@@ -268,3 +270,4 @@ class ReminderDesk:
                     await task
             journal.close()
         self._running.clear()
+        self.couriers.clear()
