@@ -56,7 +56,7 @@ def reminders_seen(tg, chat_id: int) -> list[str]:
 
 
 async def dispatch_state(router) -> dict:
-    return await router.memory.client.request("POST", "/v1/dispatch/state", json={})
+    return await router.reminders.api.state()
 
 
 async def settled(router, done: int) -> dict:
@@ -211,9 +211,7 @@ async def test_forgetme_removes_a_persons_reminders_and_only_theirs(tg, openai, 
         assert refused == "Reminder #1 is someone else's: they or an admin can cancel it."
         await ask(tg, group, alice, "/forgetme")
         listing = (await ask(tg, group, bob, "/reminders"))["text"]
-        exported = await router.memory.client.request(
-            "GET", "/v1/chats/telegram:-100777/export", params={"author_id": "111"}
-        )
+        exported = await router.memory.client.export_page("telegram:-100777", author_id="111")
         clock.advance(minutes=41)
         await tg.wait_until(lambda: reminders_seen(tg, group["id"]), timeout=20)
         await settled(router, done=1)

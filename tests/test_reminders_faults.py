@@ -63,7 +63,7 @@ class DiesAfterSend(ReminderApi):
 
 async def handed_over(api: ReminderApi, count: int = 1) -> None:
     async def queued():
-        state = await api.client.request("POST", "/v1/dispatch/state", json={})
+        state = await api.state()
         return state["open"] == count
 
     await wait_until(queued, timeout=10, what="the reminder in the dispatch queue")
@@ -118,7 +118,7 @@ async def test_crash_after_the_send_never_sends_again(tmp_path):
         clock.now += timedelta(seconds=ReminderSettings().lease_s + 1)
         restarted = courier(api, platform, tmp_path / "bot.sqlite3", clock)
         assert await restarted.tick() == 0
-        state = await client.request("POST", "/v1/dispatch/state", json={})
+        state = await ReminderApi(client).state()
         reminder = await api.get(CHAT, 1)
     assert platform.sent == [(CHAT, "⏰ Reminder: call the bank")]
     assert state == {"open": 0, "done": 1}
@@ -140,7 +140,7 @@ async def test_cancelled_or_forgotten_after_the_hand_over_is_not_sent(tmp_path):
         await api.cancel(CHAT, 2, "8")  # /unremind after the hand-over
         platform = Platform()
         assert await courier(api, platform, tmp_path / "bot.sqlite3", clock).tick() == 0
-        state = await client.request("POST", "/v1/dispatch/state", json={})
+        state = await ReminderApi(client).state()
         await api.add(CHAT, {"text": "later", "due_at": clock.ms(hours=1)})
         await client.forget_chat(CHAT)  # /forget: the chat's reminders go with it
         left = await api.pending(CHAT)
@@ -216,7 +216,7 @@ async def test_sigkill_of_the_bot_holding_an_unsent_reminder_delivers_it_once(tg
             await tg.wait_for_message(chat["id"], timeout=30)
 
             async def recorded():
-                state = await client.request("POST", "/v1/dispatch/state", json={})
+                state = await ReminderApi(client).state()
                 return state == {"open": 0, "done": 1}
 
             await wait_until(recorded, timeout=15, what="the send recorded")

@@ -57,7 +57,7 @@ async def test_alarm_hands_over_to_the_dispatch_object_and_survives_kill_9(tmp_p
             courier.api = ReminderApi(client)
             await wait_until(lambda: delivered(4), timeout=60, what="the reminders after the restart")
             assert await courier.tick() == 0
-            state = await client.request("POST", "/v1/dispatch/state", json={})
+            state = await ReminderApi(client).state()
         journal.close()
     finally:
         served.stop_quietly()

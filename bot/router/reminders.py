@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from memory_engine.reminder_wire import ReminderRequest
+
 from bot.config import ReminderSettings
 from bot.router.memory import MemoryRefused
 from bot.router.registry import Arg, Command, CommandContext
@@ -57,7 +59,7 @@ async def remind(ctx: CommandContext) -> CommandResult:
         parsed = parse_reminder(ctx.args, ctx.clock(), tz, settings.languages, settings.date_only_time)
     except ReminderParseError as err:
         return CommandResult(str(err))
-    body = {
+    body: ReminderRequest = {
         "text": parsed.task,
         "due_at": int(parsed.due.timestamp() * 1000),
         "author": ctx.message.author,

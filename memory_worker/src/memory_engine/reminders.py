@@ -15,8 +15,9 @@ and handed back with `delivered`.
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import Any
 
+from .reminder_wire import DispatchItem, Reminder
 from .storage import SqlStorage
 
 DISPATCH_KEY = "@dispatch"  # not a valid chat key: no chat route can reach the dispatch object
@@ -30,33 +31,6 @@ TABLES = ("reminders",)  # what forgetting the whole chat empties
 COLUMNS = (
     "id, author, author_id, text, due_at, tz, every, created_at, state, sent_count, last_sent_at, last_late"
 )
-
-
-class Reminder(TypedDict):
-    """A reminder as the API shows it (`every`: the recurrence rule the bot wrote, or None)."""
-
-    id: int
-    author: str
-    author_id: str
-    text: str
-    due_at: int
-    tz: str
-    every: dict[str, Any] | None
-    created_at: str
-    state: str
-    sent_count: int
-    last_sent_at: int | None
-    last_late: int
-
-
-class DispatchItem(TypedDict):
-    """One due occurrence in the dispatch queue: a pointer, never the reminder's words."""
-
-    key: str
-    chat_key: str
-    reminder_id: int
-    due_at: int
-    attempts: int
 
 
 class ReminderNotFound(Exception):
