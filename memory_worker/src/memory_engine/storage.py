@@ -42,6 +42,18 @@ def _canon(column: str) -> str:
     return column
 
 
+def rows_of(sql: SqlStorage, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement; its rows as tuples in column order (name every column: distinct names).
+
+    A storage may offer `rows(query, *params)` that skips building a dict per row (the hot
+    paths read many rows and name none of their columns); any other one is adapted.
+    """
+    rows = getattr(sql, "rows", None)
+    if rows is not None:
+        return list(rows(query, *params))
+    return [tuple(r.values()) for r in sql.exec(query, *params)]
+
+
 # Append-only: never edit a shipped migration; add the next number instead.
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
