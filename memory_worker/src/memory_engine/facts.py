@@ -14,10 +14,19 @@ import re
 from collections.abc import Callable, Iterable
 
 from .facts_chat import doings, intro_facts, normalise, profile_facts, restore_subject, signoff
-from .facts_clauses import FactChange, clauses, folded, has_any, is_question, rule_gate, sentences
+from .facts_clauses import (
+    FactChange,
+    clause_literals,
+    clauses,
+    folded,
+    is_question,
+    rule_gate,
+    rule_patterns,
+    sentences,
+)
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
-from .facts_patterns import lazy
+from .facts_patterns import LiteralIndex, lazy
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -105,15 +114,21 @@ RULES: tuple[Rule, ...] = (
     languages,
     doings,
 )
-_Gate = tuple[str, ...]
+_Gate = frozenset[str]
 _gates: list[tuple[Rule, _Gate | None]] = []  # each rule with its gate, derived on first use
+_index: list[LiteralIndex] = []  # every literal of the rules' patterns, found in one pass
 
 
 def _gated() -> list[tuple[Rule, _Gate | None]]:
-    """The rules in order, each with a search for the literals its findings need (rule_gate)."""
+    """The rules in order, each with the literals one of which its findings need (rule_gate)."""
     if not _gates:
+        literals: set[str] = set()
         for rule in RULES:
-            _gates.append((rule, rule_gate(rule)))
+            gate = rule_gate(rule)
+            _gates.append((rule, None if gate is None else frozenset(gate)))
+            for pattern in rule_patterns(rule):
+                literals.update(pattern.literals or ())
+        _index.append(LiteralIndex(frozenset(literals)))
     return _gates
 
 
@@ -186,11 +201,14 @@ def _sentence_facts(text: str) -> list[FactChange]:
         for clause in clauses(sentence):
             low = folded(clause)
             # Without "I", "my"... only "it's" or "fav..." can be about the speaker.
-            about = not _ABOUT_WORDS.isdisjoint(_WORD_RUN.findall(low))
+            runs = _WORD_RUN.findall(low)
+            about = not _ABOUT_WORDS.isdisjoint(runs)
             if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                 continue
-            for rule, gate in _gated():  # in their order; a rule runs when its gate's text is there
-                if gate is None or has_any(low, gate):
+            gated = _gated()
+            present = clause_literals(clause, low, runs, _index[0])
+            for rule, gate in gated:  # in their order; a rule runs when its gate's text is there
+                if gate is None or not gate.isdisjoint(present):
                     changes.extend(rule(clause))
         changes.extend(introduced)
     return changes

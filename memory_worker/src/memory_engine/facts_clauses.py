@@ -21,7 +21,7 @@ from .facts_lexicon import (
     TIME_UNITS,
     TIME_WORDS,
 )
-from .facts_patterns import Rx, lazy
+from .facts_patterns import LiteralIndex, Rx, lazy
 
 # Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
 # (found by trying every code point): "ım" matches the chat spelling "im".
@@ -326,19 +326,48 @@ WORD = lazy(r"[^\W\d_][\w'\-]*", 0)
 # Gates. Each pattern knows, from its own source, literal strings one of which every match holds
 # (`literals`); a clause holding none of them is not searched. A rule's gate is the union of the
 # gates of the patterns it uses (`rule_gate`): nothing to keep in step by hand.
-_last_fold: tuple[str, str] = ("", "")  # the last clause folded: every rule asks for the same one
+_last_fold: tuple[str, str, frozenset[str] | None, frozenset[str]] = ("", "", None, frozenset())
+# the last clause folded (every rule asks for the same one), with the literals it holds when known
+
+
+def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex) -> frozenset[str]:
+    """The literals of `index` that `clause` (folded: `low`, its runs of \\w: `runs`) holds.
+
+    `triggers` reuses them as its patterns' gates.
+    """
+    global _last_fold
+    present = index.present(low, runs)
+    _last_fold = (clause, low, present, index.literals)
+    return present
 
 
 def triggers(clause: str, pattern: Rx) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
     global _last_fold
-    last, low = _last_fold  # one tuple: a thread reads a consistent pair
+    last, low, present, known = _last_fold  # one tuple: a thread reads a consistent set
     if last is not clause:
         low = folded(clause)
-        _last_fold = (clause, low)
-    if not pattern.gate_passes(low):
-        return []
+        present, known = None, frozenset()
+        _last_fold = (clause, low, None, known)
+    literals = pattern.literal_set
+    if literals is not None:
+        if present is None:
+            if not pattern.gate_passes(low):
+                return []
+        elif literals.isdisjoint(present) and (literals <= known or not pattern.gate_passes(low)):
+            return []  # none of its literals is there (those the index does not know: tested here)
     return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
+
+
+def rule_patterns(rule: Callable[..., Any]) -> list[Rx]:
+    """The `Rx` patterns a rule's code names (nested code included)."""
+    names: set[str] = set()
+    codes = [rule.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return [v for n in names if isinstance(v := rule.__globals__.get(n), Rx)]
 
 
 def rule_gate(rule: Callable[..., Any]) -> tuple[str, ...] | None:
@@ -347,14 +376,7 @@ def rule_gate(rule: Callable[..., Any]) -> tuple[str, ...] | None:
     The patterns are the `Rx` objects the rule's code names (nested code included); a rule with
     one pattern that has no gate, or with none, is always run (None).
     """
-    names: set[str] = set()
-    codes = [rule.__code__]
-    while codes:
-        code = codes.pop()
-        names.update(code.co_names)
-        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
-    patterns = [v for n in names if isinstance(v := rule.__globals__.get(n), Rx)]
-    gates = [pt.literals for pt in patterns]
+    gates = [pt.literals for pt in rule_patterns(rule)]
     if not gates or any(g is None for g in gates):
         return None
     return tuple(sorted(set().union(*gates)))  # type: ignore[arg-type]
