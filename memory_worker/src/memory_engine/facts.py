@@ -117,17 +117,26 @@ RULES: tuple[Rule, ...] = (
 _Gate = frozenset[str]
 _gates: list[tuple[Rule, _Gate | None]] = []  # each rule with its gate, derived on first use
 _index: list[LiteralIndex] = []  # every literal of the rules' patterns, found in one pass
+# For each literal, the rules whose gate holds it, as bits (rule i is bit i), and the rules that
+# have no gate (always run): a clause ORs the bits of its literals and calls only those rules.
+_bits: dict[str, int] = {}
+_always: list[int] = []
 
 
 def _gated() -> list[tuple[Rule, _Gate | None]]:
     """The rules in order, each with the literals one of which its findings need (rule_gate)."""
     if not _gates:
         literals: set[str] = set()
-        for rule in RULES:
+        always = 0
+        for i, rule in enumerate(RULES):
             gate = rule_gate(rule)
             _gates.append((rule, None if gate is None else frozenset(gate)))
+            for literal in gate or ():
+                _bits[literal] = _bits.get(literal, 0) | 1 << i
+            always |= (gate is None) << i
             for pattern in rule_patterns(rule):
                 literals.update(pattern.literals or ())
+        _always.append(always)
         _index.append(LiteralIndex(frozenset(literals)))
     return _gates
 
@@ -206,10 +215,13 @@ def _sentence_facts(text: str) -> list[FactChange]:
             if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                 continue
             gated = _gated()
-            present = clause_literals(clause, low, runs, _index[0])
-            for rule, gate in gated:  # in their order; a rule runs when its gate's text is there
-                if gate is None or not gate.isdisjoint(present):
-                    changes.extend(rule(clause))
+            called = _always[0]
+            for literal in clause_literals(clause, low, runs, _index[0]):
+                called |= _bits.get(literal, 0)
+            while called:  # lowest bit first: the rules run in their order, those whose gate is there
+                bit = called & -called
+                changes.extend(gated[bit.bit_length() - 1][0](clause))
+                called ^= bit
         changes.extend(introduced)
     return changes
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .facts_clauses import ADV, I_, FactChange, is_name_word, title, triggers
+from .facts_clauses import ADV, I_, FactChange, folded, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
 from .facts_patterns import lazy, rx
@@ -172,20 +172,26 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     low = sentence.lower()
     if not first and "short" not in low and not _DIGIT.search(low):
         return out  # only the first sentence introduces; "X for short" and ages anywhere
-    m = _LOWER_INTRO.match(sentence)
+    fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
+    m = _LOWER_INTRO.match(sentence) if _LOWER_INTRO.gate_passes(fold) else None
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))
     for pattern in (_HERE_INTRO, _THIS_IS) if first else ():
-        h = pattern.match(sentence)
+        h = pattern.match(sentence) if pattern.gate_passes(fold) else None
         if h and all(is_name_word(w) for w in h.group("n").split()) and h.group("n").lower() != "bob":
             out.append(FactChange("name", h.group("n")))
-    if first and (full := _FULL_THEN_SHORT.match(sentence)) and is_name_word(full.group("n")):
+    if (
+        first
+        and _FULL_THEN_SHORT.gate_passes(fold)
+        and (full := _FULL_THEN_SHORT.match(sentence))
+        and is_name_word(full.group("n"))
+    ):
         out.append(FactChange("name", full.group("n")))
-    short = _FOR_SHORT.search(sentence)
+    short = _FOR_SHORT.search(sentence) if _FOR_SHORT.gate_passes(fold) else None
     if short and is_name_word(short.group("n")):
         out.append(FactChange("name", short.group("n")))
     if first:
-        na = _NAME_AGE.match(sentence)
+        na = _NAME_AGE.match(sentence) if _NAME_AGE.gate_passes(fold) else None
         intro = na and (na.group("n") or na.group("unit") or _INTRO_REST.match(na.group("rest")))
         if (
             na
@@ -205,7 +211,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
                 place = take_place(rest, allow_lower=False)
                 if place:
                     out.append(FactChange("location", place))
-    ap = _AGE_PHRASE.search(sentence)
+    ap = _AGE_PHRASE.search(sentence) if _AGE_PHRASE.gate_passes(fold) else None
     if ap and 0 < int(ap.group("age")) <= 120:
         out.append(FactChange("age", ap.group("age")))
     return out

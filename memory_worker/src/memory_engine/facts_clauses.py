@@ -207,8 +207,6 @@ def clauses(sentence: str) -> list[str]:
     if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
         low, runs = folded(sentence), None
-    if runs is None:
-        runs = _WORD_RUN.findall(low)
     if not _BREAK_GATE.search(low):
         sentence = sentence.strip(" ,")
         return [sentence] if sentence else []

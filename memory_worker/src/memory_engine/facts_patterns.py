@@ -17,6 +17,8 @@ __all__ = ["LazyRe", "LiteralIndex", "Rx", "gate_search", "lazy", "required_lite
 class LazyRe:
     """A case-insensitive pattern, compiled on first use (a host starts without compiling it).
 
+    It knows the literals its every match holds (`literals`): a text without them needs no search.
+
     The first call of a method compiles the pattern and binds the compiled pattern's methods to
     this object, so later calls go straight to them (no Python frame of ours in between).
     """
@@ -47,13 +49,6 @@ class LazyRe:
             return getattr(self.compiled, name)
         raise AttributeError(name)
 
-
-_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "split", "sub")
-
-
-class Rx(LazyRe):
-    """A rule's trigger pattern: lazy, and knowing the literals its every match holds (its gate)."""
-
     @property
     def literals(self) -> tuple[str, ...] | None:
         """Lower-case strings one of which every match contains; None when none can be told."""
@@ -76,6 +71,13 @@ class Rx(LazyRe):
             gate = self.literals
             search = self.__dict__["_gate"] = gate_search(gate) if gate else _ALWAYS
         return search(low) is not None
+
+
+_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "split", "sub")
+
+
+class Rx(LazyRe):
+    """A rule's trigger pattern: lazy, and knowing the literals its every match holds (its gate)."""
 
 
 def _always(_: str) -> object:
