@@ -7,6 +7,7 @@ pattern here is compiled when first used.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -49,20 +50,16 @@ class LazyRe:
             return getattr(self.compiled, name)
         raise AttributeError(name)
 
-    @property
+    @functools.cached_property
     def literals(self) -> tuple[str, ...] | None:
         """Lower-case strings one of which every match contains; None when none can be told."""
-        if "_literals" not in self.__dict__:
-            self.__dict__["_literals"] = required_literals(self.source, self.flags)
-        return self.__dict__["_literals"]
+        return required_literals(self.source, self.flags)
 
-    @property
+    @functools.cached_property
     def literal_set(self) -> frozenset[str] | None:
-        """`literals` as a set (None when none can be told)."""
-        if "_literal_set" not in self.__dict__:
-            gate = self.literals
-            self.__dict__["_literal_set"] = None if gate is None else frozenset(gate)
-        return self.__dict__["_literal_set"]
+        """`literals` as a set (None when none can be told); cached on the object, read per call."""
+        gate = self.literals
+        return None if gate is None else frozenset(gate)
 
     def gate_passes(self, low: str) -> bool:
         """True when folded text `low` holds one of the literals (always, without literals)."""
