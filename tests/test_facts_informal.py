@@ -155,3 +155,14 @@ def test_every_rule_has_a_gate_from_its_patterns_and_fires(rule):
     # The gate lets through every clause the rule reads a fact in (it is derived, never stale).
     assert all(any(g in c.lower() for g in gate) for c in fired)
     assert required_literals(r"(?:I'm|I\s+am)\s+(\d+)") == ("'m", "am")  # the derivation itself
+
+
+def test_whole_word_gates_are_words_only_where_the_pattern_says_so():
+    from memory_engine.facts_patterns import required_words
+
+    assert required_words(r"(?<![\w'])i(?:'m|\s+am)\s+(\d+)") == {"am"}  # a space each side
+    assert required_words(r"\bmy\s+(?:job|day\s+job)\s+is\b") == {"day", "job"}
+    assert required_words(r"\blive") == frozenset()  # "lived", "lively": part of a word
+    assert required_words(r"fav\w*\s+") == frozenset()
+    assert required_words(r"(?:\w+\s+)*love\s") == frozenset()  # what comes before may be a word
+    assert required_words(r"^(?=[ab])here\b") == {"here"}  # a lookahead is passed over

@@ -117,9 +117,11 @@ RULES: tuple[Rule, ...] = (
 _Gate = frozenset[str]
 _gates: list[tuple[Rule, _Gate | None]] = []  # each rule with its gate, derived on first use
 _index: list[LiteralIndex] = []  # every literal of the rules' patterns, found in one pass
-# For each literal, the rules whose gate holds it, as bits (rule i is bit i), and the rules that
-# have no gate (always run): a clause ORs the bits of its literals and calls only those rules.
+# For each literal, the rules whose gate holds it, as bits (rule i is bit i): as a whole word
+# (`_word_bits`, looked up by the clause's words) or as any part of the text (`_bits`), and the
+# rules that have no gate (always run). A clause ORs the bits it holds and calls only those rules.
 _bits: dict[str, int] = {}
+_word_bits: dict[str, int] = {}
 _always: list[int] = []
 
 
@@ -131,10 +133,12 @@ def _gated() -> list[tuple[Rule, _Gate | None]]:
         for i, rule in enumerate(RULES):
             gate = rule_gate(rule)
             _gates.append((rule, None if gate is None else frozenset(gate)))
-            for literal in gate or ():
-                _bits[literal] = _bits.get(literal, 0) | 1 << i
             always |= (gate is None) << i
-            for pattern in rule_patterns(rule):
+            for pattern in rule_patterns(rule) if gate is not None else ():
+                for word in pattern.words:
+                    _word_bits[word] = _word_bits.get(word, 0) | 1 << i
+                for fragment in pattern.fragments:
+                    _bits[fragment] = _bits.get(fragment, 0) | 1 << i
                 literals.update(pattern.literals or ())
         _always.append(always)
         _index.append(LiteralIndex(frozenset(literals)))
@@ -218,6 +222,8 @@ def _sentence_facts(text: str) -> list[FactChange]:
             called = _always[0]
             for literal in clause_literals(clause, low, runs, _index[0]):
                 called |= _bits.get(literal, 0)
+            for word in runs:
+                called |= _word_bits.get(word, 0)
             while called:  # lowest bit first: the rules run in their order, those whose gate is there
                 bit = called & -called
                 changes.extend(gated[bit.bit_length() - 1][0](clause))

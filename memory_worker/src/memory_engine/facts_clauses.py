@@ -324,36 +324,39 @@ WORD = lazy(r"[^\W\d_][\w'\-]*", 0)
 # Gates. Each pattern knows, from its own source, literal strings one of which every match holds
 # (`literals`); a clause holding none of them is not searched. A rule's gate is the union of the
 # gates of the patterns it uses (`rule_gate`): nothing to keep in step by hand.
-_last_fold: tuple[str, str, frozenset[str] | None, frozenset[str]] = ("", "", None, frozenset())
-# the last clause folded (every rule asks for the same one), with the literals it holds when known
+_Fold = tuple[str, str, frozenset[str] | None, frozenset[str], frozenset[str]]
+_last_fold: _Fold = ("", "", None, frozenset(), frozenset())
+# the last clause folded (every rule asks for the same one), with the index's literals it holds,
+# the index's literals and its words, when known
 
 
 def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex) -> frozenset[str]:
     """The literals of `index` that `clause` (folded: `low`, its runs of \\w: `runs`) holds.
 
-    `triggers` reuses them as its patterns' gates.
+    `triggers` reuses them, and the words, as its patterns' gates.
     """
     global _last_fold
     present = index.present(low, runs)
-    _last_fold = (clause, low, present, index.literals)
+    _last_fold = (clause, low, present, index.literals, frozenset(runs))
     return present
 
 
 def triggers(clause: str, pattern: Rx) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
     global _last_fold
-    last, low, present, known = _last_fold  # one tuple: a thread reads a consistent set
+    last, low, present, known, words = _last_fold  # one tuple: a thread reads a consistent set
     if last is not clause:
         low = folded(clause)
         present, known = None, frozenset()
-        _last_fold = (clause, low, None, known)
-    literals = pattern.literal_set
-    if literals is not None:
+        _last_fold = (clause, low, None, known, known)
+    if pattern.literal_set is not None:
         if present is None:
             if not pattern.gate_passes(low):
                 return []
-        elif literals.isdisjoint(present) and (literals <= known or not pattern.gate_passes(low)):
-            return []  # none of its literals is there (those the index does not know: tested here)
+        elif pattern.words.isdisjoint(words) and pattern.fragments.isdisjoint(present):
+            fragments = pattern.fragments
+            if fragments <= known or not any(f in low for f in fragments):
+                return []  # none of its literals is there (those the index does not know: tested here)
     return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["LazyRe", "LiteralIndex", "Rx", "gate_search", "lazy", "required_literals", "rx"]
+__all__ = ["LazyRe", "LiteralIndex", "Rx", "gate_search", "lazy", "required_literals", "required_words", "rx"]
 
 
 class LazyRe:
@@ -60,6 +60,16 @@ class LazyRe:
         """`literals` as a set (None when none can be told); cached on the object, read per call."""
         gate = self.literals
         return None if gate is None else frozenset(gate)
+
+    @functools.cached_property
+    def words(self) -> frozenset[str]:
+        """Those of `literals` that every match holds as a whole word (see required_words)."""
+        return required_words(self.source, self.flags) if self.literals else frozenset()
+
+    @functools.cached_property
+    def fragments(self) -> frozenset[str]:
+        """Those of `literals` that may be part of a longer word (tested with `in`)."""
+        return frozenset(self.literals or ()) - self.words
 
     def gate_passes(self, low: str) -> bool:
         """True when folded text `low` holds one of the literals (always, without literals)."""
@@ -159,46 +169,109 @@ def required_literals(source: str, flags: int = re.I) -> tuple[str, ...] | None:
     alternation, one of each branch's; a repeat needs its body only when it must occur once.
     Of the sets a sequence offers, the one whose shortest string is longest is the sharpest gate.
     """
+    found = _parsed_needs(source, flags)
+    return tuple(sorted({w for w, _ in found})) if found else None
+
+
+def required_words(source: str, flags: int = re.I) -> frozenset[str]:
+    """Those of `required_literals` that every match holds as a whole word (a run of \\w).
+
+    A literal of word characters is a whole word where the pattern puts, on each side of it, what
+    cannot be a word character: a space, punctuation, \\b, ^ or $, a lookbehind (?<![\\w...]).
+    """
+    found = _parsed_needs(source, flags) or frozenset()
+    return frozenset(w for w, whole in found if whole) - {w for w, whole in found if not whole}
+
+
+def _parsed_needs(source: str, flags: int) -> frozenset[tuple[str, bool]] | None:
     try:
         from re import _parser as parser  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover (Python < 3.11)
         import sre_parse as parser
-    found = _needs(parser.parse(source, flags), parser)
-    return tuple(sorted(found)) if found else None
+    return _needs(parser.parse(source, flags), parser, False, False)
 
 
-def _needs(items: Any, p: Any) -> frozenset[str] | None:
-    """The literal set one of which every match of a parsed sequence holds (see required_literals)."""
-    options: list[frozenset[str]] = []
-    run: list[str] = []
+def _is_word(text: str) -> bool:
+    return bool(re.fullmatch(r"\w+", text))
 
-    def close() -> None:
-        if run:
-            options.append(frozenset(["".join(run).lower()]))
-            run.clear()
 
-    for op, arg in items:
+def _gap(item: Any, side: int) -> bool:
+    """True when `item` can only match what is no word character (or asserts so) on `side`."""
+    op, arg = item
+    name = str(op)
+    if name == "LITERAL":
+        return not _is_word(chr(arg))
+    if name == "IN":
+        return all(
+            (str(o) == "CATEGORY" and str(a) == "CATEGORY_SPACE")
+            or (str(o) == "LITERAL" and not _is_word(chr(a)))
+            for o, a in arg
+        )
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return arg[0] >= 1 and len(arg[2]) == 1 and _gap(arg[2][0], side)
+    if name == "AT":
+        return str(arg) in ("AT_BOUNDARY", "AT_BEGINNING", "AT_BEGINNING_STRING", "AT_END", "AT_END_STRING")
+    if name == "ASSERT_NOT":  # (?<![\w']) before, (?![\w]) after: no word character there
+        direction, body = arg
+        body = list(body)
+        return (
+            direction == side
+            and len(body) == 1
+            and str(body[0][0]) == "IN"
+            and any(str(o) == "CATEGORY" and str(a) == "CATEGORY_WORD" for o, a in body[0][1])
+            and not any(str(o) == "NEGATE" for o, _ in body[0][1])
+        )
+    return False
+
+
+def _side_gap(seq: list[Any], at: int, step: int, outer: bool) -> bool:
+    """Whether the item next to position `at` (step -1: before, 1: after) is a sure gap."""
+    i = at + step
+    while 0 <= i < len(seq) and str(seq[i][0]) == "ASSERT":  # zero-width: look past it
+        i += step
+    if not 0 <= i < len(seq):
+        return outer
+    return _gap(seq[i], step)
+
+
+def _needs(items: Any, p: Any, left: bool, right: bool) -> frozenset[tuple[str, bool]] | None:
+    """The literal set one of which every match of a parsed sequence holds (see required_literals),
+    each with whether it is a whole word there (`left`, `right`: a sure gap around the sequence)."""
+    options: list[frozenset[tuple[str, bool]]] = []
+    seq = list(items)
+    start = -1
+    for i, (op, arg) in enumerate([*seq, (None, None)]):
         name = str(op)
         if name == "LITERAL":
-            run.append(chr(arg))
+            start = i if start < 0 else start
             continue
-        close()
+        if start >= 0:
+            word = "".join(chr(a) for _, a in seq[start:i]).lower()
+            whole = _is_word(word) and _side_gap(seq, start, -1, left) and _side_gap(seq, i - 1, 1, right)
+            options.append(frozenset([(word, whole)]))
+            start = -1
+        if op is None:
+            break
+        gl, gr = _side_gap(seq, i, -1, left), _side_gap(seq, i, 1, right)
         if name == "SUBPATTERN":
-            inner = _needs(arg[-1], p)
+            inner = _needs(arg[-1], p, gl, gr)
         elif name == "BRANCH":
-            branches = [_needs(b, p) for b in arg[1]]
+            branches = [_needs(b, p, gl, gr) for b in arg[1]]
             inner = None if any(b is None for b in branches) else frozenset().union(*branches)  # type: ignore[arg-type]
         elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] >= 1:
-            inner = _needs(arg[2], p)
+            inner = _needs(arg[2], p, False, False)  # a repeat's body sits beside itself
         elif name == "ATOMIC_GROUP":
-            inner = _needs(arg, p)
+            inner = _needs(arg, p, gl, gr)
         else:
             inner = None  # classes, anchors, lookarounds, optional parts: nothing sure
         if inner:
             options.append(inner)
-    close()
     if not options:
         return None
     # The sharpest gate: the literals least likely to be in a clause by chance (a short one is in
     # many words: "in" in "thinking"), none a single letter.
-    return min(options, key=lambda o: (min(len(w) for w in o) < 2, sum(_CHANCE[min(len(w), 5)] for w in o)))
+    return min(options, key=lambda o: _chance({w for w, _ in o}))
+
+
+def _chance(words: set[str]) -> tuple[bool, float]:
+    return (min(len(w) for w in words) < 2, sum(_CHANCE[min(len(w), 5)] for w in words))
