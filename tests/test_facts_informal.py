@@ -166,3 +166,5 @@ def test_whole_word_gates_are_words_only_where_the_pattern_says_so():
     assert required_words(r"fav\w*\s+") == frozenset()
     assert required_words(r"(?:\w+\s+)*love\s") == frozenset()  # what comes before may be a word
     assert required_words(r"^(?=[ab])here\b") == {"here"}  # a lookahead is passed over
+    assert required_words(r"\bi\s+(?:(?:really|so)\s+)*love\s") == {"love"}  # adverbs end in a space
+    assert required_words(r"\bi\s+(?:(?:really|so)\s*)*love\s") == frozenset()  # "i reallylove"

@@ -224,10 +224,35 @@ def _gap(item: Any, side: int) -> bool:
     return False
 
 
+def _optional_gap(item: Any, side: int) -> bool:
+    """True for a part that may match nothing and, when it matches, ends in a gap on `side`.
+
+    `side` 1: its last character ((?:really\\s+)* before "love"); -1: its first one.
+    """
+    op, arg = item
+    if str(op) not in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") or arg[0] != 0:
+        return False
+    return _ends_in_gap(list(arg[2]), side)
+
+
+def _ends_in_gap(seq: list[Any], side: int) -> bool:
+    """True when every match of a sequence ends (`side` 1) or starts (-1) with a non-word character."""
+    if not seq:
+        return False
+    edge = seq[-1] if side == 1 else seq[0]
+    op, arg = edge
+    if str(op) == "SUBPATTERN":
+        return _ends_in_gap(list(arg[-1]), side)
+    if str(op) == "BRANCH":
+        return all(_ends_in_gap(list(b), side) for b in arg[1])
+    return str(op) != "AT" and not str(op).startswith("ASSERT") and _gap(edge, side)
+
+
 def _side_gap(seq: list[Any], at: int, step: int, outer: bool) -> bool:
     """Whether the item next to position `at` (step -1: before, 1: after) is a sure gap."""
     i = at + step
-    while 0 <= i < len(seq) and str(seq[i][0]) == "ASSERT":  # zero-width: look past it
+    # zero-width, or an optional part that ends (toward us) in a gap: look past it
+    while 0 <= i < len(seq) and (str(seq[i][0]) == "ASSERT" or _optional_gap(seq[i], -step)):
         i += step
     if not 0 <= i < len(seq):
         return outer
