@@ -201,6 +201,7 @@ async def test_no_key_at_all_is_a_note_about_the_offline_model(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(OPENAI_API_KEY=""))
     assert code == 0, out
     assert "note  models: no tier has an API key: the offline model answers" in out
+    assert "tier standard" not in out and world.openai.requests == []  # said once, nothing asked
 
 
 async def run_cli(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:
