@@ -116,7 +116,7 @@ async def test_unreachable_model_endpoint(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(url), world.env())
     assert code == 1
     assert f"FAIL  tier standard: could not reach {url}" in out
-    assert "fix: check base_url in [tiers.standard] or OPENAI_BASE_URL" in out
+    assert "fix: check base_url in the tier's [tiers] table or OPENAI_BASE_URL" in out
 
 
 async def test_a_tier_with_another_key_variable_names_it(world, tmp_path):
