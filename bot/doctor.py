@@ -228,13 +228,15 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
     if not token:
         return Check("telegram", "skip", "TELEGRAM_BOT_TOKEN is not set (only `chatbot telegram` needs it)")
     base = (settings.telegram.api_base_url or TELEGRAM_API).rstrip("/")
+    # As python-telegram-bot does: a `{token}` placeholder, else the token appended.
+    bot_url = base.replace("{token}", token) if "{token}" in base else base + token
     try:
-        status, data = await _get(http, f"{base}{token}/getMe")
+        status, data = await _get(http, f"{bot_url}/getMe")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         return Check(
             "telegram",
             "FAIL",
-            f"could not reach {base} ({type(exc).__name__})",
+            f"could not reach {base.replace('{token}', '<token>')} ({type(exc).__name__})",
             "check the network, or TELEGRAM_API_BASE_URL",
         )
     result = data.get("result") if isinstance(data, dict) else None

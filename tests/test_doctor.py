@@ -173,6 +173,13 @@ async def test_wrong_telegram_token(world, tmp_path):
     assert "@BotFather" in out
 
 
+async def test_telegram_base_url_with_a_token_placeholder(world, tmp_path):
+    base = world.telegram.base_url + "{token}"  # python-telegram-bot's placeholder form
+    code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(TELEGRAM_API_BASE_URL=base))
+    assert code == 0, out
+    assert "ok    telegram: getMe: @memo_test_bot" in out
+
+
 async def test_wrong_discord_token(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(DISCORD_BOT_TOKEN="nope"))
     assert code == 1
