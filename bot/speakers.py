@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+
+from memory_engine.wire import ExportPage
 
 SHOWN = 20  # people listed when the name matches no one
 
@@ -26,12 +27,12 @@ class SpeakerNotFound(LookupError):
     """No one (or more than one person) in the chat goes by that name; the message says who does."""
 
 
-async def find_speaker(pages: AsyncIterator[dict[str, Any]], chat: str, name: str) -> Speaker:
+async def find_speaker(pages: AsyncIterator[ExportPage], chat: str, name: str) -> Speaker:
     """The person of the chat called `name` (display name or id); raises SpeakerNotFound."""
     wanted = name.strip()
     people: dict[str, str] = {}  # author_id -> the display name last seen
     async for page in pages:
-        for message in page.get("messages") or ():
+        for message in page["messages"]:
             if message.get("role") != "user":
                 continue
             author_id = str(message.get("author_id") or "")

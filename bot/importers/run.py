@@ -13,11 +13,12 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from memory_engine import wire
 from tqdm import tqdm
 
 from bot.config import Settings
@@ -157,8 +158,9 @@ async def send(
     return report
 
 
-async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> dict[str, Any]:
-    bodies: list[Mapping[str, Any]] = [r.body() for r in batch]
+async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> wire.ImportAnswer:
+    # Record.body() is the import route's message (role is one of the API's roles).
+    bodies = [cast(wire.ImportedMessage, r.body()) for r in batch]
     for delay in (*RETRIES, None):
         try:
             return await memory.import_messages(key, bodies)

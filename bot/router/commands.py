@@ -162,7 +162,7 @@ async def _mode(ctx: CommandContext) -> CommandResult:
         if want:  # a typo must not look like it was taken
             return CommandResult(f"There is no memory mode {want[:40]!r}; nothing changed. {now}")
         return CommandResult(now)
-    data = await ctx.memory.set_mode(ctx.chat, want)
+    data = await ctx.memory.set_mode(ctx.chat, "auto" if want == "auto" else "full")
     return CommandResult(f"Memory mode is now {data.get('mode', want)}.")
 
 

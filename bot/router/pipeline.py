@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_engine import wire
+
 from bot.config import MemorySettings, Settings, Tier, default
 from bot.router import limits, logs, model_errors
 from bot.router.access import AccessPolicy
@@ -184,7 +186,7 @@ class Router:
             prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
-        body: dict[str, Any] = {
+        body: wire.ReplyRequest = {
             "text": text if attempt.ok else "",
             "tier": attempt.tier,
             "model": attempt.model,
