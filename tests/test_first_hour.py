@@ -99,6 +99,20 @@ def test_chat_as_a_person_of_an_imported_group(tmp_path):
     assert said["I moved to Porto last week"] == ("Ana Lima", "111")
     assert said["my favourite trail is the coastal one"] == ("Ben", "222")
 
+    plain = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", GROUP_KEY],
+        input="just me, no --as\n",
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
+    assert plain.returncode == 0, plain.stderr
+    rows = stored_messages(tmp_path / "data" / "memory", GROUP_KEY)
+    said = {r["text"]: (r["author"], r["author_id"]) for r in rows if r["role"] == "user"}
+    assert said["just me, no --as"] == ("console", "console")  # not the chat's id as a person
+
     nobody = _chat_as(tmp_path, "Zoe", ["hello"])
     assert nobody.returncode == 2
     assert "no one called 'Zoe' in telegram:-1001234567890; people there:" in nobody.stderr
