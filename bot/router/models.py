@@ -36,6 +36,8 @@ class MemoryContext:
     usage_today: Mapping[str, wire.TierUsage] = field(default_factory=dict)
     usage_today_author: wire.AuthorUsage | None = None  # for the daily caps
     persona: str = ""  # the chat's own instructions (/persona), "" for the default
+    notes: tuple[wire.Fact, ...] = ()  # what the chat asked to /remember
+    fact_history: tuple[wire.Fact, ...] = ()  # superseded facts, oldest first
 
     @classmethod
     def of(cls, turn: wire.TurnAnswer) -> MemoryContext:
@@ -49,6 +51,8 @@ class MemoryContext:
             turn["usage_today"],
             turn["usage_today_author"],
             turn["persona"],
+            tuple(turn["notes"]),
+            tuple(turn["fact_history"]),
         )
 
 

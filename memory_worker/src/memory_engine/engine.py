@@ -13,7 +13,7 @@ from typing import Any
 
 from . import chat_state, forgetting, imports
 from .compaction import COMPACT_THRESHOLD
-from .facts import extract_facts, is_list_key, merge_list
+from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
 from .retrieval import index_message, link_previous, rank
@@ -24,6 +24,7 @@ RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
+FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
@@ -138,7 +139,16 @@ class ChatMemory:
 
     def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
         """Record what the rules extract from one user message about its author."""
-        for change in extract_facts(text):
+        previous = None
+        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+            rows = self.sql.exec(
+                "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
+                "ORDER BY id DESC LIMIT 1",
+                author_id,
+                source,
+            )
+            previous = rows[0]["text"] if rows else None
+        for change in extract_facts(text, previous=previous):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             if change.add:  # False for a removal only ("I don't like X anymore")
@@ -165,6 +175,7 @@ class ChatMemory:
         remove: str | None = None,
         not_after: int | None = None,
     ) -> None:
+        key = canonical_key(key)  # a model's "favourite_colour" is the rules' "favorite_color"
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
             "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",
@@ -265,8 +276,19 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
+            "fact_history": self._fact_history(),
             **built["extras"],
         }
+
+    def _fact_history(self, limit: int = FACT_HISTORY_LIMIT) -> list[dict[str, Any]]:
+        """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
+        rows = self.sql.exec(
+            "SELECT id, author, author_id, key, value, updated_at, superseded_at FROM facts "
+            "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
+            limit,
+        )
+        rows.reverse()
+        return rows
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
