@@ -39,7 +39,7 @@ def test_typos_and_empty_compaction_get_a_clear_answer_and_export_all_keeps_expo
         tmp_path,
         ["/compact", "my name is Grace", "/mode silly", "!nosuchtier hello there", "/export", "/export all"],
     )
-    assert "Nothing to compact: no older messages wait to be summarized" in out
+    assert "Nothing to compact: only the most recent messages are unsummarized" in out
     assert "There is no memory mode 'silly'; nothing changed. Memory mode is auto." in out
     assert "(There is no tier 'nosuchtier'; tiers: offline. This answer uses the usual choice.)" in out
     mine = json.loads((tmp_path / "data" / "export-console_grace.json").read_text(encoding="utf-8"))
