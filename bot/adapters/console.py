@@ -43,7 +43,10 @@ class ConsoleSession:
         self.router = router
         self.chat_key = chat_key
         self.data_dir = data_dir
-        name = author or chat_key.split(":", 1)[-1] or "me"
+        # In a console chat the key names its user; in another chat (an imported group) its
+        # id is no person: speak as "console" unless `--as` names one of its people.
+        own = chat_key.split(":", 1)[-1] if chat_key.startswith("console:") else "console"
+        name = author or own or "me"
         self.author = name
         self.author_id = author_id or name  # `chatbot chat --as`: a person of an imported chat
 

@@ -178,8 +178,8 @@ async def _compact(ctx: CommandContext) -> CommandResult:
         )
     if data.get("compacted") == 0:  # the worker counts the summaries it wrote
         return CommandResult(
-            "Nothing to compact: no older messages wait to be summarized "
-            f"({data.get('compactions', 0)} compactions so far)."
+            "Nothing to compact: only the most recent messages are unsummarized, and they stay "
+            f"as they are ({data.get('compactions', 0)} compactions so far)."
         )
     return CommandResult(
         f"Compacted: {data.get('compactions', '?')} compactions so far, "

@@ -298,7 +298,7 @@ class Router:
         """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
         failed = ((a.tier, a.kind, a.status) for a in prep.failures)
         found = model_errors.problems(failed, self.tiers)
-        return model_errors.apology(APOLOGY, found, admin=prep.message.is_admin)
+        return redact(model_errors.apology(APOLOGY, found, admin=prep.message.is_admin), self.secrets)
 
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.
