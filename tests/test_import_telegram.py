@@ -251,10 +251,27 @@ async def test_an_unreachable_worker_fails_plainly(tmp_path, monkeypatch):
         await import_export("telegram", GROUP, settings("http://127.0.0.1:9"), tmp_path, out=io.StringIO())
 
 
+async def test_a_wrong_token_is_told_from_a_transient_failure(mem, monkeypatch):
+    monkeypatch.setattr(run, "RETRIES", (30.0,))  # a retry would time the test out: there must be none
+    assert mem.host is not None
+    wrong = settings_from({}, {"MEMORY_URL": mem.host.url, "MEMORY_API_TOKEN": "wrong-token"})
+    with pytest.raises(ImportFailed, match=r"refused the token .*check MEMORY_API_TOKEN"):
+        await import_export("telegram", GROUP, wrong, mem.data_dir, out=io.StringIO())
+
+
+def test_telegram_replies_are_linked():
+    from bot.importers.telegram import sources
+
+    bodies = {r.message_id: r.body() for s in sources(GROUP, "chat") for r in s.records() if r}
+    assert bodies["4"]["reply_to_message_id"] == "3"  # as exported: reply_to_message_id
+    assert "reply_to_message_id" not in bodies["2"]
+
+
 def test_the_cli_imports_into_the_embedded_memory(tmp_path, capsys):
     assert main(["import", "telegram", str(GROUP), "--data", str(tmp_path)]) == 0
     assert main(["import", "telegram", str(GROUP), "--data", str(tmp_path)]) == 0
-    first, second = capsys.readouterr().out.strip().splitlines()
+    lines = capsys.readouterr().out.strip().splitlines()
+    first, second = (line for line in lines if not line.startswith(" "))  # the chat keys are indented
     assert first.startswith("imported 18 messages") and "chats: 1" in first
     assert second.startswith("imported 0 messages") and "skipped 18 already in memory" in second
     assert len(stored_messages(tmp_path / "memory", GROUP_KEY)) == 18

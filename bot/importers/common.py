@@ -38,10 +38,11 @@ class Record:
     author_id: str
     ts: str
     role: str = "user"
+    reply_to_message_id: str = ""  # the message it answers (the worker links a bot's answer to its asker)
 
     def body(self) -> dict[str, str]:
         """The message as the import route takes it."""
-        return {
+        body = {
             "role": self.role,
             "text": self.text,
             "author": self.author,
@@ -49,6 +50,9 @@ class Record:
             "message_id": self.message_id,
             "ts": self.ts,
         }
+        if self.reply_to_message_id:
+            body["reply_to_message_id"] = self.reply_to_message_id
+        return body
 
 
 @dataclass

@@ -196,6 +196,9 @@ def convert(
     author = sender if isinstance(sender, str) and sender else DELETED if from_id else str(chat_id)
     user = author_id if author_id != str(chat_id) else None
     role = "assistant" if bot_id is not None and author_id == str(bot_id) else "user"
+    reply_to = m.get("reply_to_message_id")
+    # the same numbering as the message ids (a bool is no id)
+    answers = "" if type(reply_to) is not int else str(reply_to) if own_ids else f"export:{reply_to}"
     return Record(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
         message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
@@ -204,6 +207,7 @@ def convert(
         author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
+        reply_to_message_id=answers,
     )
 
 

@@ -10,7 +10,7 @@ A message that is not a question is acknowledged.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +197,7 @@ class OfflineModel:
 
     @staticmethod
     def _from_fact(
-        facts: Mapping[str, str], words: set[str], text: str, own: list[dict[str, Any]]
+        facts: Mapping[str, str], words: set[str], text: str, own: Sequence[Mapping[str, Any]]
     ) -> str | None:
         scored = sorted(((_key_score(k, words, text, v), k) for k, v in facts.items()), reverse=True)
         best, runner_up = [*scored, (0, ""), (0, "")][:2]
@@ -235,7 +235,7 @@ def _own_facts(facts: Iterable[Mapping[str, Any]], author_id: str, author: str) 
     return by_key
 
 
-def _from_message(messages: list[dict[str, Any]], words: set[str]) -> str | None:
+def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str]) -> str | None:
     """The earlier message sharing the most words with the question, quoted."""
     wanted = {w for w in words if w not in _STOP and len(w) > 1}
     if not wanted:
@@ -250,7 +250,7 @@ def _from_message(messages: list[dict[str, Any]], words: set[str]) -> str | None
     return f"You told me: “{_one_line(best[2])}”" if best[0] else None
 
 
-def _said(messages: list[dict[str, Any]], key: str) -> str | None:
+def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:
     pattern = _SAID[key]
     # Newest statement wins, like a superseding fact.
     for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):
