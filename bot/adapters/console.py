@@ -80,11 +80,15 @@ class ConsoleSession:
         text = result.full_text
         for file in result.files:
             folder = self.data_dir or Path(".")
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.chat_key)
             stem, dot, ext = file.name.rpartition(".")
             path = folder / (f"{stem}-{safe}.{ext}" if dot else f"{file.name}-{safe}")
-            path.write_bytes(file.data)
+            # an export is one person's data: the owner's alone
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(file.data)
+            path.chmod(0o600)
             text += f"\n({'chart' if file.is_image else 'file'} saved to {path})"
         return text
 
