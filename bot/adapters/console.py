@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TextIO
 
+from bot.router.neutral import printable
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
 QUIT = {"/quit", "/exit", "/q"}
@@ -68,12 +69,12 @@ class ConsoleSession:
         return name.strip().lower(), args.strip()
 
     async def answer(self, line: str) -> str:
-        """The full answer to one input line (message or command)."""
+        """The full answer to one input line (message or command), fit for a terminal."""
         command = self.parse_command(line)
         if command is not None:
-            return self.render(await self.router.command(self.message(line), *command))
+            return printable(self.render(await self.router.command(self.message(line), *command)))
         reply = await self.router.handle(self.message(line))
-        return reply.text
+        return printable(reply.text)
 
     def render(self, result: CommandResult) -> str:
         """A command result as console text; its files are saved next to the data."""
@@ -141,7 +142,7 @@ async def run_console(
         if interactive and streaming and session.parse_command(line) is None:
             stdout.write("bot> ")
             async for piece in router.stream(session.message(line)):
-                stdout.write(piece)
+                stdout.write(printable(piece))  # names and quoted words may carry escapes
                 stdout.flush()
             stdout.write("\n\n")
         else:

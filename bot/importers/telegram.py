@@ -45,6 +45,7 @@ from bot.importers.common import (
     stream_items,
     utc_iso,
 )
+from bot.router.neutral import one_line
 
 NOT_INCLUDED = "(File not included"  # Telegram's placeholder when media were not exported
 DELETED = "Deleted Account"
@@ -203,7 +204,7 @@ def convert(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
         message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
         text=clean(text, MAX_TEXT_BYTES),
-        author=clean(author, MAX_FIELD_BYTES),
+        author=clean(one_line(author), MAX_FIELD_BYTES),
         author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
