@@ -28,6 +28,7 @@ from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import ChoiceRules, rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
 
@@ -181,6 +182,10 @@ async def build_router(
         # First on the way out: records still being written (a stream's last attempt) land
         # through the gateway, or in its outbox, before the gateway and the outbox close.
         stack.push_async_callback(router.drain, CLOSE_S)
+        # Due reminders: each adapter starts a courier for its platform's chats; they stop
+        # before anything else closes (a send in hand is recorded first).
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        stack.push_async_callback(router.reminders.stop)
         yield router
 
 
