@@ -228,7 +228,7 @@ class Router:
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
         message_id = message.message_id or uuid.uuid4().hex
         forced_now, text = split_force_prefix(intake.text, list(self.tiers))
-        text = text if text.strip() else intake.text
+        text = redact(text if text.strip() else intake.text, self.secrets)  # a pasted token goes
         chat = message.chat_key
         generation = self.chats.generation(chat)
         async with self.chats.lock(chat):  # one chat's messages go in arrival order
@@ -317,7 +317,7 @@ class Router:
 
     async def _remember_only(self, message: IncomingMessage, text: str) -> None:
         """Record a user message that gets no model answer."""
-        if text.strip():
+        if (text := redact(text, self.secrets)).strip():  # a pasted token is not kept
             async with self.chats.lock(message.chat_key):
                 await self.memory.turn(message, text, message.message_id or uuid.uuid4().hex)
 
@@ -492,7 +492,7 @@ class Router:
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         """Run a chat command of the registry; admin ones refuse non-admins and reveal nothing."""
-        verdict = self.access.check(message, command=True)
+        verdict, args = self.access.check(message, command=True), redact(args, self.secrets)
         if not verdict.allowed:
             return CommandResult(verdict.refusal)
         command = self._commands.find(name)

@@ -69,7 +69,7 @@ class EmbeddedMemoryHost:
         base, model, key, timeout = self.summary
         self._http = httpx.AsyncClient()
         summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.host = MemoryHost(
             self.data_dir,
             self.token,
