@@ -13,7 +13,6 @@ from typing import Any
 
 from . import chat_state, forgetting, imports
 from .compaction import COMPACT_THRESHOLD
-from .facts import extract_facts, is_list_key, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
 from .retrieval import index_message, link_previous, rank
@@ -138,6 +137,10 @@ class ChatMemory:
 
     def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
         """Record what the rules extract from one user message about its author."""
+        # Imported on first use: compiling the fact rules is most of the engine's import
+        # time, and a host answers /health (and loads them in the background) before.
+        from .facts import extract_facts
+
         for change in extract_facts(text):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
@@ -165,6 +168,8 @@ class ChatMemory:
         remove: str | None = None,
         not_after: int | None = None,
     ) -> None:
+        from .facts import is_list_key, merge_list  # on first use: see apply_facts
+
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
             "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",

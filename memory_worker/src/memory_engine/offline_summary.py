@@ -13,7 +13,6 @@ import re
 from collections import Counter
 from typing import Any
 
-from .facts import extract_facts
 from .text import STOPWORDS, tokens
 
 SECTIONS = (
@@ -250,6 +249,8 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     if len(labels) < 3:  # little is named (or everything typed in lower case): the frequent words too
         labels += [w for w in _frequent_words(said) if w not in {n.lower() for n, _, _ in things}]
     objective = _objective(old[SECTIONS[0]], [s for s, _ in speakers.most_common(6)], labels)
+
+    from .facts import extract_facts  # the rules are compiled on first use (see engine.apply_facts)
 
     details: list[str] = []
     for m in said:
