@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from . import notes, route_args, user_data, wire
-from .chat_state import start_topic
+from .chat_state import start_topic, topic_start
 from .route_args import Args, Call
 from .validation import ApiError
 
@@ -142,6 +142,11 @@ def _notes(ctx: Ctx, a: Args) -> wire.NotesAnswer:
     return {"notes": _c(notes.current_notes(ctx.memory.sql))}
 
 
+def _topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
+    after_id, started_at = topic_start(ctx.memory.sql)
+    return {"topic_started_at": started_at, "after_id": after_id}
+
+
 def _start_topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
     return _c(start_topic(ctx.memory.sql, ctx.memory.now()))
 
@@ -237,6 +242,11 @@ NOTES: Route[None, wire.NotesAnswer] = Route(
 ADD_NOTE: Route[wire.NoteRequest, wire.NoteAnswer] = Route(
     name="add_note", method="POST", path=CHATS + "/notes", summary="Keep a note in every prompt of the chat.",
     answer=wire.NoteAnswer, run=_add_note, body=wire.NoteRequest, args=route_args.add_note,
+)
+TOPIC: Route[None, wire.TopicAnswer] = Route(
+    name="topic", method="GET", path=CHATS + "/topic",
+    summary="Where the current topic starts (after_id 0 and null: no /new yet).",
+    answer=wire.TopicAnswer, run=_topic, effects=READ,
 )
 START_TOPIC: Route[None, wire.TopicAnswer] = Route(
     name="start_topic", method="POST", path=CHATS + "/topic",
