@@ -27,6 +27,7 @@ from typing import Any
 
 from bot.config import default
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+from bot.router.retry import RetryPlan
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class Attempt:
     completion_tokens: int = 0
     error: str | None = None
     text: str = ""  # the answer, for a good non-streaming attempt
+    kind: str = ""  # a failure's ModelFailure.kind and HTTP status: what to fix (model_errors.py)
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class TierRouter:
         self._clock = clock
         self._sleep = sleep  # injected by tests: the decisions stay, the waiting goes
         self._rng = rng or random.Random()
+        self._plan = RetryPlan(first_s=policy.base_backoff_s, max_s=policy.max_backoff_s, jitter=True)
         self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
 
     def cooling(self, tier: str) -> float:
@@ -87,8 +91,7 @@ class TierRouter:
     def _backoff(self, retry_index: int, failure: ModelFailure) -> float:
         if failure.retry_after is not None:
             return failure.retry_after
-        base = min(self.policy.max_backoff_s, self.policy.base_backoff_s * (2**retry_index))
-        return base * (0.5 + self._rng.random() / 2)  # jitter: no thundering herd
+        return self._plan.pause(retry_index, self._rng)  # jittered: no thundering herd
 
     async def complete(
         self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
@@ -171,7 +174,18 @@ class TierRouter:
                     raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
             except ModelFailure as failure:
                 latency = (self._clock() - started) * 1000.0
-                await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
+                await on_attempt(
+                    Attempt(
+                        tier,
+                        model.model,
+                        number,
+                        False,
+                        latency,
+                        error=str(failure)[:500],
+                        kind=failure.kind,
+                        status=failure.status,
+                    )
+                )
                 if not failure.retryable:
                     return None
                 wait = self._backoff(try_index, failure)

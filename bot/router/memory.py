@@ -29,7 +29,14 @@ Query = Mapping[str, str | int | None]
 
 
 class MemoryUnavailable(Exception):
-    """The memory worker could not be reached or failed on its side (retry later)."""
+    """The memory worker could not be reached or failed on its side (retry later).
+
+    `status` is the HTTP status when it answered (401/403: a wrong token, which no retry heals).
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class MemoryRefused(Exception):
@@ -266,7 +273,7 @@ def answer_of(route: Route[Any, R], status: int, data: Any, raw: bytes = b"") ->
     if status >= 500 or (status in _RETRY_LATER and status not in dict(route.errors)):
         # 401/403/404 mean a wrong token or URL: an operator fixes that, and until then
         # the records wait in the outbox rather than being dropped.
-        raise MemoryUnavailable(f"memory worker answered {status}: {_error_of(data, raw)}")
+        raise MemoryUnavailable(f"memory worker answered {status}: {_error_of(data, raw)}", status)
     if status >= 400:
         raise MemoryRefused(status, _error_of(data, raw))
     if not isinstance(data, dict):

@@ -80,11 +80,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _export_file(data: bytes, platform: str) -> File:
+def _export_file(data: bytes, platform: str, whole: bool = False) -> File:
+    # The whole chat's export has a name of its own: saved beside yours (console), it never replaces it.
+    stem = "export-all" if whole else "export"
     limit = UPLOAD_LIMIT.get(platform)
     if limit is not None and len(data) > limit:
-        return File("export.json.gz", gzip.compress(data, 6), "application/gzip")
-    return File("export.json", data, "application/json")
+        return File(f"{stem}.json.gz", gzip.compress(data, 6), "application/gzip")
+    return File(f"{stem}.json", data, "application/json")
 
 
 async def _export(ctx: CommandContext) -> CommandResult:
@@ -109,7 +111,7 @@ async def _export(ctx: CommandContext) -> CommandResult:
     pending = ctx.memory.pending_for(ctx.chat)
     if pending:
         text += f" ({pending} records still wait in the outbox and are not in it.)"
-    file = _export_file(data, ctx.message.platform)
+    file = _export_file(data, ctx.message.platform, whole)
     limit = UPLOAD_LIMIT.get(ctx.message.platform)
     if limit is not None and len(file.data) > limit:
         return CommandResult(

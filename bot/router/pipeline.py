@@ -9,18 +9,19 @@ caches, the tier router calls the models, the registry runs the commands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from memory_engine import wire
 
 from bot.config import MemorySettings, Settings, Tier, default
-from bot.router import limits, logs
+from bot.router import limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
@@ -48,6 +49,7 @@ from bot.router.tiers import (
     fallback_sequence,
     rank_tiers,
     split_force_prefix,
+    unknown_tier_notice,
 )
 from bot.router.types import CommandResult, IncomingMessage, Reply
 
@@ -69,6 +71,9 @@ class RouterOptions:
     # How the tier router waits between retries (back-off, Retry-After): tests pass one that
     # returns at once, so retry decisions are checked without waiting out real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    # The gateway's last outbox flush on the way out: what it cannot send in time stays on
+    # disk and is replayed at the next start, so a shutdown never waits for the worker.
+    close_timeout_s: float = 0.3
 
     @classmethod
     def from_settings(cls, memory: MemorySettings) -> RouterOptions:
@@ -82,6 +87,7 @@ class RouterOptions:
             outbox,
             replay_interval_s=self.replay_interval_s,
             backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
+            close_timeout_s=self.close_timeout_s,
         )
 
 
@@ -100,6 +106,7 @@ class _Prepared:
     # Failed attempts are keyed per handling, so a platform redelivering the same message
     # still gets each new attempt recorded, while an outbox replay of one stays single.
     attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    failures: list[Attempt] = field(default_factory=list)  # for the apology's hints
 
 
 class Router:
@@ -126,6 +133,7 @@ class Router:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
+        self._recording: set[asyncio.Future[None]] = set()
         self.chats = chats or ChatState()
         self._commands = commands
         self.tiers = dict(tiers)
@@ -155,6 +163,13 @@ class Router:
             offline=offline,
         )
 
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (up to `timeout_s`) for records still being written after their reader left."""
+        if self._recording:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*self._recording, return_exceptions=True)
+
     @property
     def registry(self) -> Registry:
         """The chat commands every adapter renders."""
@@ -180,6 +195,8 @@ class Router:
         )
 
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
+        if not attempt.ok:
+            prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
         body: wire.ReplyRequest = {
@@ -238,11 +255,10 @@ class Router:
                 t for t in rank_tiers(self.tiers) if self.tiers[t].vision and t not in order
             ]
         persona = mem.persona if mem else ""
-        messages: tuple[dict[str, Any], ...] = build_messages(
+        built = build_messages(
             text=text,
             author=message.author,
-            memory_prompt=mem.prompt if mem else None,
-            recent=mem.recent if mem else (),
+            memory=mem,
             group=message.platform != "console" and not chat.startswith(("console:",)),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
@@ -250,6 +266,9 @@ class Router:
                 self.settings.system_prompt, persona, DESCRIBE if intake.images else ""
             ),
         )
+        messages = built.messages
+        if built.dropped:
+            log.info("prompt of %s cut to fit the context: %s", chat, ", ".join(built.dropped))
         if intake.images:
             current = messages[-1]
             content = image_content(str(current["content"]), intake.images)
@@ -262,10 +281,21 @@ class Router:
             text=text,
             memory=mem,
         )
-        prompt = mem.prompt if mem is not None else NO_MEMORY
+        prompt = built.shown() if mem is not None else NO_MEMORY
         last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
         return _Prepared(message, message_id, text, mem, choice, order, request, intake)
+
+    def _note_typo(self, intake: Intake) -> Intake:
+        """`!nosuchtier ...`: the answer says there is no such tier (a notice, never recorded)."""
+        typo = unknown_tier_notice(intake.text, rank_tiers(self.tiers))
+        return replace(intake, notice=_with_notice(intake.notice, typo)) if typo else intake
+
+    def _apology(self, prep: _Prepared) -> str:
+        """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
+        failed = ((a.tier, a.kind, a.status) for a in prep.failures)
+        found = model_errors.problems(failed, self.tiers)
+        return model_errors.apology(APOLOGY, found, admin=prep.message.is_admin)
 
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.
@@ -305,7 +335,7 @@ class Router:
         request_id = "-"
         try:
             with logs.handling(message.chat_key) as request_id:
-                intake = await self.media.read(message)
+                intake = self._note_typo(await self.media.read(message))
                 if not intake.answer:  # a notice alone: nothing for a model to answer
                     await self._remember_only(message, intake.text)
                     reply = Reply(text=intake.notice, ok=True)
@@ -320,7 +350,9 @@ class Router:
                 )
             with_memory = prep.memory is not None
             if outcome is None:
-                reply = Reply(text=_with_notice(intake.notice, APOLOGY), ok=False, with_memory=with_memory)
+                reply = Reply(
+                    text=_with_notice(intake.notice, self._apology(prep)), ok=False, with_memory=with_memory
+                )
             else:
                 tier, answer = outcome
                 shown = split_description(answer.text)[1] if intake.images else answer.text
@@ -381,7 +413,7 @@ class Router:
         early: str | None = None  # an answer given without calling a model
         started_stream = None
         with logs.handling(message.chat_key) as request_id:
-            intake = await self.media.read(message)
+            intake = self._note_typo(await self.media.read(message))
             if not intake.answer:
                 await self._remember_only(message, intake.text)
                 early = intake.notice
@@ -400,7 +432,7 @@ class Router:
             yield intake.notice + "\n"
         if started_stream is None:
             self._log_turn(message.chat_key, request_id, None, begun, False, with_memory)
-            yield APOLOGY
+            yield self._apology(prep)
             return
         tier, stream, started, number = started_stream
         if stream.notice:  # shown, never recorded: `pieces` holds the answer alone
@@ -433,8 +465,12 @@ class Router:
                 completion_tokens=stream.completion_tokens,
                 error=error,
             )
-            # Shielded: the reader may stop early (generator closed); the record must still land.
-            await asyncio.shield(self._record_attempt(prep, attempt, text))
+            # Shielded: the reader may stop early (generator closed); the record must still land,
+            # and a shutdown waits for it (`drain`).
+            record = asyncio.ensure_future(self._record_attempt(prep, attempt, text))
+            self._recording.add(record)
+            record.add_done_callback(self._recording.discard)
+            await asyncio.shield(record)
             self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:
