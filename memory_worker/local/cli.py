@@ -8,13 +8,11 @@ with a deprecation warning.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import ipaddress
 import logging
 import os
 import secrets
 import signal
-import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -113,10 +111,6 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
         )
         async with embedded:
             print(f"memory host serving {data_dir} on {embedded.url}", flush=True)
-            # Serving (and /health) first; the fact rules compile meanwhile, off the loop.
-            threading.Thread(
-                target=importlib.import_module, args=("memory_engine.facts",), daemon=True
-            ).start()
             log.info(
                 "serving",
                 extra={"fields": {"data": str(data_dir), "port": embedded.port, "version": host_version()}},
