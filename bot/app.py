@@ -28,6 +28,7 @@ from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import ChoiceRules, rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
 
@@ -138,8 +139,12 @@ async def build_router(
             url, token = settings.memory_url, settings.memory_token or ""
         # From here on no log record carries a secret, whichever library writes it.
         stack.callback(logs.install((*settings.secrets(), token or "")))
-        client = memory or await stack.enter_async_context(
-            HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+        client: MemoryClient = (
+            memory
+            if memory is not None
+            else await stack.enter_async_context(
+                HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+            )
         )
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
         # The gateway's replay task runs while the router is in use; closing it flushes once more.
@@ -185,6 +190,10 @@ async def build_router(
         # First on the way out: records still being written (a stream's last attempt) land
         # through the gateway, or in its outbox, before the gateway and the outbox close.
         stack.push_async_callback(router.drain, CLOSE_S)
+        # Due reminders: each adapter starts a courier for its platform's chats; they stop
+        # before anything else closes (a send in hand is recorded first).
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        stack.push_async_callback(router.reminders.stop)
         yield router
 
 

@@ -42,6 +42,8 @@ from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
+from bot.router.reminders import is_reminder_request
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
     ChoiceRules,
     TierChoice,
@@ -155,6 +157,7 @@ class Router:
         self.secrets = tuple(s for s in secrets if s)
         self.access = access or AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
+        self.reminders: ReminderDesk | None = None  # set by the composition root (app.py)
         self.media = MediaReader(
             transcriber,
             settings.transcription,
@@ -330,6 +333,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
+        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
+            return Reply(text=(await self.command(message, "remind", message.text)).text, ok=True)
         started = time.monotonic()
         reply = Reply(text=APOLOGY, ok=False, with_memory=False)
         request_id = "-"
@@ -406,6 +411,9 @@ class Router:
             return
         if not message.addressed:
             await self.record(message)
+            return
+        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
+            yield (await self.command(message, "remind", message.text)).text
             return
         begun = time.monotonic()
         # The request context is held only while nothing is yielded: a context variable set
