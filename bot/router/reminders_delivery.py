@@ -139,6 +139,7 @@ class Courier:
         self.settings = settings or ReminderSettings()
         self.clock = clock
         self.delivered = 0  # sends this courier made (tests, benchmarks)
+        self.last_leased = 0
         self.wake = asyncio.Event()
 
     def now_ms(self) -> int:
@@ -151,6 +152,8 @@ class Courier:
         while not stop.is_set():
             try:
                 await self.tick()
+                if self.last_leased >= LEASE_BATCH:
+                    continue  # a full batch: more may be waiting
             except MemoryUnavailable as err:
                 log.warning("reminders: memory unavailable (%s); trying again", err)
             except Exception:
@@ -167,9 +170,21 @@ class Courier:
         items = await self.api.lease(
             self.journal.owner, self.prefixes, LEASE_BATCH, int(self.settings.lease_s * 1000)
         )
-        before = self.delivered
+        # Chats in parallel (a slow chat or platform retry holds up no other), each chat's
+        # reminders in due order.
+        by_chat: dict[str, list[DispatchItem]] = {}
         for item in items:
-            await self.deliver(item)
+            by_chat.setdefault(item["chat_key"], []).append(item)
+
+        async def one_chat(mine: list[DispatchItem]) -> None:
+            for item in mine:
+                await self.deliver(item)
+
+        before, self.last_leased = self.delivered, len(items)
+        outcomes = await asyncio.gather(*(one_chat(v) for v in by_chat.values()), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return self.delivered - before
 
     async def deliver(self, item: DispatchItem) -> None:
