@@ -15,9 +15,12 @@ user sees exactly once:
    (`delivered`, idempotent per occurrence) and ack the lease. A crash after the send finds
    the journal entry at restart and finishes 4 without sending again.
 
-The one window left is a crash between the platform accepting the message and the journal
-write (microseconds, no await in between): Telegram has no idempotency key to close it.
-A reminder sent more than `late_after_s` after its time says so.
+The one window left is a send in flight at the crash: the platform took the message but the
+answer never came back (one HTTP round trip). Discord closes it (the occurrence's own nonce,
+`enforce_nonce`: a repeat is kept once), so Discord chats are delivered in parallel; the
+Telegram Bot API has no idempotency key, so Telegram reminders go one at a time, and a SIGKILL
+can double at most the one in flight. A reminder sent more than `late_after_s` after its
+time says so.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from bot.router.reminders_parse import format_when, next_occurrence
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, str], Awaitable[None]]  # (chat key, text): raises when not delivered
+Send = Callable[[str, str, str], Awaitable[None]]  # (chat key, text, occurrence key): raises if not sent
 LEASE_BATCH = 20
 
 
@@ -131,6 +134,7 @@ class Courier:
         prefixes: list[str],
         settings: ReminderSettings | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        parallel: bool = False,
     ) -> None:
         self.api = api
         self.send = send
@@ -138,6 +142,9 @@ class Courier:
         self.prefixes = prefixes
         self.settings = settings or ReminderSettings()
         self.clock = clock
+        # Chats in parallel only where the platform dedups a repeated send (Discord's nonce):
+        # a send in flight at a SIGKILL may arrive twice, so elsewhere one at a time.
+        self.parallel = parallel
         self.delivered = 0  # sends this courier made (tests, benchmarks)
         self.last_leased = 0
         self.wake = asyncio.Event()
@@ -181,6 +188,8 @@ class Courier:
                 await self.deliver(item)
 
         before, self.last_leased = self.delivered, len(items)
+        if not self.parallel:
+            by_chat = {"": items}
         outcomes = await asyncio.gather(*(one_chat(v) for v in by_chat.values()), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -201,7 +210,7 @@ class Courier:
         late_by_s = (now - item["due_at"]) / 1000
         text = reminder_text(r, late_by_s, self.settings.late_after_s)
         try:
-            await self.send(item["chat_key"], text)
+            await self.send(item["chat_key"], text, item["key"])
         except Exception as err:
             retry_at = now + int(self.settings.retry_s * 1000)
             log.warning("reminder %s not delivered (%s); kept, retried later", item["key"], err)
@@ -255,16 +264,23 @@ class ReminderDesk:
         self._running: list[tuple[asyncio.Task[None], asyncio.Event, Journal]] = []
         self.couriers: list[Courier] = []  # the started ones (tests, /health-like checks)
 
-    def courier(self, platform: str, send: Send) -> Courier:
+    def courier(self, platform: str, send: Send, parallel: bool = False) -> Courier:
         """A courier for the chats of `platform` (its journal: DATA/reminders-PLATFORM.sqlite3)."""
         journal = Journal(self.data_dir / f"reminders-{platform}.sqlite3", platform)
         return Courier(
-            self.api, send, journal, prefixes=[f"{platform}:"], settings=self.settings, clock=self.clock
+            self.api,
+            send,
+            journal,
+            prefixes=[f"{platform}:"],
+            settings=self.settings,
+            clock=self.clock,
+            parallel=parallel,
         )
 
-    def start(self, platform: str, send: Send) -> Courier:
-        """Start delivering the reminders of `platform`'s chats in the background."""
-        courier = self.courier(platform, send)
+    def start(self, platform: str, send: Send, parallel: bool = False) -> Courier:
+        """Start delivering the reminders of `platform`'s chats in the background (`parallel`:
+        chats at once, for a platform that keeps one copy of a repeated send)."""
+        courier = self.courier(platform, send, parallel)
         stop = asyncio.Event()
         task = asyncio.create_task(courier.run(stop), name=f"reminders-{platform}")
         self._running.append((task, stop, courier.journal))
