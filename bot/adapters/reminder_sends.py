@@ -4,7 +4,7 @@ raising when it could not be delivered, so the reminder is kept and tried again 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from bot.router.reminders_delivery import Send
 
@@ -31,6 +31,18 @@ def telegram_send(bot: Bot, sender: TelegramSender) -> Send:
         # No idempotency key in the Bot API: a send in flight at a crash may arrive twice.
         chat_id = platform_chat_id(chat_key)
         await sender.patiently(f"reminder to chat {chat_id}", lambda: bot.send_message(chat_id, text))
+
+    return send
+
+
+def console_send(stdout: TextIO, chat_key: str) -> Send:
+    """Print a reminder of the console chat `chat_key` (others' stay queued for their console)."""
+
+    async def send(key_of_chat: str, text: str, key: str) -> None:
+        if key_of_chat != chat_key:
+            raise NotDelivered(f"{key_of_chat} is another console chat")
+        stdout.write(f"\n{text}\n")
+        stdout.flush()
 
     return send
 

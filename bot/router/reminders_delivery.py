@@ -264,23 +264,26 @@ class ReminderDesk:
         self._running: list[tuple[asyncio.Task[None], asyncio.Event, Journal]] = []
         self.couriers: list[Courier] = []  # the started ones (tests, /health-like checks)
 
-    def courier(self, platform: str, send: Send, parallel: bool = False) -> Courier:
-        """A courier for the chats of `platform` (its journal: DATA/reminders-PLATFORM.sqlite3)."""
+    def courier(
+        self, platform: str, send: Send, parallel: bool = False, prefix: str | None = None
+    ) -> Courier:
+        """A courier for the chats of `platform` (or those starting with `prefix`); its journal is
+        DATA/reminders-PLATFORM.sqlite3."""
         journal = Journal(self.data_dir / f"reminders-{platform}.sqlite3", platform)
         return Courier(
             self.api,
             send,
             journal,
-            prefixes=[f"{platform}:"],
+            prefixes=[prefix or f"{platform}:"],
             settings=self.settings,
             clock=self.clock,
             parallel=parallel,
         )
 
-    def start(self, platform: str, send: Send, parallel: bool = False) -> Courier:
+    def start(self, platform: str, send: Send, parallel: bool = False, prefix: str | None = None) -> Courier:
         """Start delivering the reminders of `platform`'s chats in the background (`parallel`:
         chats at once, for a platform that keeps one copy of a repeated send)."""
-        courier = self.courier(platform, send, parallel)
+        courier = self.courier(platform, send, parallel, prefix)
         stop = asyncio.Event()
         task = asyncio.create_task(courier.run(stop), name=f"reminders-{platform}")
         self._running.append((task, stop, courier.journal))
