@@ -93,6 +93,8 @@ async def test_catchup_works_on_imported_history(tg, tmp_path):
         ("So what have I missed", True),
         ("catch me up", True),
         ("I missed you", False),
+        ("what did I miss while I was away?", True),
+        ("What's new in Python 3.12?", False),
     ],
 )
 def test_the_question_in_words(text, asks):

@@ -23,8 +23,9 @@ from bot.router.types import CommandResult
 
 MAX_LINES = 5  # per section
 QUOTE_CHARS = 140
-_WHAT_DID_I_MISS = re.compile(
-    r"^\W*(?:so\W+)?(?:what\s+(?:did|have)\s+i\s+miss(?:ed)?|catch\s+me\s+up|what'?s\s+new(?:\s+here)?)\b",
+_WHAT_DID_I_MISS = re.compile(  # the whole message: "what's new in Python?" is another question
+    r"^\W*(?:so\W+|ok\W+|hey\W+)?(?:what\s+(?:did|have)\s+i\s+miss(?:ed)?|catch\s+me\s+up|what'?s\s+new\s+here)"
+    r"(?:\s+(?:here|in\s+(?:this|the)\s+(?:chat|group)|while\s+i\s+was\s+(?:away|out|gone)|today))?\W*$",
     re.IGNORECASE,
 )
 _DECISION = re.compile(
