@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TextIO
 
+from bot.adapters.reminder_sends import console_send
 from bot.router.neutral import printable
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
@@ -117,6 +118,9 @@ async def run_console(
     if interactive is None:
         interactive = stdin.isatty()
     session = ConsoleSession(router, chat_key, data_dir=data_dir, author=author, author_id=author_id)
+    desk = getattr(router, "reminders", None)  # due reminders of this console chat, printed
+    if desk is not None:
+        desk.start("console", console_send(stdout, chat_key), prefix=chat_key)
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
         stdout.write(

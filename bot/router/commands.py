@@ -8,6 +8,7 @@ a few minutes of `/forget` in the same chat.
 from __future__ import annotations
 
 from bot.router import limits
+from bot.router.catchup import COMMANDS as CATCHUP_COMMANDS
 from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.router.own_data import topic_line
 from bot.router.persona import persona_command, persona_line
@@ -259,5 +260,6 @@ COMMANDS = Registry(
             ),
         ),
         *REMINDER_COMMANDS,
+        *CATCHUP_COMMANDS,
     ]
 )

@@ -42,7 +42,7 @@ from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
-from bot.router.reminders import is_reminder_request
+from bot.router.reminders import command_in_words
 from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
     ChoiceRules,
@@ -333,8 +333,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
-        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
-            return Reply(text=(await self.command(message, "remind", message.text)).text, ok=True)
+        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
         started = time.monotonic()
         reply = Reply(text=APOLOGY, ok=False, with_memory=False)
         request_id = "-"
@@ -412,8 +412,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return
-        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
-            yield (await self.command(message, "remind", message.text)).text
+        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            yield (await self.command(message, said, message.text)).text
             return
         begun = time.monotonic()
         # The request context is held only while nothing is yielded: a context variable set
