@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
+# `make chat` needs only the package itself: no test and lint tools (a stamp of its own).
+RUN_STAMP := $(VENV)/.installed
 
 # Node 22 + Pyodide for the Worker's own runtime (memory_worker/pyodide), from its lock file.
 PYODIDE_DIR := memory_worker/pyodide
@@ -16,7 +18,11 @@ $(VENV)/bin/python:
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	touch $(RUN_STAMP)
 
 $(PYODIDE_STAMP): $(PYODIDE_DIR)/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make pyodide: npm is not installed; install it (Debian: apt-get install npm) so that Node 22 and Pyodide can come from $(PYODIDE_DIR)/package-lock.json"; exit 1; }
@@ -27,7 +33,7 @@ $(PYODIDE_STAMP): $(PYODIDE_DIR)/package-lock.json
 
 pyodide: $(PYODIDE_STAMP)
 
-chat: $(STAMP)
+chat: $(RUN_STAMP)
 	$(VENV)/bin/chatbot chat
 
 test: $(STAMP) $(PYODIDE_STAMP)

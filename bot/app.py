@@ -179,9 +179,13 @@ async def build_router(
         )
 
 
-def run_chat(data_dir: Path, chat_key: str) -> int:
-    """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory."""
+def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
+    """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory.
+
+    `speaker` (`--as NAME`): speak as that person of the chat, found by name or id (bot/speakers.py).
+    """
     from bot.adapters.console import run_console
+    from bot.speakers import Speaker, SpeakerNotFound, find_speaker
 
     settings = load_settings()
 
@@ -192,6 +196,14 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         async with build_router(settings, data_dir) as router:
+            who: Speaker | None = None
+            if speaker is not None:
+                try:
+                    who = await find_speaker(router.memory.export(chat_key), chat_key, speaker)
+                except SpeakerNotFound as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 2
+                print(f"speaking as {who.author} (id {who.author_id}) in {chat_key}", file=sys.stderr)
             return await run_console(
                 router,
                 chat_key,
@@ -199,6 +211,8 @@ def run_chat(data_dir: Path, chat_key: str) -> int:
                 offline=router.offline,
                 streaming=settings.console.streaming,
                 stop=stop,
+                author=who.author if who else None,
+                author_id=who.author_id if who else None,
             )
 
     try:

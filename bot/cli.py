@@ -1,4 +1,4 @@
-"""The `chatbot` command: `chat`, `telegram`, `discord`, `import`, `memory serve|backup|restore`."""
+"""The `chatbot` command: `chat`, `telegram`, `discord`, `import`, `doctor`, `memory serve|backup|restore`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,42 @@ from pathlib import Path
 DEFAULT_DATA = Path(os.environ.get("CHATBOT_DATA", "data"))
 
 
+def version() -> str:
+    """The installed package's version (the source tree's pyproject.toml states it)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("chatbot")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatbot` command."""
     parser = argparse.ArgumentParser(prog="chatbot", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat in the console (embedded memory unless MEMORY_URL)")
     chat.add_argument("--data", type=Path, default=DEFAULT_DATA, help="memory and outbox folder")
     chat.add_argument("--chat", default=None, help="chat key (default console:<user name>)")
+    chat.add_argument(
+        "--as",
+        dest="speaker",
+        default=None,
+        metavar="NAME",
+        help="speak as this person of the chat (a display name or an id, e.g. from an import)",
+    )
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the configuration, the models, the memory worker and the bot tokens",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    doctor.add_argument("--data", type=Path, default=DEFAULT_DATA, help="data folder (embedded memory)")
+    doctor.add_argument("--timeout", type=float, default=15.0, help="seconds per check")
 
     for name in ("telegram", "discord"):
         p = sub.add_parser(name, help=f"run the {name.title()} bot")
@@ -45,10 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     memory = sub.add_parser("memory", help="the memory worker's local host")
     msub = memory.add_subparsers(dest="memory_command", required=True)
-    serve = msub.add_parser("serve", help="serve the memory HTTP API v1")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
-    serve.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
+    serve = msub.add_parser(
+        "serve", help="serve the memory HTTP API v1", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8787, help="port to listen on (0: any free port)")
+    serve.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory", help="the memory folder")
     serve.add_argument(
         "--runtime",
         choices=("cpython", "pyodide"),
@@ -74,10 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         logging.DEBUG
         if args.verbose
         else logging.WARNING
-        if args.command in ("chat", "import")
+        if args.command in ("chat", "import", "doctor")
         else logging.INFO,
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
+    if args.command == "doctor":
+        from bot import doctor
+
+        return doctor.main(args.data, timeout=args.timeout)
     if args.command == "import":
         from bot.importers.run import run_import
 
@@ -100,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "chat":
         chat_key = args.chat or f"console:{_user_name()}"
-        return app.run_chat(args.data, chat_key)
+        return app.run_chat(args.data, chat_key, args.speaker)
     if args.command == "telegram":
         return app.run_telegram(args.data)
     if args.command == "discord":

@@ -84,6 +84,7 @@ class Tier:
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     vision: bool = False  # the model accepts image parts
+    api_key_env: str = "OPENAI_API_KEY"  # where the key came from: named in error hints
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
             price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
             price_out_per_mtok=float(t.get("price_out_per_mtok", 0.0)),
             vision=bool(t.get("vision", False)),
+            api_key_env=key_env,
         )
     r = data["router"]
     router = RouterSettings(
@@ -265,22 +267,25 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
     m = data["memory"]
     admins = _ids(env.get("ADMIN_USER_IDS") or "")
 
-    def platform(section: str, prefix: str) -> PlatformSettings:
+    def platform(section: str, prefix: str, names: tuple[str, ...] = ()) -> PlatformSettings:
+        """One platform's table; of the environment only PREFIX_NAME for the `names` it has."""
         p = data[section]
+
+        def var(name: str) -> str | None:
+            # Only the variables the platform has are read (the docs list exactly these).
+            return _blank_to_none(env.get(f"{prefix}_{name}")) if name in names else None
+
         return PlatformSettings(
-            token=_blank_to_none(env.get(f"{prefix}_BOT_TOKEN")),
-            api_base_url=_blank_to_none(env.get(f"{prefix}_API_BASE_URL")),
-            gateway_url=_blank_to_none(env.get(f"{prefix}_GATEWAY_URL")),
-            webhook_url=_blank_to_none(env.get(f"{prefix}_WEBHOOK_URL")),
-            dev_guild_id=_blank_to_none(env.get(f"{prefix}_DEV_GUILD_ID")),
+            token=var("BOT_TOKEN"),
+            api_base_url=var("API_BASE_URL"),
+            gateway_url=var("GATEWAY_URL"),
+            webhook_url=var("WEBHOOK_URL"),
+            dev_guild_id=var("DEV_GUILD_ID"),
             streaming=bool(p["streaming"]),
             send_budget_s=float(p.get("send_budget_s", PlatformSettings.send_budget_s)),
-            webhook_listen=_blank_to_none(env.get(f"{prefix}_WEBHOOK_LISTEN"))
+            webhook_listen=var("WEBHOOK_LISTEN")
             or str(p.get("webhook_listen", PlatformSettings.webhook_listen)),
-            webhook_port=int(
-                _blank_to_none(env.get(f"{prefix}_WEBHOOK_PORT"))
-                or p.get("webhook_port", PlatformSettings.webhook_port)
-            ),
+            webhook_port=int(var("WEBHOOK_PORT") or p.get("webhook_port", PlatformSettings.webhook_port)),
         )
 
     return Settings(
@@ -313,8 +318,12 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         summary_base_url=_blank_to_none(env.get("SUMMARY_BASE_URL")),
         summary_model=_blank_to_none(env.get("SUMMARY_MODEL")),
         summary_api_key=_blank_to_none(env.get("SUMMARY_API_KEY")),
-        telegram=platform("telegram", "TELEGRAM"),
-        discord=platform("discord", "DISCORD"),
+        telegram=platform(
+            "telegram",
+            "TELEGRAM",
+            ("BOT_TOKEN", "API_BASE_URL", "WEBHOOK_URL", "WEBHOOK_LISTEN", "WEBHOOK_PORT"),
+        ),
+        discord=platform("discord", "DISCORD", ("BOT_TOKEN", "API_BASE_URL", "GATEWAY_URL", "DEV_GUILD_ID")),
         console=platform("console", "CONSOLE"),
     )
 

@@ -32,14 +32,20 @@ class ConsoleSession:
     """One console user talking in one chat; turns input lines into answers."""
 
     def __init__(
-        self, router: ChatService, chat_key: str, *, data_dir: Path | None = None, author: str | None = None
+        self,
+        router: ChatService,
+        chat_key: str,
+        *,
+        data_dir: Path | None = None,
+        author: str | None = None,
+        author_id: str | None = None,
     ) -> None:
         self.router = router
         self.chat_key = chat_key
         self.data_dir = data_dir
         name = author or chat_key.split(":", 1)[-1] or "me"
         self.author = name
-        self.author_id = name
+        self.author_id = author_id or name  # `chatbot chat --as`: a person of an imported chat
 
     def message(self, text: str) -> IncomingMessage:
         """The neutral message for one line typed by the console user."""
@@ -94,13 +100,15 @@ async def run_console(
     interactive: bool | None = None,
     streaming: bool = True,
     stop: asyncio.Event | None = None,
+    author: str | None = None,
+    author_id: str | None = None,
 ) -> int:
     """Run the console chat until end of input, /quit or `stop` (after the answer in hand); exit status."""
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     if interactive is None:
         interactive = stdin.isatty()
-    session = ConsoleSession(router, chat_key, data_dir=data_dir)
+    session = ConsoleSession(router, chat_key, data_dir=data_dir, author=author, author_id=author_id)
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
         stdout.write(

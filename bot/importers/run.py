@@ -13,16 +13,18 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from memory_engine import wire
 from tqdm import tqdm
 
 from bot.config import Settings
 from bot.importers import discord, telegram
 from bot.importers.common import ExportError, Record, Source
+from bot.importers.where import where_lines
 from bot.router.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
 
 READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
@@ -47,7 +49,9 @@ class Plan:
     messages: dict[str, int] = field(default_factory=dict)
     empty: int = 0  # service messages, bots, messages with no words
     chosen: list[str] = field(default_factory=list)
-    private_left_out: int = 0  # private chats of a whole-account export, not asked for
+    private_left_out: int = 0  # private chats, not asked for
+    names: dict[str, str] = field(default_factory=dict)  # chat key -> the exported chat's name
+    warnings: list[str] = field(default_factory=list)  # private chats asked for: whose memory
 
     @property
     def total(self) -> int:
@@ -97,11 +101,18 @@ def check(platform: str, path: Path, *, chat: str | None, scope: str, progress: 
                 plan.private_left_out += source.private and chat is None
                 continue
             plan.chosen.append(source.label)
+            if source.private:
+                person = source.key.split(":", 1)[1]
+                plan.warnings.append(
+                    f"warning: {source.label} is the private chat of {person} with the bot ({source.key}); "
+                    "its messages become the bot's memory of that person"
+                )
             for n, record in enumerate(source.records(), 1):
                 if record is None:
                     plan.empty += 1
                 else:
                     plan.messages[record.key] = plan.messages.get(record.key, 0) + 1
+                    plan.names[record.key] = source.name
                 if n % 1000 == 0:
                     bar.update(1000)
     if chat is not None and not plan.chosen:
@@ -154,14 +165,20 @@ async def send(
     return report
 
 
-async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> dict[str, Any]:
-    bodies: list[Mapping[str, Any]] = [r.body() for r in batch]
+async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> wire.ImportAnswer:
+    # Record.body() is the import route's message (role is one of the API's roles).
+    bodies = [cast(wire.ImportedMessage, r.body()) for r in batch]
     for delay in (*RETRIES, None):
         try:
             return await memory.import_messages(key, bodies)
         except MemoryRefused as err:
             raise ImportFailed(f"the memory worker refused a batch for {key}: {err.error}") from err
         except MemoryUnavailable as err:
+            if getattr(err, "status", None) in (401, 403):  # no retry heals a wrong token
+                raise ImportFailed(
+                    f"the memory worker refused the token ({err}): check MEMORY_API_TOKEN "
+                    "(the worker's secret); nothing more was sent"
+                ) from err
             if delay is None:
                 raise ImportFailed(
                     f"the memory worker did not take a batch for {key} ({err}); run the same "
@@ -220,18 +237,26 @@ async def import_export(
     out = out or sys.stdout
     scope = settings.memory_scope
     plan = check(platform, Path(path), chat=chat, scope=scope, progress=progress)
+    where = None if settings.memory_url else Path(data_dir)
+    for warning in plan.warnings:
+        print(warning, file=out)
     if dry_run:
         print(
             f"would import up to {plan.total} messages ({plan.empty} without words), "
             f"chats: {len(plan.messages)}{_left_out(plan.private_left_out)}; nothing sent",
             file=out,
         )
+        for line in where_lines(plan.messages, plan.names, where, verb="to import"):
+            print(line, file=out)
         return ImportReport(
             empty=plan.empty, chats=dict.fromkeys(plan.messages, 0), private_left_out=plan.private_left_out
         )
     async with open_memory(settings, data_dir) as memory:
         report = await send(platform, Path(path), memory, plan, chat=chat, scope=scope, progress=progress)
     print(report.line(), file=out)
+    stored = {key: plan.messages.get(key, n) for key, n in report.chats.items()}  # imported or skipped
+    for line in where_lines(stored, plan.names, where, verb="in memory"):
+        print(line, file=out)
     return report
 
 

@@ -158,8 +158,11 @@ async def _mode(ctx: CommandContext) -> CommandResult:
     want = ctx.args.split()[0].lower() if ctx.args else ""
     if want not in ("auto", "full"):
         stats = await ctx.memory.stats(ctx.chat)
-        return CommandResult(f"Memory mode is {stats.get('mode', '?')}. Use /mode auto or /mode full.")
-    data = await ctx.memory.set_mode(ctx.chat, want)
+        now = f"Memory mode is {stats.get('mode', '?')}. Use /mode auto or /mode full."
+        if want:  # a typo must not look like it was taken
+            return CommandResult(f"There is no memory mode {want[:40]!r}; nothing changed. {now}")
+        return CommandResult(now)
+    data = await ctx.memory.set_mode(ctx.chat, "auto" if want == "auto" else "full")
     return CommandResult(f"Memory mode is now {data.get('mode', want)}.")
 
 
@@ -171,6 +174,11 @@ async def _compact(ctx: CommandContext) -> CommandResult:
     except MemoryUnavailable:
         return CommandResult(
             "Compaction failed (the summarizer or the memory is unavailable); nothing was deleted."
+        )
+    if data.get("compacted") == 0:  # the worker counts the summaries it wrote
+        return CommandResult(
+            "Nothing to compact: no older messages wait to be summarized "
+            f"({data.get('compactions', 0)} compactions so far)."
         )
     return CommandResult(
         f"Compacted: {data.get('compactions', '?')} compactions so far, "

@@ -44,6 +44,8 @@ class Attempt:
     completion_tokens: int = 0
     error: str | None = None
     text: str = ""  # the answer, for a good non-streaming attempt
+    kind: str = ""  # a failure's ModelFailure.kind and HTTP status: what to fix (model_errors.py)
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,18 @@ class TierRouter:
                     raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
             except ModelFailure as failure:
                 latency = (self._clock() - started) * 1000.0
-                await on_attempt(Attempt(tier, model.model, number, False, latency, error=str(failure)[:500]))
+                await on_attempt(
+                    Attempt(
+                        tier,
+                        model.model,
+                        number,
+                        False,
+                        latency,
+                        error=str(failure)[:500],
+                        kind=failure.kind,
+                        status=failure.status,
+                    )
+                )
                 if not failure.retryable:
                     return None
                 wait = self._backoff(try_index, failure)

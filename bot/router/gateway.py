@@ -15,15 +15,20 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from memory_engine import wire
+from memory_engine.routes import Route
 
 from bot.config import default
-from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.router.memory import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
 from bot.router.models import MemoryContext
 from bot.router.outbox import Outbox
 from bot.router.types import IncomingMessage
 
 log = logging.getLogger(__name__)
+B = TypeVar("B")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,12 @@ class BackOff:
     max_s: float = default("memory", "retry_max_s")
 
 
-class MemoryGateway:
-    """The memory client, the outbox and the back-off behind one surface; open it with `async with`."""
+class MemoryGateway(MemoryRoutes):
+    """The memory client, the outbox and the back-off behind one surface; open it with `async with`.
+
+    Its reads and admin actions (`search`, `facts`, ... of `MemoryRoutes`) go through `call`
+    straight to the client; only `turn` and `reply` are kept in the outbox.
+    """
 
     def __init__(
         self,
@@ -124,8 +133,8 @@ class MemoryGateway:
         self._down_until = 0.0
         self._delay = self.backoff.first_s
 
-    def _keep(self, chat: str, kind: str, body: dict[str, Any]) -> None:
-        self.outbox.add(chat, kind, body)
+    def _keep(self, chat: str, kind: str, body: Mapping[str, Any]) -> None:
+        self.outbox.add(chat, kind, dict(body))
         self._wake.set()
 
     # -- the two records of a message ---------------------------------------------------
@@ -136,7 +145,7 @@ class MemoryGateway:
 
         The caller holds the chat's lock, so one chat's messages go in arrival order.
         """
-        body = {
+        body: wire.TurnRequest = {
             "text": text,
             "author": message.author,
             "author_id": message.author_id,
@@ -160,20 +169,10 @@ class MemoryGateway:
             # 413 (too long), 400 (bad chat key): the worker will never take it; answer anyway.
             log.warning("memory refused the message in %s: %s", chat, exc.error)
             return None
-        return MemoryContext(
-            prompt=str(data.get("prompt") or ""),
-            recent=tuple(data.get("recent") or ()),
-            retrieved=tuple(data.get("retrieved") or ()),
-            facts=tuple(data.get("facts") or ()),
-            summary=str(data.get("summary") or ""),
-            usage_today=dict(data.get("usage_today") or {}),
-            usage_today_author=dict(data.get("usage_today_author") or {}),
-            persona=str(data.get("persona") or ""),
-        )
+        return MemoryContext.of(data)
 
-    async def reply(self, chat: str, body: Mapping[str, Any]) -> None:
+    async def reply(self, chat: str, record: wire.ReplyRequest) -> None:
         """Record one model attempt; into the outbox when the worker is out of reach."""
-        record = dict(body)
         if self.is_down() or self.outbox.pending_for(chat):
             self._keep(chat, "reply", record)
             return
@@ -187,81 +186,39 @@ class MemoryGateway:
 
     # -- reads and admin actions, straight to the worker --------------------------------
 
-    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
-        """Retrieve older messages like a turn does, recording nothing."""
-        return await self.client.search(chat, q, k)
+    async def call(
+        self,
+        route: Route[B, R],
+        chat: str | None = None,
+        *,
+        body: B | None = None,
+        query: Query | None = None,
+        path: Mapping[str, str | int] | None = None,
+    ) -> R:
+        """Any other route, straight to the worker (raises like the client does)."""
+        return await self.client.call(route, chat, body=body, query=query, path=path)
 
-    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
-        """Current facts and notes (superseded ones too with `history`; only one `kind` if given)."""
-        return await self.client.facts(chat, history=history, kind=kind)
+    async def forget_author(self, chat: str, author_id: str) -> wire.ForgetAuthorAnswer:
+        """Forget one person in a chat: what waits in the outbox first, then the worker's."""
+        await self.outbox.forget(chat, author_id)  # first: nothing of them may be replayed after
+        return await super().forget_author(chat, author_id)
 
-    async def summary(self, chat: str) -> dict[str, Any]:
-        """The rolling summary and its compaction state."""
-        return await self.client.summary(chat)
-
-    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
-        """routerUsage totals per tier and the recent rows (with `author_id`: their usage today)."""
-        return await self.client.usage(chat, author_id)
-
-    async def stats(self, chat: str) -> dict[str, Any]:
-        """Message and fact counts, the mode, the last prompt."""
-        return await self.client.stats(chat)
-
-    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
-        """Set the memory mode (`auto` or `full`)."""
-        return await self.client.set_mode(chat, mode)
-
-    async def compact(self, chat: str) -> dict[str, Any]:
-        """Run compaction now; the new summary state."""
-        return await self.client.compact(chat)
-
-    async def settings(self, chat: str) -> dict[str, Any]:
-        """The chat's settings: mode and persona."""
-        return await self.client.settings(chat)
-
-    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
-        """Set the chat's persona ("" resets it)."""
-        return await self.client.set_persona(chat, persona)
-
-    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
-        """Bulk-import history."""
-        return await self.client.import_messages(chat, messages)
-
-    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
-        """Forget one person in a chat (the caller clears its own caches too)."""
-        return await self.client.forget_author(chat, author_id)
-
-    async def forget_chat(self, chat: str) -> dict[str, Any]:
-        """Forget the whole chat (the caller clears its own caches too)."""
-        return await self.client.forget_chat(chat)
+    async def forget_chat(self, chat: str) -> wire.ForgetChatAnswer:
+        """Forget the whole chat: what waits in the outbox first, then the worker's."""
+        await self.outbox.forget(chat)  # first: nothing of it may be replayed after
+        return await super().forget_chat(chat)
 
     # -- people's own data (issue 15) ---------------------------------------------------
 
-    async def export(self, chat: str, author_id: str | None = None) -> AsyncIterator[dict[str, Any]]:
+    async def export(self, chat: str, author_id: str | None = None) -> AsyncIterator[wire.ExportPage]:
         """The pages of an export, first to last: the first holds everything but later messages.
 
         The later pages ask for the messages up to the first page's `upto`, so together they
         are one consistent snapshot even while the chat goes on.
         """
         page = await self.client.export_page(chat, author_id)
-        upto = page.get("export", {}).get("upto")
+        upto = page["export"]["upto"]
         yield page
-        while page.get("next_after") is not None:
-            page = await self.client.export_page(chat, author_id, after=int(page["next_after"]), upto=upto)
+        while (after := page["next_after"]) is not None:
+            page = await self.client.export_page(chat, author_id, after=after, upto=upto)
             yield page
-
-    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
-        """Keep a note in every prompt of the chat; `{"note", "duplicate"}`."""
-        return await self.client.add_note(chat, text, author, author_id)
-
-    async def notes(self, chat: str) -> list[dict[str, Any]]:
-        """The chat's current notes, oldest first."""
-        return await self.client.notes(chat)
-
-    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
-        """Supersede one fact or note (only if it is `author_id`'s, when given)."""
-        return await self.client.forget_fact(chat, fact_id, author_id)
-
-    async def start_topic(self, chat: str) -> dict[str, Any]:
-        """Start a new topic in the chat; `{"topic_started_at", "after_id"}`."""
-        return await self.client.start_topic(chat)

@@ -1,27 +1,42 @@
-"""The memory client: one interface to the memory worker's HTTP API v1 (see ARCHITECTURE.md).
+"""The memory client: one interface to the memory worker's HTTP API v1 (see docs/api.md).
 
-`HttpMemoryClient` speaks to a deployed Cloudflare Worker (`MEMORY_URL`) or to the local
-host started in-process; the router never knows which. Failures come in two kinds:
-`MemoryUnavailable` (cannot reach it, it timed out, it answered 5xx, or it refused the token
-or the URL: retry later, the outbox keeps the record) and `MemoryRefused` (it refused the
-request itself, 400/405/413: retrying will not help).
+Every call is one route of the engine's route table (`memory_engine.routes`), with its
+request and answer types (`memory_engine.wire`): `MemoryRoutes.call` sends a route, and
+the named methods below are one line each over it. `HttpMemoryClient` speaks to a deployed
+Cloudflare Worker (`MEMORY_URL`) or to the local host; the router never knows which.
+Failures come in two kinds: `MemoryUnavailable` (cannot reach it, it timed out, it answered
+5xx, or it refused the token or the URL: retry later, the outbox keeps the record) and
+`MemoryRefused` (it refused the request itself, 400/405/413: retrying will not help).
 """
 
 from __future__ import annotations
 
 import json as _json
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import aiohttp
 import yarl
+from memory_engine import routes, wire
+from memory_engine.routes import Route
 
 from bot.config import default
 
+B = TypeVar("B")
+R = TypeVar("R")
+Query = Mapping[str, str | int | None]
+
 
 class MemoryUnavailable(Exception):
-    """The memory worker could not be reached or failed on its side (retry later)."""
+    """The memory worker could not be reached or failed on its side (retry later).
+
+    `status` is the HTTP status when it answered (401/403: a wrong token, which no retry heals).
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class MemoryRefused(Exception):
@@ -33,15 +48,128 @@ class MemoryRefused(Exception):
         self.error = error
 
 
-class MemoryClient(Protocol):
-    """What the router needs from the memory worker: one method per route of the API v1.
+def _segment(value: str) -> str:
+    # Quote everything: a key never becomes a path trick ("/", "?", "%"); "." and ".."
+    # are encoded too, or URL normalisation would turn them into "this/parent folder".
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
+def route_path(route: Route[Any, Any], chat: str | None, path: Mapping[str, str | int] | None = None) -> str:
+    """The route's path with the chat key and its other parameters quoted in."""
+    values = {"chat": chat or "", **{k: str(v) for k, v in (path or {}).items()}}
+    return "/".join(_segment(values[s[1:-1]]) if s.startswith("{") else s for s in route.segments)
+
+
+class MemoryRoutes:
+    """The memory API's reads and admin actions as typed calls, over one `call`."""
+
+    async def call(
+        self,
+        route: Route[B, R],
+        chat: str | None = None,
+        *,
+        body: B | None = None,
+        query: Query | None = None,
+        path: Mapping[str, str | int] | None = None,
+    ) -> R:
+        """Send one route; its typed answer (raises `MemoryUnavailable` / `MemoryRefused`)."""
+        raise NotImplementedError
+
+    async def search(self, chat: str, q: str, k: int = 3) -> list[wire.ScoredMessage]:
+        """Retrieve older messages like `turn` does, recording nothing."""
+        return (await self.call(routes.SEARCH, chat, query={"q": q, "k": k}))["results"]
+
+    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[wire.Fact]:
+        """Current facts and notes (superseded ones too with `history`; only one `kind` if given)."""
+        query = {"history": "1" if history else None, "kind": kind}
+        return (await self.call(routes.FACTS, chat, query=query))["facts"]
+
+    async def summary(self, chat: str) -> wire.SummaryAnswer:
+        """The rolling summary and its compaction state."""
+        return await self.call(routes.SUMMARY, chat)
+
+    async def usage(self, chat: str, author_id: str | None = None) -> wire.UsageAnswer:
+        """routerUsage totals per tier and the recent rows (with `author_id`: their usage today)."""
+        return await self.call(routes.USAGE, chat, query={"author_id": author_id or None})
+
+    async def stats(self, chat: str) -> wire.StatsAnswer:
+        """Message and fact counts, the mode, the last prompt."""
+        return await self.call(routes.STATS, chat)
+
+    async def settings(self, chat: str) -> wire.SettingsAnswer:
+        """The chat's settings: mode and persona."""
+        return await self.call(routes.SETTINGS, chat)
+
+    async def set_mode(self, chat: str, mode: wire.Mode) -> wire.SettingsAnswer:
+        """Set the memory mode (`auto` or `full`)."""
+        body: wire.SettingsRequest = {"mode": mode}
+        return await self.call(routes.UPDATE_SETTINGS, chat, body=body)
+
+    async def set_persona(self, chat: str, persona: str) -> wire.SettingsAnswer:
+        """Set the chat's persona ("" resets it to the bot's default)."""
+        body: wire.SettingsRequest = {"persona": persona}
+        return await self.call(routes.UPDATE_SETTINGS, chat, body=body)
+
+    async def compact(self, chat: str) -> wire.CompactAnswer:
+        """Run compaction now; the new summary state."""
+        return await self.call(routes.COMPACT, chat)
+
+    async def import_messages(self, chat: str, messages: Sequence[wire.ImportedMessage]) -> wire.ImportAnswer:
+        """Bulk-import history; `{"imported", "skipped"}`."""
+        body: wire.ImportRequest = {"messages": list(messages)}
+        return await self.call(routes.IMPORT, chat, body=body)
+
+    async def forget_author(self, chat: str, author_id: str) -> wire.ForgetAuthorAnswer:
+        """Forget one person's messages and facts in a chat."""
+        return await self.call(routes.FORGET_AUTHOR, chat, path={"author_id": author_id})
+
+    async def forget_chat(self, chat: str) -> wire.ForgetChatAnswer:
+        """Forget the whole chat."""
+        return await self.call(routes.FORGET_CHAT, chat)
+
+    async def export_page(
+        self, chat: str, author_id: str | None = None, after: int | None = None, upto: int | None = None
+    ) -> wire.ExportPage:
+        """One page of the chat's (or one person's) export; follow `next_after` for the rest."""
+        query = {"author_id": author_id, "after": after, "upto": upto}
+        return await self.call(routes.EXPORT, chat, query=query)
+
+    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> wire.NoteAnswer:
+        """Keep a note in every prompt of the chat; `{"note", "duplicate"}`."""
+        body: wire.NoteRequest = {"text": text, "author": author, "author_id": author_id}
+        return await self.call(routes.ADD_NOTE, chat, body=body)
+
+    async def notes(self, chat: str) -> list[wire.Fact]:
+        """The chat's current notes, oldest first."""
+        return (await self.call(routes.NOTES, chat))["notes"]
+
+    async def forget_fact(
+        self, chat: str, fact_id: int, author_id: str | None = None
+    ) -> wire.ForgetFactAnswer:
+        """Supersede one fact or note by id (only if it is `author_id`'s, when given)."""
+        query = {"author_id": author_id}
+        return await self.call(routes.FORGET_FACT, chat, query=query, path={"fact_id": int(fact_id)})
+
+    async def start_topic(self, chat: str) -> wire.TopicAnswer:
+        """Start a new topic: the recent window begins after the newest message."""
+        return await self.call(routes.START_TOPIC, chat)
+
+
+class MemoryClient(MemoryRoutes):
+    """What the router needs from the memory worker: every route of the API v1.
 
     Every method raises `MemoryUnavailable` when the worker cannot be reached (or answers
-    5xx) and `MemoryRefused` on a 4xx answer. Bodies and answers are the JSON of the API.
+    5xx) and `MemoryRefused` on a 4xx answer.
     """
 
     async def health(self) -> bool:
         """True when `GET /health` answers ok."""
+        try:
+            data = await self.call(routes.HEALTH)
+        except (MemoryUnavailable, MemoryRefused):
+            return False
+        return bool(data.get("ok"))
 
     async def turn(
         self,
@@ -51,83 +179,29 @@ class MemoryClient(Protocol):
         author: str | None = None,
         author_id: str | None = None,
         message_id: str | None = None,
-        mode: str | None = None,
-    ) -> dict[str, Any]:
+        mode: wire.Mode | None = None,
+    ) -> wire.TurnAnswer:
         """Record a user message; the memory prompt and context for answering it."""
+        body: wire.TurnRequest = {"text": text}
+        if author is not None:
+            body["author"] = author
+        if author_id is not None:
+            body["author_id"] = author_id
+        if message_id is not None:
+            body["message_id"] = message_id
+        if mode is not None:
+            body["mode"] = mode
+        return await self.call(routes.TURN, chat, body=body)
 
-    async def reply(self, chat: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def reply(self, chat: str, body: wire.ReplyRequest) -> wire.ReplyAnswer:
         """Record one model attempt (and, when ok, the assistant message)."""
-
-    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
-        """Retrieve older messages like `turn` does, recording nothing."""
-
-    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
-        """Current facts and notes (superseded ones too with `history`; only one `kind` if given)."""
-
-    async def summary(self, chat: str) -> dict[str, Any]:
-        """The rolling summary and its compaction state."""
-
-    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
-        """routerUsage totals per tier and the recent rows (with `author_id`: their usage today)."""
-
-    async def stats(self, chat: str) -> dict[str, Any]:
-        """Message and fact counts, the mode, the last prompt."""
-
-    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
-        """Set the memory mode (`auto` or `full`)."""
-
-    async def settings(self, chat: str) -> dict[str, Any]:
-        """The chat's settings: mode and persona."""
-
-    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
-        """Set the chat's persona ("" resets it to the bot's default)."""
-
-    async def compact(self, chat: str) -> dict[str, Any]:
-        """Run compaction now; the new summary state."""
-
-    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
-        """Bulk-import history; `{"imported", "skipped"}`."""
-
-    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
-        """Forget one person's messages and facts in a chat."""
-
-    async def forget_chat(self, chat: str) -> dict[str, Any]:
-        """Forget the whole chat."""
-
-    async def export_page(
-        self, chat: str, author_id: str | None = None, after: int | None = None, upto: int | None = None
-    ) -> dict[str, Any]:
-        """One page of the chat's (or one person's) export; follow `next_after` for the rest."""
-
-    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
-        """Keep a note in every prompt of the chat; `{"note", "duplicate"}`."""
-
-    async def notes(self, chat: str) -> list[dict[str, Any]]:
-        """The chat's current notes, oldest first."""
-
-    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
-        """Supersede one fact or note by id (only if it is `author_id`'s, when given)."""
-
-    async def start_topic(self, chat: str) -> dict[str, Any]:
-        """Start a new topic: the recent window begins after the newest message."""
+        return await self.call(routes.REPLY, chat, body=body)
 
 
 _RETRY_LATER = frozenset({401, 403, 404, 408, 429})
-_FACT_ANSWERS = frozenset({403, 404})
 
 
-def _segment(value: str) -> str:
-    # Quote everything: a key never becomes a path trick ("/", "?", "%"); "." and ".."
-    # are encoded too, or URL normalisation would turn them into "this/parent folder".
-    quoted = quote(value, safe="")
-    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
-
-
-def _chat_path(chat: str) -> str:
-    return "/v1/chats/" + _segment(chat)
-
-
-class HttpMemoryClient:
+class HttpMemoryClient(MemoryClient):
     """`MemoryClient` over HTTP with a bearer token; open it with `async with`.
 
     The transport is an aiohttp.ClientSession (keep-alive pool): measured against
@@ -167,154 +241,45 @@ class HttpMemoryClient:
         if self._session is not None:
             await self._session.close()
 
-    async def _call(
+    async def call(
         self,
-        method: str,
-        path: str,
+        route: Route[B, R],
+        chat: str | None = None,
         *,
-        json: Any = None,
-        params: Mapping[str, Any] | None = None,
-        refusals: frozenset[int] = frozenset(),
-    ) -> Any:
+        body: B | None = None,
+        query: Query | None = None,
+        path: Mapping[str, str | int] | None = None,
+    ) -> R:
+        """Send one route over HTTP; its answer."""
+        params = {k: str(v) for k, v in (query or {}).items() if v is not None}
         # encoded=True: the path is quoted already and must reach the worker as it is.
-        url = yarl.URL(self._base_url + path, encoded=True)
+        url = yarl.URL(self._base_url + route_path(route, chat, path), encoded=True)
         try:
-            async with self._http().request(method, url, json=json, params=params) as resp:
+            async with self._http().request(route.method, url, json=body, params=params or None) as resp:
                 status = resp.status
-                body = await resp.read()
+                raw = await resp.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:  # refused, reset, timeout
             raise MemoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
         try:
-            data = _json.loads(body) if body else None
+            data = _json.loads(raw) if raw else None
         except ValueError:
             data = None
-        if status >= 500 or (status in _RETRY_LATER and status not in refusals):
-            # 401/403/404 mean a wrong token or URL: an operator fixes that, and until then
-            # the records wait in the outbox rather than being dropped.
-            raise MemoryUnavailable(f"memory worker answered {status}: {_error_of(data, body)}")
-        if status >= 400:
-            raise MemoryRefused(status, _error_of(data, body))
-        if data is None:
-            raise MemoryUnavailable("memory worker answered something that is not JSON")
-        return data
+        return answer_of(route, status, data, raw)
 
-    async def health(self) -> bool:
-        """True when `GET /health` answers ok."""
-        try:
-            data = await self._call("GET", "/health")
-        except (MemoryUnavailable, MemoryRefused):
-            return False
-        return bool(isinstance(data, dict) and data.get("ok"))
 
-    async def turn(
-        self,
-        chat: str,
-        text: str,
-        *,
-        author: str | None = None,
-        author_id: str | None = None,
-        message_id: str | None = None,
-        mode: str | None = None,
-    ) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/turn`."""
-        body: dict[str, Any] = {"text": text}
-        for key, value in (
-            ("author", author),
-            ("author_id", author_id),
-            ("message_id", message_id),
-            ("mode", mode),
-        ):
-            if value is not None:
-                body[key] = value
-        return await self._call("POST", _chat_path(chat) + "/turn", json=body)
-
-    async def reply(self, chat: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/reply`."""
-        return await self._call("POST", _chat_path(chat) + "/reply", json=dict(body))
-
-    async def search(self, chat: str, q: str, k: int = 3) -> list[dict[str, Any]]:
-        """`GET /v1/chats/{chat}/search?q=&k=`."""
-        data = await self._call("GET", _chat_path(chat) + "/search", params={"q": q, "k": str(k)})
-        return list(data.get("results") or [])
-
-    async def facts(self, chat: str, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
-        """`GET /v1/chats/{chat}/facts[?history=1][&kind=]`."""
-        params = ({"history": "1"} if history else {}) | ({"kind": kind} if kind else {})
-        data = await self._call("GET", _chat_path(chat) + "/facts", params=params or None)
-        return list(data.get("facts") or [])
-
-    async def summary(self, chat: str) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/summary`."""
-        return await self._call("GET", _chat_path(chat) + "/summary")
-
-    async def usage(self, chat: str, author_id: str | None = None) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/usage[?author_id=]`."""
-        params = {"author_id": author_id} if author_id else None
-        return await self._call("GET", _chat_path(chat) + "/usage", params=params)
-
-    async def stats(self, chat: str) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/stats`."""
-        return await self._call("GET", _chat_path(chat) + "/stats")
-
-    async def set_mode(self, chat: str, mode: str) -> dict[str, Any]:
-        """`PUT /v1/chats/{chat}/settings`."""
-        return await self._call("PUT", _chat_path(chat) + "/settings", json={"mode": mode})
-
-    async def settings(self, chat: str) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/settings`."""
-        return await self._call("GET", _chat_path(chat) + "/settings")
-
-    async def set_persona(self, chat: str, persona: str) -> dict[str, Any]:
-        """`PUT /v1/chats/{chat}/settings` with `persona`."""
-        return await self._call("PUT", _chat_path(chat) + "/settings", json={"persona": persona})
-
-    async def compact(self, chat: str) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/compact`."""
-        return await self._call("POST", _chat_path(chat) + "/compact")
-
-    async def import_messages(self, chat: str, messages: list[Mapping[str, Any]]) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/import`."""
-        return await self._call(
-            "POST", _chat_path(chat) + "/import", json={"messages": [dict(m) for m in messages]}
-        )
-
-    async def forget_author(self, chat: str, author_id: str) -> dict[str, Any]:
-        """`DELETE /v1/chats/{chat}/authors/{author_id}`."""
-        return await self._call("DELETE", _chat_path(chat) + "/authors/" + _segment(author_id))
-
-    async def forget_chat(self, chat: str) -> dict[str, Any]:
-        """`DELETE /v1/chats/{chat}`."""
-        return await self._call("DELETE", _chat_path(chat))
-
-    async def export_page(
-        self, chat: str, author_id: str | None = None, after: int | None = None, upto: int | None = None
-    ) -> dict[str, Any]:
-        """`GET /v1/chats/{chat}/export[?author_id=&after=&upto=]`."""
-        given = (("author_id", author_id), ("after", after), ("upto", upto))
-        params = {k: str(v) for k, v in given if v is not None}
-        return await self._call("GET", _chat_path(chat) + "/export", params=params or None)
-
-    async def add_note(self, chat: str, text: str, author: str, author_id: str) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/notes`."""
-        body = {"text": text, "author": author, "author_id": author_id}
-        return await self._call("POST", _chat_path(chat) + "/notes", json=body)
-
-    async def notes(self, chat: str) -> list[dict[str, Any]]:
-        """`GET /v1/chats/{chat}/notes`."""
-        data = await self._call("GET", _chat_path(chat) + "/notes")
-        return list(data.get("notes") or [])
-
-    async def forget_fact(self, chat: str, fact_id: int, author_id: str | None = None) -> dict[str, Any]:
-        """`DELETE /v1/chats/{chat}/facts/{fact_id}[?author_id=]`."""
-        params = {"author_id": author_id} if author_id is not None else None
-        # Here 404 (no such current fact) and 403 (not theirs) are answers about the fact itself.
-        return await self._call(
-            "DELETE", _chat_path(chat) + f"/facts/{int(fact_id)}", params=params, refusals=_FACT_ANSWERS
-        )
-
-    async def start_topic(self, chat: str) -> dict[str, Any]:
-        """`POST /v1/chats/{chat}/topic`."""
-        return await self._call("POST", _chat_path(chat) + "/topic")
+def answer_of(route: Route[Any, R], status: int, data: Any, raw: bytes = b"") -> R:
+    """The answer of a route from its status and JSON, or the failure it means."""
+    # A status the route declares (403/404 of one fact) is an answer about the request itself.
+    if status >= 500 or (status in _RETRY_LATER and status not in dict(route.errors)):
+        # 401/403/404 mean a wrong token or URL: an operator fixes that, and until then
+        # the records wait in the outbox rather than being dropped.
+        raise MemoryUnavailable(f"memory worker answered {status}: {_error_of(data, raw)}", status)
+    if status >= 400:
+        raise MemoryRefused(status, _error_of(data, raw))
+    if not isinstance(data, dict):
+        raise MemoryUnavailable("memory worker answered something that is not a JSON object")
+    answer: R = data  # type: ignore[assignment]  # its shape is the route's, checked by the contract tests
+    return answer
 
 
 def _error_of(data: Any, body: bytes) -> str:

@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import email.utils
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from memory_engine import wire
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
@@ -23,16 +25,35 @@ if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never 
 
 @dataclass(frozen=True)
 class MemoryContext:
-    """What the memory worker returned for the current message."""
+    """What the memory worker returned for the current message (the parts of its turn answer
+    the pipeline reads, in the API's own types)."""
 
     prompt: str = ""
-    recent: tuple[dict[str, Any], ...] = ()
-    retrieved: tuple[dict[str, Any], ...] = ()
-    facts: tuple[dict[str, Any], ...] = ()
+    recent: tuple[wire.Message, ...] = ()
+    retrieved: tuple[wire.ScoredMessage, ...] = ()
+    facts: tuple[wire.Fact, ...] = ()
     summary: str = ""
-    usage_today: dict[str, Any] = field(default_factory=dict)
-    usage_today_author: dict[str, Any] = field(default_factory=dict)  # for the daily caps
+    usage_today: Mapping[str, wire.TierUsage] = field(default_factory=dict)
+    usage_today_author: wire.AuthorUsage | None = None  # for the daily caps
     persona: str = ""  # the chat's own instructions (/persona), "" for the default
+    notes: tuple[wire.Fact, ...] = ()  # what the chat asked to /remember
+    fact_history: tuple[wire.Fact, ...] = ()  # superseded facts, oldest first
+
+    @classmethod
+    def of(cls, turn: wire.TurnAnswer) -> MemoryContext:
+        """The context of a turn's answer."""
+        return cls(
+            turn["prompt"],
+            tuple(turn["recent"]),
+            tuple(turn["retrieved"]),
+            tuple(turn["facts"]),
+            turn["summary"],
+            turn["usage_today"],
+            turn["usage_today_author"],
+            turn["persona"],
+            tuple(turn["notes"]),
+            tuple(turn["fact_history"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import Any
 
 from bot.router.memory import MemoryRefused
@@ -33,22 +33,22 @@ def _number(args: str) -> int | None:
     return int(word) if word.isascii() and word.isdigit() and 0 < int(word) < 2**63 else None
 
 
-def _who(item: dict[str, Any]) -> str:
+def _who(item: Mapping[str, Any]) -> str:
     return str(item.get("author") or item.get("author_id") or "someone")
 
 
-def _fact_line(fact: dict[str, Any]) -> str:
+def _fact_line(fact: Mapping[str, Any]) -> str:
     return f"#{fact['id']} {fact.get('key')}: {fact.get('value')}"
 
 
-def _note_line(note: dict[str, Any]) -> str:
+def _note_line(note: Mapping[str, Any]) -> str:
     return f"#{note['id']} {note.get('value')} (from {_who(note)})"
 
 
 # -- /export ---------------------------------------------------------------------------
 
 
-async def export_json(pages: AsyncIterable[dict[str, Any]]) -> tuple[bytes, dict[str, Any]]:
+async def export_json(pages: AsyncIterable[Mapping[str, Any]]) -> tuple[bytes, dict[str, Any]]:
     """One JSON document from the export's pages, and its header (everything but the messages).
 
     Written page by page as they arrive, one message per line: only the document being built
@@ -80,11 +80,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _export_file(data: bytes, platform: str) -> File:
+def _export_file(data: bytes, platform: str, whole: bool = False) -> File:
+    # The whole chat's export has a name of its own: saved beside yours (console), it never replaces it.
+    stem = "export-all" if whole else "export"
     limit = UPLOAD_LIMIT.get(platform)
     if limit is not None and len(data) > limit:
-        return File("export.json.gz", gzip.compress(data, 6), "application/gzip")
-    return File("export.json", data, "application/json")
+        return File(f"{stem}.json.gz", gzip.compress(data, 6), "application/gzip")
+    return File(f"{stem}.json", data, "application/json")
 
 
 async def _export(ctx: CommandContext) -> CommandResult:
@@ -109,7 +111,7 @@ async def _export(ctx: CommandContext) -> CommandResult:
     pending = ctx.memory.pending_for(ctx.chat)
     if pending:
         text += f" ({pending} records still wait in the outbox and are not in it.)"
-    file = _export_file(data, ctx.message.platform)
+    file = _export_file(data, ctx.message.platform, whole)
     limit = UPLOAD_LIMIT.get(ctx.message.platform)
     if limit is not None and len(file.data) > limit:
         return CommandResult(
@@ -143,7 +145,9 @@ async def _remember(ctx: CommandContext) -> CommandResult:
     )
 
 
-async def _remove(ctx: CommandContext, kind: str, items: list[dict[str, Any]], n: int) -> CommandResult:
+async def _remove(
+    ctx: CommandContext, kind: str, items: Sequence[Mapping[str, Any]], n: int
+) -> CommandResult:
     """Remove fact or note `n` of `items` (the chat's current ones of `kind`), if the asker may."""
     item = next((i for i in items if int(i.get("id") or 0) == n), None)
     lister = "/remember" if kind == "note" else "/forgetfact (yours) or /facts (admins)"

@@ -13,12 +13,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_engine import wire
+
 from bot.config import MemorySettings, Settings, Tier, default
-from bot.router import limits, logs
+from bot.router import limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
@@ -46,6 +48,7 @@ from bot.router.tiers import (
     fallback_sequence,
     rank_tiers,
     split_force_prefix,
+    unknown_tier_notice,
 )
 from bot.router.types import CommandResult, IncomingMessage, Reply
 
@@ -98,6 +101,7 @@ class _Prepared:
     # Failed attempts are keyed per handling, so a platform redelivering the same message
     # still gets each new attempt recorded, while an outbox replay of one stays single.
     attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    failures: list[Attempt] = field(default_factory=list)  # for the apology's hints
 
 
 class Router:
@@ -178,9 +182,11 @@ class Router:
         )
 
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
+        if not attempt.ok:
+            prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
-        body: dict[str, Any] = {
+        body: wire.ReplyRequest = {
             "text": text if attempt.ok else "",
             "tier": attempt.tier,
             "model": attempt.model,
@@ -265,6 +271,17 @@ class Router:
         self.chats.remember_prompt(chat, last, generation)
         return _Prepared(message, message_id, text, mem, choice, order, request, intake)
 
+    def _note_typo(self, intake: Intake) -> Intake:
+        """`!nosuchtier ...`: the answer says there is no such tier (a notice, never recorded)."""
+        typo = unknown_tier_notice(intake.text, rank_tiers(self.tiers))
+        return replace(intake, notice=_with_notice(intake.notice, typo)) if typo else intake
+
+    def _apology(self, prep: _Prepared) -> str:
+        """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
+        failed = ((a.tier, a.kind, a.status) for a in prep.failures)
+        found = model_errors.problems(failed, self.tiers)
+        return model_errors.apology(APOLOGY, found, admin=prep.message.is_admin)
+
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.
 
@@ -303,7 +320,7 @@ class Router:
         request_id = "-"
         try:
             with logs.handling(message.chat_key) as request_id:
-                intake = await self.media.read(message)
+                intake = self._note_typo(await self.media.read(message))
                 if not intake.answer:  # a notice alone: nothing for a model to answer
                     await self._remember_only(message, intake.text)
                     reply = Reply(text=intake.notice, ok=True)
@@ -318,7 +335,9 @@ class Router:
                 )
             with_memory = prep.memory is not None
             if outcome is None:
-                reply = Reply(text=_with_notice(intake.notice, APOLOGY), ok=False, with_memory=with_memory)
+                reply = Reply(
+                    text=_with_notice(intake.notice, self._apology(prep)), ok=False, with_memory=with_memory
+                )
             else:
                 tier, answer = outcome
                 shown = split_description(answer.text)[1] if intake.images else answer.text
@@ -379,7 +398,7 @@ class Router:
         early: str | None = None  # an answer given without calling a model
         started_stream = None
         with logs.handling(message.chat_key) as request_id:
-            intake = await self.media.read(message)
+            intake = self._note_typo(await self.media.read(message))
             if not intake.answer:
                 await self._remember_only(message, intake.text)
                 early = intake.notice
@@ -398,7 +417,7 @@ class Router:
             yield intake.notice + "\n"
         if started_stream is None:
             self._log_turn(message.chat_key, request_id, None, begun, False, with_memory)
-            yield APOLOGY
+            yield self._apology(prep)
             return
         tier, stream, started, number = started_stream
         if stream.notice:  # shown, never recorded: `pieces` holds the answer alone

@@ -92,6 +92,17 @@ def split_force_prefix(text: str, tiers: Sequence[str]) -> tuple[str | None, str
     return None, text
 
 
+def unknown_tier_notice(text: str, tiers: Sequence[str]) -> str:
+    """A note for a `!NAME` prefix that names no tier ("" otherwise): a typo must not pass silently."""
+    match = _FORCE_PREFIX.match(text)
+    if match is None or match.group(1).lower() in {t.lower() for t in tiers}:
+        return ""
+    return (
+        f"(There is no tier {match.group(1)[:40]!r}; tiers: {', '.join(tiers)}. "
+        "This answer uses the usual choice.)"
+    )
+
+
 def spent_today(usage_today: Mapping[str, Any] | None) -> float:
     """Total cost in USD over every tier today."""
     total = 0.0

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
-from .facts import extract_facts, is_list_key, merge_list
+from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
 from .notes import current_facts, current_notes, facts_view
 from .prompt import render_prompt
 from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
@@ -24,6 +24,7 @@ RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
+FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = turns.MSG_COLUMNS
@@ -139,7 +140,16 @@ class ChatMemory:
 
     def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
         """Record what the rules extract from one user message about its author."""
-        for change in extract_facts(text):
+        previous = None
+        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+            rows = self.sql.exec(
+                "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
+                "ORDER BY id DESC LIMIT 1",
+                author_id,
+                source,
+            )
+            previous = rows[0]["text"] if rows else None
+        for change in extract_facts(text, previous=previous):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             if change.add:  # False for a removal only ("I don't like X anymore")
@@ -166,6 +176,7 @@ class ChatMemory:
         remove: str | None = None,
         not_after: int | None = None,
     ) -> None:
+        key = canonical_key(key)  # a model's "favourite_colour" is the rules' "favorite_color"
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
             "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",
@@ -281,6 +292,7 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
+            "fact_history": turns.fact_history(self.sql, FACT_HISTORY_LIMIT),
             **built["extras"],
         }
 

@@ -1,0 +1,57 @@
+"""`chatbot chat --as NAME`: find a person of a chat (an imported group) by display name or id.
+
+The memory worker knows who wrote what: the chat's export pages list every message with
+its `author` and `author_id`. An id matches exactly; a name matches without regard to case,
+and a name two people share is refused (with their ids, to pick one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from memory_engine.wire import ExportPage
+
+SHOWN = 20  # people listed when the name matches no one
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """Who the console user speaks as: the name shown and the id facts are kept under."""
+
+    author: str
+    author_id: str
+
+
+class SpeakerNotFound(LookupError):
+    """No one (or more than one person) in the chat goes by that name; the message says who does."""
+
+
+async def find_speaker(pages: AsyncIterator[ExportPage], chat: str, name: str) -> Speaker:
+    """The person of the chat called `name` (display name or id); raises SpeakerNotFound."""
+    wanted = name.strip()
+    people: dict[str, str] = {}  # author_id -> the display name last seen
+    async for page in pages:
+        for message in page["messages"]:
+            if message.get("role") != "user":
+                continue
+            author_id = str(message.get("author_id") or "")
+            if not author_id:
+                continue
+            author = str(message.get("author") or author_id)
+            if author_id == wanted:
+                return Speaker(author, author_id)
+            people[author_id] = author
+    named = sorted(i for i, a in people.items() if a.casefold() == wanted.casefold())
+    if len(named) == 1:
+        return Speaker(people[named[0]], named[0])
+    if named:
+        raise SpeakerNotFound(
+            f"{len(named)} people in {chat} are called {wanted!r} (ids {', '.join(named)}): "
+            "use --as with the id of the one you mean"
+        )
+    if not people:
+        raise SpeakerNotFound(f"no one has written in {chat} yet: import its history first (chatbot import)")
+    listed = ", ".join(f"{a} ({i})" for i, a in sorted(people.items(), key=lambda p: p[1].casefold())[:SHOWN])
+    more = " ..." if len(people) > SHOWN else ""
+    raise SpeakerNotFound(f"no one called {wanted!r} in {chat}; people there: {listed}{more}")

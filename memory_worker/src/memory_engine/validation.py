@@ -1,0 +1,145 @@
+"""Checking what a caller sent: one refusal type and the field checks every route shares.
+
+Each check either returns the value in its checked form or raises `ApiError` with the
+status and a message that says what to fix; nothing is stored before every check passed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+MAX_TEXT_BYTES = 64 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_FIELD_CHARS = 256
+MODES = ("auto", "full")
+ROLES = ("user", "assistant", "system")
+
+
+class ApiError(Exception):
+    """A refusal with its HTTP status and a message saying what is wrong."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def unquote_strict(raw: str, name: str) -> str:
+    """A percent-decoded path segment; 400 when it is not UTF-8."""
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"{name} is not valid percent-encoded UTF-8") from None
+
+
+def query_of(raw: str) -> dict[str, str]:
+    """The query string as a dict (the last value of a repeated key wins)."""
+    try:
+        parsed = parse_qs(raw, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise ApiError(400, "query string is not valid UTF-8") from None
+    return {k: v[-1] for k, v in parsed.items()}
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object; 400 when it is empty, not UTF-8, not JSON or not an object."""
+    if not body:
+        raise ApiError(400, "a JSON object body is required")
+    try:
+        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not valid UTF-8") from None
+    except (ValueError, RecursionError):
+        raise ApiError(400, "body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "body must be a JSON object")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:
+    """A string field: ints are accepted as text; unencodable unicode is refused."""
+    if isinstance(value, bool) or value is None:
+        raise ApiError(400, f"{name} must be a string")
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ApiError(400, f"{name} must be a string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ApiError(400, f"{name} is not valid unicode (lone surrogate)") from None
+    if size > max_bytes:
+        raise ApiError(413 if max_bytes == MAX_TEXT_BYTES else 400, f"{name} is over {max_bytes} bytes")
+    return value
+
+
+def optional(body: Mapping[str, Any], name: str) -> str | None:
+    """An optional string field (null = absent)."""
+    value = body.get(name)
+    return None if value is None else plain(value, name)
+
+
+def text(body: Mapping[str, Any], required: bool = True) -> str:
+    """The message `text`: up to 64 KiB (413 above), not blank when required."""
+    value = body.get("text")
+    if value is None and not required:
+        return ""
+    checked = plain(value, "text", MAX_TEXT_BYTES)
+    if required and not checked.strip():
+        raise ApiError(400, "text must not be empty")
+    return checked
+
+
+def choice(value: Any, name: str, allowed: tuple[str, ...], required: bool = False) -> str | None:
+    """One of `allowed` (None when absent and not required)."""
+    if value is None and not required:
+        return None
+    if value not in allowed:
+        raise ApiError(400, f"{name} must be one of: {', '.join(allowed)}")
+    return str(value)
+
+
+def integer(value: Any, name: str, low: int, high: int) -> int:
+    """An integer from `low` to `high` (text of one is accepted; a float or bool is not)."""
+    try:
+        number = int(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, float) or not low <= number <= high:
+        raise ApiError(400, f"{name} must be an integer from {low} to {high}")
+    return number
+
+
+def number(value: Any, name: str, default: float | None = 0.0) -> float | None:
+    """A finite non-negative number (`default` when absent)."""
+    if value is None:
+        return default
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ApiError(400, f"{name} must be a non-negative number")
+    return float(value)
+
+
+def iso(value: Any, name: str) -> str | None:
+    """An ISO-8601 timestamp as given (None when absent)."""
+    if value is None:
+        return None
+    checked = plain(value, name)
+    try:
+        datetime.fromisoformat(checked.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(400, f"{name} must be an ISO-8601 timestamp") from None
+    return checked
