@@ -45,7 +45,7 @@ def insert_user_message(
 def fact_history(sql: SqlStorage, limit: int) -> list[dict[str, Any]]:
     """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
     rows = sql.exec(
-        "SELECT id, author, author_id, key, value, updated_at, superseded_at FROM facts "
+        "SELECT id, author, author_id, key, value, kind, updated_at, superseded_at FROM facts "
         "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
         limit,
     )
