@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,14 @@ from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router, RouterOptions
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import ChoiceRules, rank_tiers
+from bot.shutdown import CLOSE_S, run_until_signalled
 
 log = logging.getLogger(__name__)
 
 OFFLINE_TIER = Tier(name="offline", model="offline")
 OFFLINE_SUMMARY = "offline"  # SUMMARY_MODEL value: summarize without a model
-SHUTDOWN_GRACE_S = 30.0  # SIGTERM: how long answers in hand may take before they are cut
 
 
 async def _open_models(
@@ -126,6 +126,8 @@ async def build_router(
                     summary_model=model,
                     summary_api_key=key,
                     clock=clock,
+                    # By the time it closes, the bot's own requests are done or kept in the outbox.
+                    shutdown_timeout_s=CLOSE_S,
                 )
             )
             url, token = host.url, host.token
@@ -156,7 +158,7 @@ async def build_router(
         transcriber = None if offline else await _open_transcriber(settings, stack)
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
-        yield Router(
+        router = Router(
             memory=gateway,
             chats=ChatState(),
             models=chosen,
@@ -177,24 +179,29 @@ async def build_router(
             transcriber=transcriber,
             clock=clock,
         )
+        # First on the way out: records still being written (a stream's last attempt) land
+        # through the gateway, or in its outbox, before the gateway and the outbox close.
+        stack.push_async_callback(router.drain, CLOSE_S)
+        # Due reminders: each adapter starts a courier for its platform's chats; they stop
+        # before anything else closes (a send in hand is recorded first).
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        stack.push_async_callback(router.reminders.stop)
+        yield router
 
 
 def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
     """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory.
 
     `speaker` (`--as NAME`): speak as that person of the chat, found by name or id (bot/speakers.py).
+    Ctrl-C ends it at once (status 130); SIGTERM (a service manager, `docker stop`) lets the
+    answer being made finish first, within bot/shutdown.py's grace.
     """
     from bot.adapters.console import run_console
     from bot.speakers import Speaker, SpeakerNotFound, find_speaker
 
     settings = load_settings()
 
-    async def main() -> int:
-        stop = asyncio.Event()
-        # SIGTERM (a service manager, `docker stop`): finish the answer being made, then close,
-        # which flushes the outbox. Ctrl-C keeps its at-once meaning.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async def main(stop: asyncio.Event) -> int:
         async with build_router(settings, data_dir) as router:
             who: Speaker | None = None
             if speaker is not None:
@@ -215,11 +222,7 @@ def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
                 author_id=who.author_id if who else None,
             )
 
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
+    return run_until_signalled(main, sigint_at_once=True, sigint_rc=130)
 
 
 def run_telegram(data_dir: Path) -> int:
@@ -238,7 +241,7 @@ def run_telegram(data_dir: Path) -> int:
                 webhook_port=settings.telegram.webhook_port,
             )
 
-    return _run_until_signalled(main)
+    return run_until_signalled(main)
 
 
 def run_discord(data_dir: Path) -> int:
@@ -251,53 +254,4 @@ def run_discord(data_dir: Path) -> int:
         async with build_router(settings, data_dir) as router:
             await discord.serve(router, settings, stop=stop)
 
-    return _run_until_signalled(main)
-
-
-def _run_until_signalled(
-    main: Callable[[asyncio.Event], Awaitable[None]], grace_s: float = SHUTDOWN_GRACE_S
-) -> int:
-    """Run `main(stop)` until it ends. The first SIGINT/SIGTERM sets `stop`: the adapter takes no
-    new message and finishes the ones in hand; after `grace_s` (or a second signal) `main` is
-    cancelled. Either way the `async with` blocks close in order, so the outbox gets its last flush.
-    """
-
-    async def guarded() -> int:
-        task = asyncio.current_task()
-        assert task is not None  # guarded() runs as the loop's main task
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-
-        deadline: list[asyncio.TimerHandle] = []
-
-        def on_signal() -> None:
-            if stop.is_set():
-                log.warning("second signal: stopping now")
-                task.cancel()
-                return
-            log.info("signal received: finishing the answers in hand (at most %.0f s)", grace_s)
-            stop.set()
-            deadline.append(loop.call_later(grace_s, task.cancel))
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
-                loop.add_signal_handler(sig, on_signal)
-        try:
-            await main(stop)
-        except asyncio.CancelledError:
-            log.info("stopped by a signal")
-            return 0
-        except RuntimeError as exc:  # a missing token or similar: say it, no traceback
-            log.debug("start-up failed", exc_info=True)
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        finally:
-            for handle in deadline:
-                handle.cancel()
-        log.info("stopped cleanly")
-        return 0
-
-    try:
-        return asyncio.run(guarded())
-    except KeyboardInterrupt:
-        return 0
+    return run_until_signalled(main)

@@ -167,6 +167,32 @@ class MemorySettings:
 
 
 @dataclass(frozen=True)
+class ReminderSettings:
+    """[reminders]: parsing and delivery of reminders (see config/bot.toml)."""
+
+    default_timezone: str = default("reminders", "default_timezone")
+    date_only_time: str = default("reminders", "date_only_time")
+    languages: tuple[str, ...] = tuple(default("reminders", "languages"))
+    late_after_s: float = default("reminders", "late_after_s")
+    poll_s: float = default("reminders", "poll_s")
+    lease_s: float = default("reminders", "lease_s")
+    retry_s: float = default("reminders", "retry_s")
+
+    @classmethod
+    def from_table(cls, t: Mapping[str, Any]) -> ReminderSettings:
+        """From the merged [reminders] table."""
+        return cls(
+            default_timezone=str(t["default_timezone"]),
+            date_only_time=str(t["date_only_time"]),
+            languages=tuple(str(x) for x in t["languages"]),
+            late_after_s=float(t["late_after_s"]),
+            poll_s=float(t["poll_s"]),
+            lease_s=float(t["lease_s"]),
+            retry_s=float(t["retry_s"]),
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the composition root needs, read once."""
 
@@ -190,6 +216,7 @@ class Settings:
     telegram: PlatformSettings = field(default_factory=PlatformSettings)
     discord: PlatformSettings = field(default_factory=PlatformSettings)
     console: PlatformSettings = field(default_factory=PlatformSettings)
+    reminders: ReminderSettings = field(default_factory=ReminderSettings)
 
     @property
     def offline(self) -> bool:
@@ -325,6 +352,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         ),
         discord=platform("discord", "DISCORD", ("BOT_TOKEN", "API_BASE_URL", "GATEWAY_URL", "DEV_GUILD_ID")),
         console=platform("console", "CONSOLE"),
+        reminders=ReminderSettings.from_table(data["reminders"]),
     )
 
 

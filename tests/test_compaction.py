@@ -32,6 +32,7 @@ from memory_engine.compaction import (
 from memory_engine.compaction_facts import split_reply
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.offline_summary import named_things
+from memory_engine.prompt import HEADER
 
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
@@ -139,7 +140,7 @@ async def test_the_summary_is_in_the_memory_prompt(tmp_path):
             await wait_until(lambda: _compactions(client, 1), timeout=10)
             r = (await client.post(f"/v1/chats/{CHAT}/turn", json={"text": "hello again"})).json()
             prompt = r["prompt"]
-            assert prompt.index("Recent messages") < prompt.index("## Objective")
+            assert "Recent messages" not in prompt and prompt.index(HEADER) < prompt.index("## Objective")
             assert "cycle-mark 1" in r["summary"]
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bot.adapters.console import ConsoleSession, run_console
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import clean_env, console_chat, make_settings, running_router
@@ -111,11 +113,18 @@ def test_console_command_parsing():
     assert ConsoleSession.parse_command("//not a command") is None
 
 
-def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_path):
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_path, inherited):
+    """`ignored`: started with SIGINT ignored, as a CI runner starts background jobs. Python then
+    installs no KeyboardInterrupt handler, and the console once ignored Ctrl-C (it failed so in a
+    whole-suite CI run and passed alone): bot/shutdown.py installs its own handler."""
     import pty
     import select
     import signal
     import time
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
@@ -125,6 +134,7 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
         stderr=slave,
         cwd=tmp_path,
         env=clean_env(),
+        preexec_fn=ignore_sigint if inherited == "ignored" else None,
     )
     os.close(slave)
     seen = ""

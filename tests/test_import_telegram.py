@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -246,13 +247,14 @@ async def test_small_batches_keep_the_order_and_the_progress_bar_shows(mem, monk
 
 
 async def test_an_unreachable_worker_fails_plainly(tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "RETRIES", (0.0, 0.0))
+    monkeypatch.setattr(run, "RETRY", replace(run.RETRY, first_s=0.0, max_tries=3))
     with pytest.raises(ImportFailed, match="run the same command again"):
         await import_export("telegram", GROUP, settings("http://127.0.0.1:9"), tmp_path, out=io.StringIO())
 
 
 async def test_a_wrong_token_is_told_from_a_transient_failure(mem, monkeypatch):
-    monkeypatch.setattr(run, "RETRIES", (30.0,))  # a retry would time the test out: there must be none
+    # a retry would time the test out: there must be none
+    monkeypatch.setattr(run, "RETRY", replace(run.RETRY, first_s=30.0, max_s=30.0))
     assert mem.host is not None
     wrong = settings_from({}, {"MEMORY_URL": mem.host.url, "MEMORY_API_TOKEN": "wrong-token"})
     with pytest.raises(ImportFailed, match=r"refused the token .*check MEMORY_API_TOKEN"):

@@ -225,16 +225,16 @@ async def test_prompt_header_and_sections(mem):
     assert first["prompt"] == HEADER  # nothing to show yet: no section at all
     assert first["recent"] == [] and first["retrieved"] == []
     second = await mem.turn("p1", "unrelated words entirely")
-    assert second["prompt"].startswith(HEADER + "\n")
-    assert "Recent messages" in second["prompt"]
-    assert "Retrieved older messages" not in second["prompt"]
+    # The recent messages go to the model as chat turns: the prompt does not repeat them.
+    assert texts(second["recent"]) == ["xylophone practice today"]
+    assert second["prompt"] == HEADER
     await fill(mem, "p1", 6)
     third = await mem.turn("p1", "how was xylophone practice")
     assert third["prompt"].startswith(HEADER + "\n")
-    recent_at = third["prompt"].index("Recent messages")
+    assert "Recent messages" not in third["prompt"]
     retrieved_at = third["prompt"].index("Retrieved older messages")
-    assert recent_at < retrieved_at
     assert "xylophone practice today" in third["prompt"][retrieved_at:]
+    assert not any(t in third["prompt"] for t in texts(third["recent"]))
 
 
 # -- facts, usage, idempotency -----------------------------------------------------------------
@@ -981,5 +981,5 @@ async def test_an_import_is_archived_but_its_tail(compacting):
     assert await rt.run_alarms() == 1
     summary = await w.ok("GET", "/v1/chats/ar/summary")
     assert summary["compactions"] == 1 and summary["summarized_upto"] == 296
-    assert "Completed: 21 more messages summarized" in summary["summary"]
+    assert "Completed: 21 messages summarized" in summary["summary"]
     assert rt.alarm_of("ar") is None

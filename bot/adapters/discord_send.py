@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import discord
 
-from bot.adapters.retry import RetryPlan, patiently
 from bot.adapters.split import split_text
 from bot.adapters.streaming import GrowingText
+from bot.router.retry import RetryPlan, patiently
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import html
 import logging
+import math
 
 from telegram import (
     BotCommand,
@@ -43,7 +44,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot.adapters.retry import RetryPlan
+from bot.adapters.reminder_sends import telegram_send
 from bot.adapters.telegram_chat import AdminCheck, ChatOrder, Translator
 from bot.adapters.telegram_html import markdown_to_html, split_for_telegram
 from bot.adapters.telegram_send import TelegramSender, unless_not_modified
@@ -51,6 +52,7 @@ from bot.adapters.telegram_stream import BROKEN, GrowingAnswer
 from bot.adapters.telegram_webhook import ALLOWED_UPDATES, webhook_secret, webhook_server
 from bot.config import Settings
 from bot.router.registry import refused
+from bot.router.retry import RetryPlan, patiently
 from bot.router.types import ChatService, CommandResult, MediaPart
 
 __all__ = [
@@ -424,6 +426,9 @@ async def serve(
         except TelegramError as exc:
             log.warning("could not register the command menus: %r", exc)  # the commands still work
         await app.start()
+        desk = getattr(router, "reminders", None)  # due reminders of Telegram chats (reminders_delivery)
+        if desk is not None:
+            desk.start("telegram", telegram_send(app.bot, adapter.sender))
         try:
             if settings.telegram.webhook_url:
                 async with webhook_server(app, settings, webhook_listen, webhook_port) as port:
@@ -442,14 +447,11 @@ async def serve(
 
 async def _initialize(app: Application, first_delay: float = 1.0, max_delay: float = 60.0) -> None:
     """getMe until Telegram answers: a network outage at start-up is waited out, a bad token is not."""
-    delay = first_delay
-    while True:
-        try:
-            await app.initialize()
-            return
-        except BadRequest:
-            raise  # a BadRequest is a NetworkError to PTB, but waiting will not fix it
-        except NetworkError as exc:
-            log.warning("Telegram unreachable at start-up (%r); retrying in %.0f s", exc, delay)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, max_delay)
+    # A BadRequest is a NetworkError to PTB, but waiting will not fix it.
+    await patiently(
+        app.initialize,
+        what="getMe (Telegram unreachable at start-up)",
+        plan=RetryPlan(budget_s=math.inf, first_s=first_delay, max_s=max_delay),
+        transient=(NetworkError,),
+        final=(BadRequest,),
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,6 +27,7 @@ from bot.importers import discord, telegram
 from bot.importers.common import ExportError, Record, Source
 from bot.importers.where import where_lines
 from bot.router.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.router.retry import RetryPlan, patiently
 
 READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
     "telegram": telegram.sources,
@@ -34,7 +36,8 @@ READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
 BATCH_MESSAGES = 1000
 BATCH_BYTES = 4 * 1024 * 1024  # far below the API's 32 MiB per request
 IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
-RETRIES = (0.5, 2.0, 8.0)  # seconds before each retry of a batch the worker did not take
+# A batch the worker did not take is sent again after 0.5 s, 2 s and 8 s.
+RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
 PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
 
 
@@ -168,7 +171,8 @@ async def send(
 async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> wire.ImportAnswer:
     # Record.body() is the import route's message (role is one of the API's roles).
     bodies = [cast(wire.ImportedMessage, r.body()) for r in batch]
-    for delay in (*RETRIES, None):
+
+    async def send() -> wire.ImportAnswer:
         try:
             return await memory.import_messages(key, bodies)
         except MemoryRefused as err:
@@ -179,13 +183,21 @@ async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> 
                     f"the memory worker refused the token ({err}): check MEMORY_API_TOKEN "
                     "(the worker's secret); nothing more was sent"
                 ) from err
-            if delay is None:
-                raise ImportFailed(
-                    f"the memory worker did not take a batch for {key} ({err}); run the same "
-                    "command again: what is stored already is skipped"
-                ) from err
-            await asyncio.sleep(delay)  # back-off before a retry, not a wait for a condition
-    raise AssertionError("unreachable")
+            raise
+
+    try:
+        return await patiently(
+            send,
+            what=f"import batch for {key}",
+            plan=RETRY,
+            transient=(MemoryUnavailable,),
+            final=(ImportFailed,),
+        )
+    except MemoryUnavailable as err:
+        raise ImportFailed(
+            f"the memory worker did not take a batch for {key} ({err}); run the same "
+            "command again: what is stored already is skipped"
+        ) from err
 
 
 @contextlib.contextmanager

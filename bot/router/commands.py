@@ -12,6 +12,7 @@ from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.router.own_data import topic_line
 from bot.router.persona import persona_command, persona_line
 from bot.router.registry import Arg, Command, CommandContext, Registry
+from bot.router.reminders import COMMANDS as REMINDER_COMMANDS
 from bot.router.tiers import rank_tiers
 from bot.router.types import CommandResult, File
 from bot.router.usage_report import usage_chart_png, usage_table
@@ -257,5 +258,6 @@ COMMANDS = Registry(
                 Arg("confirm", "yes: confirm a /forget asked within the last 5 minutes", choices=("yes",)),
             ),
         ),
+        *REMINDER_COMMANDS,
     ]
 )

@@ -27,6 +27,7 @@ from typing import Any
 
 from bot.config import default
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+from bot.router.retry import RetryPlan
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class TierRouter:
         self._clock = clock
         self._sleep = sleep  # injected by tests: the decisions stay, the waiting goes
         self._rng = rng or random.Random()
+        self._plan = RetryPlan(first_s=policy.base_backoff_s, max_s=policy.max_backoff_s, jitter=True)
         self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
 
     def cooling(self, tier: str) -> float:
@@ -89,8 +91,7 @@ class TierRouter:
     def _backoff(self, retry_index: int, failure: ModelFailure) -> float:
         if failure.retry_after is not None:
             return failure.retry_after
-        base = min(self.policy.max_backoff_s, self.policy.base_backoff_s * (2**retry_index))
-        return base * (0.5 + self._rng.random() / 2)  # jitter: no thundering herd
+        return self._plan.pause(retry_index, self._rng)  # jittered: no thundering herd
 
     async def complete(
         self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memory_engine import wire
+from memory_engine.backoff import doubling
 from memory_engine.routes import Route
 
 from bot.config import default
@@ -54,6 +55,7 @@ class MemoryGateway(MemoryRoutes):
         replay_interval_s: float = default("memory", "replay_interval_s"),
         backoff: BackOff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        close_timeout_s: float = 5.0,
     ) -> None:
         self.client = client
         self.outbox = outbox
@@ -61,9 +63,10 @@ class MemoryGateway(MemoryRoutes):
         self.backoff = backoff or BackOff()
         self._clock = clock
         self._down_until = 0.0
-        self._delay = self.backoff.first_s
+        self._failures = 0
         self._wake = asyncio.Event()
         self._replayer: asyncio.Task[None] | None = None
+        self.close_timeout_s = close_timeout_s  # the last flush on the way out (the rest stays on disk)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -80,7 +83,7 @@ class MemoryGateway(MemoryRoutes):
                 await self._replayer
         # One last try, so a clean shutdown leaves nothing behind when the worker is up.
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(5.0):
+            async with asyncio.timeout(self.close_timeout_s):
                 await self.outbox.flush(self.client)
 
     async def _replay_loop(self) -> None:
@@ -126,12 +129,12 @@ class MemoryGateway(MemoryRoutes):
         # Warn once per outage; the retries while it lasts are debug noise.
         level = logging.DEBUG if self.is_down() else logging.WARNING
         log.log(level, "memory worker unavailable (%s); answering without memory, keeping records", why)
-        self._down_until = self._clock() + self._delay
-        self._delay = min(self.backoff.max_s, self._delay * 2)
+        self._down_until = self._clock() + doubling(self._failures, self.backoff.first_s, self.backoff.max_s)
+        self._failures += 1
 
     def _up(self) -> None:
         self._down_until = 0.0
-        self._delay = self.backoff.first_s
+        self._failures = 0
 
     def _keep(self, chat: str, kind: str, body: Mapping[str, Any]) -> None:
         self.outbox.add(chat, kind, dict(body))
@@ -165,6 +168,9 @@ class MemoryGateway(MemoryRoutes):
             self._down(str(exc))
             self._keep(chat, "turn", body)
             return None
+        except asyncio.CancelledError:  # a shutdown: the worker may not have it; replaying is idempotent
+            self._keep(chat, "turn", body)
+            raise
         except MemoryRefused as exc:
             # 413 (too long), 400 (bad chat key): the worker will never take it; answer anyway.
             log.warning("memory refused the message in %s: %s", chat, exc.error)
@@ -181,6 +187,9 @@ class MemoryGateway(MemoryRoutes):
         except MemoryUnavailable as exc:
             self._down(str(exc))
             self._keep(chat, "reply", record)
+        except asyncio.CancelledError:
+            self._keep(chat, "reply", record)
+            raise
         except MemoryRefused as exc:
             log.warning("memory refused a reply record in %s: %s", chat, exc.error)
 

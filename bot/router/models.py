@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from memory_engine import wire
+from memory_engine.backoff import retry_after_s
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
@@ -36,8 +35,9 @@ class MemoryContext:
     usage_today: Mapping[str, wire.TierUsage] = field(default_factory=dict)
     usage_today_author: wire.AuthorUsage | None = None  # for the daily caps
     persona: str = ""  # the chat's own instructions (/persona), "" for the default
-    notes: tuple[wire.Fact, ...] = ()  # what the chat asked to /remember
+    notes: tuple[wire.Fact, ...] = ()  # /remember: kept in every prompt
     fact_history: tuple[wire.Fact, ...] = ()  # superseded facts, oldest first
+    topic_started_at: str | None = None  # /new: the recent window begins there
 
     @classmethod
     def of(cls, turn: wire.TurnAnswer) -> MemoryContext:
@@ -53,6 +53,7 @@ class MemoryContext:
             turn["persona"],
             tuple(turn["notes"]),
             tuple(turn["fact_history"]),
+            turn["topic_started_at"],
         )
 
 
@@ -139,26 +140,7 @@ class ChatModel(Protocol):
 
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_s(headers)
 
 
 def failure_from(exc: BaseException) -> ModelFailure:

@@ -9,6 +9,7 @@ caches, the tier router calls the models, the registry runs the commands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -41,6 +42,8 @@ from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
+from bot.router.reminders import is_reminder_request
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
     ChoiceRules,
     TierChoice,
@@ -70,6 +73,9 @@ class RouterOptions:
     # How the tier router waits between retries (back-off, Retry-After): tests pass one that
     # returns at once, so retry decisions are checked without waiting out real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    # The gateway's last outbox flush on the way out: what it cannot send in time stays on
+    # disk and is replayed at the next start, so a shutdown never waits for the worker.
+    close_timeout_s: float = 0.3
 
     @classmethod
     def from_settings(cls, memory: MemorySettings) -> RouterOptions:
@@ -83,6 +89,7 @@ class RouterOptions:
             outbox,
             replay_interval_s=self.replay_interval_s,
             backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
+            close_timeout_s=self.close_timeout_s,
         )
 
 
@@ -128,6 +135,7 @@ class Router:
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
+        self._recording: set[asyncio.Future[None]] = set()
         self.chats = chats or ChatState()
         self._commands = commands
         self.tiers = dict(tiers)
@@ -149,6 +157,7 @@ class Router:
         self.secrets = tuple(s for s in secrets if s)
         self.access = access or AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
+        self.reminders: ReminderDesk | None = None  # set by the composition root (app.py)
         self.media = MediaReader(
             transcriber,
             settings.transcription,
@@ -156,6 +165,13 @@ class Router:
             vision=any(t.vision for t in self.tiers.values()),
             offline=offline,
         )
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (up to `timeout_s`) for records still being written after their reader left."""
+        if self._recording:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.gather(*self._recording, return_exceptions=True)
 
     @property
     def registry(self) -> Registry:
@@ -242,11 +258,10 @@ class Router:
                 t for t in rank_tiers(self.tiers) if self.tiers[t].vision and t not in order
             ]
         persona = mem.persona if mem else ""
-        messages: tuple[dict[str, Any], ...] = build_messages(
+        built = build_messages(
             text=text,
             author=message.author,
-            memory_prompt=mem.prompt if mem else None,
-            recent=mem.recent if mem else (),
+            memory=mem,
             group=message.platform != "console" and not chat.startswith(("console:",)),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
@@ -254,6 +269,9 @@ class Router:
                 self.settings.system_prompt, persona, DESCRIBE if intake.images else ""
             ),
         )
+        messages = built.messages
+        if built.dropped:
+            log.info("prompt of %s cut to fit the context: %s", chat, ", ".join(built.dropped))
         if intake.images:
             current = messages[-1]
             content = image_content(str(current["content"]), intake.images)
@@ -266,7 +284,7 @@ class Router:
             text=text,
             memory=mem,
         )
-        prompt = mem.prompt if mem is not None else NO_MEMORY
+        prompt = built.shown() if mem is not None else NO_MEMORY
         last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
         return _Prepared(message, message_id, text, mem, choice, order, request, intake)
@@ -315,6 +333,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
+        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
+            return Reply(text=(await self.command(message, "remind", message.text)).text, ok=True)
         started = time.monotonic()
         reply = Reply(text=APOLOGY, ok=False, with_memory=False)
         request_id = "-"
@@ -392,6 +412,9 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return
+        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
+            yield (await self.command(message, "remind", message.text)).text
+            return
         begun = time.monotonic()
         # The request context is held only while nothing is yielded: a context variable set
         # across the yields of an async generator could be reset from another context.
@@ -450,8 +473,12 @@ class Router:
                 completion_tokens=stream.completion_tokens,
                 error=error,
             )
-            # Shielded: the reader may stop early (generator closed); the record must still land.
-            await asyncio.shield(self._record_attempt(prep, attempt, text))
+            # Shielded: the reader may stop early (generator closed); the record must still land,
+            # and a shutdown waits for it (`drain`).
+            record = asyncio.ensure_future(self._record_attempt(prep, attempt, text))
+            self._recording.add(record)
+            record.add_done_callback(self._recording.discard)
+            await asyncio.shield(record)
             self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:

@@ -7,16 +7,20 @@ The memory prompt holds other people's words, so it must never act as an instruc
 goes in as the second system message, after a fixed instruction that says so, fenced by
 markers the quoted text cannot forge (every quoted line is prefixed with "| ", and any
 marker-looking text inside is defanged). Recent messages follow as ordinary turns, then
-the current message.
+the current message: each message reaches the model once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from memory_engine.prompt import HEADER, render_prompt
+
 from bot.config import default
+from bot.router.models import MemoryContext
 
 DEFAULT_SYSTEM_PROMPT: str = default("bot", "system_prompt").strip()
 # Fixed, whatever the config or a persona says: quoted memory is data, never instructions.
@@ -54,22 +58,32 @@ def quote_memory(prompt: str) -> str:
     return f"{MEMORY_BEGIN}\n{quoted}\n{MEMORY_END}"
 
 
-def build_messages(
-    *,
-    text: str,
-    author: str,
-    memory_prompt: str | None,
-    recent: Iterable[Mapping[str, Any]] = (),
-    group: bool = False,
-    max_chars: int | None = None,
-    system: str = SYSTEM_INSTRUCTION,
-) -> tuple[dict[str, str], ...]:
-    """System instruction, quoted memory (when any), recent turns, then the current message.
+@dataclass(frozen=True)
+class BuiltPrompt:
+    """The model's messages, and the memory text quoted in them (what /why shows)."""
 
-    With `max_chars` (the smallest context window of the tiers that may answer, in
-    characters) the oldest recent turns are dropped first, then the memory is cut.
-    """
-    head: list[dict[str, str]] = [{"role": "system", "content": system}]
+    messages: tuple[dict[str, Any], ...]
+    memory: str  # "" when no memory block was sent
+    dropped: tuple[str, ...] = ()  # what was left out to fit the context window, in order
+    turns: int = 0  # how many recent messages went as chat turns (before the current one)
+
+    def shown(self) -> str:
+        """What /why shows: the memory block, then the recent messages sent as chat turns."""
+        parts = [self.memory or HEADER]
+        first = len(self.messages) - 1 - self.turns
+        recent = [m for m in self.messages[first:-1] if isinstance(m["content"], str)]
+        if recent:
+            lines = "\n".join(f"- {m['role']}: {' '.join(m['content'].split())}" for m in recent)
+            parts.append(f"Recent messages (sent as chat turns):\n{lines}")
+        return "\n\n".join(parts)
+
+
+# The last exchange stays while anything else can go: it is what the answer follows on from.
+KEEP_TURNS = 2
+_QUOTING = 60  # the memory block's markers around the quoted lines
+
+
+def _turns(recent: Iterable[Mapping[str, Any]], group: bool) -> list[dict[str, str]]:
     turns: list[dict[str, str]] = []
     for m in recent:
         content = str(m.get("text") or "")
@@ -80,18 +94,68 @@ def build_messages(
         else:
             who = str(m.get("author") or "")
             turns.append({"role": "user", "content": f"{who}: {content}" if group and who else content})
+    return turns
+
+
+def build_messages(
+    *,
+    text: str,
+    author: str,
+    memory: MemoryContext | None,
+    group: bool = False,
+    max_chars: int | None = None,
+    system: str = SYSTEM_INSTRUCTION,
+) -> BuiltPrompt:
+    """System instruction, quoted memory (when any), recent turns, then the current message.
+
+    Each message reaches the model once: the recent ones as turns, the current one last, and
+    the memory block carries only what the turns do not (retrieved older messages, summary,
+    facts, notes). With `max_chars` (the smallest context window of the tiers that may
+    answer, in characters) the least useful goes first: the older recent turns (the last
+    exchange stays), then the retrieved messages (the lowest ranked first), then the summary
+    is cut, then the last exchange, and only then are facts and notes cut.
+    """
     current = {"role": "user", "content": f"{author}: {text}" if group and author else text}
-    memory = memory_prompt.strip() if memory_prompt else ""
+    turns = _turns(memory.recent if memory else (), group)
+    retrieved = list(memory.retrieved) if memory else []
+    summary = memory.summary if memory else ""
+    dropped: list[str] = []
+
+    def rendered() -> str:
+        if memory is None:
+            return ""
+        body = render_prompt(retrieved, summary, memory.facts, memory.notes, memory.topic_started_at)
+        return "" if body == HEADER else body  # a header over nothing says nothing
+
+    def size() -> int:
+        body = rendered()
+        quoted = len(body) + 2 * (body.count("\n") + 1) + _QUOTING if body else 0
+        return len(system) + len(current["content"]) + sum(len(t["content"]) for t in turns) + quoted
+
     if max_chars is not None:
-        fixed = len(system) + len(current["content"])
-        while turns and fixed + len(memory) + sum(len(t["content"]) for t in turns) > max_chars:
+        while size() > max_chars and len(turns) > KEEP_TURNS:
             turns.pop(0)
-        room = max_chars - fixed - sum(len(t["content"]) for t in turns) - 200  # markers and quoting
-        if len(memory) > room:
-            memory = memory[: max(0, room)].rstrip() + "\n[memory cut to fit the model's context]"
-    if memory:
-        head.append({"role": "system", "content": quote_memory(memory)})
-    return tuple(head + turns + [current])
+            dropped.append("an older recent turn")
+        while size() > max_chars and retrieved:
+            retrieved.pop()
+            dropped.append("a retrieved message")
+        if size() > max_chars and summary:
+            over = size() - max_chars
+            keep = len(summary) - over - 40
+            summary = summary[:keep].rstrip() + "\n[summary cut to fit]" if keep > 200 else ""
+            dropped.append("part of the summary" if summary else "the summary")
+        while size() > max_chars and turns:
+            turns.pop(0)
+            dropped.append("a recent turn")
+    body = rendered()
+    if max_chars is not None and body and size() > max_chars:  # facts and notes alone do not fit
+        room = max_chars - (size() - len(body)) - 2 * (body.count("\n") + 1)
+        body = body[: max(0, room - 45)].rstrip() + "\n[memory cut to fit the model's context]"
+        dropped.append("part of the facts and notes")
+    head: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    if body:
+        head.append({"role": "system", "content": quote_memory(body)})
+    return BuiltPrompt(tuple(head + turns + [current]), body, tuple(dropped), len(turns))
 
 
 _SECRET_PATTERNS = (

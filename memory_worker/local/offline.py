@@ -14,7 +14,6 @@ import asyncio
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -25,6 +24,7 @@ from memory_engine.compaction import SummarizerError, offline_summary
 # Batches with more text than this go to the child process (about 20 chat messages).
 INLINE_MAX_CHARS = 3000
 NICENESS = 10
+STOP_POLL_S = 0.1  # how soon the child notices the host stopping or gone
 
 SummaryFn = Callable[[str, list[dict[str, Any]]], str]
 
@@ -36,6 +36,7 @@ class OfflineSummarizer:
         self.fn = fn
         self.inline_max_chars = inline_max_chars
         self._pool: ProcessPoolExecutor | None = None
+        self._stop: Any = None  # the child's stop event (a multiprocessing Event)
 
     async def __call__(self, previous: str, messages: list[dict[str, Any]]) -> str:
         """The new summary of `messages` merged into `previous`."""
@@ -45,11 +46,13 @@ class OfflineSummarizer:
             # spawn, not fork: the host has threads (asyncio's executor), and a forked child
             # could inherit a lock held by one of them.
             # Niced: background work yields the CPU to the host's turns when cores are scarce.
+            context = multiprocessing.get_context("spawn")
+            self._stop = context.Event()
             self._pool = ProcessPoolExecutor(
                 max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),
+                mp_context=context,
                 initializer=_child_started,
-                initargs=(os.getpid(),),
+                initargs=(os.getpid(), self._stop),
             )
         rows = [dict(m) for m in messages]
         try:
@@ -61,19 +64,23 @@ class OfflineSummarizer:
             raise SummarizerError("the offline summarizer's process died") from err
 
     def close(self) -> None:
-        """Stop the child process (a batch it is summarizing is dropped; its alarm stays pending)."""
+        """Stop the child process at once (a batch it is summarizing is dropped; its alarm stays
+        pending). Not only `shutdown(wait=False)`: the interpreter's exit would still wait for
+        the batch in hand, so a Ctrl-C could take as long as the summary."""
         if self._pool is not None:
+            self._stop.set()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
 
-def _child_started(parent_pid: int) -> None:
-    """In the child: run niced, and exit when the host is gone (a `kill -9` leaves no orphan)."""
+def _child_started(parent_pid: int, stop: Any) -> None:
+    """In the child: run niced, and exit when told to or when the host is gone (a `kill -9`
+    leaves no orphan)."""
     os.nice(NICENESS)
 
     def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(1.0)
+        while os.getppid() == parent_pid and not stop.wait(STOP_POLL_S):
+            pass
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .backoff import doubling, retry_after_s
 from .compaction_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from .compaction_facts import clean_facts, split_reply
 from .offline_summary import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
@@ -237,7 +238,7 @@ async def on_alarm(
         failures = int(memory.state("compaction_failures", "0") or 0) + 1
         memory.set_state("compaction_failures", str(failures))
         memory.set_state("compaction_last_error", str(err)[:500])
-        delay = min(backoff_base_ms * 2 ** min(failures - 1, 20), backoff_max_ms)
+        delay = int(doubling(failures - 1, backoff_base_ms, backoff_max_ms))
         return max(delay, err.retry_after_ms or 0)
     return 0 if alarm_needed(memory) else None
 
@@ -282,13 +283,8 @@ def summarizer_request(model: str, previous: str, messages: list[dict[str, Any]]
 
 
 def _retry_after_ms(headers: dict[str, str]) -> int | None:
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            try:
-                return int(float(value) * 1000)
-            except ValueError:
-                return None
-    return None
+    seconds = retry_after_s(headers)
+    return None if seconds is None else int(seconds * 1000)
 
 
 def make_summarizer(

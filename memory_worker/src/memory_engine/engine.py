@@ -14,7 +14,7 @@ from typing import Any
 from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
-from .notes import current_facts, current_notes, facts_view
+from .notes import current_facts, current_notes, fact_history, facts_view
 from .prompt import render_prompt
 from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
 from .storage import SqlStorage, migrate
@@ -24,7 +24,6 @@ RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
-FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
 MSG_COLUMNS = turns.MSG_COLUMNS
@@ -262,7 +261,7 @@ class ChatMemory:
             notes = current_notes(self.sql)
             summary = state.get("summary") or ""
             topic_at = state.get(chat_state.TOPIC_AT)
-            prompt = render_prompt(recent, retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
+            prompt = render_prompt(retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
             extras = chat_state.turn_extras(
                 self.sql, author_id, day, notes, topic_at, persona=state.get(chat_state.PERSONA) or ""
@@ -292,7 +291,7 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
-            "fact_history": turns.fact_history(self.sql, FACT_HISTORY_LIMIT),
+            "fact_history": fact_history(self.sql),
             **built["extras"],
         }
 

@@ -1,9 +1,14 @@
-"""The memory prompt: what the model is shown of a chat's memory, quoted as data."""
+"""The memory prompt: what the model is shown of a chat's memory, quoted as data.
+
+The recent messages are not in it: the bot sends them as chat turns (the turn answer's
+`recent`), so the prompt carries only what the turns do not (retrieved older messages, the
+summary, facts and notes), and no message reaches the model twice.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
@@ -27,7 +32,7 @@ def _name(name: str) -> str:
     return " ".join(name.split())[:64]
 
 
-def _speaker(msg: dict[str, Any]) -> str:
+def _speaker(msg: Mapping[str, Any]) -> str:
     if msg["role"] == "assistant":
         return "assistant"
     return _name(msg.get("author") or "") or msg["role"]
@@ -37,27 +42,23 @@ def _when(ts: str) -> str:
     return ts[:16].replace("T", " ")
 
 
-def _line(msg: dict[str, Any]) -> str:
+def _line(msg: Mapping[str, Any]) -> str:
     ts = _when(msg.get("ts") or "")
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
 
 def render_prompt(
-    recent: Iterable[dict[str, Any]],
-    retrieved: Iterable[dict[str, Any]],
+    retrieved: Iterable[Mapping[str, Any]],
     summary: str | None,
-    facts: Iterable[dict[str, Any]],
-    notes: Iterable[dict[str, Any]] = (),
+    facts: Iterable[Mapping[str, Any]],
+    notes: Iterable[Mapping[str, Any]] = (),
     topic_started_at: str | None = None,
 ) -> str:
-    """The memory prompt: header, recent, retrieved, then summary, facts and notes when present."""
+    """The memory prompt: header, retrieved, then summary, facts and notes when present."""
     parts = [HEADER]
-    recent = list(recent)
     retrieved = list(retrieved)
     if topic_started_at:  # /new: said once, so /why shows where the recent window begins
         parts.append(f"(new topic started {_when(topic_started_at)} UTC: recent messages begin there)")
-    if recent:
-        parts.append("Recent messages:\n" + "\n".join(_line(m) for m in recent))
     if retrieved:
         parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
     if summary:

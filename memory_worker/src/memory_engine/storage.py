@@ -30,18 +30,6 @@ class SqlStorage(Protocol):
         """Run `fn` atomically and return its result."""
 
 
-def rows_of(sql: SqlStorage, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Run one statement; its rows as tuples in column order (name every column: distinct names).
-
-    A storage may offer `rows(query, *params)` that skips building a dict per row (the hot
-    paths read many rows and name none of their columns); any other one is adapted.
-    """
-    rows = getattr(sql, "rows", None)
-    if rows is not None:
-        return list(rows(query, *params))
-    return [tuple(r.values()) for r in sql.exec(query, *params)]
-
-
 def _canon(column: str) -> str:
     """SQL for facts.canonical_key of `column`, as it was when migration 8 shipped."""
     for variant, spelling in (
@@ -52,6 +40,18 @@ def _canon(column: str) -> str:
     ):
         column = f"replace({column}, '{variant}', '{spelling}')"
     return column
+
+
+def rows_of(sql: SqlStorage, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement; its rows as tuples in column order (name every column: distinct names).
+
+    A storage may offer `rows(query, *params)` that skips building a dict per row (the hot
+    paths read many rows and name none of their columns); any other one is adapted.
+    """
+    rows = getattr(sql, "rows", None)
+    if rows is not None:
+        return list(rows(query, *params))
+    return [tuple(r.values()) for r in sql.exec(query, *params)]
 
 
 # Append-only: never edit a shipped migration; add the next number instead.
@@ -212,6 +212,42 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 WHERE f.superseded_at IS NULL AND f.kind = 'fact' AND f.author_id = facts.author_id
                 AND {_canon("f.key")} = {_canon("facts.key")})""",
             f"UPDATE facts SET key = {_canon('key')} WHERE key != {_canon('key')}",
+        ],
+    ),
+    (
+        7,
+        "reminders, and the reminder dispatch queue (used by the dispatch object only)",
+        [
+            """CREATE TABLE reminders (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                author TEXT NOT NULL DEFAULT '',
+                author_id TEXT NOT NULL DEFAULT '',
+                text TEXT NOT NULL,
+                due_at INTEGER NOT NULL,
+                tz TEXT NOT NULL DEFAULT 'UTC',
+                every TEXT,
+                created_at TEXT NOT NULL,
+                handed_due INTEGER,
+                state TEXT NOT NULL DEFAULT 'pending',
+                sent_count INTEGER NOT NULL DEFAULT 0,
+                last_sent_at INTEGER,
+                last_late INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX reminders_pending ON reminders(due_at) WHERE state = 'pending'",
+            "CREATE INDEX reminders_author ON reminders(author_id)",
+            """CREATE TABLE reminder_dispatch (
+                key TEXT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                reminder_id INTEGER NOT NULL,
+                due_at INTEGER NOT NULL,
+                offered_at INTEGER NOT NULL,
+                lease_owner TEXT,
+                lease_until INTEGER NOT NULL DEFAULT 0,
+                not_before INTEGER NOT NULL DEFAULT 0,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                done_at INTEGER
+            )""",
+            "CREATE INDEX reminder_dispatch_open ON reminder_dispatch(due_at) WHERE done_at IS NULL",
         ],
     ),
 ]

@@ -40,14 +40,3 @@ def insert_user_message(
         message_id,
     )
     return int(rows[0][0]) if rows else None
-
-
-def fact_history(sql: SqlStorage, limit: int) -> list[dict[str, Any]]:
-    """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
-    rows = sql.exec(
-        "SELECT id, author, author_id, key, value, kind, updated_at, superseded_at FROM facts "
-        "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
-        limit,
-    )
-    rows.reverse()
-    return rows
