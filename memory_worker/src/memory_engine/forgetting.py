@@ -78,8 +78,12 @@ def merge_index(sql: SqlStorage) -> None:
 
 
 def forget_chat(memory: ChatMemory) -> dict[str, Any]:
-    """Delete everything this chat remembers."""
+    """Delete everything this chat remembers; `deleted` says whether there was anything."""
     sql = memory.sql
+    kept = sql.exec(
+        "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM facts)"
+        " + (SELECT COUNT(*) FROM router_usage) AS n"
+    )
 
     def run() -> None:
         tables = ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state")
@@ -90,4 +94,4 @@ def forget_chat(memory: ChatMemory) -> dict[str, Any]:
         merge_index(sql)
 
     sql.transaction(run)
-    return {"deleted": True}
+    return {"deleted": bool(kept[0]["n"])}

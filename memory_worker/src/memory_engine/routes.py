@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from . import notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
-from .chat_state import start_topic
+from . import catchup, notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
+from .chat_state import start_topic, topic_start
 from .route_args import Args, Call
 from .validation import ApiError
 
@@ -143,6 +143,11 @@ def _notes(ctx: Ctx, a: Args) -> wire.NotesAnswer:
     return {"notes": _c(notes.current_notes(ctx.memory.sql))}
 
 
+def _topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
+    after_id, started_at = topic_start(ctx.memory.sql)
+    return {"topic_started_at": started_at, "after_id": after_id}
+
+
 def _start_topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
     return _c(start_topic(ctx.memory.sql, ctx.memory.now()))
 
@@ -239,6 +244,11 @@ ADD_NOTE: Route[wire.NoteRequest, wire.NoteAnswer] = Route(
     name="add_note", method="POST", path=CHATS + "/notes", summary="Keep a note in every prompt of the chat.",
     answer=wire.NoteAnswer, run=_add_note, body=wire.NoteRequest, args=route_args.add_note,
 )
+TOPIC: Route[None, wire.TopicAnswer] = Route(
+    name="topic", method="GET", path=CHATS + "/topic",
+    summary="Where the current topic starts (after_id 0 and null: no /new yet).",
+    answer=wire.TopicAnswer, run=_topic, effects=READ,
+)
 START_TOPIC: Route[None, wire.TopicAnswer] = Route(
     name="start_topic", method="POST", path=CHATS + "/topic",
     summary="Start a new topic: recent messages begin after the newest one.",
@@ -330,33 +340,15 @@ DISPATCH_STATE: Route[None, reminder_wire.QueueState] = Route(
     summary="Counts of the dispatch queue (open, done).", answer=reminder_wire.QueueState,
     run=reminders_api.queue_state, effects=READ, on_object=reminders.DISPATCH_KEY,
 )
-REMINDER_ROUTES = (
-    ADD_REMINDER, REMINDERS, REMINDER, CANCEL_REMINDER, REMINDER_DELIVERED, SET_TIMEZONE,
-    DISPATCH_OFFER, DISPATCH_LEASE, DISPATCH_ACK, DISPATCH_RELEASE, DISPATCH_STATE,
+CATCHUP: Route[None, catchup.CatchupAnswer] = Route(
+    name="catchup", method="GET", path=CHATS + "/catchup",
+    summary="What was said since author_id's last message (or the last day), at most limit messages.",
+    answer=catchup.CatchupAnswer, run=reminders_api.catch_up, effects=READ,
+    query=reminder_wire.CatchupQuery, args=reminders_api.catchup_args,
 )
 
 # fmt: on
-ROUTES: tuple[Route[Any, Any], ...] = (
-    HEALTH,
-    OPENAPI,
-    TURN,
-    REPLY,
-    SEARCH,
-    FACTS,
-    SUMMARY,
-    USAGE,
-    STATS,
-    SETTINGS,
-    UPDATE_SETTINGS,
-    COMPACT,
-    IMPORT,
-    EXPORT,
-    NOTES,
-    ADD_NOTE,
-    START_TOPIC,
-    FORGET_FACT,
-    FORGET_AUTHOR,
-    FORGET_CHAT,
-    *REMINDER_ROUTES,
-)  # fmt: skip
+# Every Route above, in the order written (which orders the 405 answer's methods and the
+# API reference): a new route is its entry and its handler, nothing more.
+ROUTES: tuple[Route[Any, Any], ...] = tuple(v for v in list(globals().values()) if isinstance(v, Route))
 BY_NAME: dict[str, Route[Any, Any]] = {r.name: r for r in ROUTES}
