@@ -23,7 +23,7 @@ async def test_no_key_means_offline_with_embedded_memory(tmp_path):
     assert settings.offline and settings.memory_url is None
     async with build_router(settings, tmp_path, options=FAST) as router:
         assert router.offline and list(router.tiers) == ["offline"]
-        assert isinstance(router.tier_router.models["offline"], OfflineModel)
+        assert isinstance(router.fallback.models["offline"], OfflineModel)
         reply = await router.handle(msg("hello there"))
         assert reply.tier == "offline" and "offline" in reply.text and "OPENAI_API_KEY" in reply.text
         usage = await router.memory.usage("test:chat")
@@ -72,7 +72,7 @@ async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
         }
         settings = settings_from(data, env)
         async with build_router(settings, tmp_path, options=FAST) as router:
-            models = router.tier_router.models
+            models = router.fallback.models
             assert set(models) == {"light", "standard", "heavy"}  # "extra" has no key
             assert all(isinstance(m, OpenAICompatModel) for m in models.values())
             assert models["light"].client is models["standard"].client
