@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings, Tier, default, load_settings
+from bot.config import Settings, Tier, load_settings
 from bot.router import logs
 from bot.router.chats import ChatState
 from bot.router.media import OpenAICompatTranscriber, Transcriber
@@ -76,9 +76,8 @@ def summary_endpoint(settings: Settings) -> tuple[str, str, str | None] | None:
         return None
     keyed = {name: tier for name, tier in settings.tiers.items() if tier.api_key}
     cheapest = settings.tiers[rank_tiers(keyed)[0]] if keyed else None
-    base = settings.summary_base_url or (
-        cheapest and (cheapest.base_url or default("summary", "openai_base_url"))
-    )
+    # A tier's base_url is resolved by the settings ([summary] openai_base_url, BOT_CONFIG's too).
+    base = settings.summary_base_url or (cheapest and cheapest.base_url)
     model = settings.summary_model or (cheapest and cheapest.model)
     if not base or not model:
         return None  # no model configured: offline stays offline

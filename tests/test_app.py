@@ -113,7 +113,14 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     import tomllib
     from importlib import resources
 
-    from bot.config import DEFAULT_CONFIG, MemorySettings, PlatformSettings, RouterSettings, Settings
+    from bot.config import (
+        DEFAULT_CONFIG,
+        DiscordSettings,
+        MemorySettings,
+        RouterSettings,
+        Settings,
+        TelegramSettings,
+    )
     from bot.router.fallback import RetryPolicy
     from bot.router.tiers import ChoiceRules
 
@@ -132,8 +139,9 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
         ChoiceRules().heavy_words == tuple(choice["heavy_words"])
         and ChoiceRules().long_chars == choice["long_chars"]
     )
-    assert PlatformSettings().send_budget_s == toml["telegram"]["send_budget_s"]
-    assert PlatformSettings().webhook_port == toml["telegram"]["webhook_port"]
+    assert TelegramSettings().send_budget_s == toml["telegram"]["send_budget_s"]
+    assert DiscordSettings().send_budget_s == toml["discord"]["send_budget_s"]
+    assert TelegramSettings().webhook_port == toml["telegram"]["webhook_port"]
     assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
     assert Settings(tiers={}).daily_budget_usd == toml["bot"]["daily_budget_usd"]
 
