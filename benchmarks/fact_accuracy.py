@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import re
 import subprocess
@@ -39,6 +40,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "facts_labelled.jsonl"
+INFORMAL = ROOT / "tests" / "data" / "facts_informal.jsonl"
+# Keys whose value is a list: the informal corpus is scored on the state its messages leave.
+LIST_KEYS = frozenset(("likes", "dislikes", "pets", "family", "allergies", "languages"))
 ENGINE = "memory_worker/src/memory_engine"
 
 Pair = tuple[str, str]
@@ -104,6 +108,64 @@ def score(extract: Extract, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def state_after(extract_changes: Callable[[str], Iterable[Any]], messages: list[str]) -> list[Pair]:
+    """The speaker's facts after `messages` in order: a new value replaces, a list gains or loses an item."""
+    scalars: dict[str, str] = {}
+    lists: dict[str, list[str]] = {}
+    takes_previous = "previous" in inspect.signature(extract_changes).parameters
+    previous: str | None = None
+    for text in messages:
+        found = extract_changes(text, previous=previous) if takes_previous else extract_changes(text)
+        previous = text
+        for c in found:
+            if c.remove_from:
+                items = lists.get(c.remove_from, [])
+                lists[c.remove_from] = [i for i in items if norm(i) != norm(c.value)]
+            if not getattr(c, "add", True):
+                continue
+            if c.key in LIST_KEYS:
+                items = [i for i in lists.get(c.key, []) if norm(i) != norm(c.value)]
+                lists[c.key] = [*items, c.value]
+            else:
+                scalars[c.key] = c.value
+    return [*scalars.items(), *((k, v) for k, items in lists.items() for v in items)]
+
+
+def score_informal(
+    extract_changes: Callable[[str], Iterable[Any]], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Precision/recall per kind of the informal corpus (rows of one or more messages), and its errors."""
+    kinds: dict[str, Counter[str]] = {}
+    errors: list[dict[str, Any]] = []
+    for row in rows:
+        gold = Counter((k, norm(v)) for k, v in row["facts"])
+        got = Counter((k, norm(v)) for k, v in state_after(extract_changes, row["messages"]))
+        c = kinds.setdefault(row["kind"], Counter())
+        c["tp"] += sum((gold & got).values())
+        c["fp"] += sum((got - gold).values())
+        c["fn"] += sum((gold - got).values())
+        c["rows"] += 1
+        c["alarms"] += bool(got - gold) and not row["facts"]
+        if gold != got:
+            errors.append(
+                {
+                    "messages": row["messages"],
+                    "kind": row["kind"],
+                    "split": row["split"],
+                    "missed": sorted(gold - got),
+                    "wrong": sorted(got - gold),
+                }
+            )
+    per_kind = {
+        k: {**_prf(c["tp"], c["fp"], c["fn"]), "rows": c["rows"], "alarms": c["alarms"]}
+        for k, c in sorted(kinds.items())
+    }
+    total = Counter[str]()
+    for c in kinds.values():
+        total.update(c)
+    return {"all": _prf(total["tp"], total["fp"], total["fn"]), "kinds": per_kind, "errors": errors}
+
+
 def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     p = tp / (tp + fp) if tp + fp else 1.0
     r = tp / (tp + fn) if tp + fn else 1.0
@@ -138,6 +200,37 @@ def _row(name: str, s: dict[str, float]) -> str:
     return f"| {name} | {s['p']:.3f} | {s['r']:.3f} | {s['f1']:.3f} | {s['tp']} | {s['fp']} | {s['fn']} |"
 
 
+def extractors_changes(old: types.ModuleType, new: types.ModuleType, ref: str) -> dict[str, Any]:
+    """The baseline's and this branch's extract_facts, by name."""
+    return {f"{ref} (baseline)": old.extract_facts, "this branch": new.extract_facts}
+
+
+def informal_report(extractors: dict[str, Any], path: Path, verbose: bool) -> None:
+    """Print the informal corpus table: precision/recall per kind and split, per extractor."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    sizes = ", ".join(f"{sum(1 for r in rows if r['split'] == s)} {s}" for s in splits)
+    print(f"\nInformal chat corpus ({path.name}): {len(rows)} rows ({sizes}), scored on the facts left after")
+    print("all the messages of a row; a trap row's false alarm is any fact stored where none should be.")
+    for name, extract in extractors.items():
+        for split in splits:
+            res = score_informal(extract, [r for r in rows if r["split"] == split])
+            a = res["all"]
+            print(f"\n{name} / {split}: precision {a['p']:.3f}, recall {a['r']:.3f}, F1 {a['f1']:.3f}")
+            print("| kind | rows | precision | recall | tp | fp | fn | false alarms |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for kind, s in res["kinds"].items():
+                print(
+                    f"| {kind} | {s['rows']} | {s['p']:.3f} | {s['r']:.3f} | {s['tp']} | {s['fp']} "
+                    f"| {s['fn']} | {s['alarms']} |"
+                )
+            if verbose and name == "this branch" and split != "blind":
+                for e in res["errors"]:
+                    print(
+                        f"  [{e['kind']}] {e['messages']!r}\n      missed {e['missed']}  wrong {e['wrong']}"
+                    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the tables (and errors with --verbose)."""
     parser = argparse.ArgumentParser(
@@ -145,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--informal", type=Path, default=INFORMAL)
     parser.add_argument("--verbose", action="store_true", help="list the errors outside the holdout")
     parser.add_argument("--show-holdout", action="store_true", help="list the holdout errors too")
     args = parser.parse_args(argv)
@@ -180,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for key, s in results[f"{name}/all"]["keys"].items():
             print(_row(key, s))
+    informal_report(extractors_changes(old, facts, args.baseline_ref), args.informal, args.verbose)
     if args.verbose:
         shown = set(names) if args.show_holdout else set(names) - {"holdout"}
         errors = [e for e in results["this branch/all"]["errors"] if e["split"] in shown]

@@ -14,6 +14,7 @@ the background compaction of the imported history (a fresh chat, same N).
 Also measured: the full-text index's bytes per message (SQLite's dbstat over the
 messages_fts tables), beside the previous design's index (one previous turn as context,
 no after-context, no dates) built from the same messages in the same run.
+Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`).
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
 """
 
@@ -332,6 +333,55 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
     return out
 
 
+# -- a bare FTS5 reference ---------------------------------------------------------------
+
+
+def bare_fts5(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[float]:
+    """Turn latencies (ms) of a bare FTS5 design at n messages, in process (no HTTP).
+
+    Per turn, in one transaction: insert the message into a table and a one-column FTS5
+    index over it, then fetch the top 3 older rows for an OR of its distinct non-stopword
+    tokens, ranked by bm25 (the plain FTS5 baseline of locomo_recall.py as a turn). No
+    facts, ring, summary, prompt or state: the floor a turn with retrieval could cost.
+    """
+    from memory_engine.text import STOPWORDS, tokens
+
+    db = sqlite3.connect(tmp / f"bare-{n}.sqlite3", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE m(id INTEGER PRIMARY KEY, author TEXT, text TEXT)")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, content='m', content_rowid='id')")
+
+    def insert(m: dict[str, Any]) -> int:
+        cur = db.execute("INSERT INTO m(author, text) VALUES (?, ?)", (m["author"], m["text"]))
+        db.execute("INSERT INTO t(rowid, body) VALUES (?, ?)", (cur.lastrowid, m["text"]))
+        return int(cur.lastrowid or 0)
+
+    _progress(f"bare FTS5, N={n:,}: prefill")
+    db.execute("BEGIN")
+    for m in corpus.take(n, f"b{n}"):
+        insert(m)
+    db.execute("COMMIT")
+    out = []
+    for i, m in enumerate(corpus.take(turns_measured + 5, f"bt{n}")):
+        started = time.perf_counter()
+        db.execute("BEGIN")
+        new_id = insert(m)
+        terms = list(dict.fromkeys(t for t in tokens(m["text"]) if t not in STOPWORDS))
+        if terms:
+            db.execute(
+                "SELECT m.id, m.author, m.text FROM t JOIN m ON m.id = t.rowid "
+                "WHERE t MATCH ? AND t.rowid != ? ORDER BY bm25(t) LIMIT 3",
+                (" OR ".join(f'"{term}"' for term in terms), new_id),
+            ).fetchall()
+        db.execute("COMMIT")
+        if i >= 5:
+            out.append((time.perf_counter() - started) * 1000)
+    db.close()
+    _done()
+    return out
+
+
 # -- output ------------------------------------------------------------------------------
 
 
@@ -408,23 +458,25 @@ def main(argv: list[str] | None = None) -> int:
                     "inproc": inproc,
                     "index": index,
                     "seed": seed_design(corpus, n, SEED_TURNS.get(n, 3), tmp),
+                    "bare": bare_fts5(corpus, n, args.turns, tmp),
                 }
             )
 
     print()
     head = (
         f"{'N':>8} | {'in process p50':>14} {'p99':>6} | {'HTTP p50':>8} {'p99':>6} | "
-        f"{'seed p50':>9} {'p99':>8} {'turns':>5} | {'seed/HTTP':>9} {'seed/in-proc':>12}"
+        f"{'seed p50':>9} {'p99':>8} {'turns':>5} | {'seed/HTTP':>9} {'seed/in-proc':>12} | "
+        f"{'bare p50':>8} {'HTTP/bare':>9}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
-        ip, hp, sp = (percentile(r[k], 50) for k in ("inproc", "http", "seed"))
+        ip, hp, sp, bp = (percentile(r[k], 50) for k in ("inproc", "http", "seed", "bare"))
         print(
             f"{r['n']:>8,} | {ip:>14.2f} {percentile(r['inproc'], 99):>6.2f} | "
             f"{hp:>8.2f} {percentile(r['http'], 99):>6.2f} | "
             f"{sp:>9.1f} {percentile(r['seed'], 99):>8.1f} {len(r['seed']):>5} | "
-            f"{sp / hp:>8.0f}x {sp / ip:>11.0f}x"
+            f"{sp / hp:>8.0f}x {sp / ip:>11.0f}x | {bp:>8.2f} {hp / bp:>8.2f}x"
         )
     largest = rows[-1]
     after, sp = http[AFTER_IMPORT], percentile(largest["seed"], 50)
@@ -435,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"(latencies in ms; ours over {args.turns} turns per size, the seed's over the few "
-        "turns shown, each rebuilding its whole index)"
+        "turns shown, each rebuilding its whole index; bare: a one-column FTS5 insert + OR "
+        "top-3 lookup in process, see bare_fts5)"
     )
     print("full-text index, bytes per message (dbstat over messages_fts*, after the prefill):")
     for r in rows:

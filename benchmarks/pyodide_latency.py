@@ -8,7 +8,10 @@ the engine and the workers SDK on Pyodide under Node 22, `node:sqlite` storage) 
 local host (EmbeddedMemoryHost, CPython + sqlite3), each over HTTP with the chat prefilled
 to N messages by POST /import and its background compaction settled first. Cold start is
 the wall time from starting Node to the host's ready line (Pyodide loaded, entry.py
-imported, HTTP listening), over a few starts. Prints a table with the ratios; writes a PNG.
+imported, HTTP listening), over a few starts. CPU per turn: the serving process's CPU
+time over the measured turns (Node's from /proc; the local host's is this process's, its
+client included), and what a million turns cost at Workers' published CPU-time price.
+Prints a table with the ratios; writes a PNG.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,14 @@ from memory_worker.pyodide_runtime import PyodideHost
 
 TOKEN = "bench-token-0123456789abcdef"
 COLD_STARTS = 3
+# Workers Paid, Standard usage model: "30 million CPU milliseconds included per month +
+# $0.02 per additional million CPU milliseconds" and "10 million [requests] included per
+# month + $0.30 per additional million" (developers.cloudflare.com, Workers Standard
+# pricing as restated on workflows/reference/pricing; read 2026-12-01). A Durable Object's
+# own request and duration charges come on top and are not modelled here.
+CPU_USD_PER_MILLION_MS = 0.02
+REQUEST_USD_PER_MILLION = 0.30
+PRICE_READ = "2026-12-01"
 
 
 def progress(text: str) -> None:
@@ -52,8 +64,20 @@ def cold_starts(tmp: Path, count: int = COLD_STARTS) -> list[dict[str, float]]:
     return out
 
 
-async def measure(url: str, token: str, corpus: Corpus, n: int, turns: int, label: str) -> dict[str, Any]:
-    """Prefill one chat with n messages, settle compaction, time `turns` turns (ms)."""
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    url: str, token: str, corpus: Corpus, n: int, turns: int, label: str, cpu: Callable[[], float]
+) -> dict[str, Any]:
+    """Prefill one chat with n messages, settle compaction, time `turns` turns (ms).
+
+    `cpu` reads the serving process's CPU seconds: the turns' total CPU, divided by their
+    number, is the CPU a turn costs (what Workers bills), whatever the machine's load.
+    """
     import aiohttp
 
     chat = f"bench:{label}-{n}"
@@ -79,7 +103,10 @@ async def measure(url: str, token: str, corpus: Corpus, n: int, turns: int, labe
             progress(f"{label}: background compaction, {stats['active_messages']:,} left")
             await asyncio.sleep(0.5)  # polling the host's own progress, with a deadline
         latencies = []
+        cpu_start = 0.0
         for i, m in enumerate(corpus.take(turns + 5, f"{label}t{n}")):
+            if i == 5:
+                cpu_start = cpu()
             body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
             started = time.perf_counter()
             async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
@@ -90,8 +117,9 @@ async def measure(url: str, token: str, corpus: Corpus, n: int, turns: int, labe
                 latencies.append(elapsed)
             if i % 25 == 0:
                 progress(f"{label}: turn {i}/{turns + 5}")
+        cpu_ms = (cpu() - cpu_start) * 1000 / turns
     print(file=sys.stderr)
-    return {"turns": latencies, "import_rate": n / import_s}
+    return {"turns": latencies, "import_rate": n / import_s, "cpu_ms": cpu_ms}
 
 
 async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[str, Any]]:
@@ -100,11 +128,16 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
 
     results = {}
     async with EmbeddedMemoryHost(tmp / "local", token=TOKEN, retention=10 * n) as local:
-        results["local"] = await measure(local.url, TOKEN, corpus, n, turns, "local")
+        # In this process: the aiohttp client's share counts too (an upper bound for the host).
+        results["local"] = await measure(local.url, TOKEN, corpus, n, turns, "local", time.process_time)
     host = PyodideHost(tmp / "pyodide", TOKEN, env={"RETENTION_MESSAGES": str(10 * n)})
     await asyncio.to_thread(host.start)
     try:
-        results["pyodide"] = await measure(host.url, TOKEN, corpus, n, turns, "pyodide")
+        assert host.proc is not None
+        pid = host.proc.pid
+        results["pyodide"] = await measure(
+            host.url, TOKEN, corpus, n, turns, "pyodide", lambda: process_cpu_s(pid)
+        )
     finally:
         host.stop()
     return results
@@ -150,19 +183,27 @@ def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
         f"(min {min(walls):.2f}, max {max(walls):.2f}); of which loadPyodide "
         f"{statistics.median(s['pyodide'] for s in starts):.2f} s"
     )
-    head = f"{'runtime':>22} | {'turn p50':>8} {'p99':>7} | {'import msg/s':>12}"
+    head = f"{'runtime':>22} | {'turn p50':>8} {'p99':>7} | {'CPU ms/turn':>11} | {'import msg/s':>12}"
     print(head)
     print("-" * len(head))
     for key, label in (("local", "local host (CPython)"), ("pyodide", "Worker on Pyodide")):
         r = results[key]
         print(
             f"{label:>22} | {percentile(r['turns'], 50):>8.2f} {percentile(r['turns'], 99):>7.2f} | "
-            f"{r['import_rate']:>12,.0f}"
+            f"{r['cpu_ms']:>11.2f} | {r['import_rate']:>12,.0f}"
         )
     lp, pp = (percentile(results[k]["turns"], 50) for k in ("local", "pyodide"))
     l99, p99 = (percentile(results[k]["turns"], 99) for k in ("local", "pyodide"))
     print(
         f"Pyodide / local: p50 {pp / lp:.1f}x, p99 {p99 / l99:.1f}x ({turns} turns at N={n:,}, ms over HTTP)"
+    )
+    cpu_ms = results["pyodide"]["cpu_ms"]
+    print(
+        f"Pyodide / local CPU per turn: {cpu_ms / results['local']['cpu_ms']:.1f}x. On Workers, a million "
+        f"turns at {cpu_ms:.2f} CPU ms each = {cpu_ms:,.0f} million CPU ms = "
+        f"${cpu_ms * CPU_USD_PER_MILLION_MS:.2f} at ${CPU_USD_PER_MILLION_MS} per million CPU ms "
+        f"(+ ${REQUEST_USD_PER_MILLION:.2f} for the million requests; Workers Standard prices read "
+        f"{PRICE_READ}; beyond the plan's monthly 30 million CPU ms included)"
     )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "

@@ -7,9 +7,12 @@ Objects, so each is consistent on its own; the alarm table (pending compactions)
 last. The copy is written beside DEST and renamed into place at the end, so a backup cut
 short never looks complete. `manifest.json` lists every file with its chat key.
 
-A restore checks every file (`PRAGMA quick_check`) before it touches DIR, refuses a DIR
-that holds anything unless `force`, and swaps the restored folder in by renames. Stop the
-host first: a running host keeps its databases open.
+A restore checks every file before it touches DIR: no symbolic link anywhere (never
+followed), the size the manifest lists, `PRAGMA integrity_check`, and the chat key stored in
+the file equal to the one its name is made from (a file renamed to another chat's name
+would serve that chat). It refuses a DIR that holds anything unless `force`, refuses while
+a host serves DIR (the host holds `DIR/.serving.lock`, see `ServeLock`), and swaps the
+restored folder in by renames.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from memory_worker.local.chats import chat_file
+from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -153,60 +160,113 @@ def read_manifest(src: Path) -> dict[str, Any]:
     return manifest
 
 
+def _no_link(src: Path, name: str) -> Path:
+    """`src/name`, a regular file reached without a symbolic link; BackupError otherwise."""
+    rel = Path(name)
+    if not name or rel.is_absolute() or ".." in rel.parts:
+        raise BackupError(f"{src}: {name or 'an entry'} is missing: the backup is incomplete")
+    path = src
+    for part in rel.parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            raise BackupError(f"{src}: {name} is missing: the backup is incomplete") from None
+        if stat.S_ISLNK(mode):
+            raise BackupError(f"{path} is a symbolic link: a backup holds none, nothing was restored")
+    if not stat.S_ISREG(mode):
+        raise BackupError(f"{path} is not a file: nothing was restored")
+    return path
+
+
+def _check_file(path: Path, entry: dict[str, Any] | None) -> None:
+    """One file of a backup: its size as listed, sound, and (a chat) the chat its name says."""
+    if entry is not None:
+        size, listed = path.stat().st_size, entry.get("bytes")
+        if size != listed:
+            raise BackupError(f"{path} has {size} bytes, the manifest says {listed}: nothing was restored")
+    try:
+        conn = _open_read_only(path)
+        try:
+            result = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            if result == "ok" and entry is not None:
+                rows = conn.execute("SELECT value FROM state WHERE key = 'chat_key'").fetchall()
+                stored = str(rows[0][0]) if rows else None
+                named = stored is not None and chat_file(stored) == Path(entry["file"])
+                if not named or stored != entry.get("chat_key"):
+                    raise BackupError(
+                        f"{path} holds the chat of another name (its key: {stored!r}): nothing was restored"
+                    )
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        result = str(err)
+    if result != "ok":
+        raise BackupError(f"{path} is damaged ({result}): nothing was restored")
+
+
 def verify(src: Path) -> dict[str, Any]:
-    """Check a backup: every listed file present and sound. Its manifest."""
+    """Check a backup: every listed file present, no link, the size listed, sound, the right chat's.
+    Its manifest."""
     src = Path(src)
     manifest = read_manifest(src)
-    names = [str(entry.get("file", "")) for entry in manifest.get("chats", [])]
+    entries = manifest.get("chats")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BackupError(f"{src}/{MANIFEST}: `chats` is not a list of files")
+    for entry in entries:
+        _check_file(_no_link(src, str(entry.get("file", ""))), entry)
     if manifest.get("alarms"):
-        names.append(ALARMS)
-    for name in names:
-        path = src / name
-        if not name or Path(name).is_absolute() or ".." in Path(name).parts or not path.is_file():
-            raise BackupError(f"{src}: {name or 'an entry'} is missing: the backup is incomplete")
-        try:
-            conn = _open_read_only(path)
-            try:
-                result = conn.execute("PRAGMA quick_check").fetchone()[0]
-            finally:
-                conn.close()
-        except sqlite3.Error as err:
-            result = str(err)
-        if result != "ok":
-            raise BackupError(f"{path} is damaged ({result}): nothing was restored")
+        _check_file(_no_link(src, ALARMS), None)
     return manifest
 
 
+def _copy_no_follow(source: Path, target: Path) -> None:
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as src, open(target, "xb") as dst:
+        shutil.copyfileobj(src, dst, 1024 * 1024)
+    os.chmod(target, 0o600)
+
+
 def restore(src: Path, data_dir: Path, *, force: bool = False) -> BackupReport:
-    """Put the backup `src` in place as the memory under `data_dir` (stop the host first)."""
+    """Put the backup `src` in place as the memory under `data_dir` (refused while a host serves it)."""
     src, data_dir = Path(src), Path(data_dir)
     started = time.perf_counter()
     manifest = verify(src)
-    if data_dir.exists() and any(data_dir.iterdir()) and not force:
+    held = data_dir.exists() and any(p.name != SERVE_LOCK for p in data_dir.iterdir())
+    if held and not force:
         raise BackupError(f"{data_dir} is not empty: add --force to replace the memory in it")
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        lock = ServeLock(data_dir, exclusive=True)
+    except FolderInUse:
+        why = "stop it first (its databases stay open), nothing was restored"
+        raise BackupError(f"a memory host is serving {data_dir}: {why}") from None
     temp = data_dir.parent / f".{data_dir.name}.restoring-{os.getpid()}"
     old = data_dir.parent / f".{data_dir.name}.replaced-{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)
     report = BackupReport()
     try:
-        (temp / "chats").mkdir(parents=True)
+        (temp / "chats").mkdir(mode=0o700, parents=True)
         for entry in manifest["chats"]:
             target = temp / entry["file"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src / entry["file"], target)
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _copy_no_follow(src / entry["file"], target)
+            if target.stat().st_size != entry.get("bytes"):
+                changed = src / entry["file"]
+                raise BackupError(f"{changed} changed while it was restored: nothing was restored")
             report.chats += 1
             report.bytes += target.stat().st_size
         if manifest.get("alarms"):
-            shutil.copyfile(src / ALARMS, temp / ALARMS)
-        if data_dir.exists():
-            data_dir.rename(old)
+            _copy_no_follow(src / ALARMS, temp / ALARMS)
+        data_dir.rename(old)
         temp.rename(data_dir)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         if old.exists() and not data_dir.exists():
             old.rename(data_dir)  # put the memory that was there back
         raise
+    finally:
+        lock.release()
     shutil.rmtree(old, ignore_errors=True)
     report.seconds = time.perf_counter() - started
     return report

@@ -167,3 +167,61 @@ def test_the_cli_backs_up_and_restores(tmp_path, capsys):
     )
     assert capsys.readouterr().out.startswith("restored 1 chats")
     assert [r["text"] for r in stored_messages(tmp_path / "memory", CHATS[0])] == ["hello there"]
+
+
+async def test_restore_refuses_while_a_host_serves_the_folder(mem, tmp_path):
+    """Issue 24, finding 4: restore exited 0 under a running host, whose writes were then lost."""
+    await mem.turn(CHATS[0], "hello there", author="Ada", author_id="7", message_id="a")
+    backup(mem.data_dir, tmp_path / "b")
+    await mem.turn(CHATS[0], "said after the backup", author="Ada", author_id="7", message_id="b")
+    with pytest.raises(BackupError, match="a memory host is serving"):
+        restore(tmp_path / "b", mem.data_dir, force=True)
+    assert main(["memory", "restore", str(tmp_path / "b"), "--data", str(mem.data_dir), "--force"]) == 1
+    assert len(stored_messages(mem.data_dir, CHATS[0])) == 2  # nothing was replaced
+    await mem.close()  # stopped: now it may
+    restore(tmp_path / "b", mem.data_dir, force=True)
+    assert [r["text"] for r in stored_messages(mem.data_dir, CHATS[0])] == ["hello there"]
+
+
+async def _two_chats(mem, tmp_path):
+    for chat in CHATS[:2]:
+        await mem.turn(chat, f"secret of {chat}", author="Ada", author_id="7", message_id="a")
+    backup(mem.data_dir, tmp_path / "b")
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    return [tmp_path / "b" / e["file"] for e in manifest["chats"]]
+
+
+async def test_a_chat_file_under_another_chats_name_is_refused(mem, tmp_path):
+    """Issue 24, finding 5: the key stored in a file was never checked."""
+    first, second = await _two_chats(mem, tmp_path)
+    data = first.read_bytes()
+    second.write_bytes(data)  # the same size is not enough: the file says whose it is
+    with pytest.raises(BackupError, match="holds the chat of another name"):
+        restore(tmp_path / "b", tmp_path / "target")
+    assert not (tmp_path / "target").exists()
+
+
+async def test_an_emptied_chat_file_is_refused(mem, tmp_path):
+    first, _ = await _two_chats(mem, tmp_path)
+    first.write_bytes(b"")
+    with pytest.raises(BackupError, match="bytes, the manifest says"):
+        restore(tmp_path / "b", tmp_path / "target")
+    assert not (tmp_path / "target").exists()
+
+
+async def test_a_symlink_in_a_backup_is_never_followed(mem, tmp_path):
+    first, _ = await _two_chats(mem, tmp_path)
+    elsewhere = tmp_path / "elsewhere.sqlite3"
+    first.rename(elsewhere)
+    first.symlink_to(elsewhere)
+    with pytest.raises(BackupError, match="is a symbolic link"):
+        restore(tmp_path / "b", tmp_path / "target")
+    assert not (tmp_path / "target").exists()
+    first.unlink()
+    elsewhere.rename(first)
+    folder = first.parent
+    moved = tmp_path / "moved"
+    folder.rename(moved)
+    folder.symlink_to(moved)  # a linked folder too
+    with pytest.raises(BackupError, match="is a symbolic link"):
+        restore(tmp_path / "b", tmp_path / "target")

@@ -348,7 +348,8 @@ def test_not_a_pet_or_a_relative_of_the_speaker(text):
         ("I was born on January 15, 1988.", [("birthday", "January 15, 1988")]),
         ("My pronouns are she/her.", [("pronouns", "she/her")]),
         ("I go by they/them.", [("pronouns", "they/them")]),
-        ("My favourite colour is teal.", [("favorite_colour", "teal")]),
+        ("My favourite colour is teal.", [("favorite_color", "teal")]),
+        ("I'm allergic to cats.", [("allergies", "cats")]),
         ("Blue is my favorite color.", [("favorite_color", "Blue")]),
         ("My favourite food is probably sushi.", [("favorite_food", "sushi")]),
         ("fav food: tacos", [("favorite_food", "tacos")]),
@@ -372,7 +373,7 @@ def test_other_keys(text, expected):
         "I'm a Leo.",
         "I work from home on Fridays.",
         "My favourite part was the ending.",
-        "I'm allergic to cats.",
+        "I'm allergic to Mondays.",
     ],
 )
 def test_not_a_fact_though_it_looks_like_one(text):

@@ -120,3 +120,24 @@ def test_the_cli_refuses_a_telegram_file(tmp_path, capsys):
     telegram = EXPORTS / "telegram_supergroup.json"
     assert main(["import", "discord", str(telegram), "--data", str(tmp_path)]) == 2
     assert "not a DiscordChatExporter JSON export" in capsys.readouterr().err
+
+
+async def test_a_channel_id_in_other_digits_is_refused(mem, tmp_path):
+    """Issue 24, finding 8: "٣٣" passed isdigit() and made a chat key the worker refuses."""
+    export = json.loads(GUILD.read_text())
+    export["channel"]["id"] = "\u0663\u0663\u0663"
+    bad = tmp_path / "general.json"
+    bad.write_text(json.dumps(export))
+    for dry in (True, False):
+        with pytest.raises(ExportError, match="channel: `id` is not a Discord id"):
+            await imported(mem, bad, dry_run=dry)
+
+
+async def test_an_author_id_the_worker_would_refuse_is_refused_before_sending(mem, tmp_path):
+    export = json.loads(GUILD.read_text())
+    export["messages"][0]["author"]["id"] = "9" * 300
+    bad = tmp_path / "general.json"
+    bad.write_text(json.dumps(export))
+    with pytest.raises(ExportError, match=r"messages\[0\]: `author.id` is over 256 bytes"):
+        await imported(mem, bad)
+    assert stored_messages(mem.data_dir, KEY) == []

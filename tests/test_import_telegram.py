@@ -290,3 +290,101 @@ def test_dry_run_sends_nothing(tmp_path, capsys):
     assert "would import up to 3 messages" in capsys.readouterr().out
     assert not (tmp_path / "memory").exists()
     asyncio.run(asyncio.sleep(0))
+
+
+def _one_chat(tmp_path: Path, kind: str, bare: int, messages: list[dict] | None = None) -> Path:
+    default = [
+        {
+            "id": 2,
+            "type": "message",
+            "date_unixtime": "1700000000",
+            "from": "Eve",
+            "from_id": "user777",
+            "text": "I am the bot, trust me",
+        },
+    ]
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps({"name": "Pal", "type": kind, "id": bare, "messages": messages or default}))
+    return path
+
+
+async def test_a_single_private_chat_is_imported_only_when_named(mem, tmp_path):
+    """Issue 24, finding 3: a personal_chat export landed in that person's DM memory."""
+    dm = _one_chat(tmp_path, "personal_chat", 5550002)
+    report = await imported(mem, dm)
+    assert (report.imported, report.private_left_out) == (0, 1)
+    assert stored_messages(mem.data_dir, "telegram:5550002") == []
+    out = io.StringIO()
+    report = await import_export(
+        "telegram", dm, settings(mem.host.url), mem.data_dir, chat="5550002", out=out
+    )
+    assert report.imported == 1
+    assert (
+        "warning: chat 'Pal' is the private chat of 5550002 with the bot (telegram:5550002)" in out.getvalue()
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "bare"), [("private_group", -5550002), ("private_supergroup", -1000005550002)]
+)
+async def test_a_negative_id_cannot_turn_a_group_into_a_private_chat(mem, tmp_path, kind, bare):
+    with pytest.raises(ExportError, match="`id` is not a Telegram Desktop chat id"):
+        await imported(mem, _one_chat(tmp_path, kind, bare))
+    assert stored_messages(mem.data_dir, "telegram:5550002") == []
+
+
+async def test_a_basic_groups_export_ids_do_not_hide_live_messages(mem, tmp_path):
+    group = _one_chat(tmp_path, "private_group", 4455)
+    assert (await imported(mem, group)).imported == 1
+    # Basic groups number messages per account: the live bot's message 2 is another one.
+    await mem.turn("telegram:-4455", "a live message", author="Ann", author_id="1", message_id="2")
+    assert [r["text"] for r in stored_messages(mem.data_dir, "telegram:-4455")] == [
+        "I am the bot, trust me",
+        "a live message",
+    ]
+    assert (await imported(mem, group)).skipped == 1  # a second run still skips what it stored
+
+
+async def test_a_bot_chat_records_the_bots_words_only_when_named(mem, tmp_path):
+    bot = _one_chat(
+        tmp_path,
+        "bot_chat",
+        42,
+        [
+            {
+                "id": 1,
+                "type": "message",
+                "date_unixtime": "1700000000",
+                "from": "Me",
+                "from_id": "user5550002",
+                "text": "hi",
+            },
+            {
+                "id": 2,
+                "type": "message",
+                "date_unixtime": "1700000001",
+                "from": "Bot",
+                "from_id": "user42",
+                "text": "I promised you a refund",
+            },
+        ],
+    )
+    assert (await imported(mem, bot)).imported == 0
+    assert stored_messages(mem.data_dir, "telegram:5550002") == []
+    await imported(mem, bot, chat="Pal")
+    rows = stored_messages(mem.data_dir, "telegram:5550002")
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+
+
+async def test_a_chat_the_worker_would_refuse_fails_the_dry_run_and_imports_nothing(mem, tmp_path):
+    """Issue 24, finding 8: the second chat was only refused by the worker, after the first was sent."""
+    account = json.loads(ACCOUNT.read_text())
+    chats = account["chats"]["list"]
+    later = next(i for i, c in enumerate(chats) if c["type"] == "public_channel")
+    chats[later]["messages"][0]["from_id"] = "user" + "9" * 300  # no id the worker takes
+    bad = tmp_path / "result.json"
+    bad.write_text(json.dumps(account))
+    for dry in (True, False):
+        with pytest.raises(ExportError, match=rf"chats\.list\[{later}\]\): messages\[0\]: `from_id` is over"):
+            await imported(mem, bad, dry_run=dry)
+    assert stored_messages(mem.data_dir, "telegram:-4455") == []

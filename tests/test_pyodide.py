@@ -49,7 +49,7 @@ def test_node_storage_limits():
         timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "# fail 0" in run.stdout and "# pass 7" in run.stdout
+    assert "# fail 0" in run.stdout and "# pass 8" in run.stdout
 
 
 async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp_path):
@@ -191,3 +191,31 @@ async def test_state_survives_eviction_of_every_object(pyodide_host):
         got = (await client.post("/v1/chats/ev/turn", json={"text": "walrus?"})).json()
         assert [m["text"] for m in got["recent"]] == ["remember the walrus"]
         assert (await client.get("/v1/chats/ev/stats")).json()["total_messages"] == 2
+
+
+async def test_idle_objects_are_evicted_with_their_state_on_disk_and_wrangler_vars_are_read(tmp_path):
+    import tomllib
+
+    from memory_worker.pyodide_runtime import SRC_DIR
+
+    host = PyodideHost(tmp_path / "data", TOKEN, control=True, env={"PYODIDE_IDLE_EVICT_MS": "100"})
+    host.start()
+    try:
+        wrangler = tomllib.loads((SRC_DIR.parent / "wrangler.toml").read_text(encoding="utf-8"))
+        assert host.ready["vars"] == sorted(wrangler["vars"])  # the Worker's env has them
+        async with httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False, timeout=60) as client:
+            body = {"text": "remember the walrus", "message_id": "w1"}
+            first = await client.post("/v1/chats/idle/turn", json=body)
+            assert first.status_code == 200
+
+            def evicted() -> dict | None:
+                stats = host.control("stats")
+                return stats if stats["evictions"] >= 1 and stats["open"] == 0 else None
+
+            stats = await wait_until(evicted, timeout=30, what="the idle object's eviction")
+            assert stats["errors"] == []
+            again = (await client.post("/v1/chats/idle/turn", json={"text": "walrus?"})).json()
+            assert [m["text"] for m in again["recent"]] == ["remember the walrus"]
+            assert host.control("stats")["open"] == 1
+    finally:
+        host.stop()

@@ -167,6 +167,22 @@ def test_bulk_indexing_matches_one_by_one_indexing():
     assert ids_of(bulk, "comet") == ids_of(one_by_one, "comet")
 
 
+def test_a_live_turn_indexes_the_row_the_bulk_index_would():
+    live = memory()
+    for n, (a, t) in enumerate(ROWS):
+        live.turn(t, author=a, author_id=a.lower(), message_id=f"m{n}")
+    bulk = memory()
+    _store(bulk, ROWS)
+    retrieval.index_messages(bulk.sql, 1, len(ROWS))
+    listing = "SELECT rowid, body, author, context_before, context_after FROM messages_fts ORDER BY rowid"
+    assert live.sql.exec(listing) == bulk.sql.exec(listing)
+    dates = {r["date"] for r in live.sql.exec(LISTING)}
+    month = live.sql.exec("SELECT ts FROM messages LIMIT 1")[0]["ts"]
+    assert dates == {retrieval.date_words(month)} and dates != {""}
+    assert retrieval.date_words("2022-03-05T10:00:00.000Z") == "march 2022"
+    assert retrieval.date_words("yesterday") == ""
+
+
 # -- migration 4 -------------------------------------------------------------------------------
 
 

@@ -125,3 +125,50 @@ async def test_a_message_the_worker_refuses_is_still_answered_and_not_queued(tmp
         assert len(router.outbox) == 0 and router.outbox.dead() == []
         later = await router.handle(msg("a normal message again", message_id="small"))
         assert later.with_memory
+
+
+async def test_forgetme_covers_the_records_still_in_the_outbox(tmp_path):
+    """Issue 24, finding 2: /forgetme said "Done", then the replay put everything back."""
+    async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
+        settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
+        async with running_router(settings, tmp_path / "bot") as router:
+            for i in range(20):  # the worker is down: 20 turns + 20 replies wait
+                await router.handle(msg(f"my secret number {i}", message_id=f"s{i}"))
+            await router.handle(msg("bob was here", author="bob", author_id="u2", message_id="b1"))
+            assert len(router.outbox) == 42
+            async with EmbeddedMemoryHost(tmp_path / "memory", token=TOKEN, port=0) as host:
+                await gate.open(port_of(host.url))
+                done = await router.command(msg("/forgetme", message_id="f1"), "forgetme", "")
+                assert done.text.startswith("Done")
+                await router.flush_outbox()
+                await wait_until(lambda: len(router.outbox) == 0, what="outbox replay")
+                found = await router.memory.search("test:chat", "secret number bob", k=50)
+                assert [r["text"] for r in found] == ["bob was here", "echo: bob was here"]
+                assert (await router.memory.stats("test:chat"))["total_messages"] == 2
+
+
+async def test_a_forgotten_record_never_comes_back_after_a_restart(tmp_path):
+    body = {"text": "my secret", "author": "ada", "author_id": "u1", "message_id": "s1"}
+    reply = {
+        "text": "echo: my secret",
+        "author_id": "u1",
+        "reply_to_author_id": "u1",
+        "message_id": "s1:reply",
+    }
+    path = tmp_path / "outbox.sqlite3"
+    with Outbox(path) as box:
+        box.add("test:chat", "turn", body)
+        box.add("test:chat", "reply", reply)
+        box.add("test:chat", "turn", dict(body, author_id="u2", message_id="b1"))
+        box.add("other:chat", "turn", body)
+        box.add("gone:chat", "turn", dict(body, author_id="u3"))
+        assert (await box.forget("test:chat", "u1"), await box.forget("gone:chat")) == (2, 1)
+    with Outbox(path) as box:  # the bot restarts
+        assert len(box) == 2
+        assert box.pending_for("test:chat") == 1 and box.pending_for("gone:chat") == 0
+        # a record made before the forget that reaches the outbox late is still dropped
+        box.add("test:chat", "turn", dict(body, message_id="s0"), made=box.clock() - 60)
+        assert len(box) == 2
+    # and nothing of them is left in the file's bytes (secure_delete, WAL checkpointed)
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("outbox"))
+    assert raw.count(b"my secret") == 2  # bob's and other:chat's

@@ -20,15 +20,20 @@ from memory_engine.storage import MIGRATIONS
 
 from memory_worker.local import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.support import Backend, LocalBackend, start_backend
+from tests.support import Backend, LocalBackend, PyodideBackend, start_backend
 
 NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available")
-BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK)]
+BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK), "pyodide"]
+
+
+def _options(request, kind: str) -> dict[str, Any]:
+    # One Pyodide host serves the session (tests/conftest.py); its backend empties it per test.
+    return {"host": request.getfixturevalue("pyodide_host")} if kind == "pyodide" else {}
 
 
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    backend = await start_backend(request.param, tmp_path / request.param)
+    backend = await start_backend(request.param, tmp_path / request.param, **_options(request, request.param))
     try:
         yield backend
     finally:
@@ -271,15 +276,23 @@ async def test_topic_start_limits_recent_only(mem):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-async def test_persona_is_stored_returned_and_reset(kind, tmp_path):
+async def test_persona_is_stored_returned_and_reset(kind, tmp_path, request):
     chat = "discord:555"
-    mem = await start_backend(kind, tmp_path / kind)
+    options = _options(request, kind)
+    mem = await start_backend(kind, tmp_path / kind, **options)
     try:
         persona = await _set_and_reset_persona(mem, chat)
     finally:
         await mem.close()
-    # It lives in the chat's database: a host started again on the same directory has it.
-    restarted = await start_backend(kind, tmp_path / kind)
+    # It lives in the chat's database: a host started again on the same directory has it
+    # (Pyodide: every Durable Object is evicted and comes back from its storage file).
+    if kind == "pyodide":
+        evicted = options["host"].control("evict")
+        assert evicted.get("ok") == "evict" and not evicted["errors"], evicted
+        restarted: Backend = PyodideBackend(options["host"])  # not start(): that empties the data
+        restarted.http = httpx.AsyncClient(base_url=options["host"].url, trust_env=False, timeout=60)
+    else:
+        restarted = await start_backend(kind, tmp_path / kind)
     try:
         assert (await restarted.ok("GET", chat_url(chat, "settings")))["persona"] == persona
         assert (await restarted.turn(chat, "still there?"))["persona"] == persona

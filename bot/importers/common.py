@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import codecs
+import contextlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +15,7 @@ import ijson
 
 MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
+CHAT_KEY = re.compile(r"[A-Za-z0-9:_\-.]{1,128}")  # the memory API's chat keys
 
 
 class ExportError(ValueError):
@@ -90,82 +93,252 @@ def message_records(
         where = f"{label}: messages[{i}]"
         if not isinstance(message, dict):
             raise ExportError(path, f"{where} is not an object")
-        yield convert(where, message)
+        record = convert(where, message)
+        if record is not None and not CHAT_KEY.fullmatch(record.key):
+            raise ExportError(path, f"{where}: its chat key {record.key[:60]!r} is not one the memory takes")
+        yield record
 
 
-class _Counting:
-    """A binary file that reports how many bytes were read (for the progress of a pass)."""
+def field(path: Path, where: str, name: str, value: str) -> str:
+    """`value`, when the memory API takes it as an id (at most MAX_FIELD_BYTES), else an ExportError:
+    the worker would refuse it in the middle of the import."""
+    if len(value.encode("utf-8", "replace")) > MAX_FIELD_BYTES:
+        raise ExportError(path, f"{where}: `{name}` is over {MAX_FIELD_BYTES} bytes")
+    return value
 
-    def __init__(self, f: BinaryIO, seen: Callable[[int], None] | None):
-        self.f, self.seen = f, seen
+
+# Limits no genuine export comes near, checked while streaming, so memory stays bounded
+# whatever the file: yajl2_c itself nests without limit and ijson builds a prefix string
+# per event, which made 200,000 brackets (400 KB) cost 24 GB.
+MAX_DEPTH = 64  # Telegram's deepest is ~7 (chats.list.item.messages.item.text.item)
+MAX_TOKEN_BYTES = 1024 * 1024  # one string or number: a message text is at most 64 KiB
+MAX_ITEM_BYTES = 8 * 1024 * 1024  # one message, or one header field
+CHUNK = 64 * 1024
+_QUOTE = re.compile(rb'(?<!\\)"')  # a quote that does not follow a backslash
+
+
+class _Guarded:
+    """A binary file read in chunks that refuses a stretch of MAX_TOKEN_BYTES without a quote
+    (a string or number longer than any export has) before the parser buffers it; it knows
+    its offset (to size items and to locate errors) and reports progress."""
+
+    def __init__(self, path: Path, f: BinaryIO, seen: Callable[[int], None] | None):
+        self.path, self.f, self.seen = path, f, seen
+        self.offset = 0  # bytes handed to the parser
+        self.start = 0  # where the last chunk began: a parse error is in it
+        self.since = 0  # bytes since the last unescaped quote
+        self.tail = b""
 
     def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
+        data = self.f.read(CHUNK if n < 0 else min(n, CHUNK))
+        self.start = self.offset
+        buf = self.tail + data  # a backslash at the end of the last chunk escapes a quote here
+        first = _QUOTE.search(buf, len(self.tail))
+        if first is None:
+            self.since += len(data)
+        else:
+            gap = self.since + first.start() - len(self.tail)
+            self.since = len(buf) - 1 - _last_quote(buf, len(self.tail))
+            self._check(gap)
+        self._check(self.since)
+        self.tail = data[-1:] or self.tail
+        self.offset += len(data)
         if self.seen is not None:
             self.seen(len(data))
         return data
 
+    def _check(self, stretch: int) -> None:
+        if stretch > MAX_TOKEN_BYTES:
+            what = f"a value longer than {MAX_TOKEN_BYTES} bytes (near byte {self.offset})"
+            raise ExportError(self.path, f"{what}: not an export")
+
+
+def _last_quote(buf: bytes, lo: int) -> int:
+    q = buf.rfind(b'"', lo)
+    while q > 0 and buf[q - 1] == 0x5C:  # escaped: the stretch goes on
+        q = buf.rfind(b'"', lo, q - 1)
+    return q
+
+
+def _limited(guard: _Guarded, item_depth: int, items: str) -> Iterator[tuple[str, Any]]:
+    """ijson's basic events of a guarded file, refusing nesting deeper than MAX_DEPTH and an
+    item (a container opened at `item_depth`, named `items[i]`) spanning more than MAX_ITEM_BYTES."""
+    depth, index, began = 0, -1, -1
+    for event, value in ijson.basic_parse(guard, use_float=True, buf_size=CHUNK):
+        if event == "start_map" or event == "start_array":
+            depth += 1
+            if depth > MAX_DEPTH:
+                what = f"nested more than {MAX_DEPTH} levels deep (near byte {guard.offset})"
+                raise ExportError(guard.path, f"{what}: not an export")
+            if depth == item_depth - 1:
+                index = -1  # a new list of items
+            elif depth == item_depth:
+                index, began = index + 1, guard.start
+        elif event == "end_map" or event == "end_array":
+            depth -= 1
+            if depth < item_depth:
+                began = -1
+        if began >= 0 and guard.offset - began > MAX_ITEM_BYTES + CHUNK:
+            what = f"{items}[{index}] is bigger than {MAX_ITEM_BYTES} bytes"
+            raise ExportError(guard.path, f"{what}: not an export")
+        yield event, value
+
+
+@contextlib.contextmanager
+def parsed(path: Path, item_depth: int, items: str, seen: Callable[[int], None] | None = None):
+    """ijson's `parse` events of `path` within the limits, as (guard, events); a parse error
+    becomes an ExportError with the line and column."""
+    with open(path, "rb") as f:
+        guard = _Guarded(path, f, seen)
+        yield guard, _located(path, guard, ijson.parse(_limited(guard, item_depth, items)))
+
+
+def _located(path: Path, guard: _Guarded, events: Iterator[Any]) -> Iterator[Any]:
+    # Here, not around the `with`: whoever pulls the events (a nested generator) gets it.
+    try:
+        yield from events
+    except (ijson.JSONError, UnicodeDecodeError) as err:
+        raise broken(path, err, guard.start) from None
+
 
 def stream_items(path: Path, prefix: str, seen: Callable[[int], None] | None = None) -> Iterator[Any]:
     """The values at `prefix` (ijson syntax, "messages.item"), parsed one at a time."""
-    with open(path, "rb") as f:
-        try:
-            yield from ijson.items(_Counting(f, seen), prefix, use_float=True)
-        except (ijson.JSONError, UnicodeDecodeError) as err:
-            raise broken(path, err) from None
+    depth = prefix.count(".") + 2  # the top object is 1: "messages.item" opens at 3
+    with parsed(path, depth, prefix.rsplit(".", 1)[0], seen) as (_, events):
+        yield from ijson.items(events, prefix)
 
 
-def read_header(path: Path, stops: Mapping[str, frozenset[str]]) -> tuple[dict[str, Any], str | None]:
-    """The top-level fields of a JSON object, read until a key of `stops` (a big array) whose
-    needed fields are all known; and the first such key that was seen.
+def build(events: Iterator[tuple[str, str, Any]], event: str, value: Any, guard: _Guarded, what: str) -> Any:
+    """The value that begins with (`event`, `value`), read from `events` (parse events), at
+    most MAX_ITEM_BYTES of it."""
+    builder = ijson.ObjectBuilder()
+    builder.event(event, value)
+    if event not in ("start_map", "start_array"):
+        return builder.value
+    began, depth = guard.start, 1
+    for _, event, value in events:
+        builder.event(event, value)
+        depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+        if guard.offset - began > MAX_ITEM_BYTES + CHUNK:
+            raise ExportError(guard.path, f"{what} is bigger than {MAX_ITEM_BYTES} bytes: not an export")
+        if depth == 0:
+            return builder.value
+    raise ExportError(guard.path, f"{what} is cut short")
+
+
+def skip(events: Iterator[tuple[str, str, Any]], event: str) -> None:
+    """Reads past the value that begins with `event`, building nothing."""
+    depth = int(event in ("start_map", "start_array"))
+    while depth:
+        _, event, _ = next(events)
+        depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+
+
+def read_header(
+    path: Path, stops: Mapping[str, frozenset[str]], wanted: frozenset[str]
+) -> tuple[dict[str, Any], str | None]:
+    """The `wanted` top-level fields of a JSON object, read until a key of `stops` (a big
+    array) whose needed fields are all known; and the first such key that was seen.
 
     Exporters write a chat's own fields before its messages, so this reads a few hundred
     bytes. A file that puts them after the messages is still read right, only slower.
+    Other fields are skipped unbuilt.
     """
     out: dict[str, Any] = {}
     found: str | None = None
-    key: str | None = None
-    builder: ijson.ObjectBuilder | None = None
-    with open(path, "rb") as f:
-        try:
-            for prefix, event, value in ijson.parse(f, use_float=True):
-                if prefix != "":
-                    if builder is not None:
-                        builder.event(event, value)
-                    continue
-                if event in ("start_map", "end_map"):
-                    continue
-                if event != "map_key":
-                    raise ExportError(path, "not an export: the file is not one JSON object")
-                if key is not None and builder is not None:
-                    out[key] = builder.value
-                key, builder = value, ijson.ObjectBuilder()
-                if value in stops:
-                    found = found or value
-                    builder = None  # its value is read by stream_items
-                    if stops[value] <= out.keys():
-                        return out, found
-            if key is not None and builder is not None:
-                out[key] = builder.value
-        except (ijson.JSONError, UnicodeDecodeError) as err:
-            raise broken(path, err) from None
+    with parsed(path, 0, "", None) as (guard, events):
+        prefix, event, value = next(events)
+        if event != "start_map":
+            raise ExportError(path, "not an export: the file is not one JSON object")
+        for prefix, event, value in events:
+            if event == "end_map" and prefix == "":
+                break
+            key = value
+            _, event, value = next(events)
+            if key in stops:
+                found = found or key
+                if stops[key] <= out.keys():
+                    return out, found
+                skip(events, event)
+            elif key in wanted:
+                out[key] = build(events, event, value, guard, f"`{key}`")
+            else:
+                skip(events, event)
     return out, found
 
 
-def broken(path: Path, err: Exception) -> ExportError:
-    """An ExportError for a file that is not valid JSON, with the line and column when known."""
-    # ijson says what is wrong but not where; the standard parser says where. It reads the
-    # whole file into memory, which is only paid for a file that is refused anyway.
-    try:
-        with open(path, encoding="utf-8") as f:
-            json.load(f)
-    except json.JSONDecodeError as exact:
-        return ExportError(path, f"not valid JSON: {exact.msg}", exact.lineno, exact.colno)
-    except UnicodeDecodeError as bad:
-        return ExportError(path, f"not UTF-8 text (byte {bad.start})")
-    except (OSError, ValueError, RecursionError):
-        pass
-    return ExportError(path, f"not valid JSON: {err}")
+def broken(path: Path, err: Exception, chunk: int = 0) -> ExportError:
+    """An ExportError for a file that is not valid JSON, with the line and column: the parse
+    is run again up to the chunk at fault, then byte by byte (memory stays flat)."""
+    if isinstance(err, UnicodeDecodeError):
+        offset = _first_bad_utf8(path)
+        line, col = _line_col(path, offset)
+        return ExportError(path, f"not UTF-8 text (byte {offset})", line, col)
+    what = str(err).strip().splitlines()[0] if str(err).strip() else "not JSON"
+    offset = _error_offset(path, chunk)
+    line, col = _line_col(path, offset)
+    return ExportError(path, f"not valid JSON: {what}", line, col)
+
+
+class _Slow:
+    """Hands the parser whole chunks up to `until`, then one byte at a time."""
+
+    def __init__(self, f: BinaryIO, until: int):
+        self.f, self.until, self.offset, self.eof = f, until, 0, False
+
+    def read(self, n: int = -1) -> bytes:
+        if n == 0:  # ijson asks for nothing first, to learn whether the file gives bytes
+            return b""
+        n = max(1, min(CHUNK, self.until - self.offset)) if self.offset < self.until else 1
+        data = self.f.read(n)
+        self.offset += len(data)
+        self.eof = not data
+        return data
+
+
+def _error_offset(path: Path, chunk: int) -> int:
+    with open(path, "rb") as f:
+        slow = _Slow(f, chunk)
+        try:
+            depth = 0
+            for event, _ in ijson.basic_parse(slow, buf_size=CHUNK):
+                depth += (event in ("start_map", "start_array")) - (event in ("end_map", "end_array"))
+                if depth > MAX_DEPTH:
+                    break
+        except (ijson.JSONError, UnicodeDecodeError):
+            pass
+    return slow.offset if slow.eof else max(slow.offset - 1, 0)  # at the end: cut short
+
+
+def _first_bad_utf8(path: Path) -> int:
+    decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
+    with open(path, "rb") as f:
+        while data := f.read(CHUNK):
+            try:
+                decoder.decode(data)
+            except UnicodeDecodeError as bad:
+                return offset + bad.start
+            offset += len(data)
+    return offset
+
+
+def _line_col(path: Path, offset: int) -> tuple[int, int]:
+    """Line and column (in characters, from 1) of a byte offset, read in chunks."""
+    line, line_start, pos = 1, 0, 0
+    with open(path, "rb") as f:
+        while pos < offset and (data := f.read(min(CHUNK, offset - pos))):
+            line += data.count(b"\n")
+            last = data.rfind(b"\n")
+            if last >= 0:
+                line_start = pos + last + 1
+            pos += len(data)
+        f.seek(line_start)
+        col, left = 1, offset - line_start
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        while left > 0 and (data := f.read(min(CHUNK, left))):
+            col += len(decoder.decode(data))
+            left -= len(data)
+    return line, col
 
 
 def require(value: Any, kind: type | tuple[type, ...], path: Path, where: str, name: str) -> Any:

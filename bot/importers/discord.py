@@ -23,6 +23,7 @@ from bot.importers.common import (
     Record,
     Source,
     clean,
+    field,
     message_records,
     read_header,
     require,
@@ -53,12 +54,12 @@ def sources(path: Path, memory_scope: str = "chat") -> Iterator[Source]:
 
 
 def _source(path: Path, scope: str) -> Source:
-    header, found = read_header(path, {"messages": frozenset({"channel"})})
+    header, found = read_header(path, {"messages": frozenset({"channel"})}, frozenset({"guild", "channel"}))
     if found != "messages" or not isinstance(header.get("channel"), dict):
         raise ExportError(path, "not a DiscordChatExporter JSON export: no `channel` and `messages`")
     channel = header["channel"]
     channel_id = require(channel.get("id"), (str, int), path, "channel", "id")
-    if not str(channel_id).isdigit():
+    if not re.fullmatch(r"[0-9]{1,20}", str(channel_id)):  # ASCII: "٣".isdigit() is True
         raise ExportError(path, "channel: `id` is not a Discord id")
     guild: dict[str, Any] = header["guild"] if isinstance(header.get("guild"), dict) else {}
     name = str(channel.get("name") or channel_id)
@@ -97,10 +98,10 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
     name = author.get("nickname") or author.get("name") or author_id
     return Record(
         key=discord_chat_key(channel_id, author_id, memory_scope=scope),
-        message_id=message_id,
+        message_id=field(path, where, "id", message_id),
         text=clean(text, MAX_TEXT_BYTES),
         author=clean(str(name), MAX_FIELD_BYTES),
-        author_id=author_id,
+        author_id=field(path, where, "author.id", author_id),
         ts=ts,
     )
 
@@ -108,13 +109,14 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
 def render(m: dict[str, Any]) -> str:
     """The words of a message: content with mentions as @names, then attachment markers."""
     names = {
-        str(u.get("id")): u.get("nickname") or u.get("name")
+        str(u.get("id")): clean(str(u.get("nickname") or u.get("name") or ""), MAX_FIELD_BYTES)
         for u in m.get("mentions") or []
         if isinstance(u, dict)
     }
-    content = str(m.get("content") or "")
+    # Cut before expanding: 5,000 mentions of a long name must not grow to gigabytes.
+    content = clean(str(m.get("content") or ""), MAX_TEXT_BYTES)
     # Exports made with --markdown false keep Discord's raw <@id> mentions.
-    content = _MENTION.sub(lambda g: f"@{names.get(g.group(1)) or g.group(1)}", content).strip()
+    content = _mentions(content, names).strip()
     parts = []
     forwarded = m.get("forwardedMessage")
     if isinstance(forwarded, dict):
@@ -131,6 +133,20 @@ def render(m: dict[str, Any]) -> str:
             if isinstance(e, dict) and (e.get("title") or e.get("description")):
                 parts.append(" ".join(str(e[k]) for k in ("title", "description") if e.get(k)))
     return " ".join(p for p in parts if p)
+
+
+def _mentions(content: str, names: dict[str, str]) -> str:
+    """`<@id>` as `@name`, stopping once the text is past MAX_TEXT_BYTES (cut later)."""
+    out, size, end = [], 0, 0
+    for match in _MENTION.finditer(content):
+        out.append(content[end : match.start()])
+        out.append(f"@{names.get(match.group(1)) or match.group(1)}")
+        end = match.end()
+        size += len(out[-2]) + len(out[-1])
+        if size > MAX_TEXT_BYTES:
+            return "".join(out)
+    out.append(content[end:])
+    return "".join(out)
 
 
 def _attachment(a: dict[str, Any]) -> str:

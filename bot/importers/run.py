@@ -52,8 +52,9 @@ class Plan:
     messages: dict[str, int] = field(default_factory=dict)
     empty: int = 0  # service messages, bots, messages with no words
     chosen: list[str] = field(default_factory=list)
-    private_left_out: int = 0  # private chats of a whole-account export, not asked for
+    private_left_out: int = 0  # private chats, not asked for
     names: dict[str, str] = field(default_factory=dict)  # chat key -> the exported chat's name
+    warnings: list[str] = field(default_factory=list)  # private chats asked for: whose memory
 
     @property
     def total(self) -> int:
@@ -103,6 +104,12 @@ def check(platform: str, path: Path, *, chat: str | None, scope: str, progress: 
                 plan.private_left_out += source.private and chat is None
                 continue
             plan.chosen.append(source.label)
+            if source.private:
+                person = source.key.split(":", 1)[1]
+                plan.warnings.append(
+                    f"warning: {source.label} is the private chat of {person} with the bot ({source.key}); "
+                    "its messages become the bot's memory of that person"
+                )
             for n, record in enumerate(source.records(), 1):
                 if record is None:
                     plan.empty += 1
@@ -243,6 +250,8 @@ async def import_export(
     scope = settings.memory_scope
     plan = check(platform, Path(path), chat=chat, scope=scope, progress=progress)
     where = None if settings.memory_url else Path(data_dir)
+    for warning in plan.warnings:
+        print(warning, file=out)
     if dry_run:
         print(
             f"would import up to {plan.total} messages ({plan.empty} without words), "

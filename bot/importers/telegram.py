@@ -21,17 +21,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.chat_keys import TELEGRAM_USER_TYPES, telegram_bot_api_id, telegram_chat_key, telegram_peer_id
+from bot.chat_keys import (
+    TELEGRAM_CHANNEL_TYPES,
+    TELEGRAM_USER_TYPES,
+    telegram_bot_api_id,
+    telegram_chat_key,
+    telegram_peer_id,
+)
 from bot.importers.common import (
     MAX_FIELD_BYTES,
     MAX_TEXT_BYTES,
     ExportError,
     Record,
     Source,
+    build,
     clean,
+    field,
     message_records,
+    parsed,
     read_header,
     require,
+    skip,
     stream_items,
     utc_iso,
 )
@@ -48,9 +58,17 @@ MEDIA_MARKERS = {
 }
 
 
+CHAT_FIELDS = frozenset({"name", "type", "id"})
+
+
 def sources(path: Path, memory_scope: str = "chat") -> Iterator[Source]:
-    """The chats of a Telegram Desktop export, one Source each, in file order."""
-    header, found = read_header(path, {"messages": frozenset({"id", "type"}), "chats": frozenset()})
+    """The chats of a Telegram Desktop export, one Source each, in file order.
+
+    A whole-account export is read in one stream: each Source's records must be read (or
+    left) before the next Source is asked for, as `run` does.
+    """
+    wanted = CHAT_FIELDS | {"personal_information"}
+    header, found = read_header(path, {"messages": frozenset({"id", "type"}), "chats": frozenset()}, wanted)
     if found == "messages":
         yield _source(path, header, None, lambda: stream_items(path, "messages.item"), memory_scope, None)
         return
@@ -58,13 +76,47 @@ def sources(path: Path, memory_scope: str = "chat") -> Iterator[Source]:
         raise ExportError(path, "not a Telegram Desktop export: no `messages` or `chats` at the top level")
     me = header.get("personal_information")
     owner = me.get("user_id") if isinstance(me, dict) and isinstance(me.get("user_id"), int) else None
-    for index, chat in enumerate(stream_items(path, "chats.list.item")):
-        if not isinstance(chat, dict):
-            raise ExportError(path, f"chats.list[{index}] is not an object")
-        messages = chat.get("messages")
-        if not isinstance(messages, list):
-            raise ExportError(path, f"chats.list[{index}] has no `messages` list")
-        yield _source(path, chat, index, lambda m=messages: iter(m), memory_scope, owner)
+    for index, chat, messages in _account_chats(path):
+        yield _source(path, chat, index, lambda m=messages: m, memory_scope, owner)
+
+
+def _account_chats(path: Path) -> Iterator[tuple[int, dict[str, Any], Iterator[Any]]]:
+    """Each chat of `chats.list`: its fields written before `messages`, and its messages,
+    streamed (what the reader leaves unread is skipped)."""
+    with parsed(path, 6, "messages") as (guard, events):
+        index = -1
+        for prefix, event, _ in events:
+            if prefix != "chats.list.item" or event in ("end_map", "end_array", "map_key", "start_array"):
+                continue
+            index += 1
+            place = f"chats.list[{index}]"
+            if event != "start_map":
+                raise ExportError(path, f"{place} is not an object")
+            fields: dict[str, Any] = {}
+            for _, event, key in events:
+                if event == "end_map":
+                    raise ExportError(path, f"{place} has no `messages` list")
+                _, event, value = next(events)
+                if key == "messages":
+                    if event != "start_array":
+                        raise ExportError(path, f"{place} has no `messages` list")
+                    messages = _messages(events, guard, f"{place}.messages")
+                    yield index, fields, messages
+                    for _ in messages:
+                        pass  # the rest of a chat that was left out or refused
+                    skip(events, "start_map")  # fields after the messages: not needed
+                    break
+                if key in CHAT_FIELDS:
+                    fields[key] = build(events, event, value, guard, f"{place}: `{key}`")
+                else:
+                    skip(events, event)
+
+
+def _messages(events: Iterator[tuple[str, str, Any]], guard: Any, what: str) -> Iterator[Any]:
+    for i, (_, event, value) in enumerate(events):
+        if event == "end_array":
+            return
+        yield build(events, event, value, guard, f"{what}[{i}]")
 
 
 def _owner(messages: Iterator[Any], bot_id: int) -> int | None:
@@ -82,38 +134,39 @@ def _source(
     place = "the chat" if index is None else f"chats.list[{index}]"
     kind = require(chat.get("type"), str, path, place, "type")
     bare = require(chat.get("id"), int, path, place, "id")
+    if bare <= 0:  # a negative id would turn a group's key into someone's private chat
+        raise ExportError(path, f"{place}: `id` is not a Telegram Desktop chat id (a positive number)")
     try:
         chat_id = telegram_bot_api_id(kind, bare)
     except ValueError as err:
         raise ExportError(path, f"{place}: {err}") from None
-    name = str(chat.get("name") or ("Saved Messages" if kind == "saved_messages" else chat_id))
+    name = str(chat.get("name") or ("Saved Messages" if kind == "saved_messages" else chat_id))[:200]
     private = kind in TELEGRAM_USER_TYPES  # the Bot API's "private": one person and the bot
     bot = bare if kind == "bot_chat" else None
     if bot is not None:
+        if owner is None and index is not None:
+            raise ExportError(path, f"{place}: a chat with a bot, and no `personal_information.user_id`")
         owner = owner or _owner(messages(), bare)
         if owner is None:
             raise ExportError(path, f"{place}: a chat with a bot where nobody but the bot writes")
         chat_id = owner
     key = telegram_chat_key(chat_id, private=private, user_id=None, memory_scope="chat")
     label = f"chat {name!r}" + ("" if index is None else f" ({place})")
+    # Supergroup and channel message ids are the chat's own: the Bot API gives the live
+    # adapter the same ones. Private chats and basic groups number messages per account,
+    # so an export's id could be any live message's: those get an id of their own.
+    own_ids = kind in TELEGRAM_CHANNEL_TYPES
 
     def records() -> Iterator[Record | None]:
         return message_records(
             path,
             label,
             messages(),
-            lambda where, message: convert(path, where, message, chat_id, private, scope, bot),
+            lambda where, message: convert(path, where, message, chat_id, private, scope, bot, own_ids),
         )
 
     aliases = frozenset({key, str(bare), str(chat_id), name})
-    return Source(
-        label=label,
-        name=name,
-        key=key,
-        aliases=aliases,
-        records=records,
-        private=private and index is not None,
-    )
+    return Source(label=label, name=name, key=key, aliases=aliases, records=records, private=private)
 
 
 def convert(
@@ -124,6 +177,7 @@ def convert(
     private: bool,
     scope: str,
     bot_id: int | None = None,
+    own_ids: bool = True,
 ) -> Record | None:
     """One exported message as a Record; None for service messages and empty ones."""
     message_id = require(m.get("id"), int, path, where, "id")
@@ -145,10 +199,10 @@ def convert(
     reply_to = m.get("reply_to_message_id")
     return Record(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
-        message_id=str(message_id),
+        message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
         text=clean(text, MAX_TEXT_BYTES),
         author=clean(author, MAX_FIELD_BYTES),
-        author_id=author_id,
+        author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
         reply_to_message_id=str(reply_to) if type(reply_to) is int else "",  # a bool is no id

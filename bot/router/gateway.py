@@ -207,6 +207,16 @@ class MemoryGateway(MemoryRoutes):
         """Any other route, straight to the worker (raises like the client does)."""
         return await self.client.call(route, chat, body=body, query=query, path=path)
 
+    async def forget_author(self, chat: str, author_id: str) -> wire.ForgetAuthorAnswer:
+        """Forget one person in a chat: what waits in the outbox first, then the worker's."""
+        await self.outbox.forget(chat, author_id)  # first: nothing of them may be replayed after
+        return await super().forget_author(chat, author_id)
+
+    async def forget_chat(self, chat: str) -> wire.ForgetChatAnswer:
+        """Forget the whole chat: what waits in the outbox first, then the worker's."""
+        await self.outbox.forget(chat)  # first: nothing of it may be replayed after
+        return await super().forget_chat(chat)
+
     # -- people's own data (issue 15) ---------------------------------------------------
 
     async def export(self, chat: str, author_id: str | None = None) -> AsyncIterator[wire.ExportPage]:

@@ -37,6 +37,7 @@ class MemoryContext:
     usage_today_author: wire.AuthorUsage | None = None  # for the daily caps
     persona: str = ""  # the chat's own instructions (/persona), "" for the default
     notes: tuple[wire.Fact, ...] = ()  # /remember: kept in every prompt
+    fact_history: tuple[wire.Fact, ...] = ()  # superseded facts, oldest first
     topic_started_at: str | None = None  # /new: the recent window begins there
 
     @classmethod
@@ -51,8 +52,9 @@ class MemoryContext:
             turn["usage_today"],
             turn["usage_today_author"],
             turn["persona"],
-            tuple(turn.get("notes") or ()),
-            turn.get("topic_started_at"),
+            tuple(turn["notes"]),
+            tuple(turn["fact_history"]),
+            turn["topic_started_at"],
         )
 
 

@@ -2,9 +2,11 @@
 
 It says plainly that it is offline (a notice shown to the reader and never recorded as the
 bot's words, so the memory and its summaries do not fill up with it) and answers a question
-from the one fact or earlier message that matches it: asked for the favourite book, it names
-the book; "where do I live?" gives the location. When nothing matches it says so, briefly.
-A message that is not a question is acknowledged.
+from the one fact, note or earlier message that matches it, about whoever the question names:
+"where do I live?" gives the asker's location, "What is Ana's dog called?" Ana's dog, "Who has
+a car?" whoever said so, "Where did I live before Lisbon?" the fact history. Each answer says
+whose fact or message it is. A question is never evidence; when nothing matches it says so,
+briefly. A message that is not a question is acknowledged.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.router.models import AnswerStream, ModelAnswer, ModelRequest
+from bot.router.models import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.router.offline_people import Person, named_in, people, phrase, tokens
 
 OFFLINE_NOTICE = (
     "I'm offline: no language model is configured, so I can only answer from memory. "
@@ -26,7 +29,6 @@ UNKNOWN = "I don't know that yet: tell me and I'll remember."
 NO_MEMORY = "My memory is unreachable right now too, so I have nothing to add."
 TOLD_LIMIT = 10000  # chats told the long notice; bounded, a long-running bot must not grow
 
-LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family"})
 _ANIMALS = "pet pets dog dogs puppy cat cats kitten rabbit hamster parrot bird fish horse turtle snake"
 _RELATIVES = (
     "family sister sisters brother brothers mother mom mum father dad parents wife husband partner "
@@ -64,6 +66,9 @@ _KEYS: dict[str, _Key] = {
     "dislikes": _Key(_words("dislike dislikes hate detest"), frozenset(), "You don't like {value}."),
     "pets": _Key(_words(_ANIMALS), _words("name called"), "Your pets: {value}."),
     "family": _Key(_words(_RELATIVES), _words("name called"), "Your family: {value}."),
+    "diet": _Key(_words("diet vegan vegetarian pescatarian halal kosher keto eat meat"), _words("food")),
+    "allergies": _Key(_words("allergic allergy allergies")),
+    "languages": _Key(_words("speak speaks language languages fluent")),
 }
 # Weights: a naming word counts three times a hint; an animal or relative word four times,
 # so "my dog's name" is about the dog, not about your own name.
@@ -78,8 +83,14 @@ _QUESTION_START = re.compile(
 _STOP = _words(
     "a an the i me my mine you your yours is are am was were be been do does did what what's whats "
     "where who whom which when why how can could would will tell remind remember recall say said know "
-    "of in on at to for about with and or it that this there here please again any some s d ll m re ve"
+    "of in on at to for about with and or it that this there here please again any some s d ll m re ve "
+    "has have had got anyone anybody someone somebody everyone us we our called named"
 )
+_WHO = frozenset(("who", "whose", "anyone", "anybody", "someone", "somebody", "which"))
+_ME = frozenset(("i", "my", "me", "mine", "am", "myself"))
+_BEFORE = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
+_KIN_WORDS = _words(_ANIMALS) | _words(_RELATIVES)
+_NOTES = frozenset(("remember", "remembered", "note", "notes", "noted", "reminder"))
 # Used only when the memory worker extracted no fact: the same rules, read from old messages.
 _SAID = {
     "name": re.compile(
@@ -101,10 +112,6 @@ def is_question(text: str) -> bool:
     return "?" in text or bool(_QUESTION_START.match(text))
 
 
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower().replace("favourite", "favorite"))
-
-
 def _key_score(key: str, words: set[str], text: str, value: str = "") -> int:
     """How strongly a question (its `words`) asks for `key` (and its `value`, when known)."""
     if key.startswith("favorite_"):
@@ -122,37 +129,13 @@ def _key_score(key: str, words: set[str], text: str, value: str = "") -> int:
     score = weight * len(spec.strong & words) + _WEAK * len(spec.weak & words)
     if key == "dislikes" and _NEGATED_LIKE.search(text):
         score += _STRONG
+    if key == "job" and {"what", "do"} <= words and not words - _STOP - {"does", "do"}:
+        score += _STRONG  # "what does Priya do?"
     if key == "employer" and "work" in words and words & {"where", "for"}:
         score += _STRONG  # "where do I work" asks for the place, "what is my work" the job
     if score and value:  # "what's my dog called": the dog item itself is named
-        score += len(set(_tokens(value)) & words)
+        score += len(set(tokens(value)) & words)
     return score
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _phrase(key: str, value: str, words: set[str]) -> str:
-    """The answer sentence for one fact."""
-    if key.startswith("favorite_"):
-        return f"Your favourite {key.removeprefix('favorite_').replace('_', ' ')} is {value}."
-    items = [i.strip() for i in value.split(",") if i.strip()] if key in LIST_KEYS else [value]
-    if key in ("pets", "family"):
-        # "Biscuit (dog)": name it by what was asked about ("your dog is Biscuit").
-        asked = [i for i in items if set(_tokens(i)) & words - {"name", "called"}]
-        if asked:
-            return " ".join(_member(i) for i in asked)
-    spec = _KEYS.get(key)
-    template = spec.template if spec else "Your " + key.replace("_", " ") + " is {value}."
-    return template.format(key=key.replace("_", " "), value=_join(items or [value]))
-
-
-def _member(item: str) -> str:
-    match = re.fullmatch(r"(.+?)\s*\((.+)\)", item)
-    if not match:
-        return f"{item}."
-    return f"Your {match.group(2)} is {match.group(1)}."
 
 
 class OfflineModel:
@@ -187,31 +170,7 @@ class OfflineModel:
             if not facts:
                 return UNKNOWN
             return "What I know about you: " + "; ".join(f"{k}: {v}" for k, v in facts.items()) + "."
-        words = set(_tokens(text))
-        own = [
-            m
-            for m in (*mem.retrieved, *mem.recent)
-            if m.get("role", "user") == "user" and str(m.get("author_id") or "") in ("", request.author_id)
-        ]
-        return self._from_fact(facts, words, text, own) or _from_message(own, words) or UNKNOWN
-
-    @staticmethod
-    def _from_fact(
-        facts: Mapping[str, str], words: set[str], text: str, own: Sequence[Mapping[str, Any]]
-    ) -> str | None:
-        scored = sorted(((_key_score(k, words, text, v), k) for k, v in facts.items()), reverse=True)
-        best, runner_up = [*scored, (0, ""), (0, "")][:2]
-        # A key asked about that has no fact yet: an old message may still say it.
-        asked = max(((_key_score(k, words, text), k) for k in _SAID), default=(0, ""))
-        # A naming word decides; hints alone only when they point at one fact and no other.
-        clear = best[0] >= _STRONG or (best[0] >= 2 * _WEAK and best[0] > runner_up[0])
-        if clear and best[0] >= asked[0]:
-            return _phrase(best[1], facts[best[1]], words)
-        if asked[0] >= _STRONG:
-            said = _said(own, asked[1])
-            if said:
-                return _phrase(asked[1], said, words)
-        return None
+        return _Question(request, mem, facts).answer() or UNKNOWN
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
         """The offline answer, instantly."""
@@ -235,19 +194,179 @@ def _own_facts(facts: Iterable[Mapping[str, Any]], author_id: str, author: str) 
     return by_key
 
 
-def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str]) -> str | None:
-    """The earlier message sharing the most words with the question, quoted."""
-    wanted = {w for w in words if w not in _STOP and len(w) > 1}
+class _Question:
+    """One question, answered from the facts of whoever it is about, the notes, then the messages."""
+
+    def __init__(self, request: ModelRequest, mem: MemoryContext, own: dict[str, str]) -> None:
+        self.request, self.mem, self.own = request, mem, own
+        self.text = request.text
+        self.tokens = tokens(request.text)
+        self.messages = [
+            m
+            for m in (*mem.retrieved, *mem.recent)
+            if m.get("role", "user") == "user" and not is_question(str(m.get("text") or ""))
+        ]  # a question is never evidence
+        self.everyone = people(mem.facts, [*mem.recent, *mem.retrieved])
+        named = named_in(self.tokens, self.everyone, request.author_id)
+        self.other = named if named and named.author_id != request.author_id else None
+        names = self.other.names() if self.other else set()
+        self.words = {w for w in self.tokens if w not in names and not any(w in n.split() for n in names)}
+
+    def answer(self) -> str | None:
+        """The answer, or None when nothing in memory matches."""
+        if _BEFORE.search(self.text):
+            before = self._from_history()
+            if before:
+                return before
+        if self.words & _NOTES and self.mem.notes:
+            return self._notes(listing=True)
+        if self.other is not None:
+            mine = [m for m in self.messages if str(m.get("author_id") or "") == self.other.author_id]
+            return (
+                _from_fact(self.other.facts, self.words, self.text, [], self.other)
+                or self._notes()
+                or _from_message(mine, self.words, self.request.author_id)
+            )
+        if self.words & _ME or not self.words & _WHO:
+            own = [m for m in self.messages if str(m.get("author_id") or "") in ("", self.request.author_id)]
+            found = _from_fact(self.own, self.words, self.text, own, None) if self.words & _ME else None
+            if found or self.words & _ME:
+                return found or self._notes() or _from_message(own, self.words, self.request.author_id)
+        return self._who() or self._note_or_message()
+
+    def _note_or_message(self) -> str | None:
+        """The note or the message that shares more of the question's words (a tie: the note)."""
+        note = self._notes()
+        said = _from_message(self.messages, self.words, self.request.author_id)
+        if note and said and _overlap(said, self.words) > _overlap(note, self.words):
+            return said
+        return note or said
+
+    def _who(self) -> str | None:
+        """ "Who has a dog?": the facts of anyone that match, each named."""
+        content = {w for w in self.words if w not in _STOP and w not in _WHO and len(w) > 1}
+        scored: list[tuple[int, str, str, Person]] = []
+        for person in self.everyone.values():
+            for key, value in person.facts.items():
+                overlap = len(content & {*tokens(value), *tokens(key)})
+                score = _key_score(key, self.words, self.text, value) + _STRONG * overlap
+                if overlap or score > _STRONG:
+                    scored.append((score, key, value, person))
+        if not scored:
+            return None
+        top = max(s[0] for s in scored)
+        best = [s for s in scored if s[0] == top][:3]
+        return " ".join(
+            phrase(k, v, self.words, None if p.author_id == self.request.author_id else p)
+            for _, k, v, p in best
+        )
+
+    def _notes(self, listing: bool = False) -> str | None:
+        """A /remember note that matches the question (or, asked for notes, all of them)."""
+        notes = list(self.mem.notes)
+        if self.other is not None:
+            notes = [n for n in notes if str(n.get("author_id") or "") == self.other.author_id] or notes
+        wanted = {w for w in self.words if w not in _STOP and w not in _NOTES and len(w) > 1}
+        scored = sorted(
+            ((len(wanted & set(tokens(str(n.get("value") or "")))), i, n) for i, n in enumerate(notes)),
+            key=lambda t: (t[0], t[1]),
+            reverse=True,
+        )
+        if listing and (not scored or scored[0][0] == 0):
+            chosen = notes[-3:]
+        else:
+            chosen = [n for score, _, n in scored[:1] if score and score * 2 >= len(wanted)]
+        if not chosen:
+            return None
+        return " ".join(
+            f"{_whose_note(n, self.request.author_id)}: “{_one_line(str(n.get('value')))}”" for n in chosen
+        )
+
+    def _from_history(self) -> str | None:
+        """ "Where did I live before Lisbon?": the value a fact held before the one named."""
+        who = self.other
+        aid = who.author_id if who else self.request.author_id
+        current = who.facts if who else self.own
+        keys = {str(h.get("key")) for h in self.mem.fact_history if str(h.get("author_id") or "") == aid}
+        scored = sorted(((_key_score(k, self.words, self.text), k) for k in keys), reverse=True)
+        if not scored or scored[0][0] < _WEAK:
+            return None
+        key = scored[0][1]
+        values = [
+            str(h.get("value"))
+            for h in self.mem.fact_history
+            if str(h.get("author_id") or "") == aid and h.get("key") == key
+        ]
+        if key in current:
+            values.append(current[key])
+        if len(values) < 2:
+            return None
+        named = [i for i, v in enumerate(values) if set(tokens(v)) & self.words]
+        at = named[-1] if named else len(values) - 1
+        if at == 0:
+            return None
+        subject = "you" if who is None else who.label()
+        past = {"location": "lived in", "job": "worked as", "employer": "worked at"}.get(key)
+        said = f"{subject} {past} {values[at - 1]}" if past else f"{subject}: {values[at - 1]}"
+        return f"Before {values[at]}, {said}."
+
+
+def _overlap(answer: str, words: set[str]) -> int:
+    """How many of the question's content words an answer holds."""
+    return len({_stem(w) for w in words if w not in _STOP} & {_stem(t) for t in tokens(answer)})
+
+
+def _whose_note(note: Mapping[str, Any], asker: str) -> str:
+    if str(note.get("author_id") or "") == asker:
+        return "You asked me to remember"
+    return f"{note.get('author') or 'Someone'} asked me to remember"
+
+
+def _from_fact(
+    facts: Mapping[str, str], words: set[str], text: str, own: Sequence[Mapping[str, Any]], who: Person | None
+) -> str | None:
+    """The one fact a question asks for, phrased for whose it is."""
+    scored = sorted(((_key_score(k, words, text, v), k) for k, v in facts.items()), reverse=True)
+    best, runner_up = [*scored, (0, ""), (0, "")][:2]
+    # A key asked about that has no fact yet: an old message may still say it.
+    asked = max(((_key_score(k, words, text), k) for k in _SAID), default=(0, ""))
+    # A naming word decides; hints alone only when they point at one fact and no other.
+    clear = best[0] >= _STRONG or (best[0] >= 2 * _WEAK and best[0] > runner_up[0])
+    if words & _KIN_WORDS and best[1] not in ("pets", "family"):
+        return None  # "what is Mateo's dog called?" is not asking for Mateo's name
+    if clear and best[0] >= asked[0]:
+        return phrase(best[1], facts[best[1]], words, who)
+    if asked[0] >= _STRONG:
+        said = _said(own, asked[1])
+        if said:
+            return phrase(asked[1], said, words, who)
+    return None
+
+
+def _stem(word: str) -> str:
+    for end in ("ing", "ed", "es", "s"):
+        if len(word) > len(end) + 2 and word.endswith(end):
+            return word[: -len(end)]
+    return word
+
+
+def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
+    """The earlier statement sharing the most words with the question, quoted with its author."""
+    wanted = {_stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
     if not wanted:
         return None
-    best: tuple[int, int, str] = (0, 0, "")
+    best: tuple[int, int, Mapping[str, Any] | None] = (0, 0, None)
     for m in messages:
-        text = str(m.get("text") or "")
-        overlap = len(wanted & set(_tokens(text)))
-        key = (overlap, int(m.get("id") or 0), text)
-        if overlap and key[:2] > best[:2]:
-            best = key
-    return f"You told me: “{_one_line(best[2])}”" if best[0] else None
+        overlap = len(wanted & {_stem(t) for t in tokens(str(m.get("text") or ""))})
+        if overlap and (overlap, int(m.get("id") or 0)) > best[:2]:
+            best = (overlap, int(m.get("id") or 0), m)
+    if best[2] is None or best[0] * 2 < len(wanted):
+        return None  # less than half of what was asked: unrelated
+    quoted = _one_line(str(best[2].get("text") or ""))
+    author = str(best[2].get("author_id") or "")
+    if author in ("", asker):
+        return f"You told me: “{quoted}”"
+    return f"{best[2].get('author') or 'Someone'} said: “{quoted}”"
 
 
 def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:

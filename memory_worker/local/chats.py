@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_engine import ChatMemory
 
-from .storage import SqliteStorage
+from .storage import ServeLock, SqliteStorage
 
 MAX_OPEN_CHATS = 256
 
@@ -23,6 +23,12 @@ MAX_OPEN_CHATS = 256
 class _OpenChat:
     memory: ChatMemory
     storage: SqliteStorage
+
+
+def chat_file(chat_key: str) -> Path:
+    """Where a chat's database lives under DIR (`chats/ab/abcd....sqlite3`)."""
+    digest = hashlib.sha256(chat_key.encode("utf-8")).hexdigest()[:40]
+    return Path("chats") / digest[:2] / f"{digest}.sqlite3"
 
 
 class ChatStore:
@@ -41,6 +47,8 @@ class ChatStore:
         self.data_dir = Path(data_dir)
         self.clock = clock
         (self.data_dir / "chats").mkdir(parents=True, exist_ok=True)
+        # Held while this store may have databases open: `memory restore` refuses meanwhile.
+        self.serving: ServeLock | None = ServeLock(self.data_dir)
         self.max_open = max_open
         self.retention = retention
         self.max_pages: int | None = None  # see limit_pages
@@ -63,8 +71,7 @@ class ChatStore:
 
     def path_for(self, chat_key: str) -> Path:
         """The chat's database file: named by a hash, so no key can escape DIR or collide by case."""
-        digest = hashlib.sha256(chat_key.encode("utf-8")).hexdigest()[:40]
-        return self.data_dir / "chats" / digest[:2] / f"{digest}.sqlite3"
+        return self.data_dir / chat_file(chat_key)
 
     def exists(self, chat_key: str) -> bool:
         """True when the chat has a database."""
@@ -148,3 +155,6 @@ class ChatStore:
         while self._open:
             _, chat = self._open.popitem()
             chat.storage.close()
+        if self.serving is not None:
+            self.serving.release()
+            self.serving = None

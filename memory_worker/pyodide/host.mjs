@@ -2,6 +2,7 @@
 // what workerd would give it, for one Worker with one Durable Object class.
 //
 //   node host.mjs --src memory_worker/src --sdk SITE_PACKAGES --data DIR [--host H] [--port P] [--control]
+//                 [--wrangler memory_worker/wrangler.toml]
 //
 // - The Worker's own files (`entry.py`, `memory_engine/`) and the real `workers` SDK
 //   (workers-runtime-sdk, from SITE_PACKAGES/workers) are copied unchanged into
@@ -9,20 +10,28 @@
 // - Each HTTP request builds a fresh `Default` entrypoint (`ctx`, `env`) and calls its
 //   `fetch` with the JS Request; a Python object with `js_object` (the SDK Response) is
 //   unwrapped, as workerd does (`res?.js_object ?? res`).
-// - `env`: the `CHAT_MEMORY` namespace, and the vars/secrets of the process
-//   environment (MEMORY_API_TOKEN, SUMMARY_*, RETENTION_MESSAGES).
+// - `env`: the `CHAT_MEMORY` namespace, the `[vars]` of wrangler.toml (beside `--src`
+//   unless `--wrangler` names one), and the vars/secrets of the process environment
+//   (MEMORY_API_TOKEN, SUMMARY_*, RETENTION_MESSAGES), which win as secrets and
+//   `.dev.vars` do over `[vars]`.
+// - Idle objects are evicted as workerd does (objects.mjs IDLE_EVICT_MS; the host's
+//   PYODIDE_IDLE_EVICT_MS shortens it): their state stays in their files.
+// - A rejected promise or an exception nobody handles is logged as an error (the test
+//   suite sees it) and the host keeps serving, as workerd does; Node's default would
+//   end the process and drop every connection.
 // - The global `fetch` is Node's, so the summarizer is reached through the runtime.
-// - `--control`: reads commands from stdin (`reset`, `evict`, `errors`), answering one
+// - `--control`: reads commands from stdin (`reset`, `evict`, `errors`, `stats`), answering one
 //   JSON line each on stdout, for the test suite (one host per test session).
 // On start it prints one JSON line on stdout: {"ready": URL, "cold_start_s", "pyodide_s"}.
 
 import { createServer } from "node:http";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { loadPyodide } from "pyodide";
-import { ObjectHost } from "./objects.mjs";
+import { IDLE_EVICT_MS, ObjectHost } from "./objects.mjs";
+import { wranglerVars } from "./wrangler.mjs";
 
 const MAX_BODY_BYTES = 100 * 1024 * 1024; // workerd's default request body limit
 const ENV_NAMES = /^(MEMORY_API_TOKEN|RETENTION_MESSAGES|SUMMARY_[A-Z0-9_]+)$/;
@@ -35,6 +44,7 @@ const { values: args } = parseArgs({
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "8787" },
     control: { type: "boolean", default: false },
+    wrangler: { type: "string" },
   },
 });
 for (const name of ["src", "sdk", "data"]) {
@@ -49,8 +59,11 @@ mkdirSync(dataDir, { recursive: true });
 const errors = [];
 function reportError(text) {
   errors.push(text);
+  if (errors.length > 1000) errors.splice(0, errors.length - 1000); // bounded in a long run
   console.error(text);
 }
+process.on("unhandledRejection", (reason) => reportError(`unhandled rejection: ${reason?.stack ?? reason}`));
+process.on("uncaughtException", (err) => reportError(`uncaught exception: ${err?.stack ?? err}`));
 
 // Outbound fetch goes through the objects' gates (an object awaiting it lets others in).
 let objects = null;
@@ -81,7 +94,9 @@ class ExecutionContext {
   passThroughOnException() {}
 }
 
-const env = {};
+const wranglerPath = args.wrangler ? resolve(args.wrangler) : join(dirname(resolve(args.src)), "wrangler.toml");
+const vars = existsSync(wranglerPath) ? wranglerVars(readFileSync(wranglerPath, "utf8")) : {};
+const env = { ...vars };
 for (const [name, value] of Object.entries(process.env)) {
   if (ENV_NAMES.test(name)) env[name] = value;
 }
@@ -129,6 +144,7 @@ objects = new ObjectHost(
     release: (instance) => instance.destroy(),
   },
   reportError,
+  Number(process.env.PYODIDE_IDLE_EVICT_MS) || IDLE_EVICT_MS,
 );
 env.CHAT_MEMORY = objects.namespace;
 
@@ -210,8 +226,17 @@ function control() {
       await objects.idle();
       if (command === "reset") wipeData();
       else if (command === "evict") objects.closeAll();
-      else if (command !== "errors") throw new Error(`unknown command ${command}`);
+      else if (command !== "errors" && command !== "stats") throw new Error(`unknown command ${command}`);
       answer = { ok: command, errors: errors.splice(0) };
+      if (command === "stats") {
+        const memory = process.memoryUsage();
+        Object.assign(answer, {
+          open: objects.open,
+          evictions: objects.evictions,
+          rss: memory.rss,
+          wasm: pyodide._module.HEAPU8.length,
+        });
+      }
       if (command === "evict") objects.start();
     } catch (err) {
       answer = { error: String(err?.message ?? err), errors: errors.splice(0) };
@@ -239,7 +264,12 @@ server.listen(Number(args.port), args.host, () => {
   const { port } = server.address();
   const url = `http://${args.host.includes(":") ? `[${args.host}]` : args.host}:${port}`;
   process.stdout.write(
-    JSON.stringify({ ready: url, cold_start_s: process.uptime(), pyodide_s: pyodideSeconds }) + "\n",
+    JSON.stringify({
+      ready: url,
+      cold_start_s: process.uptime(),
+      pyodide_s: pyodideSeconds,
+      vars: Object.keys(vars).sort(),
+    }) + "\n",
   );
   if (args.control) control();
 });

@@ -16,6 +16,10 @@ export const currentEvent = new AsyncLocalStorage();
 const ALARM_RETRIES = 6;
 const ALARM_FIRST_BACKOFF_MS = 2000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
+// workerd evicts an object that has had no event for a while (assumed: about 70 s, the
+// low end of what Cloudflare describes for idle non-hibernating objects); its state is
+// in its database file, and the next event builds it again. The host may shorten it.
+export const IDLE_EVICT_MS = 70_000;
 
 export class DurableObjectId {
   constructor(hex, name) {
@@ -48,6 +52,9 @@ export class AlarmBook {
   }
   all() {
     return this._db.prepare("SELECT id, name, at, retry FROM alarms").all();
+  }
+  nameOf(id) {
+    return this._db.prepare("SELECT name FROM alarms WHERE id = ?").get(id)?.name ?? null;
   }
   retryOf(id) {
     return this._db.prepare("SELECT retry FROM alarms WHERE id = ?").get(id)?.retry ?? 0;
@@ -169,7 +176,7 @@ export class DurableObjectNamespace {
 // Every object of the one class: instances, gates, alarms. `python` builds an instance
 // (`(state) => PyProxy`) and calls a handler (`(instance, name, args) => result`).
 export class ObjectHost {
-  constructor(dir, python, onError) {
+  constructor(dir, python, onError, idleEvictMs = IDLE_EVICT_MS) {
     this.dir = dir;
     this.python = python;
     this.onError = onError;
@@ -179,6 +186,31 @@ export class ObjectHost {
     this.namespace = new DurableObjectNamespace(this);
     this.alarms.onChange = (key) => this._schedule(key);
     this.closed = false;
+    this.idleEvictMs = idleEvictMs;
+    this.evictions = 0;
+    // The sweep never keeps the process alive on its own.
+    this._sweeper = setInterval(() => this.sweep(), Math.max(10, Math.min(idleEvictMs, 10_000))).unref();
+  }
+
+  // Evict every object idle for idleEvictMs: its Python instance is released and its
+  // database closed (all its state is on disk); an alarm still pending keeps its timer.
+  sweep(now = Date.now()) {
+    for (const slot of [...this.slots.values()]) {
+      if (slot.instance === null && slot.storage === null) {
+        if (!this.timers.has(slot.key) && slot.gate.idle && !slot.firing) this.slots.delete(slot.key);
+        continue;
+      }
+      if (!slot.gate.idle || slot.firing || now - (slot.lastUsed ?? 0) < this.idleEvictMs) continue;
+      this._evict(slot);
+      slot.storage?.close();
+      slot.storage = null;
+      this.evictions += 1;
+    }
+  }
+
+  // Objects with a live instance (an idle one counts until the sweep evicts it).
+  get open() {
+    return [...this.slots.values()].filter((s) => s.instance !== null).length;
   }
 
   _slot(id) {
@@ -229,6 +261,7 @@ export class ObjectHost {
       const instance = this._instance(slot);
       return await currentEvent.run(event, () => this.python.call(instance, name, args));
     } finally {
+      slot.lastUsed = Date.now();
       slot.gate.leave(event);
     }
   }
@@ -271,14 +304,18 @@ export class ObjectHost {
     const slot = this.slots.get(key);
     if (slot?.firing) return; // rescheduled after the running handler returns
     const delay = Math.min(Math.max(0, at - Date.now()), MAX_TIMER_MS);
-    this.timers.set(key, setTimeout(() => this._fire(key, at), delay));
+    // A timer's callback has no one to hand an error to: it is reported, never thrown.
+    const fire = () => this._fire(key, at).catch((err) => this.onError(`alarm timer of ${key}: ${err?.stack ?? err}`));
+    this.timers.set(key, setTimeout(fire, delay));
   }
 
   async _fire(key, at) {
     this.timers.delete(key);
     if (this.alarms.get(key) !== at) return this._schedule(key);
     if (at > Date.now()) return this._schedule(key); // a timer capped at 2^31 ms
-    const slot = this.slots.get(key);
+    // The slot may have gone with its idle object (sweep) or a closeAll: the alarm's row
+    // still names the object.
+    const slot = this.slots.get(key) ?? this._slot(new DurableObjectId(key, this.alarms.nameOf(key) ?? undefined));
     const retry = this.alarms.retryOf(key);
     // While the handler runs getAlarm() answers null and a setAlarm() inside it wins. The
     // fired alarm stays persisted until the handler returns, so a crash in between runs
@@ -327,6 +364,7 @@ export class ObjectHost {
 
   close() {
     this.closed = true;
+    clearInterval(this._sweeper);
     this.closeAll();
     this.alarms.close();
   }

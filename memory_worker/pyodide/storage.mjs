@@ -20,6 +20,45 @@ const ALLOWED_PRAGMAS = new Set([
   "table_info", "table_list", "table_xinfo",
 ]);
 
+// SQL functions a Durable Object allows (workerd's documented allow-list: core scalar,
+// aggregate, window, date/time, JSON, math and FTS5 functions); the same list as the
+// CPython fake in tests/fakes/workers/runtime.py. Every other function is refused.
+// prettier-ignore
+const ALLOWED_FUNCTIONS = new Set([
+  "abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",
+  "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim",
+  "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace",
+  "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring",
+  "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date",
+  "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date",
+  "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total",
+  "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+  "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2",
+  "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2",
+  "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json",
+  "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract",
+  "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch",
+  "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace",
+  "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array",
+  "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25",
+  "highlight", "snippet", "fts5", "match",
+]);
+// The VDBE opcodes that call a function; their p4 reads `name(argc)`.
+const CALLS_FUNCTION = /^(Function|PureFunc|AggStep1?|AggFinal|AggValue|AggInverse)$/;
+
+// The functions a statement calls, read from its own program (EXPLAIN): exact, where a
+// scan of the SQL text would have to tell a function from a table, a CTE or a keyword.
+// node:sqlite (Node 22) has no authorizer, which is what workerd uses.
+function refuseFunctions(db, query) {
+  for (const op of db.prepare(`EXPLAIN ${query}`).all()) {
+    if (!CALLS_FUNCTION.test(op.opcode) || typeof op.p4 !== "string") continue;
+    const name = op.p4.replace(/\(.*$/, "").toLowerCase();
+    if (!ALLOWED_FUNCTIONS.has(name)) {
+      throw Object.assign(sqlError(`not authorized to use function: ${name}`, "SQLITE_AUTH"), { refused: true });
+    }
+  }
+}
+
 const TRANSACTION_STATEMENT = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 const encoder = new TextEncoder();
 
@@ -28,9 +67,8 @@ function sqlError(message, code = "SQLITE_ERROR") {
 }
 
 // Refuse what workerd refuses before SQLite sees it. workerd uses an SQLite authorizer;
-// node:sqlite (Node 22) has none, so statement kinds are checked by their first words.
-// Assumed, not enforced here: the allow-list of SQL functions (the CPython fake in
-// tests/fakes/workers enforces it with sqlite3's authorizer).
+// node:sqlite (Node 22) has none, so statement kinds are checked by their first words
+// and the functions by the statement's program (`refuseFunctions`, when it is prepared).
 function refuse(query) {
   if (TRANSACTION_STATEMENT.test(query)) {
     throw sqlError(
@@ -175,6 +213,7 @@ export class SqlStorage {
     let statement = this._statements.get(query);
     if (statement === undefined) {
       statement = this._db.prepare(query);
+      refuseFunctions(this._db, query);
       if (this._statements.size >= 256) this._statements.delete(this._statements.keys().next().value);
       this._statements.set(query, statement);
     }
@@ -216,7 +255,7 @@ export class SqlStorage {
       });
       return new SqlStorageCursor(columns, rows, this._totalChanges.get().n - before);
     } catch (err) {
-      if (err instanceof TypeError) throw err;
+      if (err instanceof TypeError || err.refused) throw err;
       throw sqlError(String(err.message || err).replace(/: SQLITE_\w+$/, ""));
     }
   }

@@ -29,6 +29,17 @@ test("BEGIN, SAVEPOINT and friends are refused in exec", () => {
   done();
 });
 
+test("SQL functions outside the Durable Object allow-list are refused", () => {
+  const { s, done } = storage();
+  for (const q of ["SELECT load_extension('x')", "SELECT sqlite_compileoption_used('x')", "SELECT v, fts5_source_id() FROM t"]) {
+    assert.throws(() => s.sql.exec(q), /not authorized to use function.*SQLITE_AUTH/, q);
+  }
+  s.sql.exec("INSERT INTO t(v) VALUES ('Abc')");
+  const row = s.sql.exec("SELECT lower(v) AS l, count(*) OVER () AS n, json_extract('{\"a\":1}', '$.a') AS j FROM t").one();
+  assert.deepEqual([row.l, row.n, row.j], ["abc", 1, 1]);
+  done();
+});
+
 test("more than 100 bound parameters and rows over 2 MB are refused", () => {
   const { s, done } = storage();
   const marks = (n) => Array(n).fill("?").join(",");

@@ -28,6 +28,7 @@ from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.pyodide_runtime import PyodideHost
 from tests.fakes import workers as fake_workers
 from tests.fakes.workers.real_sdk import installed_real_sdk, sdk_dir
+from tests.support.openapi import check_answer
 
 TOKEN = "contract-test-token-0123456789"
 WORKER_ORIGIN = "https://chatbot-memory.example.workers.dev"
@@ -53,6 +54,7 @@ class Backend:
 
     name = "?"
     token = TOKEN
+    check_answers = True  # every answer is checked against the OpenAPI document
 
     async def raw(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -77,7 +79,10 @@ class Backend:
         if data is not None:
             sent.setdefault("content-type", "application/json")
         status, raw = await self.raw(method, path, data, sent)
-        return status, _decode(raw)
+        answer = _decode(raw)
+        if self.check_answers:
+            check_answer(method, path, status, answer)
+        return status, answer
 
     async def ok(self, method: str, path: str, json: Any = None, **kw: Any) -> Any:
         """A call that must answer 200; its JSON."""

@@ -14,9 +14,10 @@ from .storage import SqlStorage
 MAX_PERSONA_CHARS = 2000
 AUTHOR_USAGE_DAYS_KEPT = 8  # "today" needs one day; a week is there for /usage and debugging
 
-_PERSONA = "persona"
-_TOPIC_AFTER = "topic_after_id"
-_TOPIC_AT = "topic_started_at"
+PERSONA = "persona"
+TOPIC_AFTER = "topic_after_id"
+TOPIC_AT = "topic_started_at"
+_PERSONA, _TOPIC_AFTER, _TOPIC_AT = PERSONA, TOPIC_AFTER, TOPIC_AT  # the keys in the state table
 
 
 def _get(sql: SqlStorage, key: str) -> str | None:
@@ -38,6 +39,9 @@ def _put(sql: SqlStorage, key: str, value: str) -> None:
 def persona(sql: SqlStorage) -> str:
     """The chat's persona (its own instructions for the model); "" when none is set."""
     return _get(sql, _PERSONA) or ""
+
+
+read_persona = persona  # for functions whose parameter is named `persona`
 
 
 def set_persona(sql: SqlStorage, text: str) -> None:
@@ -107,8 +111,12 @@ def _days_before(day: str, n: int) -> str:
     return (date.fromisoformat(day) - timedelta(days=n)).isoformat()
 
 
-def count_message(sql: SqlStorage, author_id: str, day: str) -> None:
-    """Count one live user message against its author and the chat for UTC `day` (the caps)."""
+def count_message(sql: SqlStorage, author_id: str, day: str, prune: bool = True) -> None:
+    """Count one live user message against its author and the chat for UTC `day` (the caps).
+
+    With `prune` False the counters of days past the kept week are left for a later call
+    (the turn prunes once per day it sees, not on every message).
+    """
     # Counters, not a COUNT over the day's messages: a busy day must not cost a scan per turn.
     sql.exec(
         "INSERT INTO messages_daily(day, author_id, messages) VALUES (?, ?, 1) "
@@ -121,6 +129,8 @@ def count_message(sql: SqlStorage, author_id: str, day: str) -> None:
         "ON CONFLICT(day) DO UPDATE SET messages = messages + 1",
         day,
     )
+    if not prune:
+        return
     old = _days_before(day, AUTHOR_USAGE_DAYS_KEPT)
     sql.exec("DELETE FROM messages_daily WHERE day < ?", old)  # a range on the key, usually empty
     sql.exec("DELETE FROM messages_daily_chat WHERE day < ?", old)
@@ -145,24 +155,26 @@ def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, A
     """Today's (UTC `day`) user messages and model calls/cost of one author, and the chat's
     user messages today: what daily caps are checked against. Counts include the message
     of the turn being answered; imported history is not counted (it was not sent today)."""
-    mine = sql.exec(
-        "SELECT messages AS n FROM messages_daily WHERE day = ? AND author_id = ?", day, author_id
-    )
-    chat = sql.exec("SELECT messages AS n FROM messages_daily_chat WHERE day = ?", day)
-    calls = sql.exec(
-        "SELECT calls, errors, cost_usd FROM usage_daily_author WHERE day = ? AND author_id = ?",
+    # One statement (a turn reads this on every message): three primary-key lookups.
+    row = sql.exec(
+        "SELECT (SELECT messages FROM messages_daily WHERE day = ? AND author_id = ?) AS mine, "
+        "(SELECT messages FROM messages_daily_chat WHERE day = ?) AS chat, "
+        "u.calls AS calls, u.errors AS errors, u.cost_usd AS cost "
+        "FROM (SELECT 1) LEFT JOIN usage_daily_author u ON u.day = ? AND u.author_id = ?",
         day,
         author_id,
-    )
-    row = calls[0] if calls else {"calls": 0, "errors": 0, "cost_usd": 0.0}
+        day,
+        day,
+        author_id,
+    )[0]
     return {
         "day": day,
         "author_id": author_id,
-        "messages": int(mine[0]["n"]) if mine else 0,
+        "messages": int(row["mine"] or 0),
         "calls": int(row["calls"] or 0),
         "errors": int(row["errors"] or 0),
-        "cost_usd": round(float(row["cost_usd"] or 0.0), 8),
-        "chat_messages": int(chat[0]["n"]) if chat else 0,
+        "cost_usd": round(float(row["cost"] or 0.0), 8),
+        "chat_messages": int(row["chat"] or 0),
     }
 
 
@@ -171,12 +183,20 @@ TABLES = ("usage_daily_author", "messages_daily", "messages_daily_chat")
 
 
 def turn_extras(
-    sql: SqlStorage, author_id: str, day: str, notes: list[dict[str, Any]], topic_at: str | None
+    sql: SqlStorage,
+    author_id: str,
+    day: str,
+    notes: list[dict[str, Any]],
+    topic_at: str | None,
+    persona: str | None = None,
 ) -> dict[str, Any]:
-    """What a turn answers beside the memory: notes, persona, topic start, today's usage of its author."""
+    """What a turn answers beside the memory: notes, persona, topic start, today's usage of its author.
+
+    `persona` is the stored one when the caller has read it already (the turn reads its state once).
+    """
     return {
         "notes": notes,
-        "persona": persona(sql),
+        "persona": read_persona(sql) if persona is None else persona,
         "topic_started_at": topic_at,
         "usage_today_author": usage_today_author(sql, author_id, day),
     }

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import chat_state, forgetting, imports
+from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
-from .facts import extract_facts, is_list_key, merge_list
-from .notes import current_facts, current_notes, facts_view
+from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
+from .notes import current_facts, current_notes, fact_history, facts_view
 from .prompt import render_prompt
-from .retrieval import index_message, link_previous, rank
+from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
@@ -26,7 +26,7 @@ RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
 
-MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
+MSG_COLUMNS = turns.MSG_COLUMNS
 
 
 def utc_iso(dt: datetime) -> str:
@@ -47,6 +47,7 @@ class ChatMemory:
         self.sql = sql
         self.clock = clock
         self.retention = retention
+        self._pruned_day = ""  # the day whose old daily counters were last pruned (see `turn`)
         migrate(sql, self.now())
 
     # -- small helpers -----------------------------------------------------------------
@@ -138,7 +139,16 @@ class ChatMemory:
 
     def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
         """Record what the rules extract from one user message about its author."""
-        for change in extract_facts(text):
+        previous = None
+        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+            rows = self.sql.exec(
+                "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
+                "ORDER BY id DESC LIMIT 1",
+                author_id,
+                source,
+            )
+            previous = rows[0]["text"] if rows else None
+        for change in extract_facts(text, previous=previous):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             if change.add:  # False for a removal only ("I don't like X anymore")
@@ -165,6 +175,7 @@ class ChatMemory:
         remove: str | None = None,
         not_after: int | None = None,
     ) -> None:
+        key = canonical_key(key)  # a model's "favourite_colour" is the rules' "favorite_color"
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
             "WHERE author_id = ? AND key = ? AND superseded_at IS NULL AND kind = 'fact'",
@@ -212,36 +223,51 @@ class ChatMemory:
     ) -> dict[str, Any]:
         """Record a user message, then build its memory prompt from everything before it."""
         ts = self.now()
-
-        def record() -> tuple[int, bool]:
-            existing = self._find_by_message_id(message_id)
-            if existing is not None:
-                return int(existing["id"]), False  # a repeat: acknowledged, not stored twice
-            new_id = self.insert_message("user", text, author, author_id, message_id, ts, index=False)
-            assert new_id is not None
-            index_message(self.sql, new_id, text, author, link=False)  # linked after retrieval
-            self.apply_facts(text, author, author_id, new_id, ts)
-            chat_state.count_message(self.sql, author_id, ts[:10])
-            return new_id, True
+        day = ts[:10]
 
         def build() -> dict[str, Any]:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
-            current_id, stored = record()
-            chosen = mode or self.mode()
-            topic_after, topic_at = chat_state.topic_start(self.sql)  # /new: recent starts after it
-            recent = self._recent_before(current_id, RECENT_BY_MODE.get(chosen, 4), topic_after)
+            state = turns.turn_state(self.sql)
+            chosen = mode or state.get("mode") or "auto"
+            topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
+            want = min(RECENT_BY_MODE.get(chosen, 4), RING_SIZE)
+            # The messages before this one, read once: the recent ones and the index's context.
+            before = turns.newest(self.sql, max(want, TURNS_BEFORE))
+            current_id = turns.insert_user_message(self.sql, text, author, author_id, message_id, ts)
+            stored = current_id is not None
+            if current_id is None:  # a repeat: acknowledged, not stored twice
+                existing = self._find_by_message_id(message_id)
+                assert existing is not None
+                current_id = int(existing["id"])
+                before = self._recent_before(current_id, max(want, TURNS_BEFORE))
+            else:
+                self.apply_facts(text, author, author_id, current_id, ts)
+                chat_state.count_message(self.sql, author_id, day, prune=self._pruned_day != day)
+                self._pruned_day = day
+            recent = [m for m in before if m["id"] > topic_after][-want:] if want else []
             exclude = {current_id, *(m["id"] for m in recent)}
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
-            if stored:  # only now: the previous message must not match the question itself
-                link_previous(self.sql, current_id)
+            if stored:
+                # Indexed after the retrieval, which it could not be part of (it is excluded):
+                # the previous message gains its words only now, or it would match the
+                # question itself. And in rowid order: FTS5 writes its pending terms out as
+                # a segment whenever a row is written below the last one, so updating the
+                # previous row after inserting this one cost a second segment per turn.
+                if before:
+                    link_to(self.sql, before[-1]["id"], text)
+                index_new(self.sql, current_id, text, author, ts, [m["text"] for m in before])
             facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
             notes = current_notes(self.sql)
-            summary = self.state("summary") or ""
+            summary = state.get("summary") or ""
+            topic_at = state.get(chat_state.TOPIC_AT)
             prompt = render_prompt(retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
+            extras = chat_state.turn_extras(
+                self.sql, author_id, day, notes, topic_at, persona=state.get(chat_state.PERSONA) or ""
+            )
             return {
-                "extras": chat_state.turn_extras(self.sql, author_id, ts[:10], notes, topic_at),
+                "extras": extras,
                 "current_id": current_id,
                 "mode": chosen,
                 "recent": recent,
@@ -265,6 +291,7 @@ class ChatMemory:
             "message_id": message_id if message_id is not None else str(current_id),
             "id": current_id,
             "usage_today": self.usage_today(),
+            "fact_history": fact_history(self.sql),
             **built["extras"],
         }
 
@@ -291,6 +318,8 @@ class ChatMemory:
 
     def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
         ranked = rank(self.sql, query, k, exclude)
+        if not ranked:
+            return []
         by_id = self._messages_by_id(i for i, _ in ranked)
         return [dict(by_id[i], score=round(s, 6)) for i, s in ranked if i in by_id]
 
@@ -406,7 +435,9 @@ class ChatMemory:
         # a long backlog must not cost O(backlog).
         return bool(
             self.sql.exec(
-                "SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?", self.summarized_upto(), n
+                "SELECT id FROM messages WHERE id > COALESCE((SELECT CAST(value AS INTEGER) FROM state "
+                "WHERE key = 'summarized_upto'), 0) ORDER BY id LIMIT 1 OFFSET ?",
+                n,
             )
         )
 

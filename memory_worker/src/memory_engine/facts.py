@@ -13,13 +13,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from .facts_chat import doings, intro_facts, normalise, profile_facts, restore_subject, signoff
 from .facts_clauses import FactChange, clauses, folded, is_question, needed, sentences, words_of
+from .facts_corrections import correction_of, corrections_within, looks_like_correction
+from .facts_health import DIET_WORDS, health, languages
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
-__all__ = ["FactChange", "extract_facts", "is_list_key", "merge_list"]
+__all__ = [
+    "FactChange",
+    "canonical_key",
+    "extract_facts",
+    "is_list_key",
+    "looks_like_correction",
+    "merge_list",
+]
 
-LIST_KEYS = ("likes", "dislikes", "pets", "family")  # values that accumulate as a list
+# values that accumulate as a list
+LIST_KEYS = ("likes", "dislikes", "pets", "family", "allergies", "languages")
 MAX_SET_ITEMS = 12
 MAX_CHANGES = 40  # per message: a pasted wall of text must not rewrite every fact
 MAX_TEXT = 8000  # facts are read from the start of a long message only
@@ -31,7 +42,17 @@ _ABOUT_ME_FOLDED = re.compile(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this
 _MAY_BE_ABOUT_ME = re.compile(
     r"(?=[imwonhtfp])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b"
 )
-_ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this"))  # its one-word terms
+_ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this", "allergy"))  # one-word terms
+# Chat leaves the subject out ("moved to Lisbon", "vegan since 2019", "Pedro, 35"): these words
+# can open a fact without "I" or "my".
+_CHAT_GATE = re.compile(
+    r"\b(?:live|living|moved|relocated|work|working|based|settled|speak|fluent|native|bilingual|love|adore|"
+    r"enjoy|hate|detest|got|have|turned|teach|teaching|keep|eat|follow|drive|been|allerg\w*|call|short|"
+    r"nam\w*|mynameis|it'?s|its|xx|\d+|" + "|".join(sorted(DIET_WORDS)) + r")\b|\n|:"
+)
+_QUOTED_SELF = re.compile(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
+# "favourite colour" and "fav color" are one key: the spelling a key is stored under.
+_KEY_SPELLING = (("colour", "color"), ("flavour", "flavor"), ("favourite", "favorite"), ("colors", "color"))
 Rule = Callable[[str], Iterable[FactChange]]
 RULES: tuple[Rule, ...] = (
     names,
@@ -44,6 +65,9 @@ RULES: tuple[Rule, ...] = (
     preferences,
     favorites,
     kin,
+    health,
+    languages,
+    doings,
 )
 _GATED = tuple((rule, needed(rule)) for rule in RULES)
 _RULE_WORDS = frozenset().union(*(needs for _, needs in _GATED))
@@ -53,17 +77,61 @@ _RULES_OF: dict[str, int] = {
 }
 
 
-def extract_facts(text: str) -> list[FactChange]:
-    """Facts the speaker states about themselves in one message, in the order found."""
+def canonical_key(key: str) -> str:
+    """The one spelling of a fact key ("favorite_colour" -> "favorite_color")."""
+    for variant, spelling in _KEY_SPELLING:
+        if variant in key:
+            key = key.replace(variant, spelling)
+    return key
+
+
+def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
+    """Facts the speaker states about themselves in one message, in the order found.
+
+    `previous` is the speaker's message before this one: a correction ("sorry, Osaka") changes
+    what it stated.
+    """
     text = text[:MAX_TEXT]
+    changes: list[FactChange] = []
+    if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
+        kept = []
+        for line in text.split("\n"):
+            found = profile_facts(line)
+            if found is None:
+                kept.append(line)
+            else:
+                changes.extend(found)
+        text = "\n".join(kept)
+    if "\n" in text or "xx" in text.lower():
+        signed = signoff(text)
+        if signed:
+            changes.append(signed)
+    changes.extend(_sentence_facts(text))
+    corrected = corrections_within(text, _sentence_facts) if len(changes) > 1 or changes else []
+    changes.extend(corrected)
+    if previous:
+        changes.extend(correction_of(text, extract_facts(previous), changes))
+    return _finish(changes, corrected=bool(corrected))
+
+
+def _sentence_facts(text: str) -> list[FactChange]:
+    """What the rules read in the sentences of `text`."""
+    if '"' in text or "\u201c" in text:  # a first-person sentence in quotes is someone's line
+        text = _QUOTED_SELF.sub('"..."', text)
     ascii_text = text.isascii()
-    if ascii_text and not _MAY_BE_ABOUT_ME.search(text.lower()):
+    low = text.lower()
+    if ascii_text and not _MAY_BE_ABOUT_ME.search(low) and not _CHAT_GATE.search(low):
         return []  # (outside ASCII, quotes and emoji change before sentences are cut)
     changes: list[FactChange] = []
     parts = sentences(text)
-    tested = ascii_text and len(parts) == 1  # then its one sentence has the words the text has
-    for sentence in parts:
-        if not (tested or _MAY_BE_ABOUT_ME.search(folded(sentence))) or is_question(sentence):
+    for index, sentence in enumerate(parts):
+        if is_question(sentence):
+            continue
+        sentence = normalise(restore_subject(sentence))
+        # "Kwame here. 34, from Accra": the sentence after a name still opens the introduction
+        intro = index == 0 or (index == 1 and any(c.key == "name" for c in changes))
+        changes.extend(intro_facts(sentence, first=intro))
+        if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
             continue
         for clause in clauses(sentence, _RULE_WORDS):
             words = words_of(clause)
@@ -81,6 +149,11 @@ def extract_facts(text: str) -> list[FactChange]:
                 bit = called & -called
                 changes.extend(RULES[bit.bit_length() - 1](clause))
                 called ^= bit
+    return changes
+
+
+def _finish(changes: list[FactChange], corrected: bool) -> list[FactChange]:
+    """Keys spelled one way, "I'm from X" dropped when the message says where they live, no repeats."""
     lived = any(c.key == "location" and c.remove_from is None for c in changes)
     out: list[FactChange] = []
     for c in changes:
@@ -88,6 +161,11 @@ def extract_facts(text: str) -> list[FactChange]:
             if lived:
                 continue
             c = FactChange("location", c.value)
+        key = canonical_key(c.key)
+        if key != c.key:
+            c = FactChange(key, c.value, c.remove_from, c.add)
+        if corrected and not is_list_key(c.key):  # "I'm 34, sorry 35": only the corrected value
+            out = [o for o in out if o.key != c.key]
         if c not in out:
             out.append(c)
     return out[:MAX_CHANGES]
@@ -108,5 +186,5 @@ def merge_list(current: str | None, add: str | None = None, remove: str | None =
 
 
 def is_list_key(key: str) -> bool:
-    """True for keys whose value is a list that grows (likes, dislikes, pets, family)."""
+    """True for keys whose value is a list that grows (likes, pets, family, allergies, languages...)."""
     return key in LIST_KEYS

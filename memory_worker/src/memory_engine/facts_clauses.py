@@ -28,6 +28,9 @@ FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"
 R = TypeVar("R", bound=Callable[..., Any])
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
+_EMOJI_BREAK = re.compile(
+    "[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\\s+(?=[^\\W\\d_])"
+)
 _ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
 # Each split pattern starts with a lookahead for the characters every match starts with: the same
 # matches, found about twice as fast.
@@ -123,10 +126,54 @@ def _repeats_a_word(runs: list[str]) -> bool:
     return any(map(operator.eq, runs, runs[1:]))
 
 
+_OPEN_WORDS = frozenset(
+    [
+        "of",
+        "to",
+        "in",
+        "is",
+        "are",
+        "am",
+        "was",
+        "my",
+        "our",
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "with",
+        "for",
+        "at",
+        "from",
+        "about",
+        "me",
+        "called",
+        "named",
+        "like",
+        "love",
+        "prefer",
+        "adore",
+        "hate",
+        "stand",
+        "i'm",
+        "im",
+    ]
+)
+
+
+def _emoji_break(m: re.Match[str]) -> str:
+    """A sentence break for an emoji between two thoughts, a space after a word that wants more."""
+    before = m.string[: m.start()].split()
+    return " " if not before or before[-1].lower() in _OPEN_WORDS else "\n"
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a message, with their final punctuation."""
     if not text.isascii():  # quotes, dashes and emoji are all outside ASCII
-        text = _EMOJI.sub(" ", text.translate(_QUOTES))
+        # An emoji between words ends a thought ("Ben here 👋 moved to Oslo"): a sentence break.
+        text = _EMOJI_BREAK.sub(_emoji_break, text.translate(_QUOTES))
+        text = _EMOJI.sub(" ", text)
     if "." in text and has_any(folded(text), _ABBREV_NEEDS):
         text = _ABBREV.sub(lambda m: m.group(1) + "\x01", text)
     if "\x01" in text:

@@ -190,7 +190,10 @@ PLACE_STOP = _words(
     "with near for since at on by and but because in from to of as so until where which who that "
     "when while right close next outside around about like"
 )
-JOB_STOP = _words("at for from in with and but who which that by on since because of as to or so near")
+JOB_STOP = _words(
+    "at for from in with and but who which that by on since because of as to or so near "
+    "lol haha lmao btw tbh tho rn atm now too there here these"
+)
 
 # Capitalised words that cannot open a place or an organisation ("I live in Here").
 NOT_PROPER = _words(

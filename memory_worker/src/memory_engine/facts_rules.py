@@ -144,7 +144,7 @@ def _take_proper(rest: str, links: str, limit: int = 5) -> str | None:
     return " ".join(words).rstrip(".")
 
 
-def _take_place(rest: str, allow_lower: bool = True) -> str | None:
+def take_place(rest: str, allow_lower: bool = True) -> str | None:
     """A place at the start of `rest` ("Rio de Janeiro", "the Netherlands", "austin, texas")."""
     rest = strip_leading(rest.strip())
     called = _CALLED.match(rest)
@@ -198,16 +198,16 @@ _FROM = rx(
 @needs("live", "reside", "living", "based", "settled", "residing", "moved", "relocated", "lived", "from")
 def places(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _LIVE):
-        place = _take_place(clause[m.end() :])
+        place = take_place(clause[m.end() :])
         if place:
             yield FactChange("location", place)
     for m in triggers(clause, _LIVED_SINCE):
         rest = clause[m.end() :]
-        place = _take_place(rest)
+        place = take_place(rest)
         if place and re.match(r"\s*,?\s+(?:since|for)\b", rest[len(place) :], re.I):
             yield FactChange("location", place)  # "I've lived in Athens since 2015": still there
     for m in triggers(clause, _FROM):
-        place = _take_place(clause[m.end() :], allow_lower=False)
+        place = take_place(clause[m.end() :], allow_lower=False)
         if place:
             yield FactChange("location", place, remove_from="from")
 
@@ -253,7 +253,7 @@ _EMPLOYER = rx(
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
 
 
-def _take_job(rest: str, need_lexicon: bool) -> tuple[str, str] | None:
+def take_job(rest: str, need_lexicon: bool) -> tuple[str, str] | None:
     """A job phrase at the start of `rest` and what follows it, or None."""
     words: list[str] = []
     for w in rest.split():
@@ -274,7 +274,7 @@ def _take_job(rest: str, need_lexicon: bool) -> tuple[str, str] | None:
     return phrase, rest[rest.find(words[-1]) + len(words[-1]) :]
 
 
-def _take_org(rest: str) -> str | None:
+def take_org(rest: str) -> str | None:
     """A company or school name at the start of `rest` ("Acme Corp", "the BBC")."""
     rest = strip_leading(rest.strip())
     called = _CALLED.match(rest)
@@ -292,16 +292,16 @@ def _take_org(rest: str) -> str | None:
     return article + org
 
 
-def _after_job(rest: str) -> Iterator[FactChange]:
+def after_job(rest: str) -> Iterator[FactChange]:
     """ "... at Stripe", "... from Porto" after a job phrase."""
     at = re.match(r"\s*,?\s*(?:at|for|with)\s+", rest, re.I)
     if at:
-        org = _take_org(rest[at.end() :])
+        org = take_org(rest[at.end() :])
         if org:
             yield FactChange("employer", org)
     came = re.match(r"\s*,?\s*from\s+", rest, re.I)
     if came:
-        place = _take_place(rest[came.end() :], allow_lower=False)
+        place = take_place(rest[came.end() :], allow_lower=False)
         if place:
             yield FactChange("location", place, remove_from="from")
 
@@ -309,12 +309,12 @@ def _after_job(rest: str) -> Iterator[FactChange]:
 @needs(*_WORK_WORDS)
 def work(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _I_AM_A):
-        job = _take_job(clause[m.end() :], need_lexicon=True)
+        job = take_job(clause[m.end() :], need_lexicon=True)
         if job:
             yield FactChange("job", job[0])
-            yield from _after_job(job[1])
+            yield from after_job(job[1])
     for m in triggers(clause, _BEEN_A):
-        job = _take_job(clause[m.end() :], need_lexicon=True)
+        job = take_job(clause[m.end() :], need_lexicon=True)
         if job and re.match(r"\s*,?\s+(?:for|since)\b", job[1], re.I):
             yield FactChange("job", job[0])  # "I've been a plumber for 20 years": still one
     for pattern in (_WORK_AS, _MY_JOB):
@@ -326,18 +326,18 @@ def work(clause: str) -> Iterator[FactChange]:
                 if 2 <= len(value.split()) <= 6:
                     yield FactChange("job", value)  # "my job is teaching kids to swim"
                 continue
-            job = _take_job(rest, need_lexicon=not m.group(1))
+            job = take_job(rest, need_lexicon=not m.group(1))
             if job:
                 yield FactChange("job", job[0])
-                yield from _after_job(job[1])
+                yield from after_job(job[1])
     for m in triggers(clause, _EMPLOYER):
         rest = clause[m.end() :]
-        org = _take_org(rest)
+        org = take_org(rest)
         if org:
             yield FactChange("employer", org)
             role = re.search(r"\bas\s+(an?\s+)?", rest[rest.find(org.split()[-1]) :], re.I)
             if role:
-                job = _take_job(
+                job = take_job(
                     rest[rest.find(org.split()[-1]) + role.end() :], need_lexicon=not role.group(1)
                 )
                 if job:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import chat_state
 from .compaction import archive_backlog
-from .retrieval import unindex_messages
+from .retrieval import drop_counts, unindex_messages
 from .storage import SqlStorage
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def forget_chat(memory: ChatMemory) -> dict[str, Any]:
         tables = ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state")
         for table in (*tables, *chat_state.TABLES):
             sql.exec(f"DELETE FROM {table}")
+        drop_counts(sql)  # retrieval's memory of common terms describes the old index
         new_epoch(memory)
         merge_index(sql)
 

@@ -15,6 +15,7 @@ MAX_NOTE_CHARS = 500
 MAX_NOTES = 50  # all of them go into every prompt: bounded
 NOTE_KEY = "note"
 FACT_FIELDS = "id, author, author_id, key, value, kind, updated_at"
+FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 
 
 class NoteLimitError(ValueError):
@@ -95,3 +96,14 @@ def facts_view(sql: SqlStorage, history: bool = False, kind: str | None = None) 
     return sql.exec(
         f"SELECT {FACT_FIELDS}, superseded_at FROM facts WHERE kind LIKE ? ORDER BY id", kind or "%"
     )
+
+
+def fact_history(sql: SqlStorage, limit: int = FACT_HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
+    rows = sql.exec(
+        f"SELECT {FACT_FIELDS}, superseded_at FROM facts "
+        "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
+        limit,
+    )
+    rows.reverse()
+    return rows

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .facts import extract_facts
+from .facts import extract_facts, is_list_key, merge_list
 from .text import STOPWORDS, tokens
 
 SECTIONS = (
@@ -32,6 +32,7 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _FILE = re.compile(
     r"(?:https?://\S+|\b[\w\-./]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|pdf|png|jpg|docx?|xlsx?|sql|sh|html|css|go|rs|java|c|h|cpp)\b)"
 )
+_URL = re.compile(r"https?://[^\s<>\"')\]]+[^\s<>\"')\].,;:!?]")
 _QUOTED = re.compile(r"[\"“«]([^\"”»\n]{2,60})[\"”»]")
 
 _ANIMALS = (
@@ -153,7 +154,7 @@ def named_things(messages: list[dict[str, Any]]) -> list[tuple[str, str | None, 
     for m in messages:
         if m.get("role") != "user":
             continue
-        text = m.get("text", "")
+        text = _URL.sub(" ", m.get("text", ""))
         for q in _QUOTED.findall(text):
             if q.strip() and q.strip()[0].isupper():
                 add(q.strip(), "title", False)
@@ -180,6 +181,11 @@ _FILLER = frozenset(
     {
         *("wow", "great", "cool", "nice", "awesome", "amazing", "sure", "yeah", "love", "good", "glad"),
         *("totally", "definitely", "absolutely", "thanks", "called", "named", "happy", "sounds", "fun"),
+        *("lol", "haha", "lmao", "omg", "gonna", "wanna", "gotta", "yep", "nope", "okay", "just", "like"),
+        *("really", "also", "still", "even", "much", "well", "got", "get", "know", "think", "one", "thing"),
+        *("things", "tbh", "btw", "idk", "imo", "pls", "please", "thx", "today", "tomorrow", "yesterday"),
+        *("anyone", "everyone", "someone", "something", "anything", "everything", "would", "could", "should"),
+        *("going", "want", "need", "make", "made", "back", "time", "now", "yeah", "yes", "right", "see"),
     }
 )
 
@@ -190,7 +196,7 @@ def _frequent_words(said: list[dict[str, Any]], n: int = 6) -> list[str]:
     words = Counter(
         t
         for m in said
-        for t in tokens(m.get("text", ""))
+        for t in tokens(_URL.sub(" ", m.get("text", "")))
         if t not in STOPWORDS and t not in skip and 2 < len(t) <= 32 and not t.isdigit()
     )
     return [w for w, _ in words.most_common(n)]
@@ -208,7 +214,7 @@ def _sections_of(summary: str) -> dict[str, list[str]]:
     for line in summary.splitlines():
         if line.strip() in out:
             current = line.strip()
-        elif current and line.strip() and line.strip() != "- None":
+        elif current and line.strip() and line.strip().lower() != "- none":
             out[current].append(line.rstrip())
     return out
 
@@ -251,17 +257,22 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
         labels += [w for w in _frequent_words(said) if w not in {n.lower() for n, _, _ in things}]
     objective = _objective(old[SECTIONS[0]], [s for s, _ in speakers.most_common(6)], labels)
 
-    details: list[str] = []
-    for m in said:
-        for f in extract_facts(m.get("text", "")):
-            details.append(f"- {_speaker(m)}: {f.key} = {f.value}")
-    # Key sentences: those naming the most (and most talked-about) things, later ones first on ties.
+    current, changes = _people_facts(old[SECTIONS[1]], said)
+    details = [f"- {who}: {key} = {value}" for (who, key), value in current.items()]
+    details += changes
+    stale = {(who, v.casefold()) for who, v in _superseded(said, current)}
+    # Key sentences: those naming the most (and most talked-about) things, later ones first on ties;
+    # none that states a value since replaced ("I live in Lisbon" after a move to Porto).
     weight = [(re.compile(r"\b" + re.escape(name) + r"\b"), n) for name, _, n in things[: TOPICS_SHOWN * 2]]
     scored = []
     for order, m in enumerate(said):
-        for s in _SENTENCE.findall(m.get("text", "")):
+        for s in _SENTENCE.findall(_URL.sub(" ", m.get("text", ""))):
             s = s.strip()
-            if len(s) < 12 or s.endswith("?"):
+            if (
+                len(s) < 12
+                or s.endswith("?")
+                or any(w == _speaker(m) and v in s.casefold() for w, v in stale)
+            ):
                 continue
             score = sum(n for name, n in weight if name.search(s))
             if score:
@@ -270,34 +281,125 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     for item in scored:  # a sentence said again counts once, at its latest
         best[item[2]] = item
     picked = sorted(best.values(), reverse=True)[:KEY_SENTENCES]
-    details += [line for _, _, line in sorted(picked, key=lambda x: x[1])]
+    kept = [  # the previous summary's key sentences, but none stating a replaced value
+        line
+        for line in old[SECTIONS[1]]
+        if not _FACT_LINE.match(line)
+        and " moved from " not in line
+        and not any(line.startswith(f"- {w}:") and v in line.casefold() for w, v in stale)
+    ]
+    sentences = _merge(kept, [line for _, _, line in sorted(picked, key=lambda x: x[1])], 30)
+    details += sentences[-max(0, 30 - len(details)) :] if len(details) < 30 else []
 
-    asked = [
-        f"- {_speaker(m)} asked: {s.strip()[:200]}"
-        for m in said
-        for s in _SENTENCE.findall(m.get("text", ""))
-        if s.strip().endswith("?") and len(s.strip()) > 8
-    ]
-    questions = _merge([], asked, 4)
+    questions = _merge([], _open_questions(said), 4)
     last = messages[-1].get("ts") if messages else None
+    total = _summarized_before(old[SECTIONS[2]]) + len(messages)
     active = ", ".join(name for name, _, _ in things[:5])
-    work = [
-        f"- Completed: {len(messages)} more messages summarized (up to {last}).",
-        "- Active: " + (active or "general conversation") + ".",
-        "- Blocked: " + ("open questions below." if questions else "nothing known."),
-    ]
-    next_move = questions or ["- Continue the conversation; answer from memory when asked."]
-    files = sorted({f[:200] for m in messages for f in _FILE.findall(m.get("text", ""))})[:10]
+    work = [f"- Completed: {total} messages summarized (up to {last})."]
+    if active:
+        work.append(f"- Active: {active}.")
+    if questions:
+        work.append("- Blocked: the open questions below.")
+    next_move = questions
+    files = _files(messages)
 
     merged = {
         SECTIONS[0]: objective,
-        SECTIONS[1]: _merge(old[SECTIONS[1]], details, 30),
+        SECTIONS[1]: details[:40],
         SECTIONS[2]: work,
         SECTIONS[3]: next_move,
         SECTIONS[4]: _merge(old[SECTIONS[4]], [f"- {f}" for f in files], 15),
     }
     parts = []
     for heading in SECTIONS:
-        body = merged[heading] or ["- None"]
+        body = merged[heading] or ["- none"]
         parts.append(heading + "\n" + "\n".join(body))
     return "\n\n".join(parts)[:MAX_SUMMARY_CHARS]
+
+
+_FACT_LINE = re.compile(r"^- (?P<who>.+?): (?P<key>[a-z_]+) = (?P<value>.+)$")
+_MOVED = {"location": "moved from {old} to {new}"}
+
+
+def _people_facts(old: list[str], said: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], str], list[str]]:
+    """Each speaker's current facts (the previous summary's, then the messages'), and the moves."""
+    current: dict[tuple[str, str], str] = {}
+    changes: list[str] = []
+    for line in old:
+        stated = _FACT_LINE.match(line)
+        if stated:
+            current[(stated["who"], stated["key"])] = stated["value"]
+        elif " moved from " in line:
+            changes.append(line)
+    previous: dict[str, str] = {}
+    for message in said:
+        who, text = _speaker(message), message.get("text", "")
+        for f in extract_facts(text, previous=previous.get(who)):
+            slot = (who, f.key)
+            if is_list_key(f.key) or f.remove_from:
+                if f.remove_from:
+                    gone = merge_list(current.get((who, f.remove_from)), remove=f.value)
+                    current[(who, f.remove_from)] = gone
+                if f.add:
+                    current[slot] = merge_list(current.get(slot), add=f.value)
+                continue
+            was = current.get(slot)
+            if was and was.casefold() != f.value.casefold() and f.key in _MOVED:
+                changes.append(f"- {who}: " + _MOVED[f.key].format(old=was, new=f.value))
+            current[slot] = f.value
+        previous[who] = text
+    return {k: v for k, v in current.items() if v}, changes[-10:]
+
+
+def _superseded(said: list[dict[str, Any]], current: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+    """(speaker, value) of every value a speaker stated that is no longer theirs."""
+    out: list[tuple[str, str]] = []
+    for m in said:
+        for f in extract_facts(m.get("text", "")):
+            now = current.get((_speaker(m), f.key), "")
+            if f.value.casefold() not in now.casefold():
+                out.append((_speaker(m), f.value))
+    return out
+
+
+_COMPLETED = re.compile(r"Completed: (\d+) (?:more )?messages")
+
+
+def _summarized_before(work: list[str]) -> int:
+    """How many messages the previous summary said it covered."""
+    for line in work:
+        m = _COMPLETED.search(line)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def _content(text: str) -> set[str]:
+    return {t for t in tokens(text) if t not in STOPWORDS and t not in _FILLER and len(t) > 2}
+
+
+def _open_questions(said: list[dict[str, Any]]) -> list[str]:
+    """The questions nobody answered: a later message of someone else sharing its words answers it."""
+    out: list[str] = []
+    for i, m in enumerate(said):
+        for s in _SENTENCE.findall(_URL.sub(" ", m.get("text", ""))):
+            s = s.strip()
+            if not s.endswith("?") or len(s) <= 8:
+                continue
+            words = _content(s)
+            later = [_content(n.get("text", "")) for n in said[i + 1 : i + 6] if _speaker(n) != _speaker(m)]
+            if any(len(words & w) * 2 >= max(1, len(words)) for w in later) or (not words and later):
+                continue
+            out.append(f"- {_speaker(m)} asked: {s[:200]}")
+    return out
+
+
+def _files(messages: list[dict[str, Any]]) -> list[str]:
+    """Whole URLs and file names mentioned, never a piece of a URL."""
+    found: set[str] = set()
+    for m in messages:
+        text = m.get("text", "")
+        urls = _URL.findall(text)
+        found.update(u[:200] for u in urls)
+        found.update(f[:200] for f in _FILE.findall(_URL.sub(" ", text)))
+    return sorted(found)[:10]

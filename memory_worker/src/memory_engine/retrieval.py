@@ -19,9 +19,10 @@ a message scores for a word once, by its best-matching form (see `_forms_once`).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
-from .storage import SqlStorage
+from .storage import SqlStorage, rows_of
 from .text import MONTHS, fts_query, query_groups, tokens
 
 COLUMNS = ("body", "author", "context_before", "context_after", "date")
@@ -66,6 +67,26 @@ COUNT_CAP = 300
 Term = str | tuple[str, ...]
 
 _INSERT = f"INSERT INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
+_MONTH_OF = {f"{n:02d}": m for n, m in enumerate(MONTHS, 1)}
+
+# Per open database: the terms known to be in COUNT_CAP rows or more. Exact, not a guess:
+# rows are only added to the index between two deletions, so a term that reached the cap
+# stays there until `unindex_messages` or `drop_counts` (a forgetting) empties this. The
+# turn then counts only the rarer terms (two in three LoCoMo query terms reach the cap
+# in a 10k chat, and each costs COUNT_CAP rows to count).
+_COMMON: weakref.WeakKeyDictionary[SqlStorage, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _common(sql: SqlStorage) -> set[str]:
+    try:
+        return _COMMON.setdefault(sql, set())
+    except TypeError:  # a storage that cannot be weakly referenced: no memory, counts every time
+        return set()
+
+
+def drop_counts(sql: SqlStorage) -> None:
+    """Forget what is known about term counts (call after rows leave the index)."""
+    _COMMON.pop(sql, None)
 
 
 def _date_words(ts: str) -> str:
@@ -92,6 +113,46 @@ def _index_rows(window: str, keep: str) -> str:
         f"{date} AS dt, hit FROM {window} WINDOW w AS (ORDER BY id)"
     )
     return f"SELECT id, text, author, cb, ca, dt FROM ({inner}) WHERE {keep}"
+
+
+def date_words(ts: str) -> str:
+    """The month and year of an ISO timestamp in words ('2022-03-..' -> 'march 2022'), '' if odd.
+
+    The Python twin of `_date_words`, for a row built without SQL (`index_new`).
+    """
+    month = _MONTH_OF.get(ts[5:7])
+    return f"{month} {ts[:4]}" if month else ""
+
+
+def index_new(
+    sql: SqlStorage, message_id: int, text: str, author: str, ts: str, before: Sequence[str]
+) -> None:
+    """Index the newest message from values at hand: `before` holds the texts before it, oldest first.
+
+    The same row as `index_messages` writes (tests/test_retrieval_index.py checks it), with
+    no window query over the archive: the turn has just read the messages before it.
+    """
+    wanted = list(before[len(before) - TURNS_BEFORE :]) if TURNS_BEFORE else []
+    wanted = [""] * (TURNS_BEFORE - len(wanted)) + wanted
+    context_before = " ".join(t[:NEIGHBOUR_CHARS] for t in wanted)
+    context_after = " ".join([""] * TURNS_AFTER)
+    sql.exec(
+        _INSERT + "VALUES (?, ?, ?, ?, ?, ?)",
+        message_id,
+        text,
+        author,
+        context_before,
+        context_after,
+        date_words(ts) if DATES else "",
+    )
+
+
+def link_to(sql: SqlStorage, previous_id: int, text: str) -> None:
+    """`link_previous` when the caller knows the previous message's id and the new text."""
+    if TURNS_AFTER:
+        sql.exec(
+            "UPDATE messages_fts SET context_after = ? WHERE rowid = ?", text[:NEIGHBOUR_CHARS], previous_id
+        )
 
 
 def _window_start(sql: SqlStorage, message_id: int) -> int:
@@ -158,6 +219,7 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
     lo = _window_start(sql, int(span[0]["lo"]))
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
     hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
+    drop_counts(sql)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE {where})", *params)
     # Survivors of [lo, hi] in id order, each marked when one of its old neighbours is gone.
     marked = (
@@ -186,16 +248,26 @@ def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
     # costs little even for a word in every message. A term that reaches the cap is too
     # common to be worth its cost beside rarer ones; it is scored only when nothing rarer
     # is in the query.
-    counts = sql.exec(
-        "SELECT "
-        + ", ".join(
-            f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-            f"LIMIT {COUNT_CAP})) AS c{n}"
-            for n in range(len(terms))
-        ),
-        *[fts_query([t]) for t in terms],
-    )[0]
-    by_rarity = sorted((int(counts[f"c{n}"]), n, t) for n, t in enumerate(terms))
+    common = _common(sql)
+    queries = [fts_query([t]) or "" for t in terms]
+    unknown = [n for n, q in enumerate(queries) if q not in common]
+    counts = [COUNT_CAP] * len(terms)
+    if unknown:
+        row = rows_of(
+            sql,
+            "SELECT "
+            + ", ".join(
+                f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+                f"LIMIT {COUNT_CAP})) AS c{n}"  # named: a storage may key its rows by column
+                for n in unknown
+            ),
+            *(queries[n] for n in unknown),
+        )[0]
+        for n, count in zip(unknown, row, strict=True):
+            counts[n] = int(count)
+            if counts[n] >= COUNT_CAP:
+                common.add(queries[n])
+    by_rarity = sorted((counts[n], n, t) for n, t in enumerate(terms))
     kept: list[Term] = []
     rows = 0
     for df, _, t in by_rarity:
@@ -271,32 +343,34 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     if match is None:
         return []
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    # Only rowid and bm25 here: any other column would be read for every matching row.
-    rows = sql.exec(
-        f"SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
-        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?",
+    # One statement ranks and returns each candidate's author (for the boost). The ranking
+    # reads only rowid and bm25: any other column would be read for every matching row;
+    # the author is joined for the few candidates kept.
+    rows = rows_of(
+        sql,
+        f"WITH top AS (SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
+        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) "
+        "SELECT top.id, top.rank, messages.author FROM top JOIN messages ON messages.id = top.id "
+        "ORDER BY top.rank, top.id",
         match,
         floor,
         max(CANDIDATES, k) + len(exclude),
     )
-    candidates = [(int(r["id"]), -float(r["rank"])) for r in rows if int(r["id"]) not in exclude]
+    authors = {int(i): author or "" for i, _, author in rows}
+    candidates = [(int(i), -float(r)) for i, r, _ in rows if int(i) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
         candidates = _forms_once(sql, kept, candidates)
     named = {form for term in terms for form in term}
-    authors: dict[int, str] = {}
-    if AUTHOR_BOOST and candidates:
-        marks = ",".join("?" * len(candidates))
-        authors = {
-            int(r["id"]): r["author"] or ""
-            for r in sql.exec(
-                f"SELECT id, author FROM messages WHERE id IN ({marks})", *(i for i, _ in candidates)
-            )
-        }
+    boosted: dict[str, bool] = {}  # per author name: a handful per chat, tokenized once
     ranked = []
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     for i, score in candidates:
-        if named.intersection(tokens(authors.get(i, ""))):
-            score *= 1.0 + AUTHOR_BOOST
+        author = authors.get(i, "")
+        if AUTHOR_BOOST and author:
+            if author not in boosted:
+                boosted[author] = bool(named.intersection(tokens(author)))
+            if boosted[author]:
+                score *= 1.0 + AUTHOR_BOOST
         if score > 0:
             ranked.append((i, score))
     ranked.sort(key=lambda x: -x[1])

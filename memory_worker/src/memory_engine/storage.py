@@ -30,6 +30,30 @@ class SqlStorage(Protocol):
         """Run `fn` atomically and return its result."""
 
 
+def _canon(column: str) -> str:
+    """SQL for facts.canonical_key of `column`, as it was when migration 8 shipped."""
+    for variant, spelling in (
+        ("colour", "color"),
+        ("flavour", "flavor"),
+        ("favourite", "favorite"),
+        ("colors", "color"),
+    ):
+        column = f"replace({column}, '{variant}', '{spelling}')"
+    return column
+
+
+def rows_of(sql: SqlStorage, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement; its rows as tuples in column order (name every column: distinct names).
+
+    A storage may offer `rows(query, *params)` that skips building a dict per row (the hot
+    paths read many rows and name none of their columns); any other one is adapted.
+    """
+    rows = getattr(sql, "rows", None)
+    if rows is not None:
+        return list(rows(query, *params))
+    return [tuple(r.values()) for r in sql.exec(query, *params)]
+
+
 # Append-only: never edit a shipped migration; add the next number instead.
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
@@ -174,6 +198,20 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 day TEXT PRIMARY KEY,
                 messages INTEGER NOT NULL DEFAULT 0
             )""",
+        ],
+    ),
+    (
+        8,
+        "fact keys spelled one way (favourite_colour -> favorite_color): the newest current value stays",
+        [
+            # A frozen copy of facts.canonical_key in SQL. Of one author's current facts under
+            # one key spelled two ways, all but the newest are superseded; then keys are respelled.
+            f"""UPDATE facts SET superseded_at = updated_at
+            WHERE superseded_at IS NULL AND kind = 'fact' AND id < (
+                SELECT MAX(f.id) FROM facts f
+                WHERE f.superseded_at IS NULL AND f.kind = 'fact' AND f.author_id = facts.author_id
+                AND {_canon("f.key")} = {_canon("facts.key")})""",
+            f"UPDATE facts SET key = {_canon('key')} WHERE key != {_canon('key')}",
         ],
     ),
 ]

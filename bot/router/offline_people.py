@@ -1,0 +1,119 @@
+"""Who is who for the offline model: the people of a chat, their facts, and how a fact reads aloud.
+
+A person is one author id with the display name their messages carry and the facts stored about
+them; a question names one of them ("Where does Ben live?", "Ana's dog"), or the asker ("my",
+"I"), or nobody ("Who has a car?"). Answers name whose fact it is: "Ben lives in Oslo", and for
+the asker "You live in Oslo".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages"})
+
+# How each key reads: (for the asker, for someone else). {who}: "Ben", {poss}: "Ben's"/"Your".
+_TEMPLATES: dict[str, tuple[str, str]] = {
+    "name": ("Your name is {value}.", "{poss} name is {value}."),
+    "location": ("You live in {value}.", "{who} lives in {value}."),
+    "job": ("You work as {value}.", "{who} works as {value}."),
+    "employer": ("You work at {value}.", "{who} works at {value}."),
+    "age": ("You are {value}.", "{who} is {value}."),
+    "birthday": ("Your birthday is {value}.", "{poss} birthday is {value}."),
+    "pronouns": ("Your pronouns are {value}.", "{poss} pronouns are {value}."),
+    "likes": ("You like {value}.", "{who} likes {value}."),
+    "dislikes": ("You don't like {value}.", "{who} doesn't like {value}."),
+    "pets": ("Your pets: {value}.", "{poss} pets: {value}."),
+    "family": ("Your family: {value}.", "{poss} family: {value}."),
+    "diet": ("Your diet: {value}.", "{poss} diet: {value}."),
+    "allergies": ("You are allergic to {value}.", "{who} is allergic to {value}."),
+    "languages": ("You speak {value}.", "{who} speaks {value}."),
+}
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case word tokens, any script ("José's" -> "josé", "s")."""
+    return re.findall(r"\w+", text.casefold().replace("favourite", "favorite"))
+
+
+@dataclass
+class Person:
+    """One author of the chat: their names and current facts (key -> value)."""
+
+    author_id: str
+    display: str
+    facts: dict[str, str] = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        """The words a question may call them by: display name and stated name, whole and first."""
+        out: set[str] = set()
+        for name in (self.display, self.facts.get("name", "")):
+            words = tokens(name)
+            if words:
+                out.add(" ".join(words))
+                out.add(words[0])
+        return {n for n in out if len(n) > 1}
+
+    def label(self) -> str:
+        """How an answer names them: the display name (or the name they stated)."""
+        return self.display or self.facts.get("name", "") or "someone"
+
+
+def people(facts: Iterable[Mapping[str, Any]], messages: Iterable[Mapping[str, Any]]) -> dict[str, Person]:
+    """Everyone in the chat by author id, with their current facts (the first value of a key wins)."""
+    found: dict[str, Person] = {}
+    for m in messages:
+        aid = str(m.get("author_id") or "")
+        if aid and m.get("role", "user") == "user" and aid not in found:
+            found[aid] = Person(aid, str(m.get("author") or ""))
+    for f in facts:
+        if f.get("kind", "fact") != "fact":
+            continue
+        aid = str(f.get("author_id") or f.get("author") or "")
+        person = found.setdefault(aid, Person(aid, str(f.get("author") or "")))
+        if not person.display:
+            person.display = str(f.get("author") or "")
+        person.facts.setdefault(str(f.get("key", "")).lower(), str(f.get("value", "")))
+    return found
+
+
+def named_in(question: list[str], everyone: Mapping[str, Person], asker: str) -> Person | None:
+    """The person a question names ("Ana's dog", "where does Ben live"), the longest name first."""
+    text = " " + " ".join(question) + " "
+    best: tuple[int, Person | None] = (0, None)
+    for person in everyone.values():
+        for name in person.names():
+            if f" {name} " in text and len(name) > best[0]:
+                best = (len(name), person)
+    return best[1]
+
+
+def join(items: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def phrase(key: str, value: str, words: set[str], who: Person | None) -> str:
+    """The answer sentence for one fact of `who` (None: the asker)."""
+    poss = "Your" if who is None else who.label() + "'s"
+    if key.startswith("favorite_"):
+        return f"{poss} favourite {key.removeprefix('favorite_').replace('_', ' ')} is {value}."
+    items = [i.strip() for i in value.split(",") if i.strip()] if key in LIST_KEYS else [value]
+    if key in ("pets", "family"):
+        # "Biscuit (dog)": name it by what was asked about ("your dog is Biscuit").
+        asked = [i for i in items if set(tokens(i)) & words - {"name", "called"}]
+        if asked:
+            return " ".join(_member(i, poss) for i in asked)
+    mine, theirs = _TEMPLATES.get(key, ("Your " + key.replace("_", " ") + " is {value}.", ""))
+    template = mine if who is None else theirs or "{poss} " + key.replace("_", " ") + " is {value}."
+    return template.format(value=join(items or [value]), who=poss[:-2] if who else "You", poss=poss)
+
+
+def _member(item: str, poss: str) -> str:
+    match = re.fullmatch(r"(.+?)\s*\((.+)\)", item)
+    if not match:
+        return f"{item}."
+    return f"{poss} {match.group(2)} is {match.group(1)}."

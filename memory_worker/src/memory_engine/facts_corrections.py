@@ -1,0 +1,118 @@
+"""Corrections as people type them: "I'm 34, sorry 35", "wait no, Braga*", "correction: Stavanger".
+
+A correction names a new value without its trigger; the key is the one the words before it (in
+the same message, or the speaker's previous message) stated. It is only read after a marker
+("sorry", "I mean", "wait no", a "*"), and only a short value that ends where the message or its
+phrase ends counts: "I live in Oslo, actually Bergen is nicer" corrects nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .facts_clauses import FactChange, is_name_word
+from .facts_health import diet_value
+from .facts_lexicon import NOT_NAMES, VAGUE_START
+from .facts_rules import take_org
+
+__all__ = ["correction_of", "corrections_within", "looks_like_correction"]
+
+_STRONG = (
+    r"sorry|no\s+wait|wait\s+no|wait|no|nah|nope|i\s+mean|i\s+meant|oops|whoops|correction|scratch\s+that|"
+    r"or\s+rather|make\s+that|nvm|actually\s+(?=it'?s\b)|i\s+mean\s+it'?s"
+)
+_WEAK = _STRONG + r"|actually|update|well|lol\s+no|ok\s+not|okay\s+not|ok|okay|lol|haha"
+_INSIDE = re.compile(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
+_OPENS = re.compile(r"^\W*(?:(?:" + _WEAK + r")\b[\s,:!.\-]*)+|^\s*\*|\S\*\W*$|\bactually\b", re.I)
+_LEADING = re.compile(
+    r"^(?:(?:" + _WEAK + r"|it'?s|it\s+is|i'?m|i\s+am|not\s+[\w'\-]+(?:\s+anymore)?|make\s+that|now)\b"
+    r"[\s,:!.\-*]*|\*\s*)+",
+    re.I,
+)
+_VALUE = re.compile(
+    r"^(?P<v>[^\s,.;!?*()]+(?:\s+[^\s,.;!?*()]+){0,3}?)\s*\**\s*"
+    r"(?:$|[,.;!?(]|\s(?:not|with|as\s+of|typo|autocorrect|lol|haha|lmao|i\s+keep|technically|actually|now|"
+    r"btw|tho|though|sorry|forgot)\b)",
+    re.I,
+)
+_AT_ORG = re.compile(r"\bI(?:'m|\s+am|m)\s+(?:now\s+)?(?:at|with)\s+", re.I)
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")
+_SCALAR_ORDER = ("age", "diet", "name", "location", "employer", "job")
+
+
+def looks_like_correction(text: str) -> bool:
+    """True when a message may correct the speaker's previous one ("sorry, Osaka", "*John")."""
+    return len(text) <= 160 and "?" not in text and bool(_OPENS.search(text.strip()))
+
+
+def _bare(text: str) -> str | None:
+    text = _LEADING.sub("", _EMOJI.sub(" ", text).strip())
+    m = _VALUE.match(text)
+    if not m:
+        return None
+    value = m.group("v").strip(" *'\"")
+    first = value.split()[0].lower() if value else ""
+    if not value or (first in NOT_NAMES and not first.isdigit()) or first in VAGUE_START:
+        return None
+    return value
+
+
+def _resolve(value: str, text: str, before: list[FactChange]) -> FactChange | None:
+    """The change `value` makes to what `before` stated, or None when it fits none of it."""
+    keys = [c.key for c in before if (c.add and c.key in _SCALAR_ORDER) or c.key.startswith("favorite_")]
+    if not keys:
+        return None
+    if value.isdigit():
+        return FactChange("age", value) if "age" in keys and 0 < int(value) <= 120 else None
+    if "diet" in keys and diet_value(value):
+        return FactChange("diet", diet_value(value) or value)
+    for key in reversed(keys):
+        if key in ("age", "diet"):
+            continue
+        if key == "employer" and (at := _AT_ORG.search(text)):
+            org = take_org(text[at.end() :])
+            return FactChange("employer", org) if org else None
+        if key in ("name", "location", "employer"):
+            words = value.split()
+            if not all(is_name_word(w) or w.lower() in ("de", "of", "la", "do", "da") for w in words):
+                return None
+            if key == "name" and len(words) > 2:
+                return None
+        return FactChange(key, value)
+    return None
+
+
+def correction_of(text: str, before: list[FactChange], found: list[FactChange]) -> list[FactChange]:
+    """What a correction message changes in `before` (the speaker's last statement).
+
+    `found` is what the rules read in `text` itself: a key they restate needs no correction.
+    """
+    if not before or not looks_like_correction(text):
+        return []
+    stated = {c.key for c in found}
+    first = re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0]
+    value = _bare(first)
+    if _AT_ORG.search(first) and "employer" not in stated:
+        change = _resolve(value or "", first, [c for c in before if c.key == "employer"])
+        return [change] if change else []
+    if value is None:
+        return []
+    change = _resolve(value, first, before)
+    return [change] if change and change.key not in stated else []
+
+
+def corrections_within(text: str, extract: Callable[[str], list[FactChange]]) -> list[FactChange]:
+    """Corrections inside one message ("I'm 34, sorry 35"): the last value a marker gives wins."""
+    out: list[FactChange] = []
+    for m in _INSIDE.finditer(text):
+        left, right = text[: m.start()], text[m.end() :]
+        if not right.strip():
+            continue
+        before = extract(left)
+        value = _bare(right)
+        if before and value:
+            change = _resolve(value, right, before)
+            if change:
+                out.append(change)
+    return out

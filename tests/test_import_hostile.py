@@ -1,0 +1,93 @@
+"""Hostile export files (issue 24, finding 1): bounded memory whatever the file, clear refusals.
+
+The real `chatbot import ... --dry-run` runs in a child process under an address-space cap,
+and its peak RSS (`os.wait4`) must stay under BOUND_MB; a file that explodes hits the cap and
+fails the test instead of the machine.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from bot.config import settings_from
+from bot.importers import discord
+from bot.importers.common import MAX_DEPTH, MAX_TEXT_BYTES, MAX_TOKEN_BYTES, ExportError
+from bot.importers.run import check, import_export
+from tests.support.hostile import mentions, nested, nested_discord, peak_rss
+
+BOUND_MB = 200
+CAP_MB = 2048
+
+
+@pytest.mark.parametrize(("platform", "make"), [("telegram", nested), ("discord", nested_discord)])
+def test_deep_nesting_is_refused_with_bounded_memory(tmp_path, platform, make):
+    bad = tmp_path / "result.json"
+    bad.write_bytes(make(200_000))  # 400 KB that took 24 GB
+    mb, code, last = peak_rss(platform, bad, CAP_MB)
+    assert code == 2, last
+    assert f"nested more than {MAX_DEPTH} levels" in last and "nothing was imported" in last
+    assert mb < BOUND_MB, f"peak RSS {mb:.0f} MB"
+
+
+def test_mentions_are_not_expanded_beyond_the_text_limit(tmp_path):
+    bad = tmp_path / "general.json"
+    bad.write_bytes(mentions())
+    mb, code, last = peak_rss("discord", bad, CAP_MB)
+    assert code == 0, last
+    assert mb < BOUND_MB, f"peak RSS {mb:.0f} MB"
+    (source,) = discord.sources(bad)
+    (record,) = list(source.records())
+    assert record is not None and len(record.text.encode()) <= MAX_TEXT_BYTES
+    assert record.text.startswith("@xxx")
+
+
+def test_a_big_refused_file_is_located_without_reading_it_whole(tmp_path):
+    sparse = tmp_path / "result.json"
+    with open(sparse, "wb") as f:
+        f.write(b'{"name": "x",\n "type": ')
+        f.truncate(500 * 1024 * 1024)  # zeros: not JSON from byte 23 on
+    mb, code, last = peak_rss("telegram", sparse, CAP_MB)
+    assert code == 2 and f"{sparse}:2:10: not valid JSON" in last, last
+    assert mb < BOUND_MB, f"peak RSS {mb:.0f} MB"
+
+
+def test_a_string_longer_than_any_export_has_is_refused(tmp_path):
+    chat = {"name": "g", "type": "private_supergroup", "id": 7, "messages": [{"id": 1, "text": "a" * 10}]}
+    data = json.dumps(chat).replace('"a', '"' + "b" * (MAX_TOKEN_BYTES + 10) + "a")
+    bad = tmp_path / "result.json"
+    bad.write_text(data)
+    with pytest.raises(ExportError, match="a value longer than"):
+        check("telegram", bad, chat=None, scope="chat", progress=False)
+    # escaped quotes do not hide it
+    bad.write_text(data.replace("b" * 100, '\\"' * 50))
+    with pytest.raises(ExportError, match="a value longer than"):
+        check("telegram", bad, chat=None, scope="chat", progress=False)
+
+
+def test_a_message_bigger_than_any_export_has_is_refused(tmp_path):
+    entities = [{"type": "plain", "text": "x"}] * 400_000  # ~12 MB in one message
+    chat = {"name": "g", "type": "private_supergroup", "id": 7, "messages": [{"id": 1, "text": entities}]}
+    bad = tmp_path / "result.json"
+    bad.write_text(json.dumps(chat))
+    with pytest.raises(ExportError, match=r"messages\[0\] is bigger than"):
+        check("telegram", bad, chat=None, scope="chat", progress=False)
+
+
+def test_a_header_field_is_checked_too(tmp_path):
+    chat = {"name": ["x"] * 3_000_000, "type": "private_supergroup", "id": 7, "messages": []}
+    bad = tmp_path / "result.json"
+    bad.write_text(json.dumps(chat))
+    with pytest.raises(ExportError, match="`name` is bigger than"):
+        check("telegram", bad, chat=None, scope="chat", progress=False)
+
+
+async def test_dry_run_and_the_real_import_refuse_alike(tmp_path):
+    bad = tmp_path / "result.json"
+    bad.write_bytes(nested(1000))
+    settings = settings_from({}, {"MEMORY_URL": "http://127.0.0.1:9", "MEMORY_API_TOKEN": "t"})
+    for dry in (True, False):  # refused before the memory is ever contacted
+        with pytest.raises(ExportError, match="nested more than"):
+            await import_export("telegram", bad, settings, tmp_path, dry_run=dry, out=io.StringIO())
