@@ -118,7 +118,9 @@ class Turn:
     tier: str | None = None
     ok: bool = False  # until it is answered: a cancelled or broken turn says ok=False
     with_memory: bool = False
-    exit: str = "broken"  # how it ended: refused, recorded, notice, capped, answered, apology, cut_off
+    # how it ended: refused, recorded, notice, capped, answered, apology, cut_off, stopped (the
+    # reader left), cancelled (a shutdown), broken (an error)
+    exit: str = "broken"
 
 
 def log_turn(turn: Turn) -> None:

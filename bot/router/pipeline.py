@@ -333,6 +333,9 @@ class Router:
                 message_id=f"{prep.message_id}:reply",
             )
             return self._ended(turn, reply)
+        except asyncio.CancelledError:  # a shutdown: the message is kept, its answer never came
+            turn.exit = "cancelled"
+            raise
         finally:  # also when cancelled or broken: the line says ok=False
             log_turn(turn)
 
@@ -366,6 +369,9 @@ class Router:
             async with contextlib.aclosing(self._read_stream(prep, answered, turn)) as pieces:
                 async for piece in pieces:
                     yield piece
+        except asyncio.CancelledError:
+            turn.exit = "cancelled"
+            raise
         finally:
             log_turn(turn)
 
