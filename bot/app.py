@@ -28,6 +28,7 @@ from bot.router.offline import OfflineModel
 from bot.router.options import Answering, RouterOptions
 from bot.router.outbox import Outbox
 from bot.router.pipeline import Router
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
 
@@ -104,16 +105,20 @@ async def build_router(
     models: Mapping[str, ChatModel] | None = None,
     options: RouterOptions | None = None,
     clock: Callable[[], datetime] | None = None,
+    memory: MemoryClient | None = None,
 ) -> AsyncIterator[Router]:
     """Open memory (embedded host or MEMORY_URL), outbox and models; yield the router (a ChatService).
 
     `models` replaces the configured models (tests, benchmarks): tier name -> ChatModel;
-    `clock` (UTC now) replaces the clock of the daily caps, and of the embedded memory host.
+    `clock` (UTC now) replaces the clock of the daily caps, and of the embedded memory host;
+    `memory` replaces the memory worker (tests: the engine in process).
     """
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     async with contextlib.AsyncExitStack() as stack:
-        if settings.memory_url is None:
+        if memory is not None:
+            url, token = "", ""
+        elif settings.memory_url is None:
             from memory_worker.local import EmbeddedMemoryHost
 
             base, model, key = summary_endpoint(settings) or (None, None, None)
@@ -133,8 +138,12 @@ async def build_router(
             url, token = settings.memory_url, settings.memory_token or ""
         # From here on no log record carries a secret, whichever library writes it.
         stack.callback(logs.install((*settings.secrets(), token or "")))
-        client: MemoryClient = await stack.enter_async_context(
-            HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+        client: MemoryClient = (
+            memory
+            if memory is not None
+            else await stack.enter_async_context(
+                HttpMemoryClient(url, token, timeout=settings.memory.timeout_s)
+            )
         )
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
         # The gateway's replay task runs while the router is in use; closing it flushes once more.
@@ -175,6 +184,10 @@ async def build_router(
         # First on the way out: records still being written (a stream's last attempt) land
         # through the gateway, or in its outbox, before the gateway and the outbox close.
         stack.push_async_callback(router.drain, CLOSE_S)
+        # Due reminders: each adapter starts a courier for its platform's chats; they stop
+        # before anything else closes (a send in hand is recorded first).
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        stack.push_async_callback(router.reminders.stop)
         yield router
 
 

@@ -96,7 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chatbot` console command."""
+    # Memory, outbox, exports and backups hold what people said: files 0600, folders 0700.
+    os.umask(0o077)
     args = build_parser().parse_args(argv)
+    if args.command == "memory":
+        # The memory host imports nothing of the bot (it starts in a fraction of a second
+        # after a crash); it writes its own JSON log lines.
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+        return _memory(args)
     from bot.router import logs
 
     logs.configure(
@@ -115,20 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         from bot.importers.run import run_import
 
         return run_import(args.platform, args.path, args.data, args.chat, args.dry_run)
-    if args.command == "memory" and args.memory_command in ("backup", "restore"):
-        from memory_worker import backup
-
-        if args.memory_command == "backup":
-            return backup.backup_main(args.dest, args.data)
-        return backup.restore_main(args.src, args.data, args.force)
-    if args.command == "memory" and args.memory_command == "serve" and args.runtime == "pyodide":
-        from memory_worker.pyodide_runtime import serve
-
-        return serve(args.host, args.port, args.data)
-    if args.command == "memory":
-        from memory_worker.local import serve_forever
-
-        return serve_forever(args.host, args.port, args.data)
     from bot import app
 
     if args.command == "chat":
@@ -139,6 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "discord":
         return app.run_discord(args.data)
     return 2
+
+
+def _memory(args: argparse.Namespace) -> int:
+    """`chatbot memory serve|backup|restore`."""
+    if args.memory_command in ("backup", "restore"):
+        from memory_worker import backup
+
+        if args.memory_command == "backup":
+            return backup.backup_main(args.dest, args.data)
+        return backup.restore_main(args.src, args.data, args.force)
+    if args.runtime == "pyodide":
+        from memory_worker.pyodide_runtime import serve
+
+        return serve(args.host, args.port, args.data)
+    from memory_worker.local.cli import serve_forever
+
+    return serve_forever(args.host, args.port, args.data)
 
 
 def _user_name() -> str:

@@ -259,6 +259,32 @@ class MemorySettings:
 
 
 @dataclass(frozen=True)
+class ReminderSettings:
+    """[reminders]: parsing and delivery of reminders (see config/bot.toml)."""
+
+    default_timezone: str = default("reminders", "default_timezone")
+    date_only_time: str = default("reminders", "date_only_time")
+    languages: tuple[str, ...] = tuple(default("reminders", "languages"))
+    late_after_s: float = default("reminders", "late_after_s")
+    poll_s: float = default("reminders", "poll_s")
+    lease_s: float = default("reminders", "lease_s")
+    retry_s: float = default("reminders", "retry_s")
+
+    @classmethod
+    def from_table(cls, t: Mapping[str, Any]) -> ReminderSettings:
+        """From the merged [reminders] table."""
+        return cls(
+            default_timezone=str(t["default_timezone"]),
+            date_only_time=str(t["date_only_time"]),
+            languages=tuple(str(x) for x in t["languages"]),
+            late_after_s=float(t["late_after_s"]),
+            poll_s=float(t["poll_s"]),
+            lease_s=float(t["lease_s"]),
+            retry_s=float(t["retry_s"]),
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the composition root needs, read once."""
 
@@ -282,6 +308,7 @@ class Settings:
     telegram: TelegramSettings = field(default_factory=TelegramSettings)
     discord: DiscordSettings = field(default_factory=DiscordSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    reminders: ReminderSettings = field(default_factory=ReminderSettings)
 
     @property
     def offline(self) -> bool:
@@ -374,6 +401,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         telegram=section(TelegramSettings, data["telegram"], env),
         discord=section(DiscordSettings, data["discord"], env),
         console=section(ConsoleSettings, data["console"], env),
+        reminders=ReminderSettings.from_table(data["reminders"]),
     )
 
 

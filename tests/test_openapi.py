@@ -83,9 +83,25 @@ def _examples(fact_id: int) -> dict[str, tuple[str, dict | None]]:
         "notes": (c + "/notes", None),
         "add_note": (c + "/notes", {"text": "be brief", "author": "Ada", "author_id": "u1"}),
         "start_topic": (c + "/topic", None),
+        "topic": (c + "/topic", None),
         "forget_fact": (c + f"/facts/{fact_id}", None),
         "forget_author": (c + "/authors/u9", None),
         "forget_chat": (c, None),
+        "add_reminder": (c + "/reminders", {"text": "call", "due_at": 1_900_000_000_000, "author_id": "u"}),
+        "reminders": (c + "/reminders?author_id=u", None),
+        "reminder": (c + "/reminders/1", None),
+        "cancel_reminder": (c + "/reminders/1?author_id=u", None),
+        "reminder_delivered": (c + "/delivered", {"reminder_id": 1, "due_at": 5, "sent_at": 6}),
+        "set_timezone": (c + "/timezone", {"timezone": "Europe/Lisbon", "author_id": "u1"}),
+        "catchup": (c + "/catchup?author_id=u1&limit=5", None),
+        "dispatch_offer": (
+            "/v1/dispatch/offer",
+            {"items": [{"key": f"{CHAT}#1#5", "chat_key": CHAT, "reminder_id": 1, "due_at": 5}]},
+        ),
+        "dispatch_lease": ("/v1/dispatch/lease", {"owner": "bot:1", "prefixes": [CHAT[:3]]}),
+        "dispatch_ack": ("/v1/dispatch/ack", {"keys": [f"{CHAT}#1#5"]}),
+        "dispatch_release": ("/v1/dispatch/release", {"key": f"{CHAT}#1#5", "owner": "bot:1", "retry_at": 9}),
+        "dispatch_state": ("/v1/dispatch/state", None),
     }
 
 
@@ -120,3 +136,14 @@ async def test_a_wrong_answer_is_caught_by_the_check():
         check_answer("GET", f"/v1/chats/{CHAT}/settings", 200, {"mode": "auto", "persona": "", "x": 1})
     with pytest.raises(AssertionError, match="does not declare"):
         check_answer("GET", f"/v1/chats/{CHAT}/settings", 201, {})
+
+
+async def test_the_topic_route_says_where_the_current_topic_starts(mem):
+    # The route added to show what a new route takes: one entry and one handler in routes.py.
+    path = f"/v1/chats/{CHAT}/topic"
+    assert await mem.ok("GET", path) == {"topic_started_at": None, "after_id": 0}
+    await mem.ok("POST", f"/v1/chats/{CHAT}/turn", {"text": "first topic"})
+    started = await mem.ok("POST", path)
+    assert await mem.ok("GET", path) == started and started["after_id"] == 1
+    status, data = await mem.call("PUT", path)
+    assert status == 405 and data == {"error": "method not allowed: use GET, POST"}

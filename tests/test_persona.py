@@ -20,7 +20,8 @@ def system_of(request) -> str:
 async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url)
-        async with running_router(settings, tmp_path) as router:
+        # The real host: what survives the restart is what its files kept.
+        async with running_router(settings, tmp_path, host=True) as router:
             before = await router.handle(msg("hello there"))
             set_it = await router.command(msg("/persona"), "persona", PIRATE)
             await router.handle(msg("who are you?"))
@@ -34,7 +35,7 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
         assert f"Persona: {PIRATE}" in why.text
 
         # A new process on the same data: the worker kept the persona.
-        async with running_router(settings, tmp_path) as router:
+        async with running_router(settings, tmp_path, host=True) as router:
             why_after_restart = await router.command(msg("/why"), "why", "")
             shown = await router.command(msg("/persona"), "persona", "")
             await router.handle(msg("still a pirate?"))

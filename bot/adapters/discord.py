@@ -31,6 +31,7 @@ from bot.adapters.discord_send import (
     send_with_retry,
     typing_shown,
 )
+from bot.adapters.reminder_sends import discord_send
 from bot.adapters.split import split_text
 from bot.chat_keys import discord_chat_key
 from bot.config import Settings
@@ -230,6 +231,7 @@ class DiscordBot(discord.Client):
         self._idle = asyncio.Event()
         self._idle.set()
         self.identify_pause_s = identify_pause_s
+        self._reminders_started = False
         add_commands(self)
 
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
@@ -250,6 +252,13 @@ class DiscordBot(discord.Client):
             )
         except discord.HTTPException as exc:  # e.g. invited without applications.commands
             log.error("slash command sync failed (the bot still chats): %s", exc)
+
+    async def on_ready(self) -> None:
+        """Once connected: deliver the due reminders of Discord channels (reminders_delivery)."""
+        desk = getattr(self.router, "reminders", None)
+        if desk is not None and not self._reminders_started:
+            self._reminders_started = True
+            desk.start("discord", discord_send(self, self.settings.discord.send_budget_s), parallel=True)
 
     async def on_message(self, message: discord.Message) -> None:
         """Answer DMs, mentions and replies; record the rest of a guild channel."""

@@ -44,6 +44,7 @@ from telegram.ext import (
     filters,
 )
 
+from bot.adapters.reminder_sends import telegram_send
 from bot.adapters.telegram_chat import AdminCheck, ChatOrder, Translator
 from bot.adapters.telegram_html import markdown_to_html, split_for_telegram
 from bot.adapters.telegram_send import TelegramSender, unless_not_modified
@@ -425,6 +426,9 @@ async def serve(
         except TelegramError as exc:
             log.warning("could not register the command menus: %r", exc)  # the commands still work
         await app.start()
+        desk = getattr(router, "reminders", None)  # due reminders of Telegram chats (reminders_delivery)
+        if desk is not None:
+            desk.start("telegram", telegram_send(app.bot, adapter.sender))
         try:
             if settings.telegram.webhook_url:
                 async with webhook_server(app, settings, webhook_listen, webhook_port) as port:

@@ -42,6 +42,8 @@ from bot.router.models import AnswerStream, MemoryContext, ModelFailure, ModelRe
 from bot.router.options import Answering
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
+from bot.router.reminders import command_in_words
+from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
     ChoiceRules,
     TierChoice,
@@ -108,6 +110,7 @@ class Router:
         self.secrets = tuple(s for s in secrets if s)
         self.access = AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
+        self.reminders: ReminderDesk | None = None  # set by the composition root (app.py)
         self.media = MediaReader(
             answering.transcriber,
             settings.transcription,
@@ -178,7 +181,7 @@ class Router:
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
         message_id = message.message_id or uuid.uuid4().hex
         forced_now, text = split_force_prefix(intake.text, list(self.tiers))
-        text = text if text.strip() else intake.text
+        text = redact(text if text.strip() else intake.text, self.secrets)  # a pasted token goes
         chat = message.chat_key
         generation = self.chats.generation(chat)
         async with self.chats.lock(chat):  # one chat's messages go in arrival order
@@ -248,7 +251,7 @@ class Router:
         """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
         failed = ((a.tier, a.kind, a.status) for a in prep.failures)
         found = model_errors.problems(failed, self.tiers)
-        return model_errors.apology(APOLOGY, found, admin=prep.message.is_admin)
+        return redact(model_errors.apology(APOLOGY, found, admin=prep.message.is_admin), self.secrets)
 
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.
@@ -267,7 +270,7 @@ class Router:
 
     async def _remember_only(self, message: IncomingMessage, text: str) -> None:
         """Record a user message that gets no model answer."""
-        if text.strip():
+        if (text := redact(text, self.secrets)).strip():  # a pasted token is not kept
             async with self.chats.lock(message.chat_key):
                 await self.memory.turn(message, text, message.message_id or uuid.uuid4().hex)
 
@@ -286,6 +289,9 @@ class Router:
             await self.record(message)
             turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
+        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            turn.exit = "command"
+            return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
         intake = self._note_typo(await self.media.read(message))
         if not intake.answer:  # a notice alone: nothing for a model to answer
             await self._remember_only(message, intake.text)
@@ -438,7 +444,7 @@ class Router:
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         """Run a chat command of the registry; admin ones refuse non-admins and reveal nothing."""
-        verdict = self.access.check(message, command=True)
+        verdict, args = self.access.check(message, command=True), redact(args, self.secrets)
         if not verdict.allowed:
             return CommandResult(verdict.refusal)
         command = self._commands.find(name)

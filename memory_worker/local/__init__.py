@@ -16,13 +16,38 @@ used closed first, with their WAL checkpointed on close.
 - `cli`: `serve_forever`, `chatbot memory serve`
 """
 
-from .alarms import AlarmTable
-from .chats import ChatStore
-from .cli import serve_forever
-from .embedded import EmbeddedMemoryHost
-from .logs import JsonLogFormatter
-from .server import MemoryHost
-from .storage import SqliteStorage
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .alarms import AlarmTable
+    from .chats import ChatStore
+    from .cli import serve_forever
+    from .embedded import EmbeddedMemoryHost
+    from .logs import JsonLogFormatter
+    from .server import MemoryHost
+    from .storage import SqliteStorage
+
+# Imported when first asked for: `bot.jsonlog` needs only `logs`, and `chatbot memory serve`
+# must not pay for what it does not use before it answers /health.
+_WHERE = {
+    "AlarmTable": "alarms",
+    "ChatStore": "chats",
+    "serve_forever": "cli",
+    "EmbeddedMemoryHost": "embedded",
+    "JsonLogFormatter": "logs",
+    "MemoryHost": "server",
+    "SqliteStorage": "storage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+
 
 __all__ = [
     "AlarmTable",

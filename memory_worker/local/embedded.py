@@ -7,12 +7,15 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 from aiohttp import web
 from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, make_summarizer
 
 from .server import MemoryHost
+
+if TYPE_CHECKING:  # only a configured summarizer posts: httpx is imported then, not at start
+    import httpx
 
 log = logging.getLogger("memory_worker.local")
 
@@ -61,15 +64,17 @@ class EmbeddedMemoryHost:
     async def _post(
         self, url: str, headers: dict[str, str], body: bytes, timeout_s: float
     ) -> tuple[int, dict[str, str], bytes]:
-        assert self._http is not None
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.AsyncClient()
         r = await self._http.post(url, headers=headers, content=body, timeout=timeout_s)
         return r.status_code, dict(r.headers), r.content
 
     async def __aenter__(self) -> EmbeddedMemoryHost:
         base, model, key, timeout = self.summary
-        self._http = httpx.AsyncClient()
         summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.host = MemoryHost(
             self.data_dir,
             self.token,

@@ -13,17 +13,22 @@ import asyncio
 import logging
 import sqlite3
 import time
+from collections.abc import Callable
 
 from memory_engine import ChatMemory
 from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, on_alarm
+from memory_engine.reminders import earliest, next_alarm_ms
 
 from .alarms import AlarmTable
 from .chats import ChatStore
+from .handover import hand_over
 
 log = logging.getLogger("memory_worker.local")
 
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
+MAX_IDLE_S = 1.0
+HANDOVER_RETRY_MS = 5_000  # a due reminder that could not be handed over is tried again soon
 
 
 def now_ms() -> int:
@@ -42,7 +47,9 @@ class CompactionScheduler:
         backoff_base_ms: int = BACKOFF_BASE_MS,
         backoff_max_ms: int = BACKOFF_MAX_MS,
         max_in_flight: int = MAX_ALARMS_IN_FLIGHT,
+        clock: Callable[[], int] = now_ms,
     ):
+        self.now_ms = clock  # the engine's clock: reminders' due times are on it
         self.store = store
         self.alarms = alarms
         self.summarize = summarize
@@ -67,13 +74,25 @@ class CompactionScheduler:
     def after_write(self, chat_key: str, memory: ChatMemory) -> None:
         """Set the chat's alarm when its un-summarized history calls for a compaction."""
         try:
-            if alarm_needed(memory) and not self.alarms.has(chat_key):
-                self.alarms.set(chat_key, now_ms())
+            if alarm_needed(memory) and not (self.alarms.has(chat_key) and _backing_off(memory)):
+                # keep_earlier: a later alarm may be a reminder's; one in backoff is left alone.
+                self.alarms.set(chat_key, self.now_ms(), keep_earlier=True)
                 self._wake.set()
         except (sqlite3.Error, OSError) as err:
             # The write is committed: a compaction that cannot be scheduled now is scheduled
             # by the chat's next write, so the answer stays 200.
             log.warning("could not schedule compaction: %s", err)
+
+    def after_reminders(self, chat_key: str, memory: ChatMemory) -> None:
+        """Wake the chat's alarm by its earliest reminder not handed over yet (never later than set)."""
+        due = next_alarm_ms(memory.sql)
+        if due is not None:
+            self.alarms.set(chat_key, due, keep_earlier=True)
+            self._wake.set()
+
+    def poke(self) -> None:
+        """Look at the alarm table again now (an injected clock moved)."""
+        self._wake.set()
 
     def forget(self, chat_key: str) -> None:
         """Drop the alarm of a chat that no longer exists."""
@@ -96,7 +115,7 @@ class CompactionScheduler:
         """Run due compaction alarms until cancelled (a few chats at a time)."""
         while True:
             self._wake.clear()
-            now = now_ms()
+            now = self.now_ms()
             self._held = {k: until for k, until in self._held.items() if until > now}
             busy = self._running | set(self._held)
             timeout: float | None = None  # all slots busy: a finishing alarm wakes us
@@ -109,13 +128,16 @@ class CompactionScheduler:
                     task.add_done_callback(self._tasks.discard)
                 if len(self._running) < self.max_in_flight:
                     nxt = self.alarms.next_due(busy | self._running)
-                    timeout = None if nxt is None else max(0.0, (nxt - now_ms()) / 1000)
+                    timeout = None if nxt is None else max(0.0, (nxt - self.now_ms()) / 1000)
             except (sqlite3.Error, OSError) as err:  # the alarm table cannot be read: try again soon
                 log.warning("alarm table unavailable: %s", err)
                 timeout = 5.0
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
+            # Look again at least every MAX_IDLE_S: a due reminder is never slept past when the
+            # wall clock jumps (suspend, NTP) or an injected clock moves (tests).
+            timeout = MAX_IDLE_S if timeout is None else min(timeout, MAX_IDLE_S)
             if timeout == 0:
                 continue
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the cancellation
@@ -126,6 +148,14 @@ class CompactionScheduler:
             except TimeoutError:
                 pass
 
+    async def _hand_over(self, chat_key: str, memory: ChatMemory) -> int | None:
+        """Hand the chat's due reminders to the dispatch object; when its alarm must wake next."""
+        try:
+            return await hand_over(self.store, chat_key, memory, self.now_ms)
+        except Exception:
+            log.exception("reminder hand-over failed chat=%s", chat_key)
+            return self.now_ms() + HANDOVER_RETRY_MS
+
     async def _run_alarm(self, chat_key: str) -> None:
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
         try:
@@ -133,21 +163,29 @@ class CompactionScheduler:
                 if not self.store.exists(chat_key):
                     self.alarms.delete(chat_key)
                     return
+                memory = self.store.open(chat_key)
+                # Reminders first: a compaction may wait on a model; a due reminder must not.
+                reminder_at = await self._hand_over(chat_key, memory)
                 try:
-                    memory = self.store.open(chat_key)
                     delay = await on_alarm(memory, self.summarize, *self.backoff)
                 except Exception:
                     log.exception("compaction failed chat=%s", chat_key)
                     delay = UNEXPECTED_FAILURE_RETRY_MS
-                if not self.store.exists(chat_key) or delay is None:
+                at = earliest(None if delay is None else self.now_ms() + delay, reminder_at)
+                if not self.store.exists(chat_key) or at is None:
                     self.alarms.delete(chat_key)
                 else:
-                    self.alarms.set(chat_key, now_ms() + delay)
+                    self.alarms.set(chat_key, at)
         except (sqlite3.Error, OSError) as err:
             # The alarm table cannot be written (a full disk): its row stays due, so hold the
             # chat back in memory for the delay, or the loop would run it again at once.
             log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
-            self._held[chat_key] = now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+            self._held[chat_key] = self.now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
         finally:
             self._running.discard(chat_key)
             self._wake.set()
+
+
+def _backing_off(memory: ChatMemory) -> bool:
+    """True when the chat's last compaction failed: its alarm waits out a backoff."""
+    return (memory.state("compaction_failures", "0") or "0") != "0"

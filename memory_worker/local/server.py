@@ -30,9 +30,10 @@ from .alarms import AlarmTable
 from .chats import MAX_OPEN_CHATS, ChatStore
 from .health import healthy, host_version, storage_state
 from .offline import OfflineSummarizer
-from .scheduler import CompactionScheduler
+from .scheduler import CompactionScheduler, now_ms
 
 log = logging.getLogger("memory_worker.local")
+REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the chat's alarm earlier
 access_log = logging.getLogger("memory_worker.access")
 
 
@@ -64,7 +65,12 @@ class MemoryHost:
             summarize = OfflineSummarizer()
         self.summarize: Summarize = summarize
         self.scheduler = CompactionScheduler(
-            self.store, self.alarms, self.summarize, backoff_base_ms, backoff_max_ms
+            self.store,
+            self.alarms,
+            self.summarize,
+            backoff_base_ms,
+            backoff_max_ms,
+            clock=(lambda: int(clock().timestamp() * 1000)) if clock else now_ms,
         )
         self.in_flight = 0
         self.stopping = False  # set by drain: answers then carry Connection: close
@@ -125,6 +131,8 @@ class MemoryHost:
                 self.store.checkpoint(chat)
             if effects.grows:
                 self.scheduler.after_write(chat, memory)
+            if op.name in REMINDER_WRITES:
+                self.scheduler.after_reminders(chat, memory)
             return response
 
     def app(self) -> web.Application:

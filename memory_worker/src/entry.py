@@ -20,6 +20,7 @@ Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from http import HTTPMethod
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from memory_engine import ChatMemory, execute, parse
+from memory_engine import ChatMemory, execute, parse, reminders
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
@@ -48,6 +49,8 @@ T = TypeVar("T")
 # rather than leaving the chat without an alarm.
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
 SUMMARY_TIMEOUT_S = 60.0
+HANDOVER_RETRY_MS = 5_000  # due reminders the dispatch object did not take: tried again soon
+REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the alarm earlier
 
 
 def _is_null(value: Any) -> bool:
@@ -210,6 +213,8 @@ class ChatMemorySQLite(DurableObject):
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
+        if op.name in REMINDER_WRITES:  # its alarm hands reminders over under this key
+            memory.record_chat_key(op.chat_key)
         try:
             answer = await execute(op, memory, self.summarizer())
         except Exception:
@@ -232,18 +237,54 @@ class ChatMemorySQLite(DurableObject):
                 self._memory = None
             elif effects.grows and alarm_needed(memory) and _is_null(await storage.getAlarm()):
                 await storage.setAlarm(_now_ms())
+            if name in REMINDER_WRITES:
+                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
         except Exception:
             log.exception("could not schedule compaction after %s", name)
 
+    async def _alarm_by(self, at: int | None) -> None:
+        """Make the object's one alarm ring no later than `at` (compaction and reminders share it)."""
+        if at is None:
+            return
+        current = await self.ctx.storage.getAlarm()
+        if _is_null(current) or int(current) > at:
+            await self.ctx.storage.setAlarm(at)
+
     async def alarm(self, alarm_info: Any = None) -> None:
-        """Run one due compaction; schedule the next try when the engine asks for one."""
+        """Hand due reminders to the dispatch object, run a due compaction; set the next alarm."""
+        memory = self.memory()
         try:
-            delay = await on_alarm(self.memory(), self.summarizer())
+            reminder_at = await self._hand_over(memory)
+        except Exception:
+            log.exception("reminder hand-over failed")
+            reminder_at = _now_ms() + HANDOVER_RETRY_MS
+        try:
+            delay = await on_alarm(memory, self.summarizer())
         except Exception:
             log.exception("compaction failed unexpectedly")
             delay = UNEXPECTED_FAILURE_RETRY_MS
-        if delay is not None:
-            await self.ctx.storage.setAlarm(_now_ms() + delay)
+        at = reminders.earliest(None if delay is None else _now_ms() + delay, reminder_at)
+        if at is not None:
+            await self.ctx.storage.setAlarm(at)
+
+    async def _hand_over(self, memory: ChatMemory) -> int | None:
+        """Queue the due reminders in the dispatch object (idempotent by key), then mark them handed."""
+        chat_key = memory.state("chat_key") or ""
+        items = reminders.due_items(memory.sql, chat_key, _now_ms()) if chat_key else []
+        if items:
+            namespace = self.env.CHAT_MEMORY
+            stub = namespace.get(namespace.idFromName(reminders.DISPATCH_KEY))
+            token = _var(self.env, "MEMORY_API_TOKEN") or ""
+            resp = await stub.fetch(
+                "https://dispatch/v1/dispatch/offer",
+                method=HTTPMethod.POST,
+                headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
+                body=json.dumps({"items": items}),
+            )
+            if resp.status != 200:
+                raise RuntimeError(f"the dispatch object answered {resp.status}")
+            memory.sql.transaction(lambda: reminders.mark_handed(memory.sql, items))
+        return reminders.next_alarm_ms(memory.sql)
 
 
 class Default(WorkerEntrypoint):

@@ -20,6 +20,7 @@ from bot.config import Settings, settings_from
 from bot.router.options import RouterOptions
 from bot.router.pipeline import Router
 from bot.router.types import IncomingMessage
+from tests.support.memory import InProcessMemory
 
 API_KEY = "sk-test-secret-0123456789abcdefXYZ"
 MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
@@ -90,9 +91,17 @@ def make_settings(
 
 
 @contextlib.asynccontextmanager
-async def running_router(settings: Settings, data_dir: Path, **kwargs: Any) -> AsyncIterator[Router]:
-    """build_router with fast outbox replay (embedded memory host unless settings say otherwise)."""
+async def running_router(
+    settings: Settings, data_dir: Path, *, host: bool = False, **kwargs: Any
+) -> AsyncIterator[Router]:
+    """build_router with fast outbox replay, on the memory engine in process
+    (`InProcessMemory`); with `host=True` (or MEMORY_URL in the settings) on the real
+    memory host over HTTP, for tests of the host, its files or the way to it.
+    `TEST_MEMORY=host` runs every router test on the real host."""
     kwargs.setdefault("options", FAST)
+    in_process = not host and os.environ.get("TEST_MEMORY", "") != "host"
+    if in_process and settings.memory_url is None and "memory" not in kwargs:
+        kwargs["memory"] = InProcessMemory(clock=kwargs.get("clock"))
     async with build_router(settings, data_dir, **kwargs) as router:
         yield router
 

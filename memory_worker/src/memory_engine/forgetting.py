@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import chat_state
+from . import chat_state, reminders
 from .compaction import archive_backlog
 from .retrieval import drop_counts, unindex_messages
 from .storage import SqlStorage
@@ -55,6 +55,7 @@ def forget_author(memory: ChatMemory, author_id: str) -> dict[str, Any]:
         unindex_messages(sql, where, author_id, author_id)
         gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
         facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
+        reminders.forget_author(sql, author_id)
         sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
         chat_state.forget_author_usage(sql, author_id)
         # The old summary and the last prompt may quote them: drop both; the summary is
@@ -77,16 +78,20 @@ def merge_index(sql: SqlStorage) -> None:
 
 
 def forget_chat(memory: ChatMemory) -> dict[str, Any]:
-    """Delete everything this chat remembers."""
+    """Delete everything this chat remembers; `deleted` says whether there was anything."""
     sql = memory.sql
+    kept = sql.exec(
+        "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM facts)"
+        " + (SELECT COUNT(*) FROM router_usage) AS n"
+    )
 
     def run() -> None:
         tables = ("messages", "messages_fts", "facts", "router_usage", "usage_daily", "state")
-        for table in (*tables, *chat_state.TABLES):
+        for table in (*tables, *chat_state.TABLES, *reminders.TABLES):
             sql.exec(f"DELETE FROM {table}")
         drop_counts(sql)  # retrieval's memory of common terms describes the old index
         new_epoch(memory)
         merge_index(sql)
 
     sql.transaction(run)
-    return {"deleted": True}
+    return {"deleted": bool(kept[0]["n"])}

@@ -157,7 +157,8 @@ def _parse(req: Request, token: str) -> Operation | Response:
     route, params = _route(req, method, public=False)
     if route.static is not None:
         return Response(200, route.static())
-    if not CHAT_KEY.match(chat_key):
+    chat_key = route.on_object or chat_key  # the reminders' dispatch object: no chat key to check
+    if not route.on_object and not CHAT_KEY.match(chat_key):
         raise ApiError(400, "invalid chat key: 1-128 characters of A-Z a-z 0-9 : _ - .")
     if len(req.body) > MAX_BODY_BYTES:
         raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")

@@ -21,6 +21,7 @@ _PATH_PARAMS: dict[str, Schema] = {
     "chat": {"type": "string", "pattern": "^[A-Za-z0-9:_\\-.]{1,128}$", "examples": ["telegram:-1001234"]},
     "author_id": {"type": "string", "minLength": 1},
     "fact_id": {"type": "integer", "minimum": 1},
+    "reminder_id": {"type": "integer", "minimum": 1},
 }
 _STATUS = {
     400: "Bad JSON, a missing or invalid field, or a bad chat key.",

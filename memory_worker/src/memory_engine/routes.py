@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from . import notes, route_args, user_data, wire
-from .chat_state import start_topic
+from . import catchup, notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
+from .chat_state import start_topic, topic_start
 from .route_args import Args, Call
 from .validation import ApiError
 
@@ -76,6 +76,7 @@ class Route(Generic[B, R]):
     errors: tuple[tuple[int, str], ...] = ()
     auth: bool = True
     static: Callable[[], R] | None = None  # a route without a chat: its answer
+    on_object: str | None = None  # not on a chat: the name of the one object it runs on
 
     @property
     def segments(self) -> tuple[str, ...]:
@@ -140,6 +141,11 @@ def _add_note(ctx: Ctx, a: Args) -> wire.NoteAnswer:
 
 def _notes(ctx: Ctx, a: Args) -> wire.NotesAnswer:
     return {"notes": _c(notes.current_notes(ctx.memory.sql))}
+
+
+def _topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
+    after_id, started_at = topic_start(ctx.memory.sql)
+    return {"topic_started_at": started_at, "after_id": after_id}
 
 
 def _start_topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
@@ -238,6 +244,11 @@ ADD_NOTE: Route[wire.NoteRequest, wire.NoteAnswer] = Route(
     name="add_note", method="POST", path=CHATS + "/notes", summary="Keep a note in every prompt of the chat.",
     answer=wire.NoteAnswer, run=_add_note, body=wire.NoteRequest, args=route_args.add_note,
 )
+TOPIC: Route[None, wire.TopicAnswer] = Route(
+    name="topic", method="GET", path=CHATS + "/topic",
+    summary="Where the current topic starts (after_id 0 and null: no /new yet).",
+    answer=wire.TopicAnswer, run=_topic, effects=READ,
+)
 START_TOPIC: Route[None, wire.TopicAnswer] = Route(
     name="start_topic", method="POST", path=CHATS + "/topic",
     summary="Start a new topic: recent messages begin after the newest one.",
@@ -262,27 +273,82 @@ FORGET_CHAT: Route[None, wire.ForgetChatAnswer] = Route(
     effects=Kind(forgets=True, erases_chat=True),
 )
 
+ADD_REMINDER: Route[reminder_wire.ReminderRequest, reminder_wire.ReminderAnswer] = Route(
+    name="add_reminder", method="POST", path=CHATS + "/reminders",
+    summary="Keep a reminder (due_at in ms UTC; every: its recurrence, computed by the bot).",
+    answer=reminder_wire.ReminderAnswer, run=reminders_api.add,
+    body=reminder_wire.ReminderRequest, args=reminders_api.add_args,
+)
+REMINDERS: Route[None, reminder_wire.RemindersAnswer] = Route(
+    name="reminders", method="GET", path=CHATS + "/reminders",
+    summary="The chat's pending reminders, soonest first (one person's with author_id).",
+    answer=reminder_wire.RemindersAnswer, run=reminders_api.pending, effects=READ,
+    query=wire.AuthorQuery, args=reminders_api.list_args,
+)
+REMINDER: Route[None, reminder_wire.ReminderAnswer] = Route(
+    name="reminder", method="GET", path=CHATS + "/reminders/{reminder_id}",
+    summary="One reminder, whatever its state.", answer=reminder_wire.ReminderAnswer,
+    run=reminders_api.get, effects=READ, args=reminders_api.get_args,
+    errors=((404, "No such reminder (cancelled or forgotten)."),),
+)
+CANCEL_REMINDER: Route[None, reminder_wire.CancelAnswer] = Route(
+    name="cancel_reminder", method="DELETE", path=CHATS + "/reminders/{reminder_id}",
+    summary="Cancel (delete) a pending reminder; only author_id's when given.",
+    answer=reminder_wire.CancelAnswer, run=reminders_api.cancel,
+    query=wire.AuthorQuery, args=reminders_api.cancel_args,
+    errors=((403, "The reminder is someone else's (author_id given)."), (404, "No such pending reminder.")),
+)
+REMINDER_DELIVERED: Route[reminder_wire.DeliveredRequest, reminder_wire.DeliveredAnswer] = Route(
+    name="reminder_delivered", method="POST", path=CHATS + "/delivered",
+    summary="Record the send of one occurrence (once); a recurring reminder moves to next_due_at.",
+    answer=reminder_wire.DeliveredAnswer, run=reminders_api.delivered,
+    body=reminder_wire.DeliveredRequest, args=reminders_api.delivered_args,
+)
+SET_TIMEZONE: Route[reminder_wire.TimezoneRequest, reminder_wire.TimezoneAnswer] = Route(
+    name="set_timezone", method="PUT", path=CHATS + "/timezone",
+    summary="Keep a person's time zone as their fact `timezone`.",
+    answer=reminder_wire.TimezoneAnswer, run=reminders_api.set_timezone,
+    body=reminder_wire.TimezoneRequest, args=reminders_api.timezone_args,
+)
+DISPATCH = "/v1/dispatch"
+DISPATCH_OFFER: Route[reminder_wire.OfferRequest, reminder_wire.OfferAnswer] = Route(
+    name="dispatch_offer", method="POST", path=DISPATCH + "/offer",
+    summary="Queue due reminder occurrences (a chat's alarm; idempotent by key).",
+    answer=reminder_wire.OfferAnswer, run=reminders_api.offer, body=reminder_wire.OfferRequest,
+    args=reminders_api.offer_args, on_object=reminders.DISPATCH_KEY,
+)
+DISPATCH_LEASE: Route[reminder_wire.LeaseRequest, reminder_wire.LeaseAnswer] = Route(
+    name="dispatch_lease", method="POST", path=DISPATCH + "/lease",
+    summary="Lease due occurrences of some chats (the bot; its own live leases come back to it).",
+    answer=reminder_wire.LeaseAnswer, run=reminders_api.lease, body=reminder_wire.LeaseRequest,
+    args=reminders_api.lease_args, on_object=reminders.DISPATCH_KEY,
+)
+DISPATCH_ACK: Route[reminder_wire.AckRequest, reminder_wire.AckAnswer] = Route(
+    name="dispatch_ack", method="POST", path=DISPATCH + "/ack",
+    summary="Mark occurrences done (sent and recorded, or gone).",
+    answer=reminder_wire.AckAnswer, run=reminders_api.ack, body=reminder_wire.AckRequest,
+    args=reminders_api.ack_args, on_object=reminders.DISPATCH_KEY,
+)
+DISPATCH_RELEASE: Route[reminder_wire.ReleaseRequest, reminder_wire.ReleaseAnswer] = Route(
+    name="dispatch_release", method="POST", path=DISPATCH + "/release",
+    summary="Give a lease back after a failed send: retried from retry_at.",
+    answer=reminder_wire.ReleaseAnswer, run=reminders_api.release, body=reminder_wire.ReleaseRequest,
+    args=reminders_api.release_args, on_object=reminders.DISPATCH_KEY,
+)
+DISPATCH_STATE: Route[None, reminder_wire.QueueState] = Route(
+    name="dispatch_state", method="POST", path=DISPATCH + "/state",
+    summary="Counts of the dispatch queue (open, done).", answer=reminder_wire.QueueState,
+    run=reminders_api.queue_state, effects=READ, on_object=reminders.DISPATCH_KEY,
+)
+CATCHUP: Route[None, catchup.CatchupAnswer] = Route(
+    name="catchup", method="GET", path=CHATS + "/catchup",
+    summary="What was said since author_id's last message (or the last day), at most limit messages.",
+    answer=catchup.CatchupAnswer, run=reminders_api.catch_up, effects=READ,
+    query=reminder_wire.CatchupQuery, args=reminders_api.catchup_args,
+)
+
 # fmt: on
-ROUTES: tuple[Route[Any, Any], ...] = (
-    HEALTH,
-    OPENAPI,
-    TURN,
-    REPLY,
-    SEARCH,
-    FACTS,
-    SUMMARY,
-    USAGE,
-    STATS,
-    SETTINGS,
-    UPDATE_SETTINGS,
-    COMPACT,
-    IMPORT,
-    EXPORT,
-    NOTES,
-    ADD_NOTE,
-    START_TOPIC,
-    FORGET_FACT,
-    FORGET_AUTHOR,
-    FORGET_CHAT,
-)  # fmt: skip
+# Every Route above, in the order written (which orders the 405 answer's methods and the
+# API reference): a new route is its entry and its handler, nothing more.
+ROUTES: tuple[Route[Any, Any], ...] = tuple(v for v in list(globals().values()) if isinstance(v, Route))
 BY_NAME: dict[str, Route[Any, Any]] = {r.name: r for r in ROUTES}

@@ -214,6 +214,42 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             f"UPDATE facts SET key = {_canon('key')} WHERE key != {_canon('key')}",
         ],
     ),
+    (
+        7,
+        "reminders, and the reminder dispatch queue (used by the dispatch object only)",
+        [
+            """CREATE TABLE reminders (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                author TEXT NOT NULL DEFAULT '',
+                author_id TEXT NOT NULL DEFAULT '',
+                text TEXT NOT NULL,
+                due_at INTEGER NOT NULL,
+                tz TEXT NOT NULL DEFAULT 'UTC',
+                every TEXT,
+                created_at TEXT NOT NULL,
+                handed_due INTEGER,
+                state TEXT NOT NULL DEFAULT 'pending',
+                sent_count INTEGER NOT NULL DEFAULT 0,
+                last_sent_at INTEGER,
+                last_late INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX reminders_pending ON reminders(due_at) WHERE state = 'pending'",
+            "CREATE INDEX reminders_author ON reminders(author_id)",
+            """CREATE TABLE reminder_dispatch (
+                key TEXT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                reminder_id INTEGER NOT NULL,
+                due_at INTEGER NOT NULL,
+                offered_at INTEGER NOT NULL,
+                lease_owner TEXT,
+                lease_until INTEGER NOT NULL DEFAULT 0,
+                not_before INTEGER NOT NULL DEFAULT 0,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                done_at INTEGER
+            )""",
+            "CREATE INDEX reminder_dispatch_open ON reminder_dispatch(due_at) WHERE done_at IS NULL",
+        ],
+    ),
 ]
 
 

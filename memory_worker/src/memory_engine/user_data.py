@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import reminders
 from .chat_state import author_usage_rows, topic_start
 from .storage import SqlStorage
 
@@ -109,6 +110,7 @@ def export_header(
         "settings": dict(settings, topic_started_at=topic_at),
         "facts": facts,
         "notes": notes,
+        "reminders": reminders.export_rows(sql, author_id),
     }
     if author_id is None:
         out["summary"] = summary()

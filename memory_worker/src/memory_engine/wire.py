@@ -8,6 +8,8 @@ and the bot imports them (`bot/router/memory.py`), so a field is spelled once fo
 
 from typing import Literal, NotRequired, TypedDict
 
+from .reminder_wire import Reminder
+
 Mode = Literal["auto", "full"]
 Role = Literal["user", "assistant", "system"]
 FactKind = Literal["fact", "note"]
@@ -353,6 +355,7 @@ class ExportPage(TypedDict):
     notes: NotRequired[list[Fact]]
     summary: NotRequired[SummaryAnswer]
     usage: NotRequired[dict[str, object]]
+    reminders: NotRequired[list[Reminder]]
 
 
 class NotesAnswer(TypedDict):

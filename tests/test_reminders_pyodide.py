@@ -1,0 +1,66 @@
+"""The reminder hand-over on the Worker's real runtime (`chatbot memory serve --runtime pyodide`):
+the chat object's alarm hands due reminders to the dispatch object through a stub `fetch`,
+the bot's courier leases them from it; a kill -9 of the host with reminders pending loses none."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.router.memory import HttpMemoryClient
+from bot.router.reminders_client import ReminderApi
+from bot.router.reminders_delivery import Courier, Journal
+from memory_worker.pyodide_runtime import PyodideUnavailable, check_installed
+from tests.support import TOKEN, ServedMemory, wait_until
+
+try:
+    check_installed()
+    MISSING = ""
+except PyodideUnavailable as err:
+    MISSING = str(err)
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
+
+
+async def test_alarm_hands_over_to_the_dispatch_object_and_survives_kill_9(tmp_path):
+    served = ServedMemory(tmp_path / "data", TOKEN, runtime="pyodide")
+    sent: list[tuple[str, str]] = []
+
+    async def send(chat: str, text: str, key: str) -> None:
+        sent.append((chat, text))
+
+    try:
+        await served.start(timeout=120)
+        async with HttpMemoryClient(served.url, TOKEN, timeout=30) as client:
+            api = ReminderApi(client)
+            now = int(time.time() * 1000)
+            await api.add("telegram:1", {"text": "right away", "due_at": now + 300, "author": "Al"})
+            for n in range(3):
+                await api.add(f"discord:{n + 10}", {"text": f"after the crash {n}", "due_at": now + 4000})
+            journal = Journal(tmp_path / "bot.sqlite3", "bot")
+            courier = Courier(
+                api, send, journal, prefixes=["telegram:", "discord:"], clock=lambda: datetime.now(UTC)
+            )
+
+            async def delivered(count: int):
+                await courier.tick()
+                return len(sent) >= count
+
+            await wait_until(lambda: delivered(1), timeout=30, what="the first reminder through the alarm")
+        served.kill9()  # three reminders pending, not yet due
+        await wait_until(
+            lambda: time.time() * 1000 > now + 4100, timeout=10, what="their due time, host down"
+        )
+        await served.start(timeout=120)
+        async with HttpMemoryClient(served.url, TOKEN, timeout=30) as client:
+            courier.api = ReminderApi(client)
+            await wait_until(lambda: delivered(4), timeout=60, what="the reminders after the restart")
+            assert await courier.tick() == 0
+            state = await ReminderApi(client).state()
+        journal.close()
+    finally:
+        served.stop_quietly()
+    assert sent[0] == ("telegram:1", "⏰ Reminder for Al: right away")
+    assert sorted(sent[1:]) == [(f"discord:{n + 10}", f"⏰ Reminder: after the crash {n}") for n in range(3)]
+    assert state == {"open": 0, "done": 4}
