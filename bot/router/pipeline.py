@@ -26,6 +26,7 @@ from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
 from bot.router.fallback import AllTiersFailed, Answered, Attempt, RetryPolicy, TierFallback
 from bot.router.gateway import MemoryGateway
+from bot.router.light import LightWriter
 from bot.router.logs import Turn, log_turn
 from bot.router.media import (
     DESCRIBE,
@@ -463,6 +464,7 @@ class Router:
             registry=self._commands,
             settings=self.settings,
             clock=self.clock,
+            light_model=LightWriter.of(self),
         )
         try:
             return await command.handler(ctx)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from bot.config import Settings, Tier
     from bot.router.chats import ChatState
     from bot.router.gateway import MemoryGateway
+    from bot.router.light import LightModel
 
 Who = Literal["everyone", "admin"]
 HELP_LIMIT = 100  # Discord refuses longer descriptions of commands and options
@@ -57,6 +58,7 @@ class CommandContext:
     registry: Registry
     settings: Settings | None = None  # the bot's settings ([limits] for /usage, say)
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # UTC now: the day of the caps
+    light_model: LightModel | None = None  # one recorded call to the cheapest tier (None: none)
 
     @property
     def chat(self) -> str:
