@@ -1,6 +1,6 @@
 """Speed of the rule-based fact extractor on LoCoMo chat turns, beside a baseline, same output.
 
-    .venv/bin/python benchmarks/fact_speed.py [--passes 5] [--baseline-ref REF] [--data PATH]
+    .venv/bin/python benchmarks/fact_speed.py [--passes 5] [--baseline-ref REF ...] [--data PATH]
 
 Loads the five `facts*.py` modules as they are at REF (default: the last commit before the
 speed work, 99c3e8c) into a temporary package beside the current engine, runs both
@@ -8,6 +8,8 @@ extractors over every LoCoMo dev turn (`conversation.session_N[*].text`), severa
 interleaved, and prints the best time per message of each, their ratio, and the number of
 turns whose output differs (must be 0). The labelled sentences (tests/data/facts_labelled.jsonl)
 are compared as well. LoCoMo is not shipped: it is read from /work/shared/locomo.
+`--baseline-ref` may be given more than once (e.g. before a rule change and just before a speed
+change): each is timed in the same passes; the output is compared with the last one.
 """
 
 from __future__ import annotations
@@ -27,18 +29,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "memory_worker" / "src"))
 
 ENGINE = "memory_worker/src/memory_engine"
-MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")
+MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")  # at 99c3e8c
 LOCOMO = Path("/work/shared/locomo/locomo-dev.json")
 LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"
 
 
-def baseline_package(ref: str) -> types.ModuleType:
-    """The extractor's modules as they are at `ref`, imported as a temporary package."""
+def baseline_package(ref: str, package: str = "facts_reference") -> types.ModuleType:
+    """The extractor's modules as they are at `ref`, imported as a temporary package `package`."""
     tmp = Path(tempfile.mkdtemp(prefix="facts_ref_"))
-    pkg = tmp / "facts_reference"
+    pkg = tmp / package
     pkg.mkdir()
     (pkg / "__init__.py").write_text("", encoding="utf-8")
-    for name in MODULES:
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    names = [
+        Path(p).stem for p in listed if Path(p).name.startswith("facts") and p.endswith(".py")
+    ] or MODULES
+    for name in names:
         source = subprocess.run(
             ["git", "-C", str(ROOT), "show", f"{ref}:{ENGINE}/{name}.py"],
             capture_output=True,
@@ -49,7 +60,7 @@ def baseline_package(ref: str) -> types.ModuleType:
     sys.path.insert(0, str(tmp))
     import importlib
 
-    return importlib.import_module("facts_reference.facts")
+    return importlib.import_module(f"{package}.facts")
 
 
 def locomo_turns(path: Path = LOCOMO) -> list[str]:
@@ -86,30 +97,37 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--baseline-ref", default="99c3e8c")
+    parser.add_argument("--baseline-ref", action="append", default=None)
     parser.add_argument("--data", type=Path, default=LOCOMO)
     args = parser.parse_args(argv)
+    refs: list[str] = args.baseline_ref or ["99c3e8c"]
 
     from memory_engine import facts
 
-    old = baseline_package(args.baseline_ref)
+    olds = [baseline_package(ref, f"facts_reference_{i}") for i, ref in enumerate(refs)]
+    old = olds[-1]
     turns = locomo_turns(args.data)
     lines = LABELLED.read_text(encoding="utf-8").splitlines()
     labelled = [json.loads(line)["text"] for line in lines if line.strip()]
     diff_turns = differing(old.extract_facts, facts.extract_facts, turns)
     diff_labelled = differing(old.extract_facts, facts.extract_facts, labelled)
-    best_old = best_new = float("inf")
+    best_olds = [float("inf")] * len(olds)
+    best_new = float("inf")
     for i in range(args.passes):
-        best_old = min(best_old, time_per_message(old.extract_facts, turns))
+        for j, module in enumerate(olds):
+            best_olds[j] = min(best_olds[j], time_per_message(module.extract_facts, turns))
         best_new = min(best_new, time_per_message(facts.extract_facts, turns))
-        print(f"pass {i + 1}/{args.passes}: best so far {best_old * 1e6:.1f} us vs {best_new * 1e6:.1f} us")
+        so_far = " vs ".join(f"{b * 1e6:.1f}" for b in [*best_olds, best_new])
+        print(f"pass {i + 1}/{args.passes}: best so far {so_far} us")
     found = sum(len(o) for o in outputs(facts.extract_facts, turns))
     print(f"\n{len(turns)} LoCoMo turns, {found} facts found; best of {args.passes} passes, per message:")
-    print("| extractor | us / message | messages / s | speedup |")
+    print("| extractor | us / message | messages / s | speedup vs first |")
     print("| --- | ---: | ---: | ---: |")
-    print(f"| {args.baseline_ref} (baseline) | {best_old * 1e6:.1f} | {1 / best_old:,.0f} | 1.00x |")
-    print(f"| this branch | {best_new * 1e6:.1f} | {1 / best_new:,.0f} | {best_old / best_new:.2f}x |")
-    print(f"\ndiffering outputs: {diff_turns} of {len(turns)} LoCoMo turns,", end=" ")
+    first = best_olds[0]
+    for ref, best in zip(refs, best_olds, strict=True):
+        print(f"| {ref} (baseline) | {best * 1e6:.1f} | {1 / best:,.0f} | {first / best:.2f}x |")
+    print(f"| this branch | {best_new * 1e6:.1f} | {1 / best_new:,.0f} | {first / best_new:.2f}x |")
+    print(f"\ndiffering outputs vs {refs[-1]}: {diff_turns} of {len(turns)} LoCoMo turns,", end=" ")
     print(f"{diff_labelled} of {len(labelled)} labelled sentences")
     return 1 if diff_turns or diff_labelled else 0
 

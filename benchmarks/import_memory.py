@@ -11,7 +11,8 @@ the machine down with it.
 - nested: a Telegram header holding `depth` nested brackets (a 400 KB file at 200,000);
 - nested-discord: the same inside a DiscordChatExporter `guild`;
 - mentions: a Discord message of 5,000 `<@1>` naming a 100,000-character person (120 KB);
-- sparse: a 500 MB sparse file (zeros), refused; where the error is has to be found.
+- sparse: a 500 MB sparse file (zeros), refused; where the error is has to be found;
+- a genuine 30 MB export: memory stays flat however big the file.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
             f"nested telegram ({args.depth})": ("telegram", nested(args.depth)),
             f"nested discord ({args.depth})": ("discord", nested_discord(args.depth)),
             "amplified mentions (discord)": ("discord", mentions()),
+            "genuine, 30 MB (186,000 messages)": ("telegram", genuine(30_000_000)),
         }
         print(f"{'file':34} {'size':>10} {'peak RSS':>10} {'vs base':>8}  exit  last line")
         base = None

@@ -40,6 +40,10 @@ SIZES = (1_000, 10_000, 100_000)
 IMPORT_BATCH = 5_000
 # Turns measured per size for the seed's design (each one rebuilds the whole index).
 SEED_TURNS = {1_000: 30, 10_000: 8, 100_000: 3}
+# CPU ms per turn of this process, per (design, size): on a shared machine the wall time
+# swings with the load, the CPU a turn takes much less. Over HTTP the host runs in this
+# process, so its CPU includes the client's share of the round trip.
+CPU: dict[tuple[str, Any], list[float]] = {}
 
 
 def _progress(text: str) -> None:
@@ -140,10 +144,11 @@ def in_process(
     memory = ChatMemory(storage, retention=10 * n)
     out = []
     for i, m in enumerate(corpus.take(turns_measured + 5, f"pt{n}")):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         memory.turn(m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"])
         if i >= 5:  # the first few warm the caches
             out.append((time.perf_counter() - started) * 1000)
+            CPU.setdefault(("inproc", n), []).append((time.process_time() - cpu) * 1000)
         if i % 25 == 0:
             _progress(f"in process, N={n:,}: turn {i}/{turns_measured + 5}")
     storage.close()
@@ -251,13 +256,15 @@ async def over_http(
                         "author_id": m["author_id"],
                         "message_id": m["message_id"],
                     }
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.process_time()
                     async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
                         await r.read()
                     elapsed = (time.perf_counter() - started) * 1000
+                    cpu_ms = (time.process_time() - cpu) * 1000
                     r.raise_for_status()
                     if i >= 5:
                         out.append(elapsed)
+                        CPU.setdefault(("http", key), []).append(cpu_ms)
                     if i % 25 == 0:
                         _progress(f"over HTTP, {key}: turn {i}/{turns_measured + 5}")
                 results[key] = out
@@ -325,9 +332,10 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
     out = []
     for i, m in enumerate(corpus.take(turns_measured, f"st{n}")):
         _progress(f"seed design, N={n:,}: turn {i + 1}/{turns_measured}")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         seed.turn(m)
         out.append((time.perf_counter() - started) * 1000)
+        CPU.setdefault(("seed", n), []).append((time.process_time() - cpu) * 1000)
     seed.db.close()
     _done()
     return out
@@ -364,7 +372,7 @@ def bare_fts5(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[fl
     db.execute("COMMIT")
     out = []
     for i, m in enumerate(corpus.take(turns_measured + 5, f"bt{n}")):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         db.execute("BEGIN")
         new_id = insert(m)
         terms = list(dict.fromkeys(t for t in tokens(m["text"]) if t not in STOPWORDS))
@@ -377,6 +385,7 @@ def bare_fts5(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[fl
         db.execute("COMMIT")
         if i >= 5:
             out.append((time.perf_counter() - started) * 1000)
+            CPU.setdefault(("bare", n), []).append((time.process_time() - cpu) * 1000)
     db.close()
     _done()
     return out
@@ -484,6 +493,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{largest['n']:>8,} right after its import, compaction not waited for: HTTP p50 "
         f"{percentile(after, 50):.2f} ms, p99 {percentile(after, 99):.2f} ms; "
         f"seed/HTTP {sp / percentile(after, 50):.0f}x"
+    )
+    print("CPU ms per turn (this process's CPU time; steadier than wall time when the machine is shared):")
+    for r in rows:
+        n = r["n"]
+        ip, hp, sp, bp = (percentile(CPU[(k, n)], 50) for k in ("inproc", "http", "seed", "bare"))
+        print(
+            f"{n:>8,} | in process {ip:6.2f} | HTTP {hp:6.2f} | seed {sp:9.1f} | bare {bp:6.2f} | "
+            f"seed/HTTP {sp / hp:6.0f}x | HTTP/bare {hp / bp:5.2f}x | in-proc/bare {ip / bp:5.2f}x"
+        )
+    after_cpu = percentile(CPU[("http", AFTER_IMPORT)], 50)
+    seed_cpu = percentile(CPU[("seed", largest["n"])], 50)
+    print(
+        f"{largest['n']:>8,} right after its import: HTTP {after_cpu:.2f} CPU ms; seed/HTTP "
+        f"{seed_cpu / after_cpu:.0f}x"
     )
     print(
         f"(latencies in ms; ours over {args.turns} turns per size, the seed's over the few "

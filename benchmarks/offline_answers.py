@@ -159,12 +159,11 @@ def score(chats: list[dict[str, Any]], cwd: Path = ROOT) -> dict[str, Any]:
     return {"accuracy": sum(r["right"] for r in rows) / len(rows), "per_chat": per_chat, "rows": rows}
 
 
-def _worktree(ref: str, into: Path) -> Path:
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), ref],
-        check=True,
-        capture_output=True,
-    )
+def _checkout(ref: str, into: Path) -> Path:
+    """The files of `ref` in a temporary folder (`git archive`: no worktree is registered)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
 
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {"this branch": ROOT}
     tmp = Path(tempfile.mkdtemp(prefix="offline_baseline_"))
     if args.baseline_ref:
-        runs = {f"{args.baseline_ref} (baseline)": _worktree(args.baseline_ref, tmp / "tree"), **runs}
+        runs = {f"{args.baseline_ref} (baseline)": _checkout(args.baseline_ref, tmp / "tree"), **runs}
     try:
         total = sum(len(c["questions"]) for c in chats)
         print(f"{len(chats)} imported group chats, {total} questions about their people\n")

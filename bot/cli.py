@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chatbot` console command."""
+    # Memory, outbox, exports and backups hold what people said: files 0600, folders 0700.
+    os.umask(0o077)
     args = build_parser().parse_args(argv)
     if args.command == "memory":
         # The memory host imports nothing of the bot (it starts in a fraction of a second

@@ -228,13 +228,15 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
     if not token:
         return Check("telegram", "skip", "TELEGRAM_BOT_TOKEN is not set (only `chatbot telegram` needs it)")
     base = (settings.telegram.api_base_url or TELEGRAM_API).rstrip("/")
+    # As python-telegram-bot does: a `{token}` placeholder, else the token appended.
+    bot_url = base.replace("{token}", token) if "{token}" in base else base + token
     try:
-        status, data = await _get(http, f"{base}{token}/getMe")
+        status, data = await _get(http, f"{bot_url}/getMe")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         return Check(
             "telegram",
             "FAIL",
-            f"could not reach {base} ({type(exc).__name__})",
+            f"could not reach {base.replace('{token}', '<token>')} ({type(exc).__name__})",
             "check the network, or TELEGRAM_API_BASE_URL",
         )
     result = data.get("result") if isinstance(data, dict) else None
@@ -280,7 +282,9 @@ async def discord_check(settings: Settings, http: aiohttp.ClientSession) -> Chec
 async def run_checks(settings: Settings, data_dir: Path, *, timeout: float = TIMEOUT_S) -> list[Check]:
     """Every check, in the order they print."""
     checks = config_checks(settings)
-    checks += await asyncio.gather(*(tier_check(t, timeout) for t in settings.tiers.values()))
+    # With no key at all the note of config_checks says it once, not one skip per tier.
+    asked = [] if settings.offline else list(settings.tiers.values())
+    checks += await asyncio.gather(*(tier_check(t, timeout) for t in asked))
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
         checks.append(await memory_check(settings, data_dir, http))
         checks.append(await telegram_check(settings, http))

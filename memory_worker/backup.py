@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_worker.local.chats import chat_file
-from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock
+from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock, private_file
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -69,7 +69,9 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
 
 def _copy(source: Path, target: Path) -> str | None:
     """Copy one database with the backup API; the chat key stored in it (None if it has none)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (target.parent.parent, target.parent):  # chats/ab/: each one 0700
+        folder.mkdir(mode=0o700, exist_ok=True)
+    private_file(target)
     src = _open_read_only(source)
     try:
         dst = sqlite3.connect(target, isolation_level=None)
@@ -94,7 +96,7 @@ def _fresh_target(dest: Path) -> Path:
         raise BackupError(f"{dest} exists and is not empty: choose a new folder for the backup")
     temp = dest.parent / f".{dest.name}.partial-{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)
-    temp.mkdir(parents=True)
+    temp.mkdir(mode=0o700, parents=True)
     return temp
 
 
@@ -134,7 +136,8 @@ def backup(data_dir: Path, dest: Path) -> BackupReport:
             "alarms": (temp / ALARMS).exists(),
             "chats": files,
         }
-        with open(temp / MANIFEST, "w", encoding="utf-8") as f:
+        fd = os.open(temp / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as f:
             json.dump(manifest, f, ensure_ascii=False, indent=0)
         os.sync()  # every copy on disk before the backup is named complete
         if dest.exists():
@@ -222,9 +225,9 @@ def verify(src: Path) -> dict[str, Any]:
 
 def _copy_no_follow(source: Path, target: Path) -> None:
     fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as src, open(target, "xb") as dst:
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "rb") as src, os.fdopen(out, "wb") as dst:
         shutil.copyfileobj(src, dst, 1024 * 1024)
-    os.chmod(target, 0o600)
 
 
 def restore(src: Path, data_dir: Path, *, force: bool = False) -> BackupReport:
@@ -246,7 +249,8 @@ def restore(src: Path, data_dir: Path, *, force: bool = False) -> BackupReport:
     shutil.rmtree(temp, ignore_errors=True)
     report = BackupReport()
     try:
-        (temp / "chats").mkdir(mode=0o700, parents=True)
+        temp.mkdir(mode=0o700)
+        (temp / "chats").mkdir(mode=0o700)
         for entry in manifest["chats"]:
             target = temp / entry["file"]
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -82,7 +82,7 @@ def check_installed() -> None:
 # Deoptimizer::DoComputeBuiltinContinuation, a deoptimization out of TurboFan code, and
 # every connection dropped; without TurboFan (Maglev is off in Node 22) no JS code is
 # deoptimized. Measured: the same CPU per turn (the work is Pyodide's WebAssembly, which
-# this flag leaves alone), imports about 25% slower.
+# this flag leaves alone), imports about a quarter slower.
 NODE_FLAGS: list[str] = ["--no-turbofan"]
 
 

@@ -116,7 +116,7 @@ async def test_unreachable_model_endpoint(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(url), world.env())
     assert code == 1
     assert f"FAIL  tier standard: could not reach {url}" in out
-    assert "fix: check base_url in [tiers.standard] or OPENAI_BASE_URL" in out
+    assert "fix: check base_url in the tier's [tiers] table or OPENAI_BASE_URL" in out
 
 
 async def test_a_tier_with_another_key_variable_names_it(world, tmp_path):
@@ -173,6 +173,13 @@ async def test_wrong_telegram_token(world, tmp_path):
     assert "@BotFather" in out
 
 
+async def test_telegram_base_url_with_a_token_placeholder(world, tmp_path):
+    base = world.telegram.base_url + "{token}"  # python-telegram-bot's placeholder form
+    code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(TELEGRAM_API_BASE_URL=base))
+    assert code == 0, out
+    assert "ok    telegram: getMe: @memo_test_bot" in out
+
+
 async def test_wrong_discord_token(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(DISCORD_BOT_TOKEN="nope"))
     assert code == 1
@@ -201,6 +208,7 @@ async def test_no_key_at_all_is_a_note_about_the_offline_model(world, tmp_path):
     code, out = await doctor(tmp_path, tiers_on(world.openai.url), world.env(OPENAI_API_KEY=""))
     assert code == 0, out
     assert "note  models: no tier has an API key: the offline model answers" in out
+    assert "tier standard" not in out and world.openai.requests == []  # said once, nothing asked
 
 
 async def run_cli(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:

@@ -39,7 +39,7 @@ def test_typos_and_empty_compaction_get_a_clear_answer_and_export_all_keeps_expo
         tmp_path,
         ["/compact", "my name is Grace", "/mode silly", "!nosuchtier hello there", "/export", "/export all"],
     )
-    assert "Nothing to compact: no older messages wait to be summarized" in out
+    assert "Nothing to compact: only the most recent messages are unsummarized" in out
     assert "There is no memory mode 'silly'; nothing changed. Memory mode is auto." in out
     assert "(There is no tier 'nosuchtier'; tiers: offline. This answer uses the usual choice.)" in out
     mine = json.loads((tmp_path / "data" / "export-console_grace.json").read_text(encoding="utf-8"))
@@ -98,6 +98,20 @@ def test_chat_as_a_person_of_an_imported_group(tmp_path):
     said = {r["text"]: (r["author"], r["author_id"]) for r in rows if r["role"] == "user"}
     assert said["I moved to Porto last week"] == ("Ana Lima", "111")
     assert said["my favourite trail is the coastal one"] == ("Ben", "222")
+
+    plain = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", GROUP_KEY],
+        input="just me, no --as\n",
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=tmp_path,
+        env=clean_env(),
+    )
+    assert plain.returncode == 0, plain.stderr
+    rows = stored_messages(tmp_path / "data" / "memory", GROUP_KEY)
+    said = {r["text"]: (r["author"], r["author_id"]) for r in rows if r["role"] == "user"}
+    assert said["just me, no --as"] == ("console", "console")  # not the chat's id as a person
 
     nobody = _chat_as(tmp_path, "Zoe", ["hello"])
     assert nobody.returncode == 2

@@ -261,6 +261,14 @@ async def test_a_wrong_token_is_told_from_a_transient_failure(mem, monkeypatch):
         await import_export("telegram", GROUP, wrong, mem.data_dir, out=io.StringIO())
 
 
+async def test_a_url_that_is_not_the_memory_api_is_named(mem, monkeypatch):
+    monkeypatch.setattr(run, "RETRY", replace(run.RETRY, first_s=30.0, max_s=30.0))  # no retry either
+    assert mem.host is not None
+    wrong = settings_from({}, {"MEMORY_URL": f"{mem.host.url}/memory", "MEMORY_API_TOKEN": TOKEN})
+    with pytest.raises(ImportFailed, match=r"no memory API at that address .*check MEMORY_URL"):
+        await import_export("telegram", GROUP, wrong, mem.data_dir, out=io.StringIO())
+
+
 def test_telegram_replies_are_linked():
     from bot.importers.telegram import sources
 

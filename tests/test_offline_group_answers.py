@@ -71,3 +71,15 @@ def test_the_fact_history_answers_before_and_a_question_is_never_evidence():
     )
     mem = MemoryContext(facts=facts, recent=recent, notes=notes)
     assert _ask("When is the party?", mem) == "Bo asked me to remember: “party on Friday at 8”"
+
+
+def test_asked_about_someone_it_tells_what_it_knows_about_them():
+    facts = (
+        {"author": "Ben", "author_id": "u2", "key": "location", "value": "Oslo", "kind": "fact"},
+        {"author": "Ben", "author_id": "u2", "key": "allergies", "value": "peanuts", "kind": "fact"},
+    )
+    mem = MemoryContext(facts=facts)
+    for question in ("what do you know about Ben?", "tell me about Ben", "who is Ben?"):
+        assert _ask(question, mem) == "What I know about Ben: location: Oslo; allergies: peanuts."
+    assert _ask("Where does Ben live?", mem) == "Ben lives in Oslo."
+    assert _ask("tell me about Zed", mem) == UNKNOWN

@@ -91,6 +91,21 @@ def _examples(fact_id: int) -> dict[str, tuple[str, dict | None]]:
         "forget_fact": (c + f"/facts/{fact_id}", None),
         "forget_author": (c + "/authors/u9", None),
         "forget_chat": (c, None),
+        "add_reminder": (c + "/reminders", {"text": "call", "due_at": 1_900_000_000_000, "author_id": "u"}),
+        "reminders": (c + "/reminders?author_id=u", None),
+        "reminder": (c + "/reminders/1", None),
+        "cancel_reminder": (c + "/reminders/1?author_id=u", None),
+        "reminder_delivered": (c + "/delivered", {"reminder_id": 1, "due_at": 5, "sent_at": 6}),
+        "set_timezone": (c + "/timezone", {"timezone": "Europe/Lisbon", "author_id": "u1"}),
+        "catchup": (c + "/catchup?author_id=u1&limit=5", None),
+        "dispatch_offer": (
+            "/v1/dispatch/offer",
+            {"items": [{"key": f"{CHAT}#1#5", "chat_key": CHAT, "reminder_id": 1, "due_at": 5}]},
+        ),
+        "dispatch_lease": ("/v1/dispatch/lease", {"owner": "bot:1", "prefixes": [CHAT[:3]]}),
+        "dispatch_ack": ("/v1/dispatch/ack", {"keys": [f"{CHAT}#1#5"]}),
+        "dispatch_release": ("/v1/dispatch/release", {"key": f"{CHAT}#1#5", "owner": "bot:1", "retry_at": 9}),
+        "dispatch_state": ("/v1/dispatch/state", None),
     }
 
 

@@ -218,3 +218,25 @@ async def test_forgetme_removes_a_persons_reminders_and_only_theirs(tg, openai, 
     assert "feed the cat" in listing and "water the plants" not in listing
     assert exported["reminders"] == []
     assert reminders_seen(tg, group["id"]) == ["⏰ Reminder for Bob: feed the cat"]
+
+
+def test_console_sets_lists_and_cancels_reminders(tmp_path):
+    from tests.support import console_chat
+
+    out = console_chat(
+        tmp_path,
+        [
+            "/timezone Europe/Lisbon",
+            "remind me tomorrow at 9 to call the bank",
+            "/remind every Monday at 8 to put the bins out",
+            "/reminders",
+            "/unremind 1",
+            "/reminders",
+        ],
+    )
+    assert "Your time zone is now Europe/Lisbon" in out
+    assert "OK, reminder #1: " in out and "at 09:00 (Europe/Lisbon): call the bank" in out
+    assert "then every Monday at 08:00: put the bins out" in out
+    assert "Cancelled reminder #1: call the bank" in out
+    last = out.rsplit("Reminders:", 1)[1]
+    assert "#2 " in last and "#1 " not in last

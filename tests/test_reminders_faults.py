@@ -48,7 +48,7 @@ class Platform:
         self.crash = crash
         self.sent: list[tuple[str, str]] = []
 
-    async def __call__(self, chat: str, text: str) -> None:
+    async def __call__(self, chat: str, text: str, key: str = "") -> None:
         if self.crash:
             raise Crash
         self.sent.append((chat, text))

@@ -116,6 +116,8 @@ def test_unknown_zone_is_refused_plainly():
         ("can you remind me what we said yesterday?", False),
         ("what is a reminder?", False),
         ("I always forget to remind my brother", False),
+        ("remind me of the plan?", False),
+        ("remind me to call mum", True),
     ],
 )
 def test_requests_in_words_are_recognised(text, asks):

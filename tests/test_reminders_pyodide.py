@@ -27,7 +27,7 @@ async def test_alarm_hands_over_to_the_dispatch_object_and_survives_kill_9(tmp_p
     served = ServedMemory(tmp_path / "data", TOKEN, runtime="pyodide")
     sent: list[tuple[str, str]] = []
 
-    async def send(chat: str, text: str) -> None:
+    async def send(chat: str, text: str, key: str) -> None:
         sent.append((chat, text))
 
     try:

@@ -23,6 +23,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TextIO
 
+from bot.adapters.reminder_sends import console_send
+from bot.router.neutral import printable
 from bot.router.types import ChatService, CommandResult, IncomingMessage
 
 QUIT = {"/quit", "/exit", "/q"}
@@ -43,7 +45,10 @@ class ConsoleSession:
         self.router = router
         self.chat_key = chat_key
         self.data_dir = data_dir
-        name = author or chat_key.split(":", 1)[-1] or "me"
+        # In a console chat the key names its user; in another chat (an imported group) its
+        # id is no person: speak as "console" unless `--as` names one of its people.
+        own = chat_key.split(":", 1)[-1] if chat_key.startswith("console:") else "console"
+        name = author or own or "me"
         self.author = name
         self.author_id = author_id or name  # `chatbot chat --as`: a person of an imported chat
 
@@ -68,23 +73,27 @@ class ConsoleSession:
         return name.strip().lower(), args.strip()
 
     async def answer(self, line: str) -> str:
-        """The full answer to one input line (message or command)."""
+        """The full answer to one input line (message or command), fit for a terminal."""
         command = self.parse_command(line)
         if command is not None:
-            return self.render(await self.router.command(self.message(line), *command))
+            return printable(self.render(await self.router.command(self.message(line), *command)))
         reply = await self.router.handle(self.message(line))
-        return reply.text
+        return printable(reply.text)
 
     def render(self, result: CommandResult) -> str:
         """A command result as console text; its files are saved next to the data."""
         text = result.full_text
         for file in result.files:
             folder = self.data_dir or Path(".")
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.chat_key)
             stem, dot, ext = file.name.rpartition(".")
             path = folder / (f"{stem}-{safe}.{ext}" if dot else f"{file.name}-{safe}")
-            path.write_bytes(file.data)
+            # an export is one person's data: the owner's alone
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(file.data)
+            path.chmod(0o600)
             text += f"\n({'chart' if file.is_image else 'file'} saved to {path})"
         return text
 
@@ -109,6 +118,9 @@ async def run_console(
     if interactive is None:
         interactive = stdin.isatty()
     session = ConsoleSession(router, chat_key, data_dir=data_dir, author=author, author_id=author_id)
+    desk = getattr(router, "reminders", None)  # due reminders of this console chat, printed
+    if desk is not None:
+        desk.start("console", console_send(stdout, chat_key), prefix=chat_key)
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
         stdout.write(
@@ -137,7 +149,7 @@ async def run_console(
         if interactive and streaming and session.parse_command(line) is None:
             stdout.write("bot> ")
             async for piece in router.stream(session.message(line)):
-                stdout.write(piece)
+                stdout.write(printable(piece))  # names and quoted words may carry escapes
                 stdout.flush()
             stdout.write("\n\n")
         else:

@@ -258,7 +258,7 @@ class DiscordBot(discord.Client):
         desk = getattr(self.router, "reminders", None)
         if desk is not None and not self._reminders_started:
             self._reminders_started = True
-            desk.start("discord", discord_send(self, self.settings.discord.send_budget_s))
+            desk.start("discord", discord_send(self, self.settings.discord.send_budget_s), parallel=True)
 
     async def on_message(self, message: discord.Message) -> None:
         """Answer DMs, mentions and replies; record the rest of a guild channel."""

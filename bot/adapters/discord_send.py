@@ -48,11 +48,18 @@ async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
 
 
 async def send_with_retry(
-    channel: discord.abc.Messageable, content: str, *, budget_s: float = 60.0, **kwargs: Any
+    channel: discord.abc.Messageable,
+    content: str,
+    *,
+    budget_s: float = 60.0,
+    nonce: int | None = None,
+    **kwargs: Any,
 ) -> discord.Message | None:
-    """Send one message, retrying transient failures (once at once, then within `budget_s`); None if not."""
+    """Send one message, retrying transient failures (once at once, then within `budget_s`); None if not.
+
+    `nonce`: the caller's own (a reminder's, the same after a restart), else a fresh one."""
     # The same nonce with enforce_nonce on every try: Discord keeps one copy if an earlier try got through.
-    nonce = secrets.randbelow(10**18)
+    nonce = secrets.randbelow(10**18) if nonce is None else nonce
     where = getattr(channel, "id", "?")
     try:
         return await patiently(

@@ -3,7 +3,8 @@ raising when it could not be delivered, so the reminder is kept and tried again 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+from typing import TYPE_CHECKING, TextIO
 
 from bot.router.reminders_delivery import Send
 
@@ -26,9 +27,22 @@ def platform_chat_id(chat_key: str) -> int:
 def telegram_send(bot: Bot, sender: TelegramSender) -> Send:
     """Send a reminder to a Telegram chat with the adapter's retries (5xx, 429, timeouts)."""
 
-    async def send(chat_key: str, text: str) -> None:
+    async def send(chat_key: str, text: str, key: str) -> None:
+        # No idempotency key in the Bot API: a send in flight at a crash may arrive twice.
         chat_id = platform_chat_id(chat_key)
         await sender.patiently(f"reminder to chat {chat_id}", lambda: bot.send_message(chat_id, text))
+
+    return send
+
+
+def console_send(stdout: TextIO, chat_key: str) -> Send:
+    """Print a reminder of the console chat `chat_key` (others' stay queued for their console)."""
+
+    async def send(key_of_chat: str, text: str, key: str) -> None:
+        if key_of_chat != chat_key:
+            raise NotDelivered(f"{key_of_chat} is another console chat")
+        stdout.write(f"\n{text}\n")
+        stdout.flush()
 
     return send
 
@@ -37,10 +51,12 @@ def discord_send(client: discord.Client, budget_s: float) -> Send:
     """Send a reminder to a Discord channel with the adapter's retries."""
     from bot.adapters.discord_send import send_with_retry
 
-    async def send(chat_key: str, text: str) -> None:
+    async def send(chat_key: str, text: str, key: str) -> None:
         channel_id = platform_chat_id(chat_key)
         channel = client.get_channel(channel_id) or await client.fetch_channel(channel_id)
-        if await send_with_retry(channel, text, budget_s=budget_s) is None:  # type: ignore[arg-type]
+        # The occurrence's own nonce: a send repeated after a crash is kept once by Discord.
+        nonce = int.from_bytes(hashlib.sha256(key.encode()).digest()[:7], "big")
+        if await send_with_retry(channel, text, budget_s=budget_s, nonce=nonce) is None:  # type: ignore[arg-type]
             raise NotDelivered(f"Discord did not take the reminder for channel {channel_id}")
 
     return send

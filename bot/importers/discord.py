@@ -30,6 +30,7 @@ from bot.importers.common import (
     stream_items,
     utc_iso,
 )
+from bot.router.neutral import one_line
 
 KEPT_TYPES = frozenset({"Default", "Reply"})  # the live adapter's ANSWERED_TYPES
 KINDS = {
@@ -100,7 +101,7 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
         key=discord_chat_key(channel_id, author_id, memory_scope=scope),
         message_id=field(path, where, "id", message_id),
         text=clean(text, MAX_TEXT_BYTES),
-        author=clean(str(name), MAX_FIELD_BYTES),
+        author=clean(one_line(str(name)), MAX_FIELD_BYTES),
         author_id=field(path, where, "author.id", author_id),
         ts=ts,
     )

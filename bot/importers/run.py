@@ -178,10 +178,15 @@ async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> 
         except MemoryRefused as err:
             raise ImportFailed(f"the memory worker refused a batch for {key}: {err.error}") from err
         except MemoryUnavailable as err:
-            if getattr(err, "status", None) in (401, 403):  # no retry heals a wrong token
+            if err.status in (401, 403):  # no retry heals a wrong token
                 raise ImportFailed(
                     f"the memory worker refused the token ({err}): check MEMORY_API_TOKEN "
                     "(the worker's secret); nothing more was sent"
+                ) from err
+            if err.status == 404:  # nor a URL that is not the worker's
+                raise ImportFailed(
+                    f"no memory API at that address ({err}): check MEMORY_URL (the worker's URL, "
+                    "without a path); nothing more was sent"
                 ) from err
             raise
 

@@ -45,6 +45,7 @@ from bot.importers.common import (
     stream_items,
     utc_iso,
 )
+from bot.router.neutral import one_line
 
 NOT_INCLUDED = "(File not included"  # Telegram's placeholder when media were not exported
 DELETED = "Deleted Account"
@@ -197,15 +198,17 @@ def convert(
     user = author_id if author_id != str(chat_id) else None
     role = "assistant" if bot_id is not None and author_id == str(bot_id) else "user"
     reply_to = m.get("reply_to_message_id")
+    # the same numbering as the message ids (a bool is no id)
+    answers = "" if type(reply_to) is not int else str(reply_to) if own_ids else f"export:{reply_to}"
     return Record(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
         message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
         text=clean(text, MAX_TEXT_BYTES),
-        author=clean(author, MAX_FIELD_BYTES),
+        author=clean(one_line(author), MAX_FIELD_BYTES),
         author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
-        reply_to_message_id=str(reply_to) if type(reply_to) is int else "",  # a bool is no id
+        reply_to_message_id=answers,
     )
 
 

@@ -8,6 +8,7 @@ a few minutes of `/forget` in the same chat.
 from __future__ import annotations
 
 from bot.router import limits
+from bot.router.catchup import COMMANDS as CATCHUP_COMMANDS
 from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.router.own_data import topic_line
 from bot.router.persona import persona_command, persona_line
@@ -178,8 +179,8 @@ async def _compact(ctx: CommandContext) -> CommandResult:
         )
     if data.get("compacted") == 0:  # the worker counts the summaries it wrote
         return CommandResult(
-            "Nothing to compact: no older messages wait to be summarized "
-            f"({data.get('compactions', 0)} compactions so far)."
+            "Nothing to compact: only the most recent messages are unsummarized, and they stay "
+            f"as they are ({data.get('compactions', 0)} compactions so far)."
         )
     return CommandResult(
         f"Compacted: {data.get('compactions', '?')} compactions so far, "
@@ -259,5 +260,6 @@ COMMANDS = Registry(
             ),
         ),
         *REMINDER_COMMANDS,
+        *CATCHUP_COMMANDS,
     ]
 )

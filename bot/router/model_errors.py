@@ -47,7 +47,7 @@ def diagnose(tier: Tier, kind: str, status: int | None) -> Problem | None:
         return Problem(
             tier.name,
             f"{url} refused the API key (HTTP {status})",
-            f"check {key_env} (the key of {where}; api_key_env names another variable)",
+            f"check {key_env} (api_key_env in a tier's [tiers] table names another variable)",
         )
     if kind == "refused" and status == 404:
         return Problem(
@@ -59,7 +59,7 @@ def diagnose(tier: Tier, kind: str, status: int | None) -> Problem | None:
         return Problem(
             tier.name,
             f"could not reach {url}",
-            f"check base_url in {where} or OPENAI_BASE_URL, and that the server is running",
+            "check base_url in the tier's [tiers] table or OPENAI_BASE_URL, and that the server is running",
         )
     return None
 
@@ -87,4 +87,11 @@ def apology(base: str, found: list[Problem], *, admin: bool) -> str:
         return base
     if not admin:
         return f"{base}\n({CONFIG_TROUBLE} in the log.)"
-    return "\n".join([base, *(problem.line() for problem in found)])
+    same: dict[tuple[str, str], list[str]] = {}  # tiers on one endpoint fail alike: one line
+    for problem in found:
+        same.setdefault((problem.what, problem.fix), []).append(problem.tier)
+    lines = [
+        f"tier{'s' if len(tiers) > 1 else ''} {', '.join(tiers)}: {what}; {fix}"
+        for (what, fix), tiers in same.items()
+    ]
+    return "\n".join([base, *lines])

@@ -89,6 +89,7 @@ _STOP = _words(
 _WHO = frozenset(("who", "whose", "anyone", "anybody", "someone", "somebody", "which"))
 _ME = frozenset(("i", "my", "me", "mine", "am", "myself"))
 _BEFORE = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
+_ABOUT_SOMEONE = _words("what who do does you know about tell me is everything anything s")
 _KIN_WORDS = _words(_ANIMALS) | _words(_RELATIVES)
 _NOTES = frozenset(("remember", "remembered", "note", "notes", "noted", "reminder"))
 # Used only when the memory worker extracted no fact: the same rules, read from old messages.
@@ -220,6 +221,9 @@ class _Question:
                 return before
         if self.words & _NOTES and self.mem.notes:
             return self._notes(listing=True)
+        if self.other is not None and self.other.facts and not self.words - _ABOUT_SOMEONE:
+            facts = "; ".join(f"{k}: {v}" for k, v in self.other.facts.items())  # "tell me about Ben"
+            return f"What I know about {self.other.label()}: {facts}."
         if self.other is not None:
             mine = [m for m in self.messages if str(m.get("author_id") or "") == self.other.author_id]
             return (

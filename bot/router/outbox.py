@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -62,6 +63,10 @@ class Outbox:
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.clock = clock
+        # What people said waits here: the owner's alone (SQLite gives the WAL the same mode).
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
         # One connection, used from the event loop thread only; statements are tiny.
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA secure_delete=ON")  # what is forgotten leaves the file's bytes

@@ -42,7 +42,7 @@ from bot.router.memory import MemoryRefused, MemoryUnavailable
 from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
-from bot.router.reminders import is_reminder_request
+from bot.router.reminders import command_in_words
 from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
     ChoiceRules,
@@ -228,7 +228,7 @@ class Router:
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
         message_id = message.message_id or uuid.uuid4().hex
         forced_now, text = split_force_prefix(intake.text, list(self.tiers))
-        text = text if text.strip() else intake.text
+        text = redact(text if text.strip() else intake.text, self.secrets)  # a pasted token goes
         chat = message.chat_key
         generation = self.chats.generation(chat)
         async with self.chats.lock(chat):  # one chat's messages go in arrival order
@@ -298,7 +298,7 @@ class Router:
         """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
         failed = ((a.tier, a.kind, a.status) for a in prep.failures)
         found = model_errors.problems(failed, self.tiers)
-        return model_errors.apology(APOLOGY, found, admin=prep.message.is_admin)
+        return redact(model_errors.apology(APOLOGY, found, admin=prep.message.is_admin), self.secrets)
 
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.
@@ -317,7 +317,7 @@ class Router:
 
     async def _remember_only(self, message: IncomingMessage, text: str) -> None:
         """Record a user message that gets no model answer."""
-        if text.strip():
+        if (text := redact(text, self.secrets)).strip():  # a pasted token is not kept
             async with self.chats.lock(message.chat_key):
                 await self.memory.turn(message, text, message.message_id or uuid.uuid4().hex)
 
@@ -333,8 +333,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
-        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
-            return Reply(text=(await self.command(message, "remind", message.text)).text, ok=True)
+        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
         started = time.monotonic()
         reply = Reply(text=APOLOGY, ok=False, with_memory=False)
         request_id = "-"
@@ -412,8 +412,8 @@ class Router:
         if not message.addressed:
             await self.record(message)
             return
-        if is_reminder_request(message.text):  # "remind me ...": the /remind command in words
-            yield (await self.command(message, "remind", message.text)).text
+        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            yield (await self.command(message, said, message.text)).text
             return
         begun = time.monotonic()
         # The request context is held only while nothing is yielded: a context variable set
@@ -492,7 +492,7 @@ class Router:
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
         """Run a chat command of the registry; admin ones refuse non-admins and reveal nothing."""
-        verdict = self.access.check(message, command=True)
+        verdict, args = self.access.check(message, command=True), redact(args, self.secrets)
         if not verdict.allowed:
             return CommandResult(verdict.refusal)
         command = self._commands.find(name)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from memory_engine.reminder_wire import ReminderRequest
 
 from bot.config import ReminderSettings
+from bot.router.catchup import asks_what_i_missed
 from bot.router.memory import MemoryRefused
 from bot.router.registry import Arg, Command, CommandContext
 from bot.router.reminders_client import Reminder, ReminderApi
@@ -129,9 +130,12 @@ async def timezone(ctx: CommandContext) -> CommandResult:
     return CommandResult(f"Your time zone is now {where.key} (it is {local} there). New reminders use it.")
 
 
-def is_reminder_request(text: str) -> bool:
-    """True when a message addressed to the bot asks for a reminder in words."""
-    return looks_like_request(text)
+def command_in_words(text: str) -> str | None:
+    """The command a message addressed to the bot asks for in plain words: "remind me ..."
+    (remind), "what did I miss?" (catchup); None for anything else."""
+    if looks_like_request(text):
+        return "remind"
+    return "catchup" if asks_what_i_missed(text) else None
 
 
 COMMANDS = (

@@ -15,9 +15,12 @@ user sees exactly once:
    (`delivered`, idempotent per occurrence) and ack the lease. A crash after the send finds
    the journal entry at restart and finishes 4 without sending again.
 
-The one window left is a crash between the platform accepting the message and the journal
-write (microseconds, no await in between): Telegram has no idempotency key to close it.
-A reminder sent more than `late_after_s` after its time says so.
+The one window left is a send in flight at the crash: the platform took the message but the
+answer never came back (one HTTP round trip). Discord closes it (the occurrence's own nonce,
+`enforce_nonce`: a repeat is kept once), so Discord chats are delivered in parallel; the
+Telegram Bot API has no idempotency key, so Telegram reminders go one at a time, and a SIGKILL
+can double at most the one in flight. A reminder sent more than `late_after_s` after its
+time says so.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from bot.router.reminders_parse import format_when, next_occurrence
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, str], Awaitable[None]]  # (chat key, text): raises when not delivered
+Send = Callable[[str, str, str], Awaitable[None]]  # (chat key, text, occurrence key): raises if not sent
 LEASE_BATCH = 20
 
 
@@ -131,6 +134,7 @@ class Courier:
         prefixes: list[str],
         settings: ReminderSettings | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        parallel: bool = False,
     ) -> None:
         self.api = api
         self.send = send
@@ -138,7 +142,11 @@ class Courier:
         self.prefixes = prefixes
         self.settings = settings or ReminderSettings()
         self.clock = clock
+        # Chats in parallel only where the platform dedups a repeated send (Discord's nonce):
+        # a send in flight at a SIGKILL may arrive twice, so elsewhere one at a time.
+        self.parallel = parallel
         self.delivered = 0  # sends this courier made (tests, benchmarks)
+        self.last_leased = 0
         self.wake = asyncio.Event()
 
     def now_ms(self) -> int:
@@ -151,6 +159,8 @@ class Courier:
         while not stop.is_set():
             try:
                 await self.tick()
+                if self.last_leased >= LEASE_BATCH:
+                    continue  # a full batch: more may be waiting
             except MemoryUnavailable as err:
                 log.warning("reminders: memory unavailable (%s); trying again", err)
             except Exception:
@@ -167,9 +177,23 @@ class Courier:
         items = await self.api.lease(
             self.journal.owner, self.prefixes, LEASE_BATCH, int(self.settings.lease_s * 1000)
         )
-        before = self.delivered
+        # Chats in parallel (a slow chat or platform retry holds up no other), each chat's
+        # reminders in due order.
+        by_chat: dict[str, list[DispatchItem]] = {}
         for item in items:
-            await self.deliver(item)
+            by_chat.setdefault(item["chat_key"], []).append(item)
+
+        async def one_chat(mine: list[DispatchItem]) -> None:
+            for item in mine:
+                await self.deliver(item)
+
+        before, self.last_leased = self.delivered, len(items)
+        if not self.parallel:
+            by_chat = {"": items}
+        outcomes = await asyncio.gather(*(one_chat(v) for v in by_chat.values()), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return self.delivered - before
 
     async def deliver(self, item: DispatchItem) -> None:
@@ -186,7 +210,7 @@ class Courier:
         late_by_s = (now - item["due_at"]) / 1000
         text = reminder_text(r, late_by_s, self.settings.late_after_s)
         try:
-            await self.send(item["chat_key"], text)
+            await self.send(item["chat_key"], text, item["key"])
         except Exception as err:
             retry_at = now + int(self.settings.retry_s * 1000)
             log.warning("reminder %s not delivered (%s); kept, retried later", item["key"], err)
@@ -240,16 +264,26 @@ class ReminderDesk:
         self._running: list[tuple[asyncio.Task[None], asyncio.Event, Journal]] = []
         self.couriers: list[Courier] = []  # the started ones (tests, /health-like checks)
 
-    def courier(self, platform: str, send: Send) -> Courier:
-        """A courier for the chats of `platform` (its journal: DATA/reminders-PLATFORM.sqlite3)."""
+    def courier(
+        self, platform: str, send: Send, parallel: bool = False, prefix: str | None = None
+    ) -> Courier:
+        """A courier for the chats of `platform` (or those starting with `prefix`); its journal is
+        DATA/reminders-PLATFORM.sqlite3."""
         journal = Journal(self.data_dir / f"reminders-{platform}.sqlite3", platform)
         return Courier(
-            self.api, send, journal, prefixes=[f"{platform}:"], settings=self.settings, clock=self.clock
+            self.api,
+            send,
+            journal,
+            prefixes=[prefix or f"{platform}:"],
+            settings=self.settings,
+            clock=self.clock,
+            parallel=parallel,
         )
 
-    def start(self, platform: str, send: Send) -> Courier:
-        """Start delivering the reminders of `platform`'s chats in the background."""
-        courier = self.courier(platform, send)
+    def start(self, platform: str, send: Send, parallel: bool = False, prefix: str | None = None) -> Courier:
+        """Start delivering the reminders of `platform`'s chats in the background (`parallel`:
+        chats at once, for a platform that keeps one copy of a repeated send)."""
+        courier = self.courier(platform, send, parallel, prefix)
         stop = asyncio.Event()
         task = asyncio.create_task(courier.run(stop), name=f"reminders-{platform}")
         self._running.append((task, stop, courier.journal))

@@ -79,7 +79,10 @@ def looks_like_request(text: str) -> bool:
     """True when a message addressed to the bot asks for a reminder ("remind me ..."), not
     a question about the past ("remind me what we said")."""
     lead = _LEAD.match(text)
-    if lead and not _RECALL.match(text[lead.end() :]):
+    rest = text[lead.end() :] if lead else ""
+    # "remind me to ..." always; otherwise only with a time in it ("remind me of the plan?" is
+    # a question for the model, "remind me tomorrow at 9 ..." a reminder).
+    if lead and not _RECALL.match(rest) and (re.match(r"to\b", rest, re.I) or _TIME_WORDS.search(rest)):
         return True
     return bool(_EVERY.search(text) and _REMIND_INSIDE.search(text))
 

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from bot.router.neutral import one_line
+
 if TYPE_CHECKING:
     from bot.router.registry import Registry
 
@@ -46,6 +48,11 @@ class IncomingMessage:
     attachments: tuple[str, ...] = ()  # kinds of non-text parts ("photo", "voice", ...)
     platform: str = "console"
     media: tuple[MediaPart, ...] = ()  # the voice or photo parts the router can read
+
+    def __post_init__(self) -> None:
+        # A display name is one line, whatever the platform allowed: it is stored, shown in
+        # /why and /facts, and put in front of the person's words in groups.
+        object.__setattr__(self, "author", one_line(self.author))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_engine import ChatMemory
 
-from .storage import ServeLock, SqliteStorage
+from .storage import ServeLock, SqliteStorage, private_folder
 
 MAX_OPEN_CHATS = 256
 
@@ -46,7 +46,8 @@ class ChatStore:
     ):
         self.data_dir = Path(data_dir)
         self.clock = clock
-        (self.data_dir / "chats").mkdir(parents=True, exist_ok=True)
+        private_folder(self.data_dir)
+        private_folder(self.data_dir / "chats")
         # Held while this store may have databases open: `memory restore` refuses meanwhile.
         self.serving: ServeLock | None = ServeLock(self.data_dir)
         self.max_open = max_open
@@ -84,7 +85,7 @@ class ChatStore:
             self._open.move_to_end(chat_key)
             return chat.memory
         path = self.path_for(chat_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         storage = SqliteStorage(path)
         try:
             if self.max_pages is not None:

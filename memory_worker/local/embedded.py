@@ -74,7 +74,7 @@ class EmbeddedMemoryHost:
     async def __aenter__(self) -> EmbeddedMemoryHost:
         base, model, key, timeout = self.summary
         summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.host = MemoryHost(
             self.data_dir,
             self.token,

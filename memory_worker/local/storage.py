@@ -15,6 +15,24 @@ T = TypeVar("T")
 SQLITE_MAX_PAGES = 1073741823  # SQLite's default max_page_count: "no limit"
 
 
+def private_file(path: str | Path) -> None:
+    """Create `path` readable by its owner alone (0600), or tighten it if it is looser: a chat's
+    database holds what people said. SQLite gives its -wal and -shm files the same mode."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def private_folder(path: Path) -> None:
+    """`path` and its missing parents created 0700; `path` itself tightened if looser."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
     return {d[0]: v for d, v in zip(cursor.description, row, strict=True)}
 
@@ -28,6 +46,8 @@ class SqliteStorage:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
+        if self.path != ":memory:":
+            private_file(self.path)
         # 32 cached statements, not sqlite3's 128: prepared FTS5 statements dominate an open
         # chat's memory (0.77 MiB -> 0.45 MiB per open chat, measured; turn latency unchanged).
         # check_same_thread=False: the host may hand the connection to a worker thread, always

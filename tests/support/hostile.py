@@ -6,8 +6,6 @@ Shared by tests/test_import_hostile.py and benchmarks/import_memory.py.
 from __future__ import annotations
 
 import json
-import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -51,30 +49,31 @@ def genuine(size: int) -> bytes:
     return json.dumps({"name": "g", "type": "private_supergroup", "id": 7, "messages": messages}).encode()
 
 
+# A small launcher runs the command under the cap and reports its peak: a child's ru_maxrss
+# counts the pages of the process it was forked from (Linux keeps the old mm's high-water
+# mark at exec), so it is forked from the launcher (~10 MB), never from this process, which
+# may hold a 30 MB export in memory.
+_LAUNCHER = """
+import os, resource, subprocess, sys
+cap = int(sys.argv[1])
+def limit():
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+child = subprocess.Popen(sys.argv[2:], preexec_fn=limit)
+_, status, usage = os.wait4(child.pid, 0)
+print(f"@@peak {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}", flush=True)
+"""
+
+
 def peak_rss(platform: str, path: Path, cap_mb: int) -> tuple[float, int, str]:
     """Runs `chatbot import PLATFORM PATH --dry-run`; its peak RSS in MB, exit code, last line."""
-
-    def limit() -> None:
-        cap = cap_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-    cmd = [
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "import",
-        platform,
-        str(path),
-        "--dry-run",
-        "--data",
-        str(path.parent),
-    ]
-    child = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit, text=True
+    data = str(path.parent)
+    cmd = [sys.executable, "-m", "bot.cli", "import", platform, str(path), "--dry-run", "--data", data]
+    cap = str(cap_mb * 1024 * 1024)
+    run = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, cap, *cmd], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert child.stdout is not None
-    output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    last = (output.strip().splitlines() or [""])[-1][:400]
-    return usage.ru_maxrss / 1024, child.returncode, last  # ru_maxrss is in KiB on Linux
+    lines = (run.stdout + run.stderr).strip().splitlines()
+    peak = next(line for line in lines if line.startswith("@@peak "))
+    _, kib, code = peak.split()
+    said = [line for line in lines if not line.startswith("@@peak ")]
+    return int(kib) / 1024, int(code), (said or [""])[-1][:400]  # ru_maxrss is in KiB on Linux

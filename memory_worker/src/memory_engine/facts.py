@@ -14,9 +14,19 @@ import re
 from collections.abc import Callable, Iterable
 
 from .facts_chat import doings, intro_facts, normalise, profile_facts, restore_subject, signoff
-from .facts_clauses import FactChange, clauses, folded, is_question, needed, sentences, words_of
+from .facts_clauses import (
+    FactChange,
+    clause_literals,
+    clauses,
+    folded,
+    is_question,
+    rule_gate,
+    rule_patterns,
+    sentences,
+)
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
+from .facts_patterns import LiteralIndex, lazy
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -35,22 +45,57 @@ MAX_SET_ITEMS = 12
 MAX_CHANGES = 40  # per message: a pasted wall of text must not rewrite every fact
 MAX_TEXT = 8000  # facts are read from the start of a long message only
 
-_ABOUT_ME = re.compile(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|fav\w*)\b", re.I)
+_ABOUT_ME = lazy(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|fav\w*)\b", re.I)
 # The same test, case-sensitive on folded text (the same matches, several times faster), and a
 # wider one for whole sentences: "im", "ive" and "pronouns:" become "I'm", "I've", "my pronouns".
-_ABOUT_ME_FOLDED = re.compile(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b")
-_MAY_BE_ABOUT_ME = re.compile(
-    r"(?=[imwonhtfp])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b"
+_ABOUT_ME_FOLDED = lazy(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b", 0)
+_MAY_BE_ABOUT_ME = lazy(
+    r"(?=[imwonhtfp])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*|im|ive|pronouns)\b", 0
 )
+_WORD_RUN = lazy(r"\w+", 0)
 _ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this", "allergy"))  # one-word terms
 # Chat leaves the subject out ("moved to Lisbon", "vegan since 2019", "Pedro, 35"): these words
 # can open a fact without "I" or "my".
-_CHAT_GATE = re.compile(
+_CHAT_GATE = lazy(
     r"\b(?:live|living|moved|relocated|work|working|based|settled|speak|fluent|native|bilingual|love|adore|"
     r"enjoy|hate|detest|got|have|turned|teach|teaching|keep|eat|follow|drive|been|allerg\w*|call|short|"
-    r"nam\w*|mynameis|it'?s|its|xx|\d+|" + "|".join(sorted(DIET_WORDS)) + r")\b|\n|:"
+    r"at|for|with|fine|pls|please|fav\w*|started|began|hired|"
+    r"nam\w*|mynameis|it'?s|its|xx|\d+|" + "|".join(sorted(DIET_WORDS)) + r")\b|\n|:",
+    0,
 )
-_QUOTED_SELF = re.compile(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
+_QUOTED_SELF = lazy(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
+# A question added to a statement ("just moved to Cork, know anyone here?") opens with one of these.
+_TAG_QUESTION = frozenset(
+    [
+        "know",
+        "anyone",
+        "anybody",
+        "right",
+        "you",
+        "u",
+        "what",
+        "who",
+        "how",
+        "where",
+        "when",
+        "any",
+        "wbu",
+        "hbu",
+        "and",
+        "or",
+        "ok",
+        "yeah",
+        "isn't",
+        "aren't",
+        "don't",
+        "eh",
+        "huh",
+        "thoughts",
+        "ideas",
+        "recommendations",
+        "tips",
+    ]
+)
 # "favourite colour" and "fav color" are one key: the spelling a key is stored under.
 _KEY_SPELLING = (("colour", "color"), ("flavour", "flavor"), ("favourite", "favorite"), ("colors", "color"))
 Rule = Callable[[str], Iterable[FactChange]]
@@ -69,12 +114,35 @@ RULES: tuple[Rule, ...] = (
     languages,
     doings,
 )
-_GATED = tuple((rule, needed(rule)) for rule in RULES)
-_RULE_WORDS = frozenset().union(*(needs for _, needs in _GATED))
-# For each word, the rules that need it, as bits (rule i is bit i): a clause calls only those.
-_RULES_OF: dict[str, int] = {
-    w: sum(1 << i for i, (_, needs) in enumerate(_GATED) if w in needs) for w in _RULE_WORDS
-}
+_Gate = frozenset[str]
+_gates: list[tuple[Rule, _Gate | None]] = []  # each rule with its gate, derived on first use
+_index: list[LiteralIndex] = []  # every literal of the rules' patterns, found in one pass
+# For each literal, the rules whose gate holds it, as bits (rule i is bit i): as a whole word
+# (`_word_bits`, looked up by the clause's words) or as any part of the text (`_bits`), and the
+# rules that have no gate (always run). A clause ORs the bits it holds and calls only those rules.
+_bits: dict[str, int] = {}
+_word_bits: dict[str, int] = {}
+_always: list[int] = []
+
+
+def _gated() -> list[tuple[Rule, _Gate | None]]:
+    """The rules in order, each with the literals one of which its findings need (rule_gate)."""
+    if not _gates:
+        literals: set[str] = set()
+        always = 0
+        for i, rule in enumerate(RULES):
+            gate = rule_gate(rule)
+            _gates.append((rule, None if gate is None else frozenset(gate)))
+            always |= (gate is None) << i
+            for pattern in rule_patterns(rule) if gate is not None else ():
+                for word in pattern.words:
+                    _word_bits[word] = _word_bits.get(word, 0) | 1 << i
+                for fragment in pattern.fragments:
+                    _bits[fragment] = _bits.get(fragment, 0) | 1 << i
+                literals.update(pattern.literals or ())
+        _always.append(always)
+        _index.append(LiteralIndex(frozenset(literals)))
+    return _gates
 
 
 def canonical_key(key: str) -> str:
@@ -126,29 +194,41 @@ def _sentence_facts(text: str) -> list[FactChange]:
     parts = sentences(text)
     for index, sentence in enumerate(parts):
         if is_question(sentence):
-            continue
+            # "just moved to Cork, know anyone here?": the statement before the question counts
+            head, _, tail = sentence.rpartition(", ")
+            asks = tail.split()[:1]
+            if len(head.split()) < 3 or is_question(head) or not asks or asks[0].lower() not in _TAG_QUESTION:
+                continue
+            sentence = head
         sentence = normalise(restore_subject(sentence))
         # "Kwame here. 34, from Accra": the sentence after a name still opens the introduction
-        intro = index == 0 or (index == 1 and any(c.key == "name" for c in changes))
-        changes.extend(intro_facts(sentence, first=intro))
+        intro = (
+            index == 0
+            or (index == 1 and any(c.key == "name" for c in changes))
+            or all(len(p.split()) <= 2 for p in parts[:index])  # "Hey! Priyanka here, ..."
+        )
+        introduced = intro_facts(sentence, first=intro)  # after the sentence's rules: "X for short" wins
         if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
+            changes.extend(introduced)
             continue
-        for clause in clauses(sentence, _RULE_WORDS):
-            words = words_of(clause)
-            starts = _RULE_WORDS.intersection(words)
-            if not starts:
-                continue  # no rule has a word to start from
-            if _ABOUT_WORDS.isdisjoint(words):  # then only "it's" or "fav..." can be about the speaker
-                low = folded(clause)
-                if not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
-                    continue
-            called = 0
-            for word in starts:
-                called |= _RULES_OF[word]
-            while called:  # lowest bit first: the rules run in their order
+        for clause in clauses(sentence):
+            low = folded(clause)
+            # Without "I", "my"... only "it's" or "fav..." can be about the speaker.
+            runs = _WORD_RUN.findall(low)
+            about = not _ABOUT_WORDS.isdisjoint(runs)
+            if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
+                continue
+            gated = _gated()
+            called = _always[0]
+            for literal in clause_literals(clause, low, runs, _index[0]):
+                called |= _bits.get(literal, 0)
+            for word in runs:
+                called |= _word_bits.get(word, 0)
+            while called:  # lowest bit first: the rules run in their order, those whose gate is there
                 bit = called & -called
-                changes.extend(RULES[bit.bit_length() - 1](clause))
+                changes.extend(gated[bit.bit_length() - 1][0](clause))
                 called ^= bit
+        changes.extend(introduced)
     return changes
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .facts_clauses import ADV, I_, FactChange, is_name_word, needs, rx, title, triggers
+from .facts_clauses import ADV, I_, FactChange, folded, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
+from .facts_patterns import lazy, rx
 from .facts_rules import after_job, take_job, take_org, take_place
 
 __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subject", "signoff"]
@@ -28,31 +29,34 @@ _VERBS_I = (
 _VERBS_IM = "living|based|working|allergic|fluent|teaching|bilingual|trilingual|settled|" + "|".join(
     sorted(DIET_WORDS, key=len, reverse=True)
 )
-_BARE_VERB = re.compile(
+_BARE_VERB = lazy(
     r"^(?P<pre>\W*(?:(?:hi|hey|hello|btw|oh|ok|okay|also|so|update|edit|fyi|anyway|well|yeah|lol)[\s,!.:]+)*)(?P<lead>"
     + _LEAD
     + r")"
     r"(?:(?P<i>(?:" + _VERBS_I + r")\b)|(?P<im>(?:" + _VERBS_IM + r")\b)|(?P<ive>been\b(?!\s+to\b)))",
     re.I,
 )
-_SEGMENT = re.compile(r"(,\s+|:\s+)")
-_BARE_JOB = re.compile(
+_OPENING_VERBS = frozenset([*_VERBS_I.split("|"), *_VERBS_IM.split("|"), "been"])
+_WORDS = lazy(r"[\w-]+", 0)
+_SEGMENT = lazy(r"(,\s+|:\s+)", 0)
+_BARE_JOB = lazy(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
 )
 
 
-_GERUND_SUBJECT = re.compile(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
-_VAGUE_OBJECT = re.compile(
+_GERUND_SUBJECT = lazy(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
+_VAGUE_OBJECT = lazy(
     r"^\W*(?:love|adore|enjoy|hate|detest)\s+(?:the|this|that|it|these|those|your|his|her|their|how|when|"
     r"what|u|you|ya)\b",
     re.I,
 )
-_OTHER_SUBJECT = re.compile(r"^\W*(?:my|our|his|her|their|the|a|an|he|she|they|it|you|we)\b", re.I)
+_OTHER_SUBJECT = lazy(r"^\W*(?:my|our|his|her|their|the|a|an|he|she|they|it|you|we)\b", re.I)
 
 
 def _restore_one(part: str) -> str:
     m = _BARE_VERB.match(part)
-    if m and ((m.group("im") and _GERUND_SUBJECT.search(part)) or _VAGUE_OBJECT.match(part)):
+    gerund = bool(m and m.group("im") and m.group("im").lower().endswith("ing"))
+    if m and ((gerund and _GERUND_SUBJECT.search(part)) or _VAGUE_OBJECT.match(part)):
         return part  # "Living in London is expensive", "love the new update"
     if m:
         subject = "I " if m.group("i") else "I'm " if m.group("im") else "I've "
@@ -67,10 +71,18 @@ def _restore_one(part: str) -> str:
     return part
 
 
+_BARE_FAV = lazy(r"^\W*(?=(?:fav|fave|favou?rite)\s+\w+(?:\s+\w+)?\s+(?:is|are)\s)", re.I)
+
+
 def restore_subject(sentence: str) -> str:
     """The sentence with "I" put back where chat leaves it out ("love hiking, hate crowds")."""
-    if not _BARE_VERB.search(sentence) and "," not in sentence and not _BARE_JOB.match(sentence):
-        return sentence
+    if _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
+        sentence = "my " + sentence.lstrip()
+    low = sentence.lower()
+    if _OPENING_VERBS.isdisjoint(_WORDS.findall(low)) and not (
+        (" at " in low or " for " in low or " with " in low) and _BARE_JOB.match(sentence)
+    ):
+        return sentence  # no verb that opens a statement without "I", anywhere
     parts = _SEGMENT.split(sentence)
     if _OTHER_SUBJECT.match(sentence):  # "My kids, Mia and Noah, love pizza": theirs
         return "".join([_restore_one(parts[0]), *parts[1:]]) if len(parts) > 1 else sentence
@@ -80,11 +92,11 @@ def restore_subject(sentence: str) -> str:
 # -- spelling of the triggers ----------------------------------------------------------------
 
 _FIXES = (
-    (re.compile(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
-    (re.compile(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
-    (re.compile(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
-    (re.compile(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
-    (re.compile(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
+    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
+    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
+    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
+    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
+    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
 )
 
 
@@ -102,7 +114,7 @@ def normalise(sentence: str) -> str:
 
 _GREET = r"(?:(?:hi|hey|hello|hiya|yo|heya|sup|ok|all|everyone|guys|folks|y'all|there)[\s,!.]+)*"
 _NAME_W = r"[^\W\d_][\w'\-]*"
-_LOWER_INTRO = re.compile(
+_LOWER_INTRO = lazy(
     r"^\W*"
     + _GREET.replace(")*", ")+")
     + r"(?:i'm|im|i am|it's|its)\s+(?P<n>"
@@ -110,35 +122,40 @@ _LOWER_INTRO = re.compile(
     + r")\s*(?:btw|here|lol)?\W*$",
     re.I,
 )
-_HERE_INTRO = re.compile(
+_HERE_INTRO = lazy(
     r"^\W*"
     + _GREET
     + r"(?:(?:ya|your)\s+(?:boy|girl)\s+)?(?P<n>[^\W\d_a-z][\w'\-]*(?:\s+[^\W\d_a-z][\w'\-]*){0,2})"
-    r"\s+here\b\s*(?:[,.!;:\-]|$)"
+    r"\s+here\b\s*(?:[,.!;:\-]|$)",
+    0,
 )
-_THIS_IS = re.compile(
-    r"^\W*" + _GREET + r"(?:this\s+is|it's|its)\s+(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:,\s*new\b|\s+from\s+the\b|"
+_THIS_IS = lazy(
+    r"^\W*"
+    + _GREET
+    + r"(?:this\s+is|it's|its)\s+(?P<n>(?-i:[^\W\d_a-z])[\w'\-]*)\s*(?:,\s*new\b|\s+from\s+the\b|"
     r"\s+here\b|\s+btw\b)",
     re.I,
 )
-_FOR_SHORT = re.compile(r"(?:^|[\s,])(?P<n>[^\W\d_a-z][\w'\-]*)\s+for\s+short\b")
-_FULL_THEN_SHORT = re.compile(
+_FOR_SHORT = lazy(r"(?:^|[\s,])(?P<n>[^\W\d_a-z][\w'\-]*)\s+for\s+short\b", 0)
+_FULL_THEN_SHORT = lazy(
     r"^\W*(?:[^\W\d_a-z][\w'\-]*\s+){1,3}?[^\W\d_a-z][\w'\-]*(?:\s+here)?\s*,\s*(?:but\s+)?(?:just\s+)?"
-    r"(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:is\s+fine|is\s+ok|pls|please|works|for\s+short)\b"
+    r"(?P<n>[^\W\d_a-z][\w'\-]*)\s*(?:is\s+fine|is\s+ok|pls|please|works|for\s+short)\b",
+    0,
 )
-_NAME_AGE = re.compile(
-    r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>[^\W\d_a-z][\w'\-]*),\s*)?(?P<age>\d{1,2})"
+_NAME_AGE = lazy(
+    r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>(?-i:[^\W\d_a-z])[\w'\-]*),\s*)?(?P<age>\d{1,2})"
     r"\s*(?P<unit>y/?o|yrs?(?:\s+old)?|years?\s+old)?\s*(?P<end>,|$)(?P<rest>.*)$",
     re.I,
 )
-_INTRO_REST = re.compile(
+_INTRO_REST = lazy(
     r"\s*(?:from|living|based|live|single|married|taken|dad|mum|mom|father|mother|student|he/him|she/her|"
     r"they/them|male|female|nb|m|f)\b",
     re.I,
 )
-_AGE_PHRASE = re.compile(
-    r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI'm\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
-    r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*yo\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
+_DIGIT = lazy(r"\d", 0)
+_AGE_PHRASE = lazy(
+    r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI(?:'m|\s+am)\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
+    r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*y/?o\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
     re.I,
 )
 
@@ -152,20 +169,29 @@ def _lower_name(name: str) -> str | None:
 def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     """Name and age from the short forms of an introduction (`first`: the message's first sentence)."""
     out: list[FactChange] = []
-    m = _LOWER_INTRO.match(sentence)
+    low = sentence.lower()
+    if not first and "short" not in low and not _DIGIT.search(low):
+        return out  # only the first sentence introduces; "X for short" and ages anywhere
+    fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
+    m = _LOWER_INTRO.match(sentence) if _LOWER_INTRO.gate_passes(fold) else None
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))
     for pattern in (_HERE_INTRO, _THIS_IS) if first else ():
-        h = pattern.match(sentence)
+        h = pattern.match(sentence) if pattern.gate_passes(fold) else None
         if h and all(is_name_word(w) for w in h.group("n").split()) and h.group("n").lower() != "bob":
             out.append(FactChange("name", h.group("n")))
-    if first and (full := _FULL_THEN_SHORT.match(sentence)) and is_name_word(full.group("n")):
+    if (
+        first
+        and _FULL_THEN_SHORT.gate_passes(fold)
+        and (full := _FULL_THEN_SHORT.match(sentence))
+        and is_name_word(full.group("n"))
+    ):
         out.append(FactChange("name", full.group("n")))
-    short = _FOR_SHORT.search(sentence)
+    short = _FOR_SHORT.search(sentence) if _FOR_SHORT.gate_passes(fold) else None
     if short and is_name_word(short.group("n")):
         out.append(FactChange("name", short.group("n")))
     if first:
-        na = _NAME_AGE.match(sentence)
+        na = _NAME_AGE.match(sentence) if _NAME_AGE.gate_passes(fold) else None
         intro = na and (na.group("n") or na.group("unit") or _INTRO_REST.match(na.group("rest")))
         if (
             na
@@ -178,11 +204,14 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
                 out.append(FactChange("name", na.group("n")))
             out.append(FactChange("age", str(int(na.group("age")))))
             rest = na.group("rest").strip(" ,.!")
+            came = re.match(r"from\s+(.+?)(?:,|$)", rest)
+            if came and (place := take_place(came.group(1), allow_lower=False)):
+                out.append(FactChange("location", place, remove_from="from"))
             if rest and re.fullmatch(r"[^\W\d_a-z][\w'\-]*(?:\s+[^\W\d_a-z][\w'\-]*)?", rest):
                 place = take_place(rest, allow_lower=False)
                 if place:
                     out.append(FactChange("location", place))
-    ap = _AGE_PHRASE.search(sentence)
+    ap = _AGE_PHRASE.search(sentence) if _AGE_PHRASE.gate_passes(fold) else None
     if ap and 0 < int(ap.group("age")) <= 120:
         out.append(FactChange("age", ap.group("age")))
     return out
@@ -190,7 +219,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
 
 # -- sign-offs -----------------------------------------------------------------------------
 
-_SIGNOFF = re.compile(
+_SIGNOFF = lazy(
     r"(?:\n\s*(?:-{1,2}|—|~|xx|cheers,?|thanks,?|love,?)\s*|\bxx\s+)(?P<n>[^\W\d_][\w'\-]*)\s*$", re.I
 )
 
@@ -205,9 +234,11 @@ def signoff(text: str) -> FactChange | None:
 
 # -- profile cards: "key: value", one a line --------------------------------------------------
 
-_LABEL = re.compile(
+_LABEL_COLON = lazy(r"^\s*(?P<label>[^\W\d][\w '/]{0,24}?)\s*[:=]\s*(?P<value>\S.{0,80}?)\s*$", 0)
+_LABEL = lazy(
     r"^\s*(?P<label>[^\W\d][\w '/]{0,24}?|[\U0001f000-\U0001faff\u2600-\u27bf])\ufe0f?\s*"
-    r"(?:[:=]|\s-\s|\s+(?=\S))\s*(?P<value>\S.{0,80}?)\s*$"
+    r"(?:[:=]|\s-\s|\s+(?=\S))\s*(?P<value>\S.{0,80}?)\s*$",
+    0,
 )
 _LABELS: dict[str, str] = {
     **dict.fromkeys(("name", "nickname", "nick"), "name"),
@@ -229,8 +260,8 @@ _LABELS: dict[str, str] = {
     **dict.fromkeys(("dislikes", "hates"), "dislikes"),
     "\U0001f382": "cake",
 }
-_NAME_VALUE = re.compile(r"[^\W\d_][\w'\-]*(?:\s+[^\W\d_][\w'\-]*){0,2}")
-_TRAIL = re.compile(r"\s+(?:lol|haha|lmao|btw|tbh)\s*$", re.I)
+_NAME_VALUE = lazy(r"[^\W\d_][\w'\-]*(?:\s+[^\W\d_][\w'\-]*){0,2}", 0)
+_TRAIL = lazy(r"\s+(?:lol|haha|lmao|btw|tbh)\s*$", re.I)
 
 
 def _profile_value(key: str, value: str) -> list[FactChange]:
@@ -270,7 +301,7 @@ def _profile_value(key: str, value: str) -> list[FactChange]:
 
 def profile_facts(line: str) -> list[FactChange] | None:
     """The facts of one profile-card line ("Age: 26"), or None when it is no such line."""
-    m = _LABEL.match(line)
+    m = _LABEL_COLON.match(line) or _LABEL.match(line)
     if not m:
         return None
     label = " ".join(m.group("label").lower().split())
@@ -335,47 +366,30 @@ _NOT_SUBJECTS = frozenset(
 _TEACH = rx(
     I_ + r"(?:'m|\s+am)?\s+" + ADV + r"(?:teach|teaching)\s+(?P<subject>[a-z]+)\b",
     first="i",
-    needs=("teach", "teaching"),
 )
 _DRIVE = rx(
     I_ + r"\s+" + ADV + r"drive\s+(?:an?\s+)?(?P<vehicle>bus|taxi|cab|truck|lorry|tram|train|forklift|"
     r"ambulance|school\s+bus|delivery\s+van)\b",
     first="i",
-    needs=("drive",),
 )
 _DOING = rx(
     I_ + r"\s+" + ADV + r"(?P<doing>(?:cut|fix|write|sell|do|build|deliver|fly)\s+[a-z]+)\b",
     first="i",
-    needs=("cut", "fix", "write", "sell", "do", "build", "deliver", "fly"),
 )
 _STARTED_AS = rx(
-    I_ + r"(?:'ve|\s+have)?\s+" + ADV + r"(?:started|began)\s+(?:working\s+|work\s+)?as\s+(?P<a>an?\s+)?",
+    I_
+    + r"(?:'ve|\s+have)?\s+"
+    + ADV
+    + r"(?:(?:started|began)\s+(?:working\s+|work\s+)?|(?:got\s+)?hired\s+)as\s+"
+    r"(?P<a>an?\s+)?",
     first="i",
-    needs=("started", "began"),
 )
 _WORK_IN = rx(
     I_ + r"\s+" + ADV + r"work\s+in\s+(?P<field>[a-z]+(?:\s+[a-z]+)?|[A-Z]{2,4})\s+(?=(?:at|for)\s+[A-Z0-9])",
     first="i",
-    needs=("work",),
 )
 
 
-@needs(
-    "teach",
-    "teaching",
-    "drive",
-    "cut",
-    "fix",
-    "write",
-    "sell",
-    "do",
-    "build",
-    "deliver",
-    "fly",
-    "started",
-    "began",
-    "work",
-)
 def doings(clause: str) -> Iterator[FactChange]:
     """Jobs told by what people do: "I teach chemistry", "I drive a bus", "I work in HR at Unilever"."""
     for m in triggers(clause, _TEACH):

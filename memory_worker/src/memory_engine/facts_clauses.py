@@ -7,7 +7,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .facts_lexicon import (
     ADVERBS,
@@ -21,22 +21,23 @@ from .facts_lexicon import (
     TIME_UNITS,
     TIME_WORDS,
 )
+from .facts_patterns import LiteralIndex, Rx, lazy
 
 # Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
 # (found by trying every code point): "ım" matches the chat spelling "im".
 FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
-R = TypeVar("R", bound=Callable[..., Any])
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2014": " - "})
-_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")  # no fact in a pictograph
-_EMOJI_BREAK = re.compile(
-    "[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\\s+(?=[^\\W\\d_])"
+_EMOJI = lazy("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+", 0)  # no fact in a pictograph
+_EMOJI_BREAK = lazy(
+    "[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\\s+(?=[^\\W\\d_])",
+    0,
 )
-_ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
+_ABBREV = lazy(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
 # Each split pattern starts with a lookahead for the characters every match starts with: the same
 # matches, found about twice as fast.
-_SENTENCE_END = re.compile(r"(?=[\s\"')\];])(?:(?<=[.!?])[\"')\]]*\s+|\n+|;\s*)")
-_QUESTION_END = re.compile(r"\?[\s\"')\]\W]*$")
-_INVERTED = re.compile(
+_SENTENCE_END = lazy(r"(?=[\s\"')\];])(?:(?<=[.!?])[\"')\]]*\s+|\n+|;\s*)", 0)
+_QUESTION_END = lazy(r"\?[\s\"')\]\W]*$", 0)
+_INVERTED = lazy(
     r"^(?:(?:so|and|but|hey|ok|okay|um|well|wait|also)[,\s]+)*"
     r"(?:(?:do|does|did|am|is|are|was|were|can|could|would|will|shall|should|may|might|have|has|"
     r"had|must)(?:n't)?\s+(?:i|you|we|he|she|they|it|my|your|our|the|this|that|there|anyone|"
@@ -45,7 +46,7 @@ _INVERTED = re.compile(
     re.I,
 )
 _SUBJECT = r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|he|she|they|it|you|there|our|his|her|their)\b"
-_CLAUSE_BREAK = re.compile(
+_CLAUSE_BREAK = lazy(
     r"(?=[\s(),:])\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
     r"|[,:]\s*(?:and\s+|so\s+|or\s+)?(?=" + _SUBJECT + r")"
     r"|(?<!^i)(?<! i)\s+(?:and|so|or)\s+(?=" + _SUBJECT + r"))",
@@ -53,25 +54,25 @@ _CLAUSE_BREAK = re.compile(
 )
 # Chat spellings without the apostrophe, and stutters ("I hate hate HATE").
 _BARE = {"im": "I'm", "ive": "I've", "dont": "don't", "doesnt": "doesn't", "didnt": "didn't", "cant": "can't"}
-_BARE_WORD = re.compile(r"\b(" + "|".join(_BARE) + r")\b", re.I)
-_STUTTER = re.compile(r"\b(\w+)(?:\s+\1\b)+", re.I)
+_BARE_WORD = lazy(r"\b(" + "|".join(_BARE) + r")\b", re.I)
+_STUTTER = lazy(r"\b(\w+)(?:\s+\1\b)+", re.I)
 # "Name: Ingrid", "fav food: tacos", "Things I love: books, tea": a label read as a sentence.
 _LABELS = (
-    (re.compile(r"^\W*(?:my\s+)?name\s*[:=\-]\s*", re.I), "my name is "),
+    (lazy(r"^\W*(?:my\s+)?name\s*[:=\-]\s*", re.I), "my name is "),
     (
-        re.compile(r"^\W*(?:my\s+)?(fav(?:ou?rite)?|fave)\s+([a-z][a-z ]{0,30}?)\s*[:=]\s*", re.I),
+        lazy(r"^\W*(?:my\s+)?(fav(?:ou?rite)?|fave)\s+([a-z][a-z ]{0,30}?)\s*[:=]\s*", re.I),
         r"my \1 \2 is ",
     ),
-    (re.compile(r"^\W*(?:things|stuff)\s+i\s+(love|like|enjoy|hate|dislike)\s*[:=\-]\s*", re.I), r"I \1 "),
-    (re.compile(r"^\W*(?:my\s+)?pronouns\s*[:=\-]\s*", re.I), "my pronouns are "),
+    (lazy(r"^\W*(?:things|stuff)\s+i\s+(love|like|enjoy|hate|dislike)\s*[:=\-]\s*", re.I), r"I \1 "),
+    (lazy(r"^\W*(?:my\s+)?pronouns\s*[:=\-]\s*", re.I), "my pronouns are "),
 )
 # "I'm Ana and live in Oslo": the second verb keeps the first person subject.
-_ELIDED = re.compile(
+_ELIDED = lazy(
     r"\b(and|but)\s+(?=(?:also\s+|really\s+|now\s+|currently\s+|still\s+)*(?:live|like|love|enjoy|"
     r"adore|hate|dislike|work|moved)\b)",
     re.I,
 )
-_TOKEN = re.compile(r"n't|'[a-z]+|[\w\-]+", re.I)
+_TOKEN = lazy(r"n't|'[a-z]+|[\w\-]+", re.I)
 
 
 def folded(text: str) -> str:
@@ -111,12 +112,13 @@ _BARE_NEEDS = tuple(_BARE)
 _BARE_WORDS = frozenset(_BARE)  # each is a whole word where _BARE_WORD matches
 _LABEL_NEEDS = ("name", "fav", "things", "stuff", "pronouns")
 _ELIDED_VERBS = ("live", "like", "love", "enjoy", "adore", "hate", "work", "moved")
-_BREAK_GATE = re.compile(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensitive, on folded text
+_BREAK_GATE = lazy(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensitive, on folded text
     r"[()]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s"
-    r"|[,:]\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r"|\s(?:and|so|or)\s+" + _SUBJECT
+    r"|[,:]\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r"|\s(?:and|so|or)\s+" + _SUBJECT,
+    0,
 )
-_STARTS_I = re.compile(r"\W*i\b", re.I)
-_WORD_RUN = re.compile(r"\w+")
+_STARTS_I = lazy(r"\W*i\b", re.I)
+_WORD_RUN = lazy(r"\w+", 0)
 
 
 def _repeats_a_word(runs: list[str]) -> bool:
@@ -186,12 +188,8 @@ def is_question(sentence: str) -> bool:
     return bool(_QUESTION_END.search(sentence) or _INVERTED.match(sentence.strip(" \"'*_-")))
 
 
-def clauses(sentence: str, needs: frozenset[str] | None = None) -> list[str]:
-    """The clauses of one sentence: split at conjunctions and at a comma before a new subject.
-
-    With `needs`, none when the sentence (as rewritten) has none of these words: a clause's words
-    are some of its sentence's, so a caller that only reads clauses with one of them loses nothing.
-    """
+def clauses(sentence: str) -> list[str]:
+    """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
     low = folded(sentence)
     first_runs = _WORD_RUN.findall(low)
@@ -209,13 +207,8 @@ def clauses(sentence: str, needs: frozenset[str] | None = None) -> list[str]:
     if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
         low, runs = folded(sentence), None
-    if runs is None:
-        runs = _WORD_RUN.findall(low)
-    if needs is not None and needs.isdisjoint(runs):
-        return []
     if not _BREAK_GATE.search(low):
         sentence = sentence.strip(" ,")
-        _remember_words(sentence, runs)  # the one clause: its words are the sentence's
         return [sentence] if sentence else []
     return [part for c in _CLAUSE_BREAK.split(sentence) if c and (part := c.strip(" ,"))]
 
@@ -242,7 +235,7 @@ def strip_leading(value: str) -> str:
     return " ".join(words)
 
 
-_TRAIL_PHRASES = re.compile(
+_TRAIL_PHRASES = lazy(
     r"(?:\s+(?:these days|those days|at the moment|right now|as well|a lot|so much|very much|"
     r"any more|for (?:good|now|a while|ages|years|months|the most part)|by the way|in general|"
     r"of all time|more than anything|above all|more and more|"
@@ -325,69 +318,66 @@ class FactChange:
 ADV = r"(?:(?:" + "|".join(sorted(ADVERBS)) + r"|kind of|sort of|pretty much)\s+)*"
 I_ = r"(?<![\w'])i"
 I_AM_ = r"(?<![\w'])i(?:'m|\s+am)\s+"
-WORD = re.compile(r"[^\W\d_][\w'\-]*")
+WORD = lazy(r"[^\W\d_][\w'\-]*", 0)
 
 
-# Gates of the rules: a rule or pattern marked with words, one of which every match holds as a
-# whole word (a maximal run of \w in the folded clause), is skipped when the clause has none.
-_NEEDS: dict[int, frozenset[str]] = {}  # by id: hashing a Pattern hashes its whole program
-_ALSO: dict[int, frozenset[str]] = {}
-_RULE_NEEDS: dict[Callable[..., Any], frozenset[str]] = {}
-_last_words: tuple[str, frozenset[str]] = ("", frozenset())
+# Gates. Each pattern knows, from its own source, literal strings one of which every match holds
+# (`literals`); a clause holding none of them is not searched. A rule's gate is the union of the
+# gates of the patterns it uses (`rule_gate`): nothing to keep in step by hand.
+_Fold = tuple[str, str, frozenset[str] | None, frozenset[str], frozenset[str]]
+_last_fold: _Fold = ("", "", None, frozenset(), frozenset())
+# the last clause folded (every rule asks for the same one), with the index's literals it holds,
+# the index's literals and its words, when known
 
 
-def _remember_words(clause: str, runs: list[str]) -> None:
-    global _last_words
-    _last_words = (clause, frozenset(runs))
+def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex) -> frozenset[str]:
+    """The literals of `index` that `clause` (folded: `low`, its runs of \\w: `runs`) holds.
 
-
-def words_of(clause: str) -> frozenset[str]:
-    """The whole words of a folded clause (the last clause's are kept: every rule asks for them)."""
-    global _last_words
-    text, words = _last_words  # one tuple: a thread reads a consistent pair
-    if text != clause:
-        words = frozenset(_WORD_RUN.findall(folded(clause)))
-        _last_words = (clause, words)
-    return words
-
-
-def rx(
-    pattern: str, needs: tuple[str, ...] = (), first: str = "", also: tuple[str, ...] = ()
-) -> re.Pattern[str]:
-    """A case-insensitive rule pattern; `needs` (and `also`): words one of which every match holds.
-
-    `first`: the letters every match starts with; a lookahead for them lets the engine pass over
-    the other positions at once (about twice as fast, the same matches).
+    `triggers` reuses them, and the words, as its patterns' gates.
     """
-    compiled = re.compile(f"(?=[{first}])(?:{pattern})" if first else pattern, re.I)
-    if needs:
-        _NEEDS[id(compiled)] = frozenset(needs)  # rule patterns live as long as the module
-    if also:
-        _ALSO[id(compiled)] = frozenset(also)
-    return compiled
+    global _last_fold
+    present = index.present(low, runs)
+    _last_fold = (clause, low, present, index.literals, frozenset(runs))
+    return present
 
 
-def triggers(clause: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+def triggers(clause: str, pattern: Rx) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
-    needs = _NEEDS.get(id(pattern))
-    if needs is not None and needs.isdisjoint(words_of(clause)):
-        return []
-    also = _ALSO.get(id(pattern))
-    if also is not None and also.isdisjoint(words_of(clause)):
-        return []
+    global _last_fold
+    last, low, present, known, words = _last_fold  # one tuple: a thread reads a consistent set
+    if last is not clause:
+        low = folded(clause)
+        present, known = None, frozenset()
+        _last_fold = (clause, low, None, known, known)
+    if pattern.literal_set is not None:
+        if present is None:
+            if not pattern.gate_passes(low):
+                return []
+        elif pattern.words.isdisjoint(words) and pattern.fragments.isdisjoint(present):
+            fragments = pattern.fragments
+            if fragments <= known or not any(f in low for f in fragments):
+                return []  # none of its literals is there (those the index does not know: tested here)
     return [m for m in pattern.finditer(clause) if not guarded(clause[: m.start()])]
 
 
-def needs(*words: str) -> Callable[[R], R]:
-    """Mark a rule with the words one of which each of its findings needs (see above)."""
+def rule_patterns(rule: Callable[..., Any]) -> list[Rx]:
+    """The `Rx` patterns a rule's code names (nested code included)."""
+    names: set[str] = set()
+    codes = [rule.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return [v for n in names if isinstance(v := rule.__globals__.get(n), Rx)]
 
-    def mark(rule: R) -> R:
-        _RULE_NEEDS[rule] = frozenset(words)
-        return rule
 
-    return mark
+def rule_gate(rule: Callable[..., Any]) -> tuple[str, ...] | None:
+    """The literals one of which a rule's every finding needs: its patterns' gates, together.
 
-
-def needed(rule: Callable[..., Any]) -> frozenset[str]:
-    """The words `rule` was marked with (see `needs`)."""
-    return _RULE_NEEDS[rule]
+    The patterns are the `Rx` objects the rule's code names (nested code included); a rule with
+    one pattern that has no gate, or with none, is always run (None).
+    """
+    gates = [pt.literals for pt in rule_patterns(rule)]
+    if not gates or any(g is None for g in gates):
+        return None
+    return tuple(sorted(set().union(*gates)))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from .facts_clauses import FactChange, is_name_word
 from .facts_health import diet_value
 from .facts_lexicon import NOT_NAMES, VAGUE_START
+from .facts_patterns import lazy
 from .facts_rules import take_org
 
 __all__ = ["correction_of", "corrections_within", "looks_like_correction"]
@@ -23,21 +24,21 @@ _STRONG = (
     r"or\s+rather|make\s+that|nvm|actually\s+(?=it'?s\b)|i\s+mean\s+it'?s"
 )
 _WEAK = _STRONG + r"|actually|update|well|lol\s+no|ok\s+not|okay\s+not|ok|okay|lol|haha"
-_INSIDE = re.compile(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
-_OPENS = re.compile(r"^\W*(?:(?:" + _WEAK + r")\b[\s,:!.\-]*)+|^\s*\*|\S\*\W*$|\bactually\b", re.I)
-_LEADING = re.compile(
+_INSIDE = lazy(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
+_OPENS = lazy(r"^\W*(?:(?:" + _WEAK + r")\b[\s,:!.\-]*)+|^\s*\*|\S\*\W*$|\bactually\b", re.I)
+_LEADING = lazy(
     r"^(?:(?:" + _WEAK + r"|it'?s|it\s+is|i'?m|i\s+am|not\s+[\w'\-]+(?:\s+anymore)?|make\s+that|now)\b"
     r"[\s,:!.\-*]*|\*\s*)+",
     re.I,
 )
-_VALUE = re.compile(
+_VALUE = lazy(
     r"^(?P<v>[^\s,.;!?*()]+(?:\s+[^\s,.;!?*()]+){0,3}?)\s*\**\s*"
     r"(?:$|[,.;!?(]|\s(?:not|with|as\s+of|typo|autocorrect|lol|haha|lmao|i\s+keep|technically|actually|now|"
     r"btw|tho|though|sorry|forgot)\b)",
     re.I,
 )
-_AT_ORG = re.compile(r"\bI(?:'m|\s+am|m)\s+(?:now\s+)?(?:at|with)\s+", re.I)
-_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")
+_AT_ORG = lazy(r"\bI(?:'m|\s+am|m)\s+(?:now\s+)?(?:at|with)\s+", re.I)
+_EMOJI = lazy("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+", 0)
 _SCALAR_ORDER = ("age", "diet", "name", "location", "employer", "job")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .facts_clauses import ADV, I_, FactChange, needs, rx, triggers
+from .facts_clauses import ADV, I_, FactChange, triggers
+from .facts_patterns import lazy, rx
 
 __all__ = ["DIET_WORDS", "allergy_items", "diet_value", "health", "language_items", "languages"]
 
@@ -41,7 +42,6 @@ _I_AM_DIET = rx(
     + _DIET
     + r"(?!\s+(?:food|restaurant|place|recipe|option|meal|friend|people)s?\b)",
     first="i",
-    needs=("m", "am", "been"),
 )
 _DIET_HERE = rx(r"^\W*" + _DIET + r"\s+here\b")
 _EAT_DIET = rx(
@@ -55,9 +55,8 @@ _EAT_DIET = rx(
     + _DIET
     + r"(?:\s+diet)?",
     first="i",
-    needs=("eat", "keep", "follow", "on"),
 )
-_NO_MEAT = rx(I_ + r"\s+(?:don't|do\s+not|dont)\s+eat\s+(?:meat|any\s+meat)\b", first="i", needs=("eat",))
+_NO_MEAT = rx(I_ + r"\s+(?:don't|do\s+not|dont)\s+eat\s+(?:meat|any\s+meat)\b", first="i")
 _ALLERGIC = rx(
     I_
     + r"(?:'m|\s+am)\s+"
@@ -65,12 +64,10 @@ _ALLERGIC = rx(
     + r"(?:(?:very|severely|deathly|super|so|mildly|highly)\s+)?allergic\s+to\s+"
     r"|" + I_ + r"(?:'ve|\s+have)?\s+(?:got\s+)?allergies\s+to\s+",
     first="i",
-    needs=("allergic", "allergies"),
 )
 _ALLERGY = rx(
     r"(?:" + I_ + r"(?:'ve|\s+have)?\s+(?:got\s+)?(?:an?\s+)?|^\W*)(?:(?:severe|bad|mild|serious|bad)\s+)?"
     r"(?P<thing>[a-z]+)\s+allergy\b(?!\s+(?:season|meds|medicine|test))",
-    needs=("allergy",),
 )
 # Things people say they are "allergic to" that are no allergy ("allergic to mondays").
 _NOT_ALLERGENS = frozenset(
@@ -110,8 +107,8 @@ _SINGULAR_ALLERGENS = {
     "tree nut": "tree nuts",
     "bee": "bees",
 }
-_ITEM_SPLIT = re.compile(r"\s*(?:,|;|/|\band\b|\bor\b|&|\+)\s*", re.I)
-_ITEM_END = re.compile(
+_ITEM_SPLIT = lazy(r"\s*(?:,|;|/|\band\b|\bor\b|&|\+)\s*", re.I)
+_ITEM_END = lazy(
     r"\s+(?:so|which|because|cause|since|but|when|life|lol|haha|tbh|btw|here|too|though|at|to|from)\b"
     r"|[.!?;:(]|\s-\s",
     re.I,
@@ -128,8 +125,10 @@ def allergy_items(text: str) -> list[str]:
     end = _ITEM_END.search(text)
     text = text[: end.start()] if end else text
     out: list[str] = []
-    for part in _ITEM_SPLIT.split(text):
+    for n, part in enumerate(_ITEM_SPLIT.split(text)):
         words = part.lower().split()
+        if n and len(words) > 2:
+            break  # "allergic to bees, carry an epipen": the list ended at the comma
         if not words or len(words) > 3 or any(w in _NOT_ALLERGENS for w in words):
             if words and any(w in _NOT_ALLERGENS for w in words):
                 return []
@@ -140,7 +139,6 @@ def allergy_items(text: str) -> list[str]:
     return out
 
 
-@needs("m", "am", "been", "eat", "keep", "follow", "on", "allergic", "allergies", "allergy", *DIET_WORDS)
 def health(clause: str) -> Iterator[FactChange]:
     """Diet and allergies: "I'm vegan", "I keep kosher", "I'm allergic to cats and dogs"."""
     for pattern in (_I_AM_DIET, _EAT_DIET, _DIET_HERE):
@@ -280,13 +278,13 @@ LANGUAGES = frozenset(
         "patois",
     ]
 )
-_LANG_PREFIX = re.compile(
+_LANG_PREFIX = lazy(
     r"^(?:(?:a\s+(?:little\s+)?(?:bit\s+(?:of\s+)?)?|some\s+|basic\s+|fluent\s+|native\s+|conversational\s+|"
     r"broken\s+|decent\s+|good\s+|ok\s+|okay\s+)+)",
     re.I,
 )
 _PLACE_WORDS = ("at", "with", "to", "in", "for", "on")  # "Swahili at home and English at work"
-_LANG_SPLIT = re.compile(r"\s*(?:,|;|/|\band\b|\bplus\b|&|\+)\s*", re.I)
+_LANG_SPLIT = lazy(r"\s*(?:,|;|/|\band\b|\bplus\b|&|\+)\s*", re.I)
 
 
 def language_items(text: str) -> list[str]:
@@ -314,33 +312,9 @@ _SPEAK = rx(
     r"|" + I_ + r"(?:'m|\s+am)\s+an?\s+native\s+(?=\w+\s+speaker)"
     r"|\bmy\s+(?:native|first|mother|home)\s+(?:language|tongue)\s+is\s+"
     r"|^\W*(?:native|fluent)\s+(?:in\s+)?(?=\w+\s+(?:speaker|here))",
-    needs=(
-        "speak",
-        "speaks",
-        "fluent",
-        "native",
-        "conversational",
-        "bilingual",
-        "trilingual",
-        "multilingual",
-        "language",
-        "tongue",
-    ),
 )
 
 
-@needs(
-    "speak",
-    "speaks",
-    "fluent",
-    "native",
-    "conversational",
-    "bilingual",
-    "trilingual",
-    "multilingual",
-    "language",
-    "tongue",
-)
 def languages(clause: str) -> Iterator[FactChange]:
     """Languages the speaker speaks: "I speak Spanish and a little Japanese", "fluent in Polish"."""
     for m in triggers(clause, _SPEAK):

@@ -192,7 +192,8 @@ PLACE_STOP = _words(
 )
 JOB_STOP = _words(
     "at for from in with and but who which that by on since because of as to or so near "
-    "lol haha lmao btw tbh tho rn atm now too there here these"
+    "lol haha lmao btw tbh tho rn atm now too there here these actually technically anyway really "
+    "obviously though"
 )
 
 # Capitalised words that cannot open a place or an organisation ("I live in Here").
@@ -209,7 +210,7 @@ JOBS = _words(
     "baker banker barber barista bartender biologist blacksmith blogger bookkeeper botanist "
     "builder butcher butler buyer captain carpenter cashier caterer ceo cfo cto chef chemist "
     "chiropractor cleaner clerk coach composer consultant contractor cook coordinator "
-    "copywriter counselor counsellor courier curator dancer dentist designer detective developer "
+    "copywriter counselor counsellor courier curator dancer dentist designer detective dev developer "
     "dietitian diplomat director dispatcher doctor driver drummer ecologist economist editor "
     "educator electrician engineer entrepreneur farmer firefighter fisherman florist "
     "founder freelancer gardener geologist guard guide hairdresser historian housekeeper "

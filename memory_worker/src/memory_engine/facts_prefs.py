@@ -14,10 +14,8 @@ from .facts_clauses import (
     clean,
     guarded,
     is_name_word,
-    needs,
     protect_binomials,
     restore,
-    rx,
     strip_trailing,
     triggers,
 )
@@ -31,6 +29,7 @@ from .facts_lexicon import (
     VAGUE_START,
     VAGUE_VALUES,
 )
+from .facts_patterns import lazy, rx
 
 # -- preferences and favourites ------------------------------------------------------------
 
@@ -67,10 +66,9 @@ _LIKE = rx(
     r"in\s+love\s+with|hooked\s+on)\s+"
     r"|" + I_ + r"\s+" + ADV + r"can(?:'t|not|\s+not)\s+get\s+enough\s+of\s+",
     first="i",
-    needs=_LIKE_WORDS,
 )
-_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)", first="i", needs=("prefer",))
-_OVER = rx(r"\s+(?:to|over|rather\s+than|instead\s+of)\s+")
+_PREFER = rx(I_ + r"\s+" + ADV + r"(?:much\s+)?prefer\s+(?!to\s)", first="i")
+_OVER = lazy(r"\s+(?:to|over|rather\s+than|instead\s+of)\s+")
 _DISLIKE = rx(
     I_ + r"\s+" + ADV + r"(?:dislike|hate|detest|loathe|despise|abhor)\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:can't|cannot|can\s+not|cant)\s+(?:stand|bear|stomach)\s+"
@@ -78,7 +76,6 @@ _DISLIKE = rx(
     r"|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"not\s+" + ADV + r"(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|"
     r"into|keen\s+on|fond\s+of)\s+",
     first="i",
-    needs=("dislike", "hate", "detest", "loathe", "despise", "abhor", "t", "not", "cannot", "cant", "dont"),
 )
 _NO_LONGER = rx(
     I_AM_ + ADV + r"no\s+longer\s+(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|into|keen\s+on|fond\s+of)\s+"
@@ -86,15 +83,15 @@ _NO_LONGER = rx(
     r"enjoying))\s+"
     r"|" + I_ + r"\s+" + ADV + r"(?:don't|do\s+not|dont)\s+" + ADV + r"love\s+(?=.*\bany\s?more\b)",
     first="i",
-    needs=("longer", "stopped", "love"),
 )
-_ANYMORE = rx(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
-_VALUE_END = rx(
-    r"\s+(?:because|since|when|whenever|while|if|unless|until|after|before|where|"
+_ANYMORE = lazy(r"\b(?:any\s?more|no\s+more|no\s+longer)\b")
+_VALUE_END = lazy(
+    r"\s+(?:haha|lol|lmao|tbh|fight\s+me|obviously|of\s+course|"
+    r"because|since|when|whenever|while|if|unless|until|after|before|where|"
     r"as\s+long\s+as|so\s+much|more\s+than|better\s+than|rather\s+than|than|instead\s+of|except|but|"
     r"even\s+though|whether)\b|[.!?;:]"
 )
-_LIST_SPLIT = rx(r"\s*,\s*(?:and\s+|or\s+|&\s+)?|\s+(?:and|or|&|as\s+well\s+as|plus|along\s+with)\s+")
+_LIST_SPLIT = lazy(r"\s*,\s*(?:and\s+|or\s+|&\s+)?|\s+(?:and|or|&|as\s+well\s+as|plus|along\s+with)\s+")
 
 
 def _gerund(verb: str) -> str:
@@ -118,7 +115,7 @@ def _gerund(verb: str) -> str:
 
 def _items(rest: str) -> list[str]:
     """The items of a preference list ("hiking, black coffee and old jazz records")."""
-    rest = " " + rest
+    rest = " " + rest.split("http", 1)[0]  # a link is no item ("trails, see https://...")
     end = _VALUE_END.search(rest)
     rest = protect_binomials(strip_trailing(rest[: end.start()] if end else rest))
     parts = [restore(p) for p in _LIST_SPLIT.split(rest.strip())]
@@ -144,7 +141,7 @@ def _items(rest: str) -> list[str]:
     return items
 
 
-_RELATIVE = rx(r"\s+(?:that|which|who|whom|what|how|why)\b")
+_RELATIVE = lazy(r"\s+(?:that|which|who|whom|what|how|why)\b")
 
 
 def _item(words: list[str]) -> str | None:
@@ -158,12 +155,12 @@ def _item(words: list[str]) -> str | None:
         or " ".join(low) in VAGUE_VALUES
         or " ".join(low[:2]) in VAGUE_VALUES
         or any(w in PRONOUN_TOKENS for w in low)
+        or low in (["see"], ["check"], ["look"], ["go"])  # "..., see https://...": a pointer, no item
     ):
         return None
     return " ".join(words)
 
 
-@needs(*_LIKE_WORDS, *_DISLIKE_WORDS, "prefer", "longer", "stopped")
 def preferences(clause: str) -> Iterator[FactChange]:
     taken: list[tuple[int, int]] = []
     for m in triggers(clause, _NO_LONGER):
@@ -197,24 +194,26 @@ _FAV = r"(?:all[- ]time\s+|absolute\s+|current\s+|personal\s+|very\s+)?(?:fav(?:
 _THING = r"(?P<thing>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,2}?)"
 _WHEN = r"(?:\s+(?:right\s+now|at\s+the\s+moment|these\s+days|currently|lately|of\s+all\s+time|ever))?"
 _FAV_WORDS = ("fav", "fave", "favorite", "favourite")
-_FAVORITE = rx(
-    r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", first="m", needs=_FAV_WORDS
-)
+_FAVORITE = rx(r"\bmy\s+" + _FAV + r"\s+" + _THING + _WHEN + r"(?:\s+is|'s|\s+are)\s+", first="m")
 _FAVORITE_LAST = rx(
     r"^(?P<value>.{1,60}?)\s+(?:is|are)\s+(?:definitely\s+|probably\s+|still\s+|easily\s+|totally\s+)?"
     r"my\s+" + _FAV + r"\s+" + _THING + r"$"
 )
 
 
+_AFTERTHOUGHT = lazy(
+    r",\s*(?:obviously|of course|lol|haha|tbh|honestly|btw|though|tho|i guess|i think|duh)\W*$"
+)
+
+
 def _favorite_value(value: str) -> str | None:
-    value = clean(value)
+    value = clean(_AFTERTHOUGHT.sub("", value))
     words = value.split()
     if not words or len(words) > 8 or words[0].lower() in VAGUE_START or value.lower() in VAGUE_VALUES:
         return None
     return value
 
 
-@needs(*_FAV_WORDS)
 def favorites(clause: str) -> Iterator[FactChange]:
     found: list[tuple[str, str | None]] = []
     for m in triggers(clause, _FAVORITE):
@@ -240,16 +239,14 @@ _MY_KIN = rx(
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
     r"(?=(?-i:[^\W\d_a-z]))",
     first="mo",
-    needs=("my", "our"),
 )
 _HAVE_KIN = rx(
     r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
     r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
     r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])",
     first="iw",
-    needs=("have", "got", "adopted", "own"),
 )
-_NAME_LIST = re.compile(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)")
+_NAME_LIST = lazy(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)", 0)
 
 
 def _kin_names(rest: str, plural: bool) -> list[str]:
@@ -270,7 +267,6 @@ def _kin_names(rest: str, plural: bool) -> list[str]:
     return names
 
 
-@needs(*_KIN_WORDS)
 def kin(clause: str) -> Iterator[FactChange]:
     if any(w in GONE_WORDS for w in re.findall(r"[a-z]+", clause.lower())) or re.search(
         r"\bpassed\s+away\b", clause, re.I

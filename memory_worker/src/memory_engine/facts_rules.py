@@ -13,8 +13,6 @@ from .facts_clauses import (
     clean,
     is_capitalised,
     is_name_word,
-    needs,
-    rx,
     strip_leading,
     strip_trailing,
     title,
@@ -37,10 +35,11 @@ from .facts_lexicon import (
     TIME_HEADS,
     TIME_WORDS,
 )
+from .facts_patterns import lazy, rx
 
 _PARTICLE = r"(?:van|von|de|da|do|del|della|di|du|dos|das|le|la|bin|ibn|al|el|der|ter|ten|y)"
-_NEXT_NAME = re.compile(r"\s+(?:(" + _PARTICLE + r")\s+)?([^\W\d_][\w'\-]*)")
-_NAME_END = re.compile(r"\s*(?:$|[^\w\s']|(?:and|but|btw|by|though|from|too|here|lol|haha|now)\b)", re.I)
+_NEXT_NAME = lazy(r"\s+(?:(" + _PARTICLE + r")\s+)?([^\W\d_][\w'\-]*)", 0)
+_NAME_END = lazy(r"\s*(?:$|[^\w\s']|(?:and|but|btw|by|though|from|too|here|lol|haha|now)\b)", re.I)
 
 
 # -- names ---------------------------------------------------------------------------------
@@ -68,15 +67,12 @@ def _take_name(rest: str, allow_lower: bool) -> str | None:
     return name if capital else title(name)
 
 
-_MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+", needs=("name",))
+_MY_NAME = rx(r"(?:\b(?:my|the)\s+|^\W*)name(?:'s|\s+is)\s+")
 _CALL_ME = rx(
     r"\b(?:call|calls)\s+me\s+|" + I_ + r"(?:'m|\s+am)\s+(?:called|known as)\s+|" + I_ + r"\s+go\s+by\s+",
     first="ci",
-    needs=("call", "calls", "called", "known", "by"),
 )
-_I_AM = rx(
-    r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+", needs=("m", "am")
-)
+_I_AM = rx(r"^(?:(?:" + "|".join(sorted(GREETINGS)) + r")[\s,!.]+)*" + I_ + r"(?:'m|\s+am)\s+")
 
 
 _HERE = rx(
@@ -85,20 +81,40 @@ _HERE = rx(
 )
 
 
-_GREETED = rx(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
+_GREETED = lazy(r"^\W*(?:hi|hello|hey|hiya|howdy|greetings)\b")
 
 
-# Three rules, run in this order, so that each is only called when its own words are there.
-@needs("name", "call", "calls", "called", "known", "by")
+_NOT_CALLED = frozenset(
+    (
+        "later",
+        "maybe",
+        "crazy",
+        "anytime",
+        "sometime",
+        "tomorrow",
+        "tonight",
+        "back",
+        "old",
+        "myself",
+        "yourself",
+    )
+)
+_NUMBERISH = lazy(r"(?:" + "|".join([*TENS_WORDS, *NUMBER_WORDS]) + r")\b")
+
+
 def names(clause: str) -> Iterator[FactChange]:
     for pattern, lower in ((_MY_NAME, True), (_CALL_ME, False)):
         for m in triggers(clause, pattern):
-            name = _take_name(clause[m.end() :], allow_lower=lower)
+            rest = clause[m.end() :]
+            # "call me nico": a lower-case name when it is the last word (not "call me later")
+            word = rest.strip(" .!").lower()
+            alone = "call" in m.group().lower() and len(rest.split()) == 1 and word not in _NOT_CALLED
+            alone = alone and word not in JOBS and word not in ABSTRACT and not _NUMBERISH.match(word)
+            name = _take_name(rest, allow_lower=lower or alone)
             if name:
                 yield FactChange("name", name)
 
 
-@needs("m", "am")
 def names_i_am(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _I_AM):
         name = _take_name(clause[m.end() :], allow_lower=False)
@@ -106,7 +122,6 @@ def names_i_am(clause: str) -> Iterator[FactChange]:
             yield FactChange("name", name)
 
 
-@needs("this", "here", "s")  # "s" of "it's": "it" alone is too common a word
 def names_here(clause: str) -> Iterator[FactChange]:
     here = _HERE.match(clause)
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
@@ -120,7 +135,7 @@ def names_here(clause: str) -> Iterator[FactChange]:
 
 _PLACE_LINK = r"(?:de|da|do|dos|das|del|upon|on|am|im|an|der|sur|en|of|la|le|y|al|el)"
 _PLACE_WORD = r"[^\W\d_][\w'\-.]*"
-_CALLED = rx(r"^(?:a|an)\s+(?:[a-z\-]+\s+){0,3}?(?:called|named)\s+")
+_CALLED = lazy(r"^(?:a|an)\s+(?:[a-z\-]+\s+){0,3}?(?:called|named)\s+")
 _LOWER_STOP = TIME_WORDS | TIME_HEADS | PLACE_STOP
 
 
@@ -183,19 +198,14 @@ _LIVE = rx(
     r"|\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:moved|relocated)\s+"
     r"(?:(?:here|away|over)\s+)?(?:from\s+[^,;]{1,60}?\s+)?(?:back\s+|over\s+|out\s+|down\s+|up\s+)?to\s+",
     first="iw",
-    needs=("live", "reside", "living", "based", "settled", "residing", "moved", "relocated"),
 )
-_LIVED_SINCE = rx(
-    r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"lived\s+in\s+", first="iw", needs=("lived",)
-)
+_LIVED_SINCE = rx(r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)\s+" + ADV + r"(?:lived|been)\s+in\s+", first="iw")
 _FROM = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + r"from\s+|" + I_ + r"\s+" + ADV + r"come\s+from\s+",
     first="i",
-    needs=("from",),
 )
 
 
-@needs("live", "reside", "living", "based", "settled", "residing", "moved", "relocated", "lived", "from")
 def places(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _LIVE):
         place = take_place(clause[m.end() :])
@@ -203,8 +213,11 @@ def places(clause: str) -> Iterator[FactChange]:
             yield FactChange("location", place)
     for m in triggers(clause, _LIVED_SINCE):
         rest = clause[m.end() :]
-        place = take_place(rest)
-        if place and re.match(r"\s*,?\s+(?:since|for)\b", rest[len(place) :], re.I):
+        been = " been " in clause[m.start() : m.end()].lower()  # "I've been in Oslo since 2020"
+        place = take_place(rest, allow_lower=not been)
+        if place and re.match(
+            r"\s*,?\s+since\b" if been else r"\s*,?\s+(?:since|for)\b", rest[len(place) :], re.I
+        ):
             yield FactChange("location", place)  # "I've lived in Athens since 2015": still there
     for m in triggers(clause, _FROM):
         place = take_place(clause[m.end() :], allow_lower=False)
@@ -227,34 +240,31 @@ _WORK_WORDS += ("started", "began", "hired")
 _I_AM_A = rx(
     I_ + r"(?:'m|\s+am)\s+" + ADV + r"(?:[^\W\d_][\w'\-]*,\s+)?(?:an?)\s+",
     first="i",
-    needs=("m", "am"),
-    also=("a", "an"),
 )
-_BEEN_A = rx(
-    I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i", needs=("been",), also=("a", "an")
-)
+_BEEN_A = rx(I_ + r"(?:'ve|\s+have)\s+" + ADV + r"been\s+(?:an?)\s+", first="i")
 _WORK_AS = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been)?\s+" + ADV + r"(?:work|working|employed)\s+as\s+(an?\s+)?",
     first="i",
-    needs=("work", "working", "employed"),
 )
 _MY_JOB = rx(
     r"\bmy\s+(?:job|occupation|profession|day\s+job)\s+is\s+(an?\s+)?",
     first="m",
-    needs=("job", "occupation", "profession"),
 )
 _EMPLOYER = rx(
     I_ + r"(?:'m|\s+am|'ve\s+been|\s+have\s+been|\s+was)?\s+" + ADV + r"(?:work|working|"
-    r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+)?(?:new\s+)?job|"
+    r"(?:started|began)(?:\s+(?:working|a\s+(?:new\s+)?job|a\s+position))?|got\s+(?:a\s+|my\s+)?(?:new\s+|first\s+)?job|"
     r"(?:got\s+)?hired)\s+(?:at|for)\s+|" + I_ + r"(?:'m|\s+am)\s+" + ADV + r"employed\s+(?:at|by)\s+",
     first="i",
-    needs=("work", "working", "started", "began", "job", "hired", "employed"),
 )
 _ORG_LINK = r"(?:&|of|and|de|for|und)"
 
 
+_AGE_BEFORE_JOB = lazy(r"^\s*\d{1,3}\s*-?\s*(?:y/?o|yrs?|years?)(?:\s*-?\s*old)?\s+")
+
+
 def take_job(rest: str, need_lexicon: bool) -> tuple[str, str] | None:
     """A job phrase at the start of `rest` and what follows it, or None."""
+    rest = _AGE_BEFORE_JOB.sub("", rest, count=1)  # "a 28 yo designer": the age is not the job
     words: list[str] = []
     for w in rest.split():
         bare = w.strip(",.!?")
@@ -306,7 +316,6 @@ def after_job(rest: str) -> Iterator[FactChange]:
             yield FactChange("location", place, remove_from="from")
 
 
-@needs(*_WORK_WORDS)
 def work(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _I_AM_A):
         job = take_job(clause[m.end() :], need_lexicon=True)
@@ -348,12 +357,11 @@ _NUMBERS = {w: i for i, w in enumerate(NUMBER_WORDS)}
 _TENS = {w: 10 * (i + 2) for i, w in enumerate(TENS_WORDS)}
 _NUM = r"(\d{1,3}|(?:" + "|".join([*_TENS, *_NUMBERS]) + r")(?:[\s\-](?:" + "|".join(_NUMBERS) + r"))?)"
 _AGE = rx(
-    I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b)?"
+    I_ + r"(?:'m|\s+am)\s+" + ADV + _NUM + r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o\b|(?-i:[mfMF])\b)?"
     r"|" + I_ + r"(?:'ve)?\s+" + ADV + r"turned\s+" + _NUM + r"\b",
     first="i",
-    needs=("m", "am", "turned"),
 )
-_AGE_END = rx(r"\s*(?:$|[^\w\s]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
+_AGE_END = lazy(r"\s*(?:$|[^\w\s'%\"’]|(?:and|but|btw|though|so|lol|haha|this year|myself|yet|not\s+\d+)\b)")
 
 
 def _number(text: str) -> int | None:
@@ -364,7 +372,6 @@ def _number(text: str) -> int | None:
     return total if all(p in _TENS or p in _NUMBERS for p in parts) else None
 
 
-@needs("m", "am", "turned")
 def age(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _AGE):
         after = strip_trailing(clause[m.end() :])
@@ -391,7 +398,6 @@ _BIRTHDAY = rx(
     + r"\s+was\s+born\s+)(?:on\s+|in\s+)?"
     + _DATE,
     first="mi",
-    needs=_BIRTH_WORDS,
 )
 _PRONOUNS = (
     r"(?P<p>(?:she|he|they|xe|ze|fae|ey|it)/(?:her|him|them|hers|his|theirs|xem|xir|zir|hir|faer|em|its|"
@@ -400,11 +406,9 @@ _PRONOUNS = (
 _PRONOUN = rx(
     r"(?:\bmy\s+pronouns\s+are\s+|" + I_ + r"\s+" + ADV + r"(?:use|go\s+by|prefer)\s+)" + _PRONOUNS,
     first="mi",
-    needs=("pronouns", "use", "by", "prefer"),
 )
 
 
-@needs(*_BIRTH_WORDS, "pronouns", "use", "by", "prefer")
 def dates_and_pronouns(clause: str) -> Iterator[FactChange]:
     for m in triggers(clause, _BIRTHDAY):
         yield FactChange("birthday", " ".join(m.group("date").split()))

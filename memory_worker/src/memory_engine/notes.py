@@ -13,6 +13,7 @@ from .storage import SqlStorage
 
 MAX_NOTE_CHARS = 500
 MAX_NOTES = 50  # all of them go into every prompt: bounded
+MAX_NOTES_PER_AUTHOR = 10  # one person cannot take every slot (non-admins remove only theirs)
 NOTE_KEY = "note"
 FACT_FIELDS = "id, author, author_id, key, value, kind, updated_at"
 FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
@@ -48,6 +49,10 @@ def add_note(sql: SqlStorage, text: str, author: str, author_id: str, now: str) 
                 return {"note": note, "duplicate": True}
         if len(notes) >= MAX_NOTES:
             raise NoteLimitError(f"this chat already keeps {MAX_NOTES} notes: remove one first")
+        if sum(n["author_id"] == author_id for n in notes) >= MAX_NOTES_PER_AUTHOR:
+            raise NoteLimitError(
+                f"you already keep {MAX_NOTES_PER_AUTHOR} notes in this chat: remove one of yours first"
+            )
         rows = sql.exec(
             "INSERT INTO facts(author, author_id, key, value, updated_at, kind) "
             f"VALUES (?, ?, ?, ?, ?, 'note') RETURNING {FACT_FIELDS}",

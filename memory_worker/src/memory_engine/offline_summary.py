@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from .facts import extract_facts, is_list_key, merge_list
+from .facts_patterns import LazyRe, lazy
 from .text import STOPWORDS, tokens
 
 SECTIONS = (
@@ -27,13 +28,14 @@ MAX_SUMMARY_CHARS = 12000
 TOPICS_SHOWN = 10  # named things in the Objective line
 KEY_SENTENCES = 6
 
-_WORD = re.compile(r"[^\W_][\w'’\-]*")
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-_FILE = re.compile(
-    r"(?:https?://\S+|\b[\w\-./]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|pdf|png|jpg|docx?|xlsx?|sql|sh|html|css|go|rs|java|c|h|cpp)\b)"
+_WORD = lazy(r"[^\W_][\w'’\-]*", 0)
+_SENTENCE = lazy(r"[^.!?\n]+[.!?]?", 0)
+_FILE = lazy(
+    r"(?:https?://\S+|\b[\w\-./]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|csv|pdf|png|jpg|docx?|xlsx?|sql|sh|html|css|go|rs|java|c|h|cpp)\b)",
+    0,
 )
-_URL = re.compile(r"https?://[^\s<>\"')\]]+[^\s<>\"')\].,;:!?]")
-_QUOTED = re.compile(r"[\"“«]([^\"”»\n]{2,60})[\"”»]")
+_URL = lazy(r"https?://[^\s<>\"')\]]+[^\s<>\"')\].,;:!?]", 0)
+_QUOTED = lazy(r"[\"“«]([^\"”»\n]{2,60})[\"”»]", 0)
 
 _ANIMALS = (
     "dog|cat|puppy|kitten|parrot|hamster|rabbit|bunny|horse|pony|bird|fish|turtle|tortoise|"
@@ -59,27 +61,25 @@ _NOT_NAMES = frozenset(
     }
 )
 _NAMED = r"\s+(?:is\s+)?(?:named\s+|called\s+)?$"
-_CUES: list[tuple[re.Pattern[str], str | None]] = [
-    (re.compile(rf"\bmy\s+(?:little\s+|old\s+|new\s+)?({_ANIMALS}){_NAMED}", re.I), None),
-    (re.compile(rf"\bmy\s+(?:little\s+|older\s+|younger\s+|big\s+|best\s+)?({_PEOPLE}){_NAMED}", re.I), None),
-    (re.compile(rf"\b(?:the|a|an|my|our|new|this)\s+({_WORKS}){_NAMED}", re.I), None),
-    (re.compile(rf"\b({_WORKS}){_NAMED}", re.I), None),
+_CUES: list[tuple[LazyRe, str | None]] = [
+    (lazy(rf"\bmy\s+(?:little\s+|old\s+|new\s+)?({_ANIMALS}){_NAMED}", re.I), None),
+    (lazy(rf"\bmy\s+(?:little\s+|older\s+|younger\s+|big\s+|best\s+)?({_PEOPLE}){_NAMED}", re.I), None),
+    (lazy(rf"\b(?:the|a|an|my|our|new|this)\s+({_WORKS}){_NAMED}", re.I), None),
+    (lazy(rf"\b({_WORKS}){_NAMED}", re.I), None),
     (
-        re.compile(
-            r"\b(?:in|to|from|at|near|around|visit|visiting|visited|towards|across)\s+(?:the\s+)?$", re.I
-        ),
+        lazy(r"\b(?:in|to|from|at|near|around|visit|visiting|visited|towards|across)\s+(?:the\s+)?$", re.I),
         "place",
     ),
 ]
 # "talked to Ana", "gave it to Ben": people after a preposition, not places.
-_TO_SOMEONE = re.compile(
+_TO_SOMEONE = lazy(
     r"\b(?:talk|talked|talking|speak|spoke|said|say|says|wrote|write|writing|sent|send|gave|give|"
     r"listen|listened|listening|reply|replied|explained|introduced|married|engaged|next|thanks)"
     r"(?:\s+\w+)?\s+(?:to|at|from)\s+$",
     re.I,
 )
-_CALLED = re.compile(r"(\b[\w ]{0,40}?)\s(?:named|called)\s+([^\W\d_][\w'’\-]*)", re.I)
-_AFTER = re.compile(rf"^\s+({_WORKS})\b", re.I)  # "the Atlas project"
+_CALLED = lazy(r"(\b[\w ]{0,40}?)\s(?:named|called)\s+([^\W\d_][\w'’\-]*)", re.I)
+_AFTER = lazy(rf"^\s+({_WORKS})\b", re.I)  # "the Atlas project"
 
 
 def _speaker(m: dict[str, Any]) -> str:
@@ -227,7 +227,7 @@ def _merge(old: list[str], new: list[str], limit: int) -> list[str]:
     return list(seen)[-limit:]
 
 
-_OBJECTIVE = re.compile(r"^- Conversation with (?P<who>.+?) about: (?P<what>.+)\.$")
+_OBJECTIVE = lazy(r"^- Conversation with (?P<who>.+?) about: (?P<what>.+)\.$", 0)
 
 
 def _objective(old: list[str], who: list[str], labels: list[str]) -> list[str]:
@@ -317,7 +317,7 @@ def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts)[:MAX_SUMMARY_CHARS]
 
 
-_FACT_LINE = re.compile(r"^- (?P<who>.+?): (?P<key>[a-z_]+) = (?P<value>.+)$")
+_FACT_LINE = lazy(r"^- (?P<who>.+?): (?P<key>[a-z_]+) = (?P<value>.+)$", 0)
 _MOVED = {"location": "moved from {old} to {new}"}
 
 
@@ -362,7 +362,7 @@ def _superseded(said: list[dict[str, Any]], current: dict[tuple[str, str], str])
     return out
 
 
-_COMPLETED = re.compile(r"Completed: (\d+) (?:more )?messages")
+_COMPLETED = lazy(r"Completed: (\d+) (?:more )?messages", 0)
 
 
 def _summarized_before(work: list[str]) -> int:

@@ -145,6 +145,13 @@ class ReleaseAnswer(TypedDict):
     released: bool
 
 
+class CatchupQuery(TypedDict):
+    """Whose catch-up, and at most how many messages."""
+
+    author_id: str
+    limit: NotRequired[int]
+
+
 class QueueState(TypedDict):
     """The dispatch queue: occurrences waiting, and done ones still kept (a day)."""
 

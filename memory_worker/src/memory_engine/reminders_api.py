@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, cast
 
+from . import catchup, reminders
 from . import reminder_wire as w
-from . import reminders
 from .route_args import Args, Call
 from .validation import ApiError, integer, plain, unquote_strict
 
@@ -168,6 +168,15 @@ def release_args(call: Call) -> Args:
     }
 
 
+def catchup_args(call: Call) -> Args:
+    """`GET .../catchup?author_id=&limit=`."""
+    author_id = plain(call.query.get("author_id") or "", "author_id")
+    if not author_id:
+        raise ApiError(400, "author_id is required")
+    limit = integer(call.query.get("limit", catchup.DEFAULT_LIMIT), "limit", 1, catchup.MAX_LIMIT)
+    return {"author_id": author_id, "limit": limit}
+
+
 # -- handlers ----------------------------------------------------------------------------------
 
 
@@ -236,6 +245,11 @@ def ack(ctx: Ctx, a: Args) -> w.AckAnswer:
 def release(ctx: Ctx, a: Args) -> w.ReleaseAnswer:
     """Give a lease back (the dispatch object)."""
     return cast(w.ReleaseAnswer, reminders.release(ctx.memory.sql, **a))
+
+
+def catch_up(ctx: Ctx, a: Args) -> catchup.CatchupAnswer:
+    """What was said since the asker's last message."""
+    return catchup.catchup(ctx.memory, **a)
 
 
 def queue_state(ctx: Ctx, a: Args) -> w.QueueState:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from . import notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
+from . import catchup, notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
 from .chat_state import start_topic, topic_start
 from .route_args import Args, Call
 from .validation import ApiError
@@ -339,6 +339,12 @@ DISPATCH_STATE: Route[None, reminder_wire.QueueState] = Route(
     name="dispatch_state", method="POST", path=DISPATCH + "/state",
     summary="Counts of the dispatch queue (open, done).", answer=reminder_wire.QueueState,
     run=reminders_api.queue_state, effects=READ, on_object=reminders.DISPATCH_KEY,
+)
+CATCHUP: Route[None, catchup.CatchupAnswer] = Route(
+    name="catchup", method="GET", path=CHATS + "/catchup",
+    summary="What was said since author_id's last message (or the last day), at most limit messages.",
+    answer=catchup.CatchupAnswer, run=reminders_api.catch_up, effects=READ,
+    query=reminder_wire.CatchupQuery, args=reminders_api.catchup_args,
 )
 
 # fmt: on

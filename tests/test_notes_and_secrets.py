@@ -1,0 +1,41 @@
+"""Issue 24, finding 8: one person cannot fill a chat's notes; a secret a user types is not kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from memory_engine.notes import MAX_NOTES_PER_AUTHOR
+
+from tests.fakes.openai_server import Echo, FakeOpenAI
+from tests.support import local_memory, make_settings, msg, running_router
+
+mem = pytest.fixture(local_memory, name="mem")
+KEY = "plain-configured-secret-4242-abcdefgh"  # like no known token shape: only the config knows it
+
+
+async def test_one_person_cannot_fill_every_note_slot(mem):
+    path = "/v1/chats/telegram:-5/notes"
+    for i in range(MAX_NOTES_PER_AUTHOR):
+        await mem.ok("POST", path, {"text": f"note {i}", "author": "Eve", "author_id": "66"})
+    status, data = await mem.call("POST", path, {"text": "one more", "author": "Eve", "author_id": "66"})
+    assert status == 400 and f"you already keep {MAX_NOTES_PER_AUTHOR} notes" in data["error"]
+    await mem.ok("POST", path, {"text": "mine", "author": "Ann", "author_id": "7"})  # others still can
+    assert len((await mem.ok("GET", path))["notes"]) == MAX_NOTES_PER_AUTHOR + 1
+
+
+async def test_a_configured_secret_a_user_types_is_neither_stored_nor_sent(tmp_path):
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url, api_key=KEY), tmp_path) as router,
+    ):
+        await router.handle(msg(f"oops, our key is {KEY} do not tell", message_id="m1"))
+        await router.record(msg(f"and again {KEY}", message_id="m2", addressed=False))
+        await router.command(msg("/remember", message_id="m3"), "remember", f"the key is {KEY}")
+        await router.handle(msg("what is our key?", message_id="m4"))
+        sent = "\n".join(r.text() for r in fake.requests)
+        assert "[redacted]" in sent and KEY not in sent
+        stored = await router.memory.search("test:chat", "key oops again", k=20)
+        notes = await router.memory.notes("test:chat")
+        kept = json.dumps([stored, notes])
+        assert "[redacted]" in kept and KEY not in kept
