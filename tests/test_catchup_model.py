@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from bot.config import LimitSettings
+from bot.router.tiers import rank_tiers
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
-from tests.support import MODELS, make_settings, msg, running_router
+from tests.support import MODELS, default_config_settings, make_settings, msg, running_router, wait_until
+from tests.support.telegram import ask, running_bot
 
 SAID = [
     ("Bob", "u2", "Should we go camping this weekend at the lake?"),
@@ -94,3 +98,30 @@ async def test_nothing_new_calls_no_model(tmp_path):
         result = await router.command(_asker(), "catchup", "")
     assert fake.requests == []
     assert result.text == "Nothing new here in the last day."
+
+
+@pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(tg, tmp_path):
+    alice, bob = tg.user(1, "Alice"), tg.user(2, "Bob")
+    group = tg.group(-100600)
+    async with FakeOpenAI(default=Answer(WRITTEN)) as fake:
+        env = {
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": fake.url,
+            "SUMMARY_MODEL": "offline",
+            "TELEGRAM_BOT_TOKEN": tg.token,
+            "TELEGRAM_API_BASE_URL": tg.base_url,
+        }
+        settings = default_config_settings(env)
+        async with running_router(settings, tmp_path) as router, running_bot(router, settings, tg):
+            tg.send(group, alice, "back later")
+            tg.send(group, bob, "Alice, can you bring the tent on Saturday?")
+
+            async def recorded() -> bool:
+                return (await router.memory.stats("telegram:-100600"))["total_messages"] == 2
+
+            await wait_until(recorded, what="both messages recorded")
+            answer = (await ask(tg, group, alice, "@memo_test_bot what did I miss?"))["text"]
+    assert answer == WRITTEN
+    assert fake.models_called() == [settings.tiers[rank_tiers(settings.tiers)[0]].model]
+    assert "] Bob: Alice, can you bring the tent on Saturday?" in fake.requests[0].text()
