@@ -6,7 +6,7 @@ import pytest
 
 from bot.router.catchup import asks_what_i_missed
 from tests.support import default_config_settings
-from tests.support.core import running_router
+from tests.support.core import running_router, wait_until
 from tests.support.telegram import ask, running_bot
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -39,7 +39,7 @@ async def test_catchup_on_a_busy_group_says_who_decided_asked_and_when(tg, tmp_p
         async def recorded() -> bool:
             return (await router.memory.stats("telegram:-100500"))["total_messages"] == 7
 
-        await tg.wait_until(recorded)
+        await wait_until(recorded, timeout=30, what="the 7 group messages recorded")
         digest = (await ask(tg, group, alice, f"{BOT} what did I miss?"))["text"]
         bob_view = (await ask(tg, group, bob, "/catchup"))["text"]
     lines = digest.splitlines()
