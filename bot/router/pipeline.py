@@ -21,7 +21,7 @@ from typing import Any
 from memory_engine import wire
 
 from bot.config import MemorySettings, Settings, Tier, default
-from bot.router import limits, logs, model_errors
+from bot.router import followups, limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
@@ -330,6 +330,7 @@ class Router:
         verdict = self.access.check(message)
         if not verdict.allowed:
             return Reply(text=verdict.refusal, ok=True, with_memory=False)
+        await followups.hook(self.memory, message, self.settings, self.clock())  # a dated plan, kept
         if not message.addressed:
             await self.record(message)
             return Reply(text="", ok=True, with_memory=True)
@@ -409,6 +410,7 @@ class Router:
             if verdict.refusal:
                 yield verdict.refusal
             return
+        await followups.hook(self.memory, message, self.settings, self.clock())  # a dated plan, kept
         if not message.addressed:
             await self.record(message)
             return
