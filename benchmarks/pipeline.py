@@ -30,7 +30,7 @@ from bot.adapters.console import ConsoleSession
 from bot.app import build_router
 from bot.config import load_settings, settings_from
 from bot.router.models import ModelAnswer, ModelRequest
-from bot.router.pipeline import RouterOptions
+from bot.router.options import RouterOptions
 
 SENTENCES = [
     "my name is Ada and I live in Lisbon",
@@ -163,7 +163,7 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
         settings = settings_from(data_toml, {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": fake.url})
         async with build_router(settings, data, options=RouterOptions()) as router:
             model_ms: list[float] = []
-            original = router.tier_router.models["standard"].complete
+            original = router.fallback.models["standard"].complete
 
             async def timed(request, *, timeout):
                 started = time.perf_counter()
@@ -172,7 +172,7 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
                 finally:
                     model_ms.append((time.perf_counter() - started) * 1000)
 
-            router.tier_router.models["standard"].complete = timed  # type: ignore[method-assign]  # timing the model call in place
+            router.fallback.models["standard"].complete = timed  # type: ignore[method-assign]  # timing the model call in place
             session = ConsoleSession(router, "console:httpbench", data_dir=data)
             for i in range(20):
                 await session.answer(SENTENCES[i % len(SENTENCES)])

@@ -18,18 +18,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings, Tier, default, load_settings
+from bot.config import Settings, Tier, load_settings
 from bot.router import logs
 from bot.router.chats import ChatState
-from bot.router.fallback import RetryPolicy
 from bot.router.media import OpenAICompatTranscriber, Transcriber
 from bot.router.memory import HttpMemoryClient, MemoryClient
 from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
+from bot.router.options import Answering, RouterOptions
 from bot.router.outbox import Outbox
-from bot.router.pipeline import Router, RouterOptions
+from bot.router.pipeline import Router
 from bot.router.reminders_delivery import ReminderDesk
-from bot.router.tiers import ChoiceRules, rank_tiers
+from bot.router.tiers import rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,8 @@ def summary_endpoint(settings: Settings) -> tuple[str, str, str | None] | None:
         return None
     keyed = {name: tier for name, tier in settings.tiers.items() if tier.api_key}
     cheapest = settings.tiers[rank_tiers(keyed)[0]] if keyed else None
-    base = settings.summary_base_url or (
-        cheapest and (cheapest.base_url or default("summary", "openai_base_url"))
-    )
+    # A tier's base_url is resolved by the settings ([summary] openai_base_url, BOT_CONFIG's too).
+    base = settings.summary_base_url or (cheapest and cheapest.base_url)
     model = settings.summary_model or (cheapest and cheapest.model)
     if not base or not model:
         return None  # no model configured: offline stays offline
@@ -168,23 +167,18 @@ async def build_router(
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
         router = Router(
             memory=gateway,
-            chats=ChatState(),
-            models=chosen,
-            tiers=tiers,
-            settings=settings,
-            fallback_order=fallback,
-            default_tier=default,
-            rules=ChoiceRules.from_mapping(settings.router.choice),
-            policy=RetryPolicy(
-                time_budget_s=settings.router.time_budget_s,
-                request_timeout_s=settings.router.request_timeout_s,
-                max_attempts_per_tier=settings.router.max_attempts_per_tier,
-                max_wait_s=settings.router.max_retry_wait_s,
+            answering=Answering(
+                chosen,
+                tiers,
+                fallback_order=tuple(fallback),
+                default_tier=default,
+                offline=offline,
+                transcriber=transcriber,
+                sleep=options.sleep,
             ),
+            settings=settings,
+            chats=ChatState(),
             secrets=(*settings.secrets(), token or ""),
-            offline=offline,
-            sleep=options.sleep,
-            transcriber=transcriber,
             clock=clock,
         )
         # First on the way out: records still being written (a stream's last attempt) land

@@ -9,14 +9,18 @@ defaults below are read from it too.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import os
 import tomllib
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from dotenv import dotenv_values
 
 _SOURCE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
 
@@ -139,21 +143,109 @@ class RouterSettings:
     choice: Mapping[str, Any] = field(default_factory=dict)  # [router.choice]: tier-choice signals
 
 
-@dataclass(frozen=True)
-class PlatformSettings:
-    """Credentials and switches of one chat platform."""
+def _env(name: str) -> Any:
+    """Field metadata: the environment variable that overrides this field's TOML key."""
+    return {"env": name}
 
-    token: str | None = None
-    api_base_url: str | None = None
-    gateway_url: str | None = None  # Discord only
-    webhook_url: str | None = None  # Telegram only
-    dev_guild_id: str | None = None  # Discord only
+
+@dataclass(frozen=True)
+class TelegramSettings:
+    """[telegram] and the TELEGRAM_* variables (docs/telegram.md)."""
+
+    token: str | None = field(default=None, metadata=_env("TELEGRAM_BOT_TOKEN"))
+    api_base_url: str | None = field(default=None, metadata=_env("TELEGRAM_API_BASE_URL"))
+    webhook_url: str | None = field(default=None, metadata=_env("TELEGRAM_WEBHOOK_URL"))
     streaming: bool = default("telegram", "streaming")
     # How long a reply keeps being retried through a platform outage (5xx, refused, timeouts)
     # before it is logged as undelivered; the conversation in memory is intact either way.
     send_budget_s: float = default("telegram", "send_budget_s")
-    webhook_listen: str = default("telegram", "webhook_listen")  # Telegram only
-    webhook_port: int = default("telegram", "webhook_port")  # Telegram only
+    webhook_listen: str = field(
+        default=default("telegram", "webhook_listen"), metadata=_env("TELEGRAM_WEBHOOK_LISTEN")
+    )
+    webhook_port: int = field(
+        default=default("telegram", "webhook_port"), metadata=_env("TELEGRAM_WEBHOOK_PORT")
+    )
+
+
+@dataclass(frozen=True)
+class DiscordSettings:
+    """[discord] and the DISCORD_* variables (docs/discord.md)."""
+
+    token: str | None = field(default=None, metadata=_env("DISCORD_BOT_TOKEN"))
+    api_base_url: str | None = field(default=None, metadata=_env("DISCORD_API_BASE_URL"))
+    gateway_url: str | None = field(default=None, metadata=_env("DISCORD_GATEWAY_URL"))
+    dev_guild_id: str | None = field(default=None, metadata=_env("DISCORD_DEV_GUILD_ID"))
+    streaming: bool = default("discord", "streaming")
+    send_budget_s: float = default("discord", "send_budget_s")
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """[console]: `chatbot chat` needs no credentials."""
+
+    streaming: bool = default("console", "streaming")
+
+
+T = TypeVar("T")
+
+
+def section(cls: type[T], table: Mapping[str, Any], env: Mapping[str, str]) -> T:
+    """One settings type from its TOML table and the environment, the one mapping of them all:
+    each field is the table's key of its name, or its `env` variable (field metadata) when
+    that is set and not blank; converted to the field's type. Keys the table does not have
+    keep the field's default; a value of the wrong shape is a clear error."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls is a dataclass
+        var = f.metadata.get("env")
+        raw = _blank_to_none(env.get(var)) if var else None
+        if raw is None and f.name not in table:
+            continue
+        value = raw if raw is not None else table[f.name]
+        try:
+            values[f.name] = _convert(value, hints[f.name])
+        except (TypeError, ValueError) as exc:
+            where = var if raw is not None else f"{f.name} of its table"
+            raise ValueError(f"{cls.__name__}: {where} = {value!r} is not a {hints[f.name]}") from exc
+    return cls(**values)
+
+
+def _convert(value: Any, kind: Any) -> Any:
+    """`value` (TOML or environment text) as the type `kind` of a settings field."""
+    args = typing.get_args(kind)
+    if type(None) in args:  # `X | None`: blank is None
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        kind = next(a for a in args if a is not type(None))
+    if kind is bool:
+        if isinstance(value, str):
+            if value.strip().lower() not in _BOOLS:
+                raise ValueError(value)
+            return _BOOLS[value.strip().lower()]
+        return bool(value)
+    if kind in (int, float):
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return kind(value)
+    if kind is str:
+        return str(value).strip()
+    if typing.get_origin(kind) is frozenset:
+        return _ids(value)
+    if typing.get_origin(kind) is tuple:
+        return tuple(value.split(",") if isinstance(value, str) else value)
+    return value
+
+
+_BOOLS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
 
 
 @dataclass(frozen=True)
@@ -227,9 +319,9 @@ class Settings:
     summary_base_url: str | None = None
     summary_model: str | None = None
     summary_api_key: str | None = None
-    telegram: PlatformSettings = field(default_factory=PlatformSettings)
-    discord: PlatformSettings = field(default_factory=PlatformSettings)
-    console: PlatformSettings = field(default_factory=PlatformSettings)
+    telegram: TelegramSettings = field(default_factory=TelegramSettings)
+    discord: DiscordSettings = field(default_factory=DiscordSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
     reminders: ReminderSettings = field(default_factory=ReminderSettings)
     followups: FollowupSettings = field(default_factory=FollowupSettings)
 
@@ -242,23 +334,16 @@ class Settings:
         """Every secret value held, so logs, errors and /why can redact them."""
         values = [t.api_key for t in self.tiers.values()]
         values += [self.memory_token, self.summary_api_key, self.transcription.api_key]
-        values += [p.token for p in (self.telegram, self.discord, self.console)]
+        values += [self.telegram.token, self.discord.token]
         return tuple(v for v in values if v)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """Parse a simple KEY=VALUE env file (comments and blank lines ignored)."""
-    values: dict[str, str] = {}
+    """The KEY=VALUE pairs of an env file (python-dotenv's reading: quotes, `export`, comments);
+    {} when there is none. Nothing is put into os.environ."""
     if not path.is_file():
-        return values
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().removeprefix("export ").strip()
-        values[key] = value.strip().strip("'\"")
-    return values
+        return {}
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
 
 
 def load_settings(env: Mapping[str, str] | None = None, env_file: Path | None = Path(".env")) -> Settings:
@@ -281,13 +366,15 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
     """Build Settings from parsed TOML (read over the shipped defaults) and an environment mapping."""
     data = with_defaults(data)
     default_base = _blank_to_none(env.get("OPENAI_BASE_URL"))
+    openai_base = _blank_to_none(str(data["summary"].get("openai_base_url") or ""))
     tiers: dict[str, Tier] = {}
     for name, t in data["tiers"].items():
         key_env = t.get("api_key_env", "OPENAI_API_KEY")
         tiers[name] = Tier(
             name=name,
             model=t["model"],
-            base_url=_blank_to_none(t.get("base_url")) or default_base,
+            # [summary] openai_base_url: where a tier that names no endpoint is (BOT_CONFIG's too).
+            base_url=_blank_to_none(t.get("base_url")) or default_base or openai_base,
             api_key=_blank_to_none(env.get(key_env)),
             context_tokens=int(t.get("context_tokens", Tier.context_tokens)),
             price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
@@ -306,29 +393,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         choice=dict(r["choice"]),
     )
     b = data["bot"]
-    m = data["memory"]
     admins = _ids(env.get("ADMIN_USER_IDS") or "")
-
-    def platform(section: str, prefix: str, names: tuple[str, ...] = ()) -> PlatformSettings:
-        """One platform's table; of the environment only PREFIX_NAME for the `names` it has."""
-        p = data[section]
-
-        def var(name: str) -> str | None:
-            # Only the variables the platform has are read (the docs list exactly these).
-            return _blank_to_none(env.get(f"{prefix}_{name}")) if name in names else None
-
-        return PlatformSettings(
-            token=var("BOT_TOKEN"),
-            api_base_url=var("API_BASE_URL"),
-            gateway_url=var("GATEWAY_URL"),
-            webhook_url=var("WEBHOOK_URL"),
-            dev_guild_id=var("DEV_GUILD_ID"),
-            streaming=bool(p["streaming"]),
-            send_budget_s=float(p.get("send_budget_s", PlatformSettings.send_budget_s)),
-            webhook_listen=var("WEBHOOK_LISTEN")
-            or str(p.get("webhook_listen", PlatformSettings.webhook_listen)),
-            webhook_port=int(var("WEBHOOK_PORT") or p.get("webhook_port", PlatformSettings.webhook_port)),
-        )
 
     return Settings(
         tiers=tiers,
@@ -339,34 +404,18 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         daily_budget_usd=float(b["daily_budget_usd"]),
         system_prompt=str(b["system_prompt"]).strip(),
         access=_access(data["access"], env),
-        limits=LimitSettings(
-            user_messages_per_day=int(data["limits"]["user_messages_per_day"]),
-            chat_messages_per_day=int(data["limits"]["chat_messages_per_day"]),
-            user_cost_usd_per_day=float(data["limits"]["user_cost_usd_per_day"]),
-            chat_cost_usd_per_day=float(data["limits"]["chat_cost_usd_per_day"]),
-        ),
+        limits=section(LimitSettings, data["limits"], env),
         transcription=_transcription(data["transcription"], env, tiers.get(router.default_tier)),
-        photos=PhotoSettings(
-            max_side_px=int(data["photos"]["max_side_px"]), max_bytes=int(data["photos"]["max_bytes"])
-        ),
-        memory=MemorySettings(
-            timeout_s=float(m["timeout_s"]),
-            replay_interval_s=float(m["replay_interval_s"]),
-            retry_s=float(m["retry_s"]),
-            retry_max_s=float(m["retry_max_s"]),
-        ),
+        photos=section(PhotoSettings, data["photos"], env),
+        memory=section(MemorySettings, data["memory"], env),
         memory_url=_blank_to_none(env.get("MEMORY_URL")),
         memory_token=_blank_to_none(env.get("MEMORY_API_TOKEN")),
         summary_base_url=_blank_to_none(env.get("SUMMARY_BASE_URL")),
         summary_model=_blank_to_none(env.get("SUMMARY_MODEL")),
         summary_api_key=_blank_to_none(env.get("SUMMARY_API_KEY")),
-        telegram=platform(
-            "telegram",
-            "TELEGRAM",
-            ("BOT_TOKEN", "API_BASE_URL", "WEBHOOK_URL", "WEBHOOK_LISTEN", "WEBHOOK_PORT"),
-        ),
-        discord=platform("discord", "DISCORD", ("BOT_TOKEN", "API_BASE_URL", "GATEWAY_URL", "DEV_GUILD_ID")),
-        console=platform("console", "CONSOLE"),
+        telegram=section(TelegramSettings, data["telegram"], env),
+        discord=section(DiscordSettings, data["discord"], env),
+        console=section(ConsoleSettings, data["console"], env),
         reminders=ReminderSettings.from_table(data["reminders"]),
         followups=FollowupSettings.from_table(data["followups"]),
     )

@@ -23,7 +23,7 @@ async def test_no_key_means_offline_with_embedded_memory(tmp_path):
     assert settings.offline and settings.memory_url is None
     async with build_router(settings, tmp_path, options=FAST) as router:
         assert router.offline and list(router.tiers) == ["offline"]
-        assert isinstance(router.tier_router.models["offline"], OfflineModel)
+        assert isinstance(router.fallback.models["offline"], OfflineModel)
         reply = await router.handle(msg("hello there"))
         assert reply.tier == "offline" and "offline" in reply.text and "OPENAI_API_KEY" in reply.text
         usage = await router.memory.usage("test:chat")
@@ -72,7 +72,7 @@ async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
         }
         settings = settings_from(data, env)
         async with build_router(settings, tmp_path, options=FAST) as router:
-            models = router.tier_router.models
+            models = router.fallback.models
             assert set(models) == {"light", "standard", "heavy"}  # "extra" has no key
             assert all(isinstance(m, OpenAICompatModel) for m in models.values())
             assert models["light"].client is models["standard"].client
@@ -113,7 +113,14 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     import tomllib
     from importlib import resources
 
-    from bot.config import DEFAULT_CONFIG, MemorySettings, PlatformSettings, RouterSettings, Settings
+    from bot.config import (
+        DEFAULT_CONFIG,
+        DiscordSettings,
+        MemorySettings,
+        RouterSettings,
+        Settings,
+        TelegramSettings,
+    )
     from bot.router.fallback import RetryPolicy
     from bot.router.tiers import ChoiceRules
 
@@ -132,8 +139,9 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
         ChoiceRules().heavy_words == tuple(choice["heavy_words"])
         and ChoiceRules().long_chars == choice["long_chars"]
     )
-    assert PlatformSettings().send_budget_s == toml["telegram"]["send_budget_s"]
-    assert PlatformSettings().webhook_port == toml["telegram"]["webhook_port"]
+    assert TelegramSettings().send_budget_s == toml["telegram"]["send_budget_s"]
+    assert DiscordSettings().send_budget_s == toml["discord"]["send_budget_s"]
+    assert TelegramSettings().webhook_port == toml["telegram"]["webhook_port"]
     assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
     assert Settings(tiers={}).daily_budget_usd == toml["bot"]["daily_budget_usd"]
 

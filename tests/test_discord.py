@@ -12,7 +12,7 @@ import discord
 import pytest
 
 from bot.adapters import discord as adapter
-from bot.config import PlatformSettings
+from bot.config import DiscordSettings
 from bot.router.types import CommandResult, File
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
 from tests.support import (
@@ -127,7 +127,7 @@ async def test_a_disabled_message_content_intent_says_how_to_enable_it(fake_disc
 
 
 async def test_serve_without_token_says_what_is_missing(fake_discord, world, router):
-    settings = replace(discord_settings_for(fake_discord, world), discord=PlatformSettings())
+    settings = replace(discord_settings_for(fake_discord, world), discord=DiscordSettings())
     with pytest.raises(RuntimeError, match="DISCORD_BOT_TOKEN"):
         await adapter.serve(router, settings)
 

@@ -120,3 +120,33 @@ def test_a_zero_cap_is_no_cap_and_the_reset_is_the_next_utc_midnight():
     hit = check(LimitSettings(0, 0, 0.0, 5.0), {"a": {"cost_usd": 3.0}, "b": {"cost_usd": 2.0}}, {}, EVENING)
     assert hit == CapHit("chat_cost_usd_per_day", 5.0, datetime(2026, 3, 11, tzinfo=UTC))
     assert next_reset(datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == datetime(2027, 1, 1, tzinfo=UTC)
+
+
+async def test_every_early_exit_is_logged_the_same_way_whether_handled_or_streamed(tmp_path, caplog):
+    """One turn line per message, early exits included: before, a capped turn on the streaming
+    path was never logged."""
+    import logging
+
+    from bot.router.types import IncomingMessage
+
+    caplog.set_level(logging.INFO, logger="bot.router.pipeline")
+    now = [EVENING]
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        capped(tmp_path, fake, now, user_messages_per_day=1) as router,
+    ):
+        await router.handle(msg("first question"))
+        await router.handle(msg("over the cap"))
+        assert "".join([p async for p in router.stream(msg("over the cap, streamed"))])
+        chatter = IncomingMessage("test:chat", "ada", "u1", "group chatter", addressed=False)
+        await router.handle(chatter)
+        assert [p async for p in router.stream(chatter)] == []
+    lines = [r.fields for r in caplog.records if r.getMessage().startswith("turn ")]
+    assert [(f["exit"], f["ok"]) for f in lines] == [
+        ("answered", True),
+        ("capped", True),
+        ("capped", True),
+        ("recorded", True),
+        ("recorded", True),
+    ]
+    assert all(f["chat"] == "test:chat" and f["request_id"] != "-" for f in lines)

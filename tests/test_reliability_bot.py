@@ -418,7 +418,8 @@ async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_lin
     assert (await _memory_stats(tmp_path / "data", "telegram:111"))["total_messages"] == 2
     [turn] = [line for line in log.splitlines() if " turn chat=" in line]
     assert re.search(
-        r"turn chat=telegram:111 req=[0-9a-f]{12} tier=\w+ latency_ms=\d+ ok=True memory=True$", turn
+        r"turn chat=telegram:111 req=[0-9a-f]{12} tier=\w+ latency_ms=\d+ ok=True memory=True exit=answered$",
+        turn,
     )
     assert "please answer slowly" not in log and answer not in log  # no message text in logs
     assert tg.token not in log and api_key not in log  # httpx logs Bot API URLs: redacted
@@ -462,7 +463,7 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
     assert re.fullmatch(
         r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
-        r"latency_ms=\d+ ok=True memory=True",
+        r"latency_ms=\d+ ok=True memory=True exit=answered",
         line,
     )
     data = json.loads(JsonFormatter().format(turns[1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
@@ -243,29 +244,45 @@ async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tm
         assert tier_totals(await router.memory.usage("test:chat")) == {"standard": (20, 0)}
 
 
-async def test_a_broken_model_adapter_is_skipped_not_fatal(tmp_path):
+@pytest.mark.parametrize("bug", [ZeroDivisionError, TypeError, KeyError, AttributeError])
+async def test_a_bug_in_a_model_call_is_not_retried_it_is_logged_and_answered_with_the_apology(
+    tmp_path, caplog, bug
+):
+    """A programming error is not a model failure: no retry, no other tier (it would hide the
+    bug for the whole time budget), its traceback in the log, the apology for the user."""
     from bot.router.models import ModelAnswer
+
+    calls: list[str] = []
 
     class Broken:
         model = "broken"
 
         async def complete(self, request, *, timeout):
-            raise ZeroDivisionError("bug")
+            calls.append("broken")
+            raise bug("bug")
 
         async def start_stream(self, request, *, timeout):
-            raise ZeroDivisionError("bug")
+            calls.append("broken")
+            raise bug("bug")
 
     class Fine:
         model = "fine"
 
         async def complete(self, request, *, timeout):
+            calls.append("fine")
             return ModelAnswer("fine answer", "fine", 1, 1)
 
         async def start_stream(self, request, *, timeout):
             raise AssertionError("not used")
 
+    caplog.set_level(logging.ERROR)
     settings = make_settings(None, api_key=None)
     async with running_router(settings, tmp_path, models={"standard": Broken(), "light": Fine()}) as router:
         reply = await router.handle(msg("hello there, how is it going today"))
-        assert reply.text == "fine answer" and reply.tier == "light"
-        assert tier_totals(await router.memory.usage("test:chat")) == {"light": (1, 0), "standard": (1, 1)}
+        streamed = "".join([p async for p in router.stream(msg("and now streamed, how is it going"))])
+        usage = await router.memory.usage("test:chat")
+    assert not reply.ok and reply.text.startswith(APOLOGY) and streamed.startswith(APOLOGY)
+    assert calls == ["broken", "broken"]  # once per message: never retried, never another tier
+    assert tier_totals(usage) == {"standard": (2, 2)}  # each attempt recorded, failed
+    [error] = {r.exc_info[0] for r in caplog.records if r.exc_info}
+    assert error is bug  # logged with its traceback

@@ -14,7 +14,7 @@ import pytest
 from telegram.error import InvalidToken
 
 from bot.adapters import telegram as tgad
-from bot.config import PlatformSettings
+from bot.config import TelegramSettings
 from bot.router.types import CommandResult, File
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import (
@@ -78,7 +78,7 @@ async def test_start_up_registers_commands_for_default_and_admin_scopes(tg):
 
 
 async def test_missing_token_is_a_clear_error(tg):
-    settings = replace(telegram_settings_for(tg), telegram=PlatformSettings(token=None))
+    settings = replace(telegram_settings_for(tg), telegram=TelegramSettings(token=None))
     with pytest.raises(RuntimeError, match="TELEGRAM_BOT_TOKEN"):
         tgad.build_application(RecordingService(), settings)
 

@@ -12,7 +12,15 @@ routerUsage row) and the retry policy is explicit:
 - when every tier failed, a tier that is only pausing (its Retry-After ends within
   `max_wait_s` and the budget) gets one last try after the pause, instead of an apology;
 - every attempt gets `min(request_timeout_s, budget left)`; when the budget is spent or
-  every tier failed, the caller gets `None` and tells the user plainly.
+  every tier failed, `AllTiersFailed` is raised: an exception group of every attempt's
+  failure, and the caller tells the user plainly;
+- a programming error inside a model call (TypeError, KeyError, AttributeError...: anything
+  but a `ModelFailure`, which the models raise for transport, HTTP and malformed answers) is
+  never retried nor sent to another tier: it is logged with its traceback, recorded as a
+  failed attempt, and ends the message at once (the user reads the apology).
+
+The result has one typed shape, `Answered`: the tier, the answer (a `ModelAnswer`, or a
+started `AnswerStream`), when the attempt started and its number.
 """
 
 from __future__ import annotations
@@ -22,10 +30,10 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from bot.config import default
+from bot.config import RouterSettings, default
 from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
 from bot.router.retry import RetryPlan
 
@@ -60,12 +68,51 @@ class RetryPolicy:
     max_backoff_s: float = 4.0
     max_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
 
+    @classmethod
+    def from_settings(cls, router: RouterSettings) -> RetryPolicy:
+        """The policy the settings' [router] table states."""
+        return cls(
+            time_budget_s=router.time_budget_s,
+            request_timeout_s=router.request_timeout_s,
+            max_attempts_per_tier=router.max_attempts_per_tier,
+            max_wait_s=router.max_retry_wait_s,
+        )
+
 
 OnAttempt = Callable[[Attempt], Awaitable[None]]
+R = TypeVar("R", ModelAnswer, AnswerStream)
 
 
-class TierRouter:
-    """Tries tiers in a given order with retries, reporting every attempt through `on_attempt`."""
+@dataclass(frozen=True)
+class Answered(Generic[R]):
+    """The tier that answered: its answer (or started stream), start time and attempt number."""
+
+    tier: str
+    answer: R
+    started: float  # the fallback's clock when this attempt began
+    number: int  # 1-based, over the whole message
+
+
+class AllTiersFailed(ExceptionGroup):
+    """Every tier failed within the budget; the exceptions are the attempts' failures, in order
+    (a bug in a model call among them, when that is what ended it)."""
+
+
+@dataclass
+class _Run:
+    """One message's way through the tiers."""
+
+    request: ModelRequest
+    on_attempt: OnAttempt
+    streaming: bool
+    deadline: float
+    count: int = 0  # attempt numbers run on over the whole message
+    failures: list[Exception] = field(default_factory=list)
+
+
+class TierFallback:
+    """Tries tiers in a given order with retries, reporting every attempt through `on_attempt`
+    (pydantic-ai's FallbackModel, with a retry policy and a record of each attempt)."""
 
     def __init__(
         self,
@@ -84,6 +131,10 @@ class TierRouter:
         self._plan = RetryPlan(first_s=policy.base_backoff_s, max_s=policy.max_backoff_s, jitter=True)
         self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
 
+    def now(self) -> float:
+        """The fallback's clock (attempts' `started` times are on it)."""
+        return self._clock()
+
     def cooling(self, tier: str) -> float:
         """Seconds until a rate-limited tier may be asked again (0: now)."""
         return max(0.0, self._cool_until.get(tier, 0.0) - self._clock())
@@ -95,25 +146,24 @@ class TierRouter:
 
     async def complete(
         self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
-    ) -> tuple[str, ModelAnswer] | None:
-        """The first good answer as (tier, answer), or None when every tier failed in time."""
-        return await self._run(order, request, on_attempt, streaming=False)
+    ) -> Answered[ModelAnswer]:
+        """The first good answer; raises `AllTiersFailed` when every tier failed in time."""
+        return await self._run(order, _Run(request, on_attempt, False, self._deadline()))  # type: ignore[return-value]  # streaming=False: a ModelAnswer
 
     async def start_stream(
         self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
-    ) -> tuple[str, AnswerStream, float, int] | None:
-        """A started stream as (tier, stream, start time, attempt number), or None.
+    ) -> Answered[AnswerStream]:
+        """A started stream; raises `AllTiersFailed` when no tier could start one in time.
 
         Failed starts are reported through `on_attempt`; the caller reports how the
         started stream ends (one attempt, good or cut off).
         """
-        return await self._run(order, request, on_attempt, streaming=True)
+        return await self._run(order, _Run(request, on_attempt, True, self._deadline()))  # type: ignore[return-value]  # streaming=True: an AnswerStream
 
-    async def _run(
-        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt, *, streaming: bool
-    ) -> Any:
-        deadline = self._clock() + self.policy.time_budget_s
-        count = [0]  # attempt numbers run on over the whole message
+    def _deadline(self) -> float:
+        return self._clock() + self.policy.time_budget_s
+
+    async def _run(self, order: Sequence[str], run: _Run) -> Answered[ModelAnswer] | Answered[AnswerStream]:
         cooling: list[str] = []
         for tier in order:
             if self.models.get(tier) is None:
@@ -121,7 +171,7 @@ class TierRouter:
             if self.cooling(tier) > 0:
                 cooling.append(tier)
                 continue
-            result = await self._try_tier(tier, request, on_attempt, streaming, deadline, count)
+            result = await self._try_tier(tier, run)
             if result is not None:
                 return result
             if self.cooling(tier) > 0:
@@ -130,69 +180,47 @@ class TierRouter:
         # rather than an apology a few hundred milliseconds too early.
         for tier in sorted(cooling, key=self.cooling):
             wait = self.cooling(tier)
-            if wait > self.policy.max_wait_s or self._clock() + wait >= deadline - 0.01:
+            if wait > self.policy.max_wait_s or self._clock() + wait >= run.deadline - 0.01:
                 continue
             await self._sleep(wait)
-            result = await self._try_tier(tier, request, on_attempt, streaming, deadline, count, tries=1)
+            result = await self._try_tier(tier, run, tries=1)
             if result is not None:
                 return result
-        return None
+        if not run.failures:  # nothing was tried: every tier missing, cooling, or no budget
+            run.failures.append(
+                ModelFailure("unavailable", "no tier could be asked in time", retryable=False)
+            )
+        raise AllTiersFailed("every tier failed", run.failures)
 
     async def _try_tier(
-        self,
-        tier: str,
-        request: ModelRequest,
-        on_attempt: OnAttempt,
-        streaming: bool,
-        deadline: float,
-        count: list[int],
-        tries: int | None = None,
-    ) -> Any:
+        self, tier: str, run: _Run, tries: int | None = None
+    ) -> Answered[ModelAnswer] | Answered[AnswerStream] | None:
         """Up to `tries` (default: the policy's) attempts on one tier; the result, or None."""
         model = self.models[tier]
         tries = tries or max(1, self.policy.max_attempts_per_tier)
         for try_index in range(tries):
-            left = deadline - self._clock()
+            left = run.deadline - self._clock()
             if left <= 0.01:
                 return None
-            count[0] += 1
-            number = count[0]
+            run.count += 1
+            number = run.count
             started = self._clock()
             timeout = min(self.policy.request_timeout_s, left)
             try:
-                try:
-                    if streaming:
-                        stream = await model.start_stream(request, timeout=timeout)
-                        return tier, stream, started, number
-                    answer = await model.complete(request, timeout=timeout)
-                except ModelFailure:
-                    raise
-                except (
-                    Exception
-                ) as exc:  # a bug in a model adapter: that tier is out, the user still gets an answer
-                    log.exception("model %s of tier %s failed unexpectedly", model.model, tier)
-                    raise ModelFailure("internal", type(exc).__name__, retryable=False) from exc
+                if run.streaming:
+                    stream = await model.start_stream(run.request, timeout=timeout)
+                    return Answered(tier, stream, started, number)
+                answer = await model.complete(run.request, timeout=timeout)
             except ModelFailure as failure:
-                latency = (self._clock() - started) * 1000.0
-                await on_attempt(
-                    Attempt(
-                        tier,
-                        model.model,
-                        number,
-                        False,
-                        latency,
-                        error=str(failure)[:500],
-                        kind=failure.kind,
-                        status=failure.status,
-                    )
-                )
+                run.failures.append(failure)
+                await run.on_attempt(self._failed(tier, model.model, number, started, failure))
                 if not failure.retryable:
                     return None
                 wait = self._backoff(try_index, failure)
                 leave = (
                     try_index + 1 >= tries
                     or wait > self.policy.max_wait_s
-                    or self._clock() + wait >= deadline  # no time to wait: the next tier may answer
+                    or self._clock() + wait >= run.deadline  # no time to wait: the next tier may answer
                 )
                 if leave:
                     if failure.retry_after is not None:
@@ -201,8 +229,13 @@ class TierRouter:
                     return None
                 await self._sleep(wait)
                 continue
+            except Exception as bug:  # a programming error: no retry, no other tier
+                log.exception("model %s of tier %s failed with a bug", model.model, tier)
+                internal = ModelFailure("internal", type(bug).__name__, retryable=False)
+                await run.on_attempt(self._failed(tier, model.model, number, started, internal))
+                raise AllTiersFailed("a model call failed with a bug", [*run.failures, bug]) from None
             latency = (self._clock() - started) * 1000.0
-            await on_attempt(
+            await run.on_attempt(
                 Attempt(
                     tier,
                     answer.model,
@@ -214,5 +247,18 @@ class TierRouter:
                     text=answer.text,
                 )
             )
-            return tier, answer
+            return Answered(tier, answer, started, number)
         return None
+
+    def _failed(self, tier: str, model: str, number: int, started: float, failure: ModelFailure) -> Attempt:
+        latency = (self._clock() - started) * 1000.0
+        return Attempt(
+            tier,
+            model,
+            number,
+            False,
+            latency,
+            error=str(failure)[:500],
+            kind=failure.kind,
+            status=failure.status,
+        )

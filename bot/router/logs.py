@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from bot.jsonlog import JsonFormatter
 from bot.router.prompt import redact
@@ -100,3 +102,51 @@ def configure(level: int, json_lines: bool = False) -> None:
     else:
         handler.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s%(context)s %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
+
+
+# The turn line is the pipeline's: it keeps the logger name operators filter on.
+_TURNS = logging.getLogger("bot.router.pipeline")
+
+
+@dataclass
+class Turn:
+    """One handled message, as its log line tells it (never its text)."""
+
+    chat: str
+    started: float = field(default_factory=time.monotonic)
+    request_id: str = "-"
+    tier: str | None = None
+    ok: bool = False  # until it is answered: a cancelled or broken turn says ok=False
+    with_memory: bool = False
+    # how it ended: refused, recorded, notice, capped, answered, apology, cut_off, stopped (the
+    # reader left), cancelled (a shutdown), broken (an error)
+    exit: str = "broken"
+
+
+def log_turn(turn: Turn) -> None:
+    """The one line per handled message, early exits included: who, which tier, how long, how
+    it went and how it ended. No text, no secrets."""
+    latency_ms = round((time.monotonic() - turn.started) * 1000.0)
+    _TURNS.info(
+        "turn chat=%s req=%s tier=%s latency_ms=%d ok=%s memory=%s exit=%s",
+        turn.chat,
+        turn.request_id,
+        turn.tier or "-",
+        latency_ms,
+        turn.ok,
+        turn.with_memory,
+        turn.exit,
+        extra={
+            # Named fields of the JSON line; the line is logged after its context closed,
+            # so it names its own chat and request.
+            "fields": {
+                "chat": turn.chat,
+                "request_id": turn.request_id,
+                "tier": turn.tier,
+                "latency_ms": latency_ms,
+                "ok": turn.ok,
+                "with_memory": turn.with_memory,
+                "exit": turn.exit,
+            },
+        },
+    )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast
 
 from memory_engine import wire
 from memory_engine.backoff import retry_after_s
@@ -143,13 +144,15 @@ def parse_retry_after(headers: Any) -> float | None:
     return retry_after_s(headers)
 
 
-def failure_from(exc: BaseException) -> ModelFailure:
-    """Classify an openai SDK (or transport) error."""
+def failure_from(exc: BaseException) -> ModelFailure | None:
+    """Classify a transport, HTTP or malformed-answer error of the openai SDK; None for
+    anything else, which is a bug (never retried: the tier fallback logs it and stops)."""
     if isinstance(exc, ModelFailure):
         return exc
+    import httpx
     import openai  # already loaded whenever an OpenAI-compatible model exists
 
-    if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError)):
+    if isinstance(exc, (asyncio.TimeoutError, openai.APITimeoutError, httpx.TimeoutException)):
         return ModelFailure("timeout", "the model did not answer in time", retryable=True)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -164,11 +167,19 @@ def failure_from(exc: BaseException) -> ModelFailure:
             )
         # 400/401/403/404/422: this tier will not work however often we ask.
         return ModelFailure("refused", f"HTTP {status}", retryable=False, status=status)
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
         return ModelFailure("connection", "could not reach the model", retryable=True)
-    if isinstance(exc, (openai.APIResponseValidationError, ValueError, TypeError, AttributeError, KeyError)):
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, httpx.DecodingError)):
         return ModelFailure("malformed", "the model's answer was malformed", retryable=True)
-    return ModelFailure("connection", type(exc).__name__, retryable=True)
+    return None
+
+
+def _raise_failure(exc: BaseException) -> NoReturn:
+    """Raise `exc` as a ModelFailure, or as itself when it is a bug."""
+    failure = failure_from(exc)
+    if failure is None:
+        raise exc
+    raise failure from exc
 
 
 def _messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
@@ -180,7 +191,10 @@ def _usage_of(obj: Any) -> tuple[int, int]:
     usage = getattr(obj, "usage", None)
     if usage is None:
         return 0, 0
-    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    try:  # server data: counts that are not numbers count as unknown
+        return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+    except (TypeError, ValueError):
+        return 0, 0
 
 
 class OpenAICompatModel:
@@ -198,7 +212,7 @@ class OpenAICompatModel:
                     model=self.model, messages=_messages(request), timeout=timeout
                 )
         except Exception as exc:
-            raise failure_from(exc) from exc
+            _raise_failure(exc)
         # The SDK hands back whatever the server sent (a str, an object without choices):
         # anything but a non-empty assistant text is a malformed answer.
         try:
@@ -231,9 +245,9 @@ class OpenAICompatModel:
                 await stream.first_piece()
         except BaseException as exc:
             await stream.aclose()
-            if isinstance(exc, asyncio.CancelledError):
+            if not isinstance(exc, Exception):  # cancelled, or the process is stopping
                 raise
-            raise failure_from(exc) from exc
+            _raise_failure(exc)
         return stream
 
 
@@ -265,7 +279,10 @@ class _OpenAIStream:
             choices = getattr(chunk, "choices", None) or []
             if not choices:
                 continue
-            piece = getattr(choices[0].delta, "content", None)
+            try:  # the SDK builds chunks from whatever the server sent, unchecked
+                piece = getattr(choices[0].delta, "content", None)
+            except (AttributeError, IndexError, TypeError, KeyError) as exc:
+                raise ModelFailure("malformed", "a chunk without a delta", retryable=True) from exc
             if piece:
                 return piece
 
@@ -284,7 +301,7 @@ class _OpenAIStream:
             try:
                 piece = await self._next_piece()
             except Exception as exc:
-                raise failure_from(exc) from exc
+                _raise_failure(exc)
             if piece is None:
                 return
             yield piece

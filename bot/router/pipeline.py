@@ -11,27 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from memory_engine import wire
 
-from bot.config import MemorySettings, Settings, Tier, default
+from bot.config import Settings
 from bot.router import followups, limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
-from bot.router.fallback import Attempt, RetryPolicy, TierRouter
-from bot.router.gateway import BackOff, MemoryGateway
+from bot.router.fallback import AllTiersFailed, Answered, Attempt, RetryPolicy, TierFallback
+from bot.router.gateway import MemoryGateway
+from bot.router.logs import Turn, log_turn
 from bot.router.media import (
     DESCRIBE,
     Intake,
     MediaReader,
-    Transcriber,
     hide_description,
     image_content,
     remembered_answer,
@@ -39,7 +38,8 @@ from bot.router.media import (
     unaddressed_text,
 )
 from bot.router.memory import MemoryRefused, MemoryUnavailable
-from bot.router.models import ChatModel, MemoryContext, ModelFailure, ModelRequest
+from bot.router.models import AnswerStream, MemoryContext, ModelFailure, ModelRequest
+from bot.router.options import Answering
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
 from bot.router.reminders import command_in_words
@@ -61,36 +61,6 @@ APOLOGY = "Sorry, the language models are unavailable right now. Please try agai
 CUT_OFF = "\n\n[Sorry, the answer was cut off: the model stopped responding.]"
 NO_MEMORY = "(the memory worker was unreachable: no memory was used)"
 MEMORY_DOWN = "My memory is unreachable right now; please try again later."
-
-
-@dataclass(frozen=True)
-class RouterOptions:
-    """The memory gateway's pacing ([memory] of bot.toml); tests and benchmarks pass faster ones."""
-
-    replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
-    memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
-    memory_retry_max_s: float = default("memory", "retry_max_s")
-    # How the tier router waits between retries (back-off, Retry-After): tests pass one that
-    # returns at once, so retry decisions are checked without waiting out real time.
-    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
-    # The gateway's last outbox flush on the way out: what it cannot send in time stays on
-    # disk and is replayed at the next start, so a shutdown never waits for the worker.
-    close_timeout_s: float = 0.3
-
-    @classmethod
-    def from_settings(cls, memory: MemorySettings) -> RouterOptions:
-        """The options the settings' [memory] table states."""
-        return cls(memory.replay_interval_s, memory.retry_s, memory.retry_max_s)
-
-    def gateway(self, client: Any, outbox: Any) -> MemoryGateway:
-        """The memory gateway these options describe."""
-        return MemoryGateway(
-            client,
-            outbox,
-            replay_interval_s=self.replay_interval_s,
-            backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
-            close_timeout_s=self.close_timeout_s,
-        )
 
 
 @dataclass
@@ -118,52 +88,35 @@ class Router:
         self,
         *,
         memory: MemoryGateway,
-        models: Mapping[str, ChatModel],
-        tiers: Mapping[str, Tier],
+        answering: Answering,
         settings: Settings,
         chats: ChatState | None = None,
         commands: Registry = COMMANDS,
-        fallback_order: Iterable[str] | None = None,
-        default_tier: str | None = None,
-        rules: ChoiceRules | None = None,
-        policy: RetryPolicy | None = None,
         secrets: Iterable[str] = (),
-        offline: bool = False,
-        transcriber: Transcriber | None = None,
-        access: AccessPolicy | None = None,
         clock: Callable[[], datetime] | None = None,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.memory = memory
         self._recording: set[asyncio.Future[None]] = set()
         self.chats = chats or ChatState()
         self._commands = commands
-        self.tiers = dict(tiers)
+        self.tiers = dict(answering.tiers)
         self.settings = settings
-        self.offline = offline
-        self.fallback_order = tuple(fallback_order or settings.router.fallback_order)
-        self.default_tier = default_tier or settings.router.default_tier
-        self.rules = rules or ChoiceRules()
-        self.tier_router = TierRouter(
-            models,
-            policy
-            or RetryPolicy(
-                time_budget_s=settings.router.time_budget_s,
-                request_timeout_s=settings.router.request_timeout_s,
-                max_attempts_per_tier=settings.router.max_attempts_per_tier,
-            ),
-            sleep=sleep,
-        )
+        self.offline = answering.offline
+        self.fallback_order = answering.fallback_order or tuple(settings.router.fallback_order)
+        self.default_tier = answering.default_tier or settings.router.default_tier
+        self.rules = answering.rules or ChoiceRules.from_mapping(settings.router.choice)
+        policy = answering.policy or RetryPolicy.from_settings(settings.router)
+        self.fallback = TierFallback(answering.models, policy, sleep=answering.sleep)
         self.secrets = tuple(s for s in secrets if s)
-        self.access = access or AccessPolicy(settings.access, settings.admin_user_ids)
+        self.access = AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
         self.reminders: ReminderDesk | None = None  # set by the composition root (app.py)
         self.media = MediaReader(
-            transcriber,
+            answering.transcriber,
             settings.transcription,
             settings.photos,
             vision=any(t.vision for t in self.tiers.values()),
-            offline=offline,
+            offline=answering.offline,
         )
 
     async def drain(self, timeout_s: float) -> None:
@@ -321,130 +274,120 @@ class Router:
             async with self.chats.lock(message.chat_key):
                 await self.memory.turn(message, text, message.message_id or uuid.uuid4().hex)
 
-    async def handle(self, message: IncomingMessage) -> Reply:
-        """Record the message, answer it with memory, record the answer.
+    async def _before_model(self, message: IncomingMessage, turn: Turn) -> _Prepared | Reply:
+        """Everything before a model is called, for `handle` and `stream` alike: the message
+        prepared, or the answer of an early exit (named in `turn.exit`, for its log line).
 
         A stranger's message (see access.py) is neither recorded nor answered: the reply is
         the refusal, or "" (send nothing) when they were refused recently.
         """
         verdict = self.access.check(message)
         if not verdict.allowed:
+            turn.exit = "refused"
             return Reply(text=verdict.refusal, ok=True, with_memory=False)
         await followups.hook(self.memory, message, self.settings, self.clock())  # a dated plan, kept
         if not message.addressed:
             await self.record(message)
+            turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
         if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
+            turn.exit = "command"
             return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
-        started = time.monotonic()
-        reply = Reply(text=APOLOGY, ok=False, with_memory=False)
-        request_id = "-"
-        try:
-            with logs.handling(message.chat_key) as request_id:
-                intake = self._note_typo(await self.media.read(message))
-                if not intake.answer:  # a notice alone: nothing for a model to answer
-                    await self._remember_only(message, intake.text)
-                    reply = Reply(text=intake.notice, ok=True)
-                    return reply
-                prep = await self._prepare(message, intake)
-                capped = self._cap_reached(prep)
-                if capped is not None:
-                    reply = Reply(text=capped, ok=True, with_memory=True)
-                    return reply
-                outcome = await self.tier_router.complete(
-                    prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
-                )
-            with_memory = prep.memory is not None
-            if outcome is None:
-                reply = Reply(
-                    text=_with_notice(intake.notice, self._apology(prep)), ok=False, with_memory=with_memory
-                )
-            else:
-                tier, answer = outcome
-                shown = split_description(answer.text)[1] if intake.images else answer.text
-                reply = Reply(
-                    # Notices are for the reader only: what was recorded is the answer itself.
-                    text=_with_notice(intake.notice, answer.notice, shown),
-                    tier=tier,
-                    model=answer.model,
-                    ok=True,
-                    with_memory=with_memory,
-                    message_id=f"{prep.message_id}:reply",
-                )
-            return reply
-        finally:  # also when cancelled or broken: the line says ok=False
-            self._log_turn(message.chat_key, request_id, reply.tier, started, reply.ok, reply.with_memory)
+        intake = self._note_typo(await self.media.read(message))
+        if not intake.answer:  # a notice alone: nothing for a model to answer
+            await self._remember_only(message, intake.text)
+            turn.exit = "notice"
+            return Reply(text=intake.notice, ok=True)
+        prep = await self._prepare(message, intake)
+        turn.with_memory = prep.memory is not None
+        capped = self._cap_reached(prep)
+        if capped is not None:
+            turn.exit = "capped"
+            return Reply(text=capped, ok=True, with_memory=turn.with_memory)
+        return prep
 
     @staticmethod
-    def _log_turn(
-        chat: str, request_id: str, tier: str | None, started: float, ok: bool, with_memory: bool
-    ) -> None:
-        """The one line per handled message: who, which tier, how long, how it went. No text, no secrets."""
-        latency_ms = round((time.monotonic() - started) * 1000.0)
-        log.info(
-            "turn chat=%s req=%s tier=%s latency_ms=%d ok=%s memory=%s",
-            chat,
-            request_id,
-            tier or "-",
-            latency_ms,
-            ok,
-            with_memory,
-            extra={
-                # Named fields of the JSON line; the line is logged after its context closed,
-                # so it names its own chat and request.
-                "fields": {
-                    "chat": chat,
-                    "request_id": request_id,
-                    "tier": tier,
-                    "latency_ms": latency_ms,
-                    "ok": ok,
-                    "with_memory": with_memory,
-                },
-            },
-        )
+    def _ended(turn: Turn, reply: Reply) -> Reply:
+        turn.tier, turn.ok, turn.with_memory = reply.tier, reply.ok, reply.with_memory
+        return reply
+
+    async def handle(self, message: IncomingMessage) -> Reply:
+        """Record the message, answer it with memory, record the answer."""
+        turn = Turn(message.chat_key)
+        try:
+            with logs.handling(message.chat_key) as turn.request_id:
+                prep = await self._before_model(message, turn)
+                if isinstance(prep, Reply):
+                    return self._ended(turn, prep)
+                try:
+                    answered = await self.fallback.complete(
+                        prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
+                    )
+                except AllTiersFailed:
+                    turn.exit = "apology"
+                    text = _with_notice(prep.intake.notice, self._apology(prep))
+                    return self._ended(turn, Reply(text=text, ok=False, with_memory=turn.with_memory))
+            answer = answered.answer
+            shown = split_description(answer.text)[1] if prep.intake.images else answer.text
+            turn.exit = "answered"
+            reply = Reply(
+                # Notices are for the reader only: what was recorded is the answer itself.
+                text=_with_notice(prep.intake.notice, answer.notice, shown),
+                tier=answered.tier,
+                model=answer.model,
+                ok=True,
+                with_memory=turn.with_memory,
+                message_id=f"{prep.message_id}:reply",
+            )
+            return self._ended(turn, reply)
+        except asyncio.CancelledError:  # a shutdown: the message is kept, its answer never came
+            turn.exit = "cancelled"
+            raise
+        finally:  # also when cancelled or broken: the line says ok=False
+            log_turn(turn)
 
     async def stream(self, message: IncomingMessage) -> AsyncIterator[str]:
         """Like `handle`, but yields the answer's text as it grows (chunks to append)."""
-        verdict = self.access.check(message)
-        if not verdict.allowed:
-            if verdict.refusal:
-                yield verdict.refusal
-            return
-        await followups.hook(self.memory, message, self.settings, self.clock())  # a dated plan, kept
-        if not message.addressed:
-            await self.record(message)
-            return
-        if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
-            yield (await self.command(message, said, message.text)).text
-            return
-        begun = time.monotonic()
-        # The request context is held only while nothing is yielded: a context variable set
-        # across the yields of an async generator could be reset from another context.
-        early: str | None = None  # an answer given without calling a model
-        started_stream = None
-        with logs.handling(message.chat_key) as request_id:
-            intake = self._note_typo(await self.media.read(message))
-            if not intake.answer:
-                await self._remember_only(message, intake.text)
-                early = intake.notice
-            else:
-                prep = await self._prepare(message, intake)
-                early = self._cap_reached(prep)
-                if early is None:
-                    started_stream = await self.tier_router.start_stream(
-                        prep.order, prep.request, lambda a: self._record_attempt(prep, a)
-                    )
-        if early is not None:
-            yield early
-            return
-        with_memory = prep.memory is not None
-        if intake.notice:
-            yield intake.notice + "\n"
-        if started_stream is None:
-            self._log_turn(message.chat_key, request_id, None, begun, False, with_memory)
-            yield self._apology(prep)
-            return
-        tier, stream, started, number = started_stream
+        turn = Turn(message.chat_key)
+        try:
+            # The request context is held only while nothing is yielded: a context variable
+            # set across the yields of an async generator could be reset from another context.
+            answered: Answered[AnswerStream] | None = None
+            with logs.handling(message.chat_key) as turn.request_id:
+                prep = await self._before_model(message, turn)
+                if not isinstance(prep, Reply):
+                    try:
+                        answered = await self.fallback.start_stream(
+                            prep.order, prep.request, lambda a: self._record_attempt(prep, a)
+                        )
+                    except AllTiersFailed:
+                        turn.exit = "apology"
+            if isinstance(prep, Reply):
+                self._ended(turn, prep)
+                if prep.text:
+                    yield prep.text
+                return
+            if prep.intake.notice:
+                yield prep.intake.notice + "\n"
+            if answered is None:
+                yield self._apology(prep)
+                return
+            # Closed here, not by the garbage collector: a reader leaving early gets its record now.
+            async with contextlib.aclosing(self._read_stream(prep, answered, turn)) as pieces:
+                async for piece in pieces:
+                    yield piece
+        except asyncio.CancelledError:
+            turn.exit = "cancelled"
+            raise
+        finally:
+            log_turn(turn)
+
+    async def _read_stream(
+        self, prep: _Prepared, answered: Answered[AnswerStream], turn: Turn
+    ) -> AsyncGenerator[str, None]:
+        """The pieces of a started stream; its attempt is recorded however it ends."""
+        stream, turn.tier = answered.answer, answered.tier
+        turn.exit = "stopped"  # until the stream completes: the reader may stop early
         if stream.notice:  # shown, never recorded: `pieces` holds the answer alone
             yield stream.notice + "\n"
         pieces: list[str] = []
@@ -456,32 +399,40 @@ class Router:
                 yield piece
 
         try:
-            async for piece in hide_description(read()) if intake.images else read():
+            async for piece in hide_description(read()) if prep.intake.images else read():
                 yield piece
             error = None
         except ModelFailure as failure:
             error = str(failure)
+            turn.exit = "cut_off"
+            yield CUT_OFF
+        except Exception as bug:  # a programming error: logged with its traceback, never retried
+            log.exception("the stream of tier %s failed with a bug", answered.tier)
+            error = f"internal: {type(bug).__name__}"
+            turn.exit = "cut_off"
             yield CUT_OFF
         finally:
             await stream.aclose()
             text = "".join(pieces)
             attempt = Attempt(
-                tier=tier,
+                tier=answered.tier,
                 model=stream.model,
-                number=number,
+                number=answered.number,
                 ok=error is None and bool(text),
-                latency_ms=(time.monotonic() - started) * 1000.0,
+                latency_ms=(self.fallback.now() - answered.started) * 1000.0,
                 prompt_tokens=stream.prompt_tokens,
                 completion_tokens=stream.completion_tokens,
                 error=error,
             )
+            turn.ok = attempt.ok
+            if attempt.ok:
+                turn.exit = "answered"
             # Shielded: the reader may stop early (generator closed); the record must still land,
             # and a shutdown waits for it (`drain`).
             record = asyncio.ensure_future(self._record_attempt(prep, attempt, text))
             self._recording.add(record)
             record.add_done_callback(self._recording.discard)
             await asyncio.shield(record)
-            self._log_turn(message.chat_key, request_id, tier, begun, attempt.ok, with_memory)
 
     async def record(self, message: IncomingMessage) -> None:
         """Record a message into memory without answering it (group chatter; a stranger's: never).

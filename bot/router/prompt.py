@@ -73,7 +73,7 @@ class BuiltPrompt:
         recent = [m for m in self.messages[first:-1] if isinstance(m["content"], str)]
         if recent:
             lines = "\n".join(f"- {m['role']}: {' '.join(m['content'].split())}" for m in recent)
-            parts.append(f"Recent messages (sent as chat turns):\n{lines}")
+            parts.append(f"Recent messages: (sent as chat turns)\n{lines}")
         return "\n\n".join(parts)
 
 

@@ -151,7 +151,7 @@ COMMANDS = (
         "unremind",
         "cancel reminder #N (your own; admins: anyone's)",
         unremind,
-        args=(Arg("number", "the reminder's number in /reminders", required=True),),
+        args=(Arg("number", "the reminder's number in /reminders"),),  # alone: it says how
     ),
     Command(
         "timezone",

@@ -17,7 +17,8 @@ from typing import Any
 
 from bot.app import build_router
 from bot.config import Settings, settings_from
-from bot.router.pipeline import Router, RouterOptions
+from bot.router.options import RouterOptions
+from bot.router.pipeline import Router
 from bot.router.types import IncomingMessage
 from tests.support.memory import InProcessMemory
 

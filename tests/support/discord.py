@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.adapters import discord as adapter
 from bot.app import build_router
-from bot.config import PlatformSettings, Settings
+from bot.config import DiscordSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import FakeDiscord
@@ -118,7 +118,7 @@ def discord_settings_for(
     return Settings(
         tiers={},
         admin_user_ids=frozenset({world.owner_listed["id"]}),
-        discord=PlatformSettings(
+        discord=DiscordSettings(
             token=fake_discord.token,
             api_base_url=fake_discord.api_base,
             gateway_url=fake_discord.gateway_url,

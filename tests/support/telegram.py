@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.adapters import telegram as tgad
 from bot.app import build_router
-from bot.config import PlatformSettings, Settings
+from bot.config import Settings, TelegramSettings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.openai_server import FakeOpenAI
@@ -91,7 +91,7 @@ class RecordingService:
 
 def telegram_settings_for(tg: FakeTelegram, streaming: bool = True, **changes) -> Settings:
     """Settings pointing the adapter at the fake server."""
-    platform = PlatformSettings(token=tg.token, api_base_url=tg.base_url, streaming=streaming)
+    platform = TelegramSettings(token=tg.token, api_base_url=tg.base_url, streaming=streaming)
     return replace(Settings(tiers={}, telegram=platform), **changes)
 
 

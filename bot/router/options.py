@@ -1,0 +1,64 @@
+"""How the router is put together: its answering side (`Answering`) and the memory gateway's
+pacing (`RouterOptions`), the groups of collaborators the composition root passes in."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from bot.config import MemorySettings, Tier, default
+from bot.router.fallback import RetryPolicy
+from bot.router.gateway import BackOff, MemoryGateway
+from bot.router.media import Transcriber
+from bot.router.memory import MemoryClient
+from bot.router.models import ChatModel
+from bot.router.outbox import Outbox
+from bot.router.tiers import ChoiceRules
+
+
+@dataclass(frozen=True)
+class Answering:
+    """The answering side of the router: the models by tier, how a tier is chosen and how
+    failures are retried and fall back (bot.toml's [router] and [tiers], unless given)."""
+
+    models: Mapping[str, ChatModel]
+    tiers: Mapping[str, Tier]
+    fallback_order: tuple[str, ...] = ()  # empty: the settings'
+    default_tier: str = ""  # empty: the settings'
+    rules: ChoiceRules | None = None  # None: the settings' [router.choice]
+    policy: RetryPolicy | None = None  # None: the settings' [router]
+    offline: bool = False  # the offline model answers (no API key)
+    transcriber: Transcriber | None = None  # voice messages (None: refused plainly)
+    # How the fallback waits between retries: tests pass one that returns at once.
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+
+
+@dataclass(frozen=True)
+class RouterOptions:
+    """The memory gateway's pacing ([memory] of bot.toml); tests and benchmarks pass faster ones."""
+
+    replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
+    memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
+    memory_retry_max_s: float = default("memory", "retry_max_s")
+    # How the tier router waits between retries (back-off, Retry-After): tests pass one that
+    # returns at once, so retry decisions are checked without waiting out real time.
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+    # The gateway's last outbox flush on the way out: what it cannot send in time stays on
+    # disk and is replayed at the next start, so a shutdown never waits for the worker.
+    close_timeout_s: float = 0.3
+
+    @classmethod
+    def from_settings(cls, memory: MemorySettings) -> RouterOptions:
+        """The options the settings' [memory] table states."""
+        return cls(memory.replay_interval_s, memory.retry_s, memory.retry_max_s)
+
+    def gateway(self, client: MemoryClient, outbox: Outbox) -> MemoryGateway:
+        """The memory gateway these options describe."""
+        return MemoryGateway(
+            client,
+            outbox,
+            replay_interval_s=self.replay_interval_s,
+            backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
+            close_timeout_s=self.close_timeout_s,
+        )
