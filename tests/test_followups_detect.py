@@ -50,6 +50,8 @@ def test_a_dated_plan_of_ones_own_is_found(text, event, day):
         "what a nice day tomorrow",  # no event
         "my interview went well",  # no date
         "my exam was on 3 March 2020",  # in the past
+        "I went to a castle during my trip to the UK last Friday",  # told in the past (LoCoMo)
+        "I had a career-high in assists last Friday in our big game",
     ],
 )
 def test_traps_are_not_plans(text):

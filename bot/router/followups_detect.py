@@ -1,8 +1,8 @@
 """Finding a dated plan of the speaker's own in a message, offline and without a model.
 
-A small rule set, in order: the message is not a question, not negated and not hypothetical;
-it speaks of the speaker's own plan ("my interview", "I have an exam", "I'm flying to Oslo",
-not "my sister's interview" nor "your exam"); it names an event (a noun or a verb of a
+A small rule set, in order: the message is not a question, not negated, not hypothetical and
+not told in the past; it speaks of the speaker's own plan ("my interview", "I have an exam",
+"I'm flying to Oslo", not "my sister's interview" nor "your exam"); it names an event (a noun or a verb of a
 small list); and it has a date phrase ("on Thursday at 10", "tomorrow", "next monday",
 "on 12 December") that `dateparser` reads as a day in the person's time zone, today or
 later. What fails any rule is not a plan: a follow-up is asked only when all hold.
@@ -79,6 +79,8 @@ _HYPOTHETICAL = re.compile(
     r"hope to|wish|wonder|thinking about|considering|someday|one day)\b",
     re.I,
 )
+# Told in the past ("I went to a castle during my trip last Friday"): nothing left to ask about.
+_PAST = re.compile(r"\b(?:last|ago|yesterday|went|was|were|had|did|been)\b", re.I)
 MAX_CHARS = 400  # a long message is not read: a plan is said in a sentence
 
 
@@ -95,7 +97,7 @@ def candidate(text: str) -> str | None:
     date is parsed (cheap: no dateparser); None when a rule says it is not a plan."""
     if len(text) > MAX_CHARS or not _DATE.search(text):
         return None
-    if _QUESTION.search(text) or _NEGATION.search(text) or _HYPOTHETICAL.search(text):
+    if any(rule.search(text) for rule in (_QUESTION, _NEGATION, _HYPOTHETICAL, _PAST)):
         return None
     own = _NOUN.search(text) or _HAVE.search(text) or _BARE.match(text)
     if own is not None:
