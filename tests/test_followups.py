@@ -65,8 +65,12 @@ async def test_no_opt_in_no_follow_up_and_a_group_needs_its_own(tg, openai, tmp_
         assert await pending(router, group) == []
         assert await pending(router, tg.private_chat(bob)) == []
         await ask(tg, group, bob, "/followups on")
-        await ask(tg, group, bob, "@memo_test_bot I'm flying to Oslo tomorrow")
-        [kept] = await pending(router, group)
+        tg.send(group, bob, "I'm flying to Oslo tomorrow")  # not addressed to the bot: read all the same
+
+        async def kept_one():
+            return await pending(router, group)
+
+        [kept] = await wait_until(kept_one, timeout=15, what="Bob's plan kept")
         assert kept["author"] == "Bob" and kept["every"] == {"followup": "flight"}
         clock.advance(days=2)
         await tg.wait_until(lambda: checkins(tg, group["id"]))
@@ -86,6 +90,9 @@ async def test_followups_off_and_forgetme_take_pending_ones_away(tg, openai, tmp
         assert len(await pending(router, group)) == 2
         off = (await ask(tg, group, alice, "/followups off"))["text"]
         assert "1 pending check-in(s) cancelled" in off
+        assert [r["author"] for r in await pending(router, group)] == ["Bob"]
+        assert "are off" in (await ask(tg, group, alice, "/followups"))["text"]
+        await ask(tg, group, alice, "@memo_test_bot my flight is on Friday")  # off: not kept
         assert [r["author"] for r in await pending(router, group)] == ["Bob"]
         await ask(tg, group, bob, "/forgetme")
         assert await pending(router, group) == []

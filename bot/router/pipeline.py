@@ -285,11 +285,11 @@ class Router:
         if not verdict.allowed:
             turn.exit = "refused"
             return Reply(text=verdict.refusal, ok=True, with_memory=False)
-        await followups.hook(self.memory, message, self.settings, self.clock())  # a dated plan, kept
         if not message.addressed:
             await self.record(message)
             turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
+        await followups.hook(self.memory, message, self.settings, self.clock())  # unaddressed: in record
         if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
             turn.exit = "command"
             return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
@@ -441,6 +441,7 @@ class Router:
         "[photo] caption", a voice message by its caption alone (see media.unaddressed_text).
         """
         if self.access.allows(message):
+            await followups.hook(self.memory, message, self.settings, self.clock())
             await self._remember_only(message, unaddressed_text(message) if message.media else message.text)
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:
