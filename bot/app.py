@@ -186,7 +186,7 @@ async def build_router(
         stack.push_async_callback(router.drain, CLOSE_S)
         # Due reminders: each adapter starts a courier for its platform's chats; they stop
         # before anything else closes (a send in hand is recorded first).
-        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock)
+        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock, settings.limits)
         stack.push_async_callback(router.reminders.stop)
         yield router
 

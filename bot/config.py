@@ -259,6 +259,20 @@ class MemorySettings:
 
 
 @dataclass(frozen=True)
+class FollowupSettings:
+    """[followups]: when the day-after check-ins are asked (see config/bot.toml)."""
+
+    checkin_time: str = default("followups", "checkin_time")
+    quiet_start: str = default("followups", "quiet_start")
+    quiet_end: str = default("followups", "quiet_end")
+
+    @classmethod
+    def from_table(cls, t: Mapping[str, Any]) -> FollowupSettings:
+        """From the merged [followups] table."""
+        return cls(str(t["checkin_time"]), str(t["quiet_start"]), str(t["quiet_end"]))
+
+
+@dataclass(frozen=True)
 class ReminderSettings:
     """[reminders]: parsing and delivery of reminders (see config/bot.toml)."""
 
@@ -309,6 +323,7 @@ class Settings:
     discord: DiscordSettings = field(default_factory=DiscordSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     reminders: ReminderSettings = field(default_factory=ReminderSettings)
+    followups: FollowupSettings = field(default_factory=FollowupSettings)
 
     @property
     def offline(self) -> bool:
@@ -402,6 +417,7 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
         discord=section(DiscordSettings, data["discord"], env),
         console=section(ConsoleSettings, data["console"], env),
         reminders=ReminderSettings.from_table(data["reminders"]),
+        followups=FollowupSettings.from_table(data["followups"]),
     )
 
 

@@ -93,6 +93,7 @@ def _examples(fact_id: int) -> dict[str, tuple[str, dict | None]]:
         "cancel_reminder": (c + "/reminders/1?author_id=u", None),
         "reminder_delivered": (c + "/delivered", {"reminder_id": 1, "due_at": 5, "sent_at": 6}),
         "set_timezone": (c + "/timezone", {"timezone": "Europe/Lisbon", "author_id": "u1"}),
+        "set_followups": (c + "/followups", {"on": True, "author_id": "u1"}),
         "catchup": (c + "/catchup?author_id=u1&limit=5", None),
         "dispatch_offer": (
             "/v1/dispatch/offer",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bot.router import limits
 from bot.router.catchup import COMMANDS as CATCHUP_COMMANDS
+from bot.router.followups import COMMANDS as FOLLOWUP_COMMANDS
 from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.router.own_data import topic_line
 from bot.router.persona import persona_command, persona_line
@@ -260,6 +261,7 @@ COMMANDS = Registry(
             ),
         ),
         *REMINDER_COMMANDS,
+        *FOLLOWUP_COMMANDS,
         *CATCHUP_COMMANDS,
     ]
 )

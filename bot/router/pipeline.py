@@ -20,7 +20,7 @@ from typing import Any
 from memory_engine import wire
 
 from bot.config import Settings
-from bot.router import limits, logs, model_errors
+from bot.router import followups, limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
@@ -290,6 +290,7 @@ class Router:
             await self.record(message)
             turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
+        await followups.hook(self.memory, message, self.settings, self.clock())  # unaddressed: in record
         if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
             turn.exit = "command"
             return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
@@ -441,6 +442,7 @@ class Router:
         "[photo] caption", a voice message by its caption alone (see media.unaddressed_text).
         """
         if self.access.allows(message):
+            await followups.hook(self.memory, message, self.settings, self.clock())
             await self._remember_only(message, unaddressed_text(message) if message.media else message.text)
 
     async def command(self, message: IncomingMessage, name: str, args: str) -> CommandResult:

@@ -14,6 +14,7 @@ from memory_engine.reminder_wire import ReminderRequest
 
 from bot.config import ReminderSettings
 from bot.router.catchup import asks_what_i_missed
+from bot.router.followups import is_followup
 from bot.router.memory import MemoryRefused
 from bot.router.registry import Arg, Command, CommandContext
 from bot.router.reminders_client import Reminder, ReminderApi
@@ -83,7 +84,7 @@ def reminder_line(r: Reminder) -> str:
     """`#ID when[, every ...]: text (who)`: one line of /reminders, the number first."""
     due = datetime.fromtimestamp(r["due_at"] / 1000, UTC)
     every = r.get("every")
-    repeat = f", {format_every(every)}" if every else ""
+    repeat = " (follow-up)" if is_followup(every) else f", {format_every(every)}" if every else ""
     who = f" ({r['author']})" if r.get("author") else ""
     return f"#{r['id']} {format_when(due, r['tz'])}{repeat}: {r['text']}{who}"
 

@@ -50,6 +50,11 @@ class ReminderApi:
         body: w.TimezoneRequest = {"timezone": timezone, "author": author, "author_id": author_id}
         await self.client.call(routes.SET_TIMEZONE, chat, body=body)
 
+    async def set_followups(self, chat: str, author: str, author_id: str, on: bool) -> None:
+        """Keep the person's opt-in to follow-ups in this chat as their fact `followups`."""
+        body: w.FollowupsRequest = {"on": on, "author": author, "author_id": author_id}
+        await self.client.call(routes.SET_FOLLOWUPS, chat, body=body)
+
     async def delivered(
         self, chat: str, reminder_id: int, due_at: int, sent_at: int, late: bool, next_due_at: int | None
     ) -> bool:

@@ -34,8 +34,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from bot.config import ReminderSettings
+from bot.config import LimitSettings, ReminderSettings
+from bot.router import limits as caps
+from bot.router.followups import followup_text, is_followup
 from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.reminders_client import DispatchItem, Reminder, ReminderApi
 from bot.router.reminders_parse import format_when, next_occurrence
@@ -52,6 +55,8 @@ def _utcnow() -> datetime:
 
 def reminder_text(r: Reminder, late_by_s: float, late_after_s: float) -> str:
     """What the chat reads: whose reminder, its words, and when it is late, that it is."""
+    if is_followup(r.get("every")):  # a check-in is asked when it is asked: never "late"
+        return followup_text(r)
     who = f" for {r['author']}" if r.get("author") else ""
     text = f"⏰ Reminder{who}: {r['text']}"
     if late_by_s > late_after_s:
@@ -135,8 +140,10 @@ class Courier:
         settings: ReminderSettings | None = None,
         clock: Callable[[], datetime] = _utcnow,
         parallel: bool = False,
+        limits: LimitSettings | None = None,
     ) -> None:
         self.api = api
+        self.limits = limits  # a follow-up waits while its person or chat is over a daily cap
         self.send = send
         self.journal = journal
         self.prefixes = prefixes
@@ -207,6 +214,8 @@ class Courier:
             await self.api.ack([item["key"]])  # gone, or this occurrence is recorded as sent
             return
         now = self.now_ms()
+        if is_followup(r.get("every")) and await self._capped(item, r):
+            return
         late_by_s = (now - item["due_at"]) / 1000
         text = reminder_text(r, late_by_s, self.settings.late_after_s)
         try:
@@ -230,9 +239,25 @@ class Courier:
         self.delivered += 1
         await self._record(sent)
 
+    async def _capped(self, item: DispatchItem, r: Reminder) -> bool:
+        """Over a daily cap a follow-up (an answer like any other) waits: released until the reset."""
+        if self.limits is None or not caps.caps_of(self.limits):
+            return False
+        usage = await self.api.client.usage(item["chat_key"], r["author_id"] or None)
+        mine: dict[str, Any] = dict(usage.get("today_author") or {})
+        # The check-in would be one more answer: counted as if its person had sent a message.
+        for key in ("messages", "chat_messages"):
+            mine[key] = float(mine.get(key) or 0) + 1
+        hit = caps.check(self.limits, usage.get("today"), mine, self.clock())
+        if hit is None:
+            return False
+        log.info("follow-up %s waits: cap %s reached", item["key"], hit.name)
+        await self.api.release(item["key"], self.journal.owner, int(hit.resets_at.timestamp() * 1000))
+        return True
+
     def _next_due(self, r: Reminder) -> int | None:
         every = r.get("every")
-        if not every:
+        if not every or is_followup(every):
             return None
         after = max(self.clock(), datetime.fromtimestamp(r["due_at"] / 1000, UTC))
         return int(next_occurrence(every, r["tz"], after).timestamp() * 1000)
@@ -256,8 +281,10 @@ class ReminderDesk:
         data_dir: Path,
         settings: ReminderSettings,
         clock: Callable[[], datetime] | None = None,
+        limits: LimitSettings | None = None,
     ) -> None:
         self.api = ReminderApi(client)
+        self.limits = limits
         self.data_dir = Path(data_dir)
         self.settings = settings
         self.clock = clock or _utcnow
@@ -278,6 +305,7 @@ class ReminderDesk:
             settings=self.settings,
             clock=self.clock,
             parallel=parallel,
+            limits=self.limits,
         )
 
     def start(self, platform: str, send: Send, parallel: bool = False, prefix: str | None = None) -> Courier:

@@ -92,6 +92,20 @@ class TimezoneAnswer(TypedDict):
     timezone: str
 
 
+class FollowupsRequest(TypedDict):
+    """A person's opt-in to follow-ups in this chat, kept as their fact `followups` (on/off)."""
+
+    on: bool
+    author_id: str
+    author: NotRequired[str]
+
+
+class FollowupsAnswer(TypedDict):
+    """Whether follow-ups are on for that person in this chat."""
+
+    on: bool
+
+
 class OfferRequest(TypedDict):
     """Due occurrences handed over by a chat's alarm."""
 

@@ -119,6 +119,18 @@ def timezone_args(call: Call) -> Args:
     return {"timezone": name, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
 
 
+def followups_args(call: Call) -> Args:
+    """`PUT .../followups`."""
+    body = call.body()
+    on = body.get("on")
+    if not isinstance(on, bool):
+        raise ApiError(400, "on must be true or false")
+    author_id = plain(body.get("author_id"), "author_id")
+    if not author_id:
+        raise ApiError(400, "author_id must not be empty")
+    return {"on": on, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
+
+
 def _item(value: Any, n: int) -> reminders.DispatchItem:
     if not isinstance(value, dict):
         raise ApiError(400, f"items[{n}] must be an object")
@@ -225,6 +237,12 @@ def set_timezone(ctx: Ctx, a: Args) -> w.TimezoneAnswer:
     """Keep a person's zone as their fact `timezone`."""
     ctx.memory.learn_fact(a["author"], a["author_id"], "timezone", a["timezone"], source=0)
     return {"timezone": a["timezone"]}
+
+
+def set_followups(ctx: Ctx, a: Args) -> w.FollowupsAnswer:
+    """Keep a person's opt-in to follow-ups in this chat as their fact `followups` (on/off)."""
+    ctx.memory.learn_fact(a["author"], a["author_id"], "followups", "on" if a["on"] else "off", source=0)
+    return {"on": bool(a["on"])}
 
 
 def offer(ctx: Ctx, a: Args) -> w.OfferAnswer:

@@ -310,6 +310,12 @@ SET_TIMEZONE: Route[reminder_wire.TimezoneRequest, reminder_wire.TimezoneAnswer]
     answer=reminder_wire.TimezoneAnswer, run=reminders_api.set_timezone,
     body=reminder_wire.TimezoneRequest, args=reminders_api.timezone_args,
 )
+SET_FOLLOWUPS: Route[reminder_wire.FollowupsRequest, reminder_wire.FollowupsAnswer] = Route(
+    name="set_followups", method="PUT", path=CHATS + "/followups",
+    summary="Keep a person's opt-in to follow-ups in this chat as their fact `followups` (on/off).",
+    answer=reminder_wire.FollowupsAnswer, run=reminders_api.set_followups,
+    body=reminder_wire.FollowupsRequest, args=reminders_api.followups_args,
+)
 DISPATCH = "/v1/dispatch"
 DISPATCH_OFFER: Route[reminder_wire.OfferRequest, reminder_wire.OfferAnswer] = Route(
     name="dispatch_offer", method="POST", path=DISPATCH + "/offer",
