@@ -484,3 +484,17 @@ async def test_a_conversation_keeps_true_facts_only(tmp_path):
         assert places == ["Lisbon", "Porto"]  # the correction superseded; Berlin never counted
     finally:
         await mem.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("hi, im nico, 31, a nurse in Porto", {("name", "Nico"), ("age", "31")}),
+        ("im mateo, 24, from São Paulo", {("name", "Mateo"), ("age", "24"), ("location", "São Paulo")}),
+        ("im tired, 31 hours on this", set()),  # a lower-case word after "im" must be a name
+        ("im back, 5 min", set()),
+        ("nico, 31", set()),  # lower case without "I'm" is no introduction
+    ],
+)
+def test_a_lower_case_introduction_with_an_age(text, want):
+    assert {(c.key, c.value) for c in extract_facts(text)} == want

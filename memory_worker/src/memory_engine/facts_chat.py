@@ -143,7 +143,7 @@ _FULL_THEN_SHORT = lazy(
     0,
 )
 _NAME_AGE = lazy(
-    r"^\W*" + _GREET + r"(?:(?:i'm|im|i am)\s+)?(?:(?P<n>(?-i:[^\W\d_a-z])[\w'\-]*),\s*)?(?P<age>\d{1,2})"
+    r"^\W*" + _GREET + r"(?:(?P<im>i'm|im|i am)\s+)?(?:(?P<n>[^\W\d_][\w'\-]*),\s*)?(?P<age>\d{1,2})"
     r"\s*(?P<unit>y/?o|yrs?(?:\s+old)?|years?\s+old)?\s*(?P<end>,|$)(?P<rest>.*)$",
     re.I,
 )
@@ -192,16 +192,20 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
         out.append(FactChange("name", short.group("n")))
     if first:
         na = _NAME_AGE.match(sentence) if _NAME_AGE.gate_passes(fold) else None
+        # "im nico, 31": a lower-case name only after "I'm", and never a word that is no name
+        lower = bool(na and na.group("n") and na.group("n")[0].islower())
+        if na and lower and (not na.group("im") or _lower_name(na.group("n")) is None):
+            na = None
         intro = na and (na.group("n") or na.group("unit") or _INTRO_REST.match(na.group("rest")))
         if (
             na
             and intro
-            and (not na.group("n") or is_name_word(na.group("n")))
+            and (not na.group("n") or is_name_word(title(na.group("n"))))
             and 0 < int(na.group("age")) <= 120
             and not re.match(r"\s*\d", na.group("rest"))
         ):
             if na.group("n"):
-                out.append(FactChange("name", na.group("n")))
+                out.append(FactChange("name", title(na.group("n"))))
             out.append(FactChange("age", str(int(na.group("age")))))
             rest = na.group("rest").strip(" ,.!")
             came = re.match(r"from\s+(.+?)(?:,|$)", rest)
