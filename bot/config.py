@@ -90,6 +90,12 @@ class Tier:
     vision: bool = False  # the model accepts image parts
     api_key_env: str = "OPENAI_API_KEY"  # where the key came from: named in error hints
 
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What a call of these token counts costs at this tier's prices."""
+        return round(
+            (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6, 10
+        )
+
 
 @dataclass(frozen=True)
 class AccessSettings:

@@ -152,8 +152,7 @@ class LightWriter:
     ) -> float:
         """Record the attempt as the pipeline records answers (the words when good, a usage row
         either way; forgetting the asker removes the words); its cost."""
-        t = self.tiers[tier]
-        cost = round((tokens[0] * t.price_in_per_mtok + tokens[1] * t.price_out_per_mtok) / 1e6, 10)
+        cost = self.tiers[tier].cost_usd(*tokens)
         body: wire.ReplyRequest = {
             "text": redact(text, self.secrets) if error is None else "",
             "tier": tier,

@@ -145,11 +145,7 @@ class Router:
 
     def _cost(self, tier: str, prompt_tokens: int, completion_tokens: int) -> float:
         t = self.tiers.get(tier)
-        if t is None:
-            return 0.0
-        return round(
-            (prompt_tokens * t.price_in_per_mtok + completion_tokens * t.price_out_per_mtok) / 1e6, 10
-        )
+        return 0.0 if t is None else t.cost_usd(prompt_tokens, completion_tokens)
 
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
         if not attempt.ok:
