@@ -1,52 +1,55 @@
-"""Bulk import: old history in one transaction, indexed in one statement, archived but for its tail."""
+"""Bulk import: old history in one transaction, a few statements per batch, archived but for its tail.
+
+The rows go in with one INSERT per chunk (`json_each` over the chunk as one JSON text: no
+statement per message, and no more bound parameters than a Durable Object takes), and are
+indexed with one more statement for the whole batch (`retrieval.index_messages`). Only facts
+cost work per message, and most messages state none (the extractor's cheap gates say so).
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .compaction import IMPORT_TAIL, archive_backlog
 from .forgetting import RETENTION_STEP
 from .retrieval import index_messages
-from .storage import SqlStorage
+from .storage import SqlStorage, rows_of
 
 if TYPE_CHECKING:
     from .engine import ChatMemory
+
+# One INSERT takes at most this many characters of JSON: a Durable Object refuses a value over
+# 2 MB, and a chunk this big already costs the statement's overhead less than 1%.
+CHUNK_CHARS = 900_000
+_COLUMNS = "role, author, author_id, text, ts, message_id, reply_to_author_id"
+_INSERT = (
+    f"INSERT INTO messages({_COLUMNS}) "
+    "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), "
+    "json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), "
+    "json_extract(value, '$[6]') FROM json_each(?) "
+    # WHERE true: without it SQLite could read ON CONFLICT as a join's ON.
+    "WHERE true ORDER BY key ON CONFLICT(message_id) DO NOTHING RETURNING id, message_id"
+)
 
 
 def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
     now = memory.now()
+    rows = [_row(m, now) for m in messages]
 
     def run() -> dict[str, int]:
-        imported = skipped = 0
-        first_id = last_id = None
+        stored = list(_stored(memory.sql, rows))
         answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
-        for m in messages:
-            role = m["role"]
-            author = m.get("author") or ("assistant" if role == "assistant" else "")
-            author_id = m.get("author_id") or ""
-            ts = m.get("ts") or now
-            new_id = memory.insert_message(
-                role,
-                m["text"],
-                author,
-                author_id,
-                m.get("message_id"),
-                ts,
-                index=False,
-                reply_to_author_id=m.get("reply_to_author_id") if role == "assistant" else None,
-            )
-            if new_id is None:
-                skipped += 1
-                continue
-            imported += 1
-            first_id = new_id if first_id is None else first_id
-            last_id = new_id
+        for new_id, i in stored:
+            m, (role, author, author_id, text, ts, _, _) = messages[i], rows[i]
             if role == "user":
-                memory.apply_facts(m["text"], author, author_id, new_id, ts)
+                memory.apply_facts(text, author, author_id, new_id, ts)
             elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
                 answers.append((new_id, m["reply_to_message_id"]))
-        if first_id is not None and last_id is not None:
+        if stored:
+            first_id, last_id = stored[0][0], stored[-1][0]
             # One statement for the batch: ids in [first, last] are all this import's,
             # since one chat runs one request at a time.
             index_messages(memory.sql, first_id, last_id)
@@ -54,10 +57,50 @@ def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> dict[
             # Old history is archived, not summarized: only the import's newest tail costs
             # a summarizer call.
             archive_backlog(memory, batches=1, max_messages=IMPORT_TAIL)
-            memory.apply_retention(limit=max(imported, RETENTION_STEP))
-        return {"imported": imported, "skipped": skipped}
+            memory.apply_retention(limit=max(len(stored), RETENTION_STEP))
+        return {"imported": len(stored), "skipped": len(messages) - len(stored)}
 
     return memory.sql.transaction(run)
+
+
+def _row(m: dict[str, Any], now: str) -> tuple[Any, ...]:
+    """A message as the INSERT's columns (an assistant message may say whom it answers)."""
+    role = m["role"]
+    return (
+        role,
+        m.get("author") or ("assistant" if role == "assistant" else ""),
+        m.get("author_id") or "",
+        m["text"],
+        m.get("ts") or now,
+        m.get("message_id"),
+        (m.get("reply_to_author_id") or None) if role == "assistant" else None,
+    )
+
+
+def _chunks(rows: list[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
+    """(start, end) of consecutive rows whose texts hold at most CHUNK_CHARS characters together."""
+    start = size = 0
+    for i, row in enumerate(rows):
+        size += len(row[3]) + 200
+        if size > CHUNK_CHARS and i > start:
+            yield start, i
+            start, size = i, len(row[3]) + 200
+    if start < len(rows):
+        yield start, len(rows)
+
+
+def _stored(sql: SqlStorage, rows: list[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
+    """Insert the rows; (new id, index in `rows`) of each one stored, in order (a known message_id is not)."""
+    for start, end in _chunks(rows):
+        returned = sorted(rows_of(sql, _INSERT, json.dumps(rows[start:end], ensure_ascii=False)))
+        # The stored rows are the chunk's rows in order, less those whose message_id was known:
+        # a row is the next one stored when its message_id is the next one returned.
+        i = start
+        for new_id, message_id in returned:
+            while rows[i][5] != message_id:
+                i += 1
+            yield int(new_id), i
+            i += 1
 
 
 def attribute_replies(sql: SqlStorage, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:
