@@ -25,7 +25,12 @@ _STRONG = (
 )
 _WEAK = _STRONG + r"|actually|update|well|lol\s+no|ok\s+not|okay\s+not|ok|okay|lol|haha"
 _INSIDE = lazy(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
-_OPENS = lazy(r"^\W*(?:(?:" + _WEAK + r")\b[\s,:!.\-]*)+|^\s*\*|\S\*\W*$|\bactually\b", re.I)
+# A message opens like a correction ("sorry, ...", "*Osaka"), ends with a starred word ("Osaka*"),
+# or says "actually" anywhere. Three patterns, the last two tried only when their literal is there:
+# one pattern with all of them scanned every message from each position (7-11 us a message).
+_OPENS = lazy(r"^\W*(?:(?:" + _WEAK + r")\b[\s,:!.\-]*)+|^\s*\*", re.I)
+_STARRED_END = lazy(r"\S\*\W*$", re.I)
+_ACTUALLY = lazy(r"\bactually\b", re.I)
 _LEADING = lazy(
     r"^(?:(?:" + _WEAK + r"|it'?s|it\s+is|i'?m|i\s+am|not\s+[\w'\-]+(?:\s+anymore)?|make\s+that|now)\b"
     r"[\s,:!.\-*]*|\*\s*)+",
@@ -44,7 +49,15 @@ _SCALAR_ORDER = ("age", "diet", "name", "location", "employer", "job")
 
 def looks_like_correction(text: str) -> bool:
     """True when a message may correct the speaker's previous one ("sorry, Osaka", "*John")."""
-    return len(text) <= 160 and "?" not in text and bool(_OPENS.search(text.strip()))
+    if len(text) > 160 or "?" in text:
+        return False
+    text = text.strip()
+    return bool(
+        _OPENS.match(text)
+        or ("*" in text and _STARRED_END.search(text))
+        # re.I matches "actually" only with letters that lower() maps to it (checked for all of Unicode)
+        or ("actually" in text.lower() and _ACTUALLY.search(text))
+    )
 
 
 def _bare(text: str) -> str | None:
