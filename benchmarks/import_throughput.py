@@ -3,11 +3,15 @@
     .venv/bin/python benchmarks/import_throughput.py [--messages 200000] [--chats 10000]
 
 1. Writes a Telegram Desktop export of one supergroup with N messages (plain and rich
-   text, replies, media, service messages, 40 authors), then imports it end to end into
-   an embedded local host on a temp dir (check pass + send pass + the host's work),
-   exactly as `chatbot import telegram FILE --data DIR` does. In the same run, baselines:
-   the check pass alone (reading and validating, nothing sent), `json.load` of the file,
-   and `POST /import` of the same messages already built (the memory worker's own ceiling).
+   text, replies, media, service messages, 40 authors), then imports it end to end over
+   HTTP (check pass + send pass + the host's work), twice: against a running local host
+   (`chatbot memory serve` in its own process, MEMORY_URL set: the import reads the next
+   batch while the host stores one), and into the embedded local host (no MEMORY_URL: one
+   process does both), exactly as `chatbot import telegram FILE --data DIR` does. In the
+   same run, baselines: the check pass alone (reading and validating, nothing sent),
+   `json.load` of the file, and `POST /import` of the same messages already built (the
+   memory worker's own ceiling, embedded). CPU seconds are this process's (the client's,
+   and the embedded host's when there is one).
 2. Creates C chats of 5 messages each in a local host's folder, then times
    `chatbot memory backup` of it against a plain file copy (`shutil.copytree`, which is not
    a consistent copy of databases in use) of the same folder.
@@ -19,11 +23,17 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import random
+import re
+import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -118,11 +128,39 @@ def write_export(path: Path, n: int, seed: int = 7) -> None:
         f.write(" ]\n}\n")
 
 
-async def import_end_to_end(export: Path, data: Path) -> run.ImportReport:
-    """What `chatbot import telegram` does, embedded memory under data/memory."""
+async def import_end_to_end(export: Path, data: Path, env: dict[str, str] | None = None) -> run.ImportReport:
+    """What `chatbot import telegram` does: embedded memory under data/memory, or MEMORY_URL's host."""
     return await run.import_export(
-        "telegram", export, settings_from({}, {}), data, out=io.StringIO(), progress=None
+        "telegram", export, settings_from({}, env or {}), data, out=io.StringIO(), progress=None
     )
+
+
+@contextmanager
+def served(data: Path) -> Iterator[dict[str, str]]:
+    """`chatbot memory serve` on a free port in its own process; the env that points an import at it."""
+    token = secrets.token_urlsafe(16)
+    chatbot = Path(sys.executable).with_name("chatbot")
+    args = [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)]
+    log = data.parent / f"{data.name}-serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=dict(os.environ, MEMORY_API_TOKEN=token), stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"memory host serving .* on (http://\S+)", log.read_text())):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the memory host did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield {"MEMORY_URL": found.group(1), "MEMORY_API_TOKEN": token}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def timed(fn):  # type: ignore[no-untyped-def]
+    """fn(), its wall seconds and this process's CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 async def import_prebuilt(export: Path, data: Path) -> float:
@@ -179,36 +217,43 @@ def main() -> None:
         write_export(export, args.messages)
         size = export.stat().st_size / 1e6
 
-        started = time.perf_counter()
-        with open(export, encoding="utf-8") as f:
-            json.load(f)
-        load_s = time.perf_counter() - started
-        started = time.perf_counter()
-        plan = run.check("telegram", export, chat=None, scope="chat", progress=None)
-        check_s = time.perf_counter() - started
-        print("importing end to end ...", file=sys.stderr)
-        started = time.perf_counter()
-        report = asyncio.run(import_end_to_end(export, root / "e2e"))
-        e2e_s = time.perf_counter() - started
+        def load() -> None:
+            with open(export, encoding="utf-8") as f:
+                json.load(f)
+
+        _, load_s, load_cpu = timed(load)
+        plan, check_s, check_cpu = timed(
+            lambda: run.check("telegram", export, chat=None, scope="chat", progress=None)
+        )
+        print("importing end to end, against a running local host ...", file=sys.stderr)
+        with served(root / "served") as env:
+            report, served_s, served_cpu = timed(
+                lambda: asyncio.run(import_end_to_end(export, root / "client", env))
+            )
+        print("importing end to end, embedded ...", file=sys.stderr)
+        embedded, e2e_s, e2e_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
         print("importing prebuilt batches ...", file=sys.stderr)
         raw_s = asyncio.run(import_prebuilt(export, root / "raw"))
-        again = time.perf_counter()
-        second = asyncio.run(import_end_to_end(export, root / "e2e"))
-        again_s = time.perf_counter() - again
+        second, again_s, again_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
 
         n = plan.total
         print(f"\nimport of a {args.messages}-message Telegram export ({size:.0f} MB, {n} with words)")
-        print(f"{'what':<44} {'seconds':>8} {'messages/s':>11} {'vs e2e':>7}")
+        print(f"{'what':<50} {'seconds':>8} {'messages/s':>11} {'vs served':>9} {'our cpu s':>9}")
         rows = [
-            ("chatbot import, end to end (check + send)", e2e_s),
-            ("  baseline: POST /import of prebuilt batches", raw_s),
-            ("  baseline: check pass alone (ijson)", check_s),
-            ("  baseline: json.load of the file", load_s),
-            ("second import (over 50k: see the note)", again_s),
+            ("chatbot import, end to end, to a running host", served_s, served_cpu),
+            ("chatbot import, end to end, embedded host", e2e_s, e2e_cpu),
+            ("  baseline: POST /import of prebuilt batches", raw_s, None),
+            ("  baseline: check pass alone (ijson)", check_s, check_cpu),
+            ("  baseline: json.load of the file", load_s, load_cpu),
+            ("second import, embedded (over 50k: see the note)", again_s, again_cpu),
         ]
-        for what, s in rows:
-            print(f"{what:<44} {s:8.1f} {n / s:11,.0f} {s / e2e_s:7.2f}")
-        print(f"imported {report.imported}, skipped {report.skipped}; second run imported {second.imported}")
+        for what, s, cpu in rows:
+            used = f"{cpu:9.1f}" if cpu is not None else f"{'-':>9}"
+            print(f"{what:<50} {s:8.1f} {n / s:11,.0f} {s / served_s:9.2f} {used}")
+        print(
+            f"imported {report.imported} (embedded: {embedded.imported}), skipped {report.skipped}; "
+            f"second run imported {second.imported}"
+        )
         if second.imported:
             # Retention keeps the newest 50,000 rows by row id: their message ids are forgotten,
             # so a repeat of a bigger chat adds the dropped ones back (and drops the others).

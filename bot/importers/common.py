@@ -117,17 +117,41 @@ CHUNK = 64 * 1024
 _QUOTE = re.compile(rb'(?<!\\)"')  # a quote that does not follow a backslash
 
 
+# A whole JSON string (escapes and all), or (group 1) one still open at the end of the text: taken
+# whole, so that no position inside it is tried again as the start of a string (linear time).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|("[\s\S]*)')
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+_OPENS = frozenset(b"[{")
+
+
 class _Guarded:
     """A binary file read in chunks that refuses a stretch of MAX_TOKEN_BYTES without a quote
     (a string or number longer than any export has) before the parser buffers it; it knows
-    its offset (to size items and to locate errors) and reports progress."""
+    its offset (to size items and to locate errors) and reports progress.
 
-    def __init__(self, path: Path, f: BinaryIO, seen: Callable[[int], None] | None):
+    With `item_depth`, it also follows the nesting itself (the brackets outside strings of each
+    chunk, before the parser sees it) and refuses what `_limited` refuses: nesting deeper than
+    MAX_DEPTH, an item (a container opened at `item_depth`, named `items[i]`) spanning more than
+    MAX_ITEM_BYTES. Then the parser needs no Python between its events: ijson's C `items` reads
+    the guard directly (about 5x faster than the events through `_limited`).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        f: BinaryIO,
+        seen: Callable[[int], None] | None,
+        item_depth: int = 0,
+        items: str = "",
+    ):
         self.path, self.f, self.seen = path, f, seen
         self.offset = 0  # bytes handed to the parser
         self.start = 0  # where the last chunk began: a parse error is in it
         self.since = 0  # bytes since the last unescaped quote
         self.tail = b""
+        self.item_depth, self.items = item_depth, items
+        self.depth, self.index, self.began = 0, -1, -1
+        self.open_string = b""  # the unclosed string at the end of the last chunk, if any
 
     def read(self, n: int = -1) -> bytes:
         data = self.f.read(CHUNK if n < 0 else min(n, CHUNK))
@@ -142,10 +166,36 @@ class _Guarded:
             self._check(gap)
         self._check(self.since)
         self.tail = data[-1:] or self.tail
+        if self.item_depth and data:
+            self._nest(data)
         self.offset += len(data)
         if self.seen is not None:
             self.seen(len(data))
         return data
+
+    def _nest(self, data: bytes) -> None:
+        """Follow the brackets of `data` outside strings, as `_limited` follows the parser's events."""
+        outside = _STRING.sub(rb"\1", self.open_string + data)  # closed strings go, an open one stays
+        quote = outside.find(b'"')
+        # (A string stays open for at most MAX_TOKEN_BYTES: `read` refuses a longer stretch.)
+        self.open_string = outside[quote:] if quote >= 0 else b""
+        for bracket in (outside[:quote] if quote >= 0 else outside).translate(None, _NOT_BRACKET):
+            if bracket in _OPENS:
+                self.depth += 1
+                if self.depth > MAX_DEPTH:
+                    what = f"nested more than {MAX_DEPTH} levels deep (near byte {self.offset})"
+                    raise ExportError(self.path, f"{what}: not an export")
+                if self.depth == self.item_depth - 1:
+                    self.index = -1  # a new list of items
+                elif self.depth == self.item_depth:
+                    self.index, self.began = self.index + 1, self.offset
+            else:
+                self.depth -= 1
+                if self.depth < self.item_depth:
+                    self.began = -1
+        if self.began >= 0 and self.offset + len(data) - self.began > MAX_ITEM_BYTES + CHUNK:
+            what = f"{self.items}[{self.index}] is bigger than {MAX_ITEM_BYTES} bytes"
+            raise ExportError(self.path, f"{what}: not an export")
 
     def _check(self, stretch: int) -> None:
         if stretch > MAX_TOKEN_BYTES:
@@ -204,8 +254,12 @@ def _located(path: Path, guard: _Guarded, events: Iterator[Any]) -> Iterator[Any
 def stream_items(path: Path, prefix: str, seen: Callable[[int], None] | None = None) -> Iterator[Any]:
     """The values at `prefix` (ijson syntax, "messages.item"), parsed one at a time."""
     depth = prefix.count(".") + 2  # the top object is 1: "messages.item" opens at 3
-    with parsed(path, depth, prefix.rsplit(".", 1)[0], seen) as (_, events):
-        yield from ijson.items(events, prefix)
+    with open(path, "rb") as f:
+        guard = _Guarded(path, f, seen, depth, prefix.rsplit(".", 1)[0])
+        try:
+            yield from ijson.items(guard, prefix, use_float=True, buf_size=CHUNK)
+        except (ijson.JSONError, UnicodeDecodeError) as err:
+            raise broken(path, err, guard.start) from None
 
 
 def build(events: Iterator[tuple[str, str, Any]], event: str, value: Any, guard: _Guarded, what: str) -> Any:

@@ -1,30 +1,34 @@
 """`chatbot import telegram|discord PATH`: check the whole export, then send it in batches.
 
-Pass 1 reads every selected chat and refuses the file at the first malformed message,
-before anything is sent, so a broken file imports nothing. Pass 2 reads it again (streamed:
-memory stays flat however big the file) and sends each chat's messages through
-`POST /v1/chats/{chat}/import`. Message ids come from the export, so a second run, or a
-run after an interrupted one, skips what is already stored.
+Pass 1 reads every selected chat (streamed: memory stays flat however big the file) and
+refuses the file at the first malformed message, before anything is sent, so a broken file
+imports nothing. What it read is spooled, one converted record a line, to an unnamed
+temporary file (gone when the import ends, or if it dies); pass 2 sends each chat's records
+from there through `POST /v1/chats/{chat}/import`, reading the next batch while the memory
+worker stores the one before. Message ids come from the export, so a second run, or a run
+after an interrupted one, skips what is already stored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import IO, Any, TextIO, cast
 
 from memory_engine import wire
 from tqdm import tqdm
 
 from bot.config import Settings
 from bot.importers import discord, telegram
-from bot.importers.common import ExportError, Record, Source
+from bot.importers.common import ExportError, Source
 from bot.importers.where import where_lines
 from bot.router.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.retry import RetryPlan, patiently
@@ -33,8 +37,10 @@ READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
     "telegram": telegram.sources,
     "discord": discord.sources,
 }
-BATCH_MESSAGES = 1000
-BATCH_BYTES = 4 * 1024 * 1024  # far below the API's 32 MiB per request
+# Bigger batches cost the worker fewer statements and index segments per message (1000 -> 5000:
+# about 8% less work in process); the bytes bound keeps a request far below the API's 32 MiB.
+BATCH_MESSAGES = 5000
+BATCH_BYTES = 4 * 1024 * 1024
 IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
 # A batch the worker did not take is sent again after 0.5 s, 2 s and 8 s.
 RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
@@ -91,8 +97,20 @@ def _selected(source: Source, chat: str | None) -> bool:
     return (chat is None and not source.private) or chat in source.aliases
 
 
-def check(platform: str, path: Path, *, chat: str | None, scope: str, progress: bool | None) -> Plan:
-    """Pass 1: read and validate every selected chat; what would be imported. Raises ExportError."""
+def check(
+    platform: str,
+    path: Path,
+    *,
+    chat: str | None,
+    scope: str,
+    progress: bool | None,
+    spool: IO[bytes] | None = None,
+) -> Plan:
+    """Pass 1: read and validate every selected chat; what would be imported. Raises ExportError.
+
+    With `spool`, each record to send is written there as a line of JSON, `[chat key, body]`,
+    and `null` after each chat.
+    """
     if not path.exists():
         raise ExportError(path, "no such file or folder")
     plan, seen = Plan(), []
@@ -116,61 +134,88 @@ def check(platform: str, path: Path, *, chat: str | None, scope: str, progress: 
                 else:
                     plan.messages[record.key] = plan.messages.get(record.key, 0) + 1
                     plan.names[record.key] = source.name
+                    if spool is not None:
+                        spool.write(_dumps([record.key, record.body()]).encode())
+                        spool.write(b"\n")
                 if n % 1000 == 0:
                     bar.update(1000)
+            if spool is not None:
+                spool.write(b"null\n")  # the end of a chat: pass 2 sends what it holds
     if chat is not None and not plan.chosen:
         listed = "; ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
         raise ExportError(path, f"no chat {chat!r} in this export; it holds: {listed or 'no chats'}")
     return plan
 
 
-async def send(
-    platform: str,
-    path: Path,
-    memory: MemoryClient,
-    plan: Plan,
-    *,
-    chat: str | None,
-    scope: str,
-    progress: bool | None,
-) -> ImportReport:
-    """Pass 2: send the checked export in batches per chat key."""
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _spooled(spool: IO[bytes]) -> Iterator[tuple[str, dict[str, Any], int] | None]:
+    """(chat key, body, size in bytes) of each record pass 1 spooled, in order; None after a chat."""
+    spool.seek(0)
+    for line in spool:
+        record = json.loads(line)
+        yield None if record is None else (record[0], record[1], len(line))
+
+
+async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: bool | None) -> ImportReport:
+    """Pass 2: send the checked records of `spool` in batches per chat key, one batch in flight."""
     report = ImportReport(empty=plan.empty, private_left_out=plan.private_left_out)
     started = time.perf_counter()
-    buffers: dict[str, list[Record]] = {}
+    buffers: dict[str, list[dict[str, Any]]] = {}
     sizes: dict[str, int] = {}
     show = progress if progress is not None else (None if plan.total >= PROGRESS_MIN else False)
     with _bar(show, plan.total, "importing", leave=True) as bar:
+        in_flight: asyncio.Task[None] | None = None
+
+        async def store(key: str, batch: list[dict[str, Any]]) -> None:
+            answer = await _import_batch(memory, key, batch)
+            report.imported += int(answer.get("imported", 0))
+            report.skipped += int(answer.get("skipped", 0))
+            report.chats[key] = report.chats.get(key, 0) + int(answer.get("imported", 0))
+            bar.update(len(batch))
 
         async def flush(key: str) -> None:
+            # Batches go in order (ids grow with them), one at a time; the next one is read
+            # while the worker stores this one.
+            nonlocal in_flight
             batch = buffers.pop(key, [])
             sizes.pop(key, None)
+            if in_flight is not None:
+                await in_flight
+                in_flight = None
             if batch:
-                answer = await _import_batch(memory, key, batch)
-                report.imported += int(answer.get("imported", 0))
-                report.skipped += int(answer.get("skipped", 0))
-                report.chats[key] = report.chats.get(key, 0) + int(answer.get("imported", 0))
-                bar.update(len(batch))
+                in_flight = asyncio.ensure_future(store(key, batch))
+                await asyncio.sleep(0)  # let it start sending
 
-        for source in READERS[platform](path, scope):
-            if not _selected(source, chat):
-                continue
-            for record in source.records():
-                if record is None:
+        try:
+            for record in _spooled(spool):
+                if record is None:  # a chat's end: its buffers go now (memory stays flat)
+                    for key in list(buffers):
+                        await flush(key)
                     continue
-                buffers.setdefault(record.key, []).append(record)
-                sizes[record.key] = sizes.get(record.key, 0) + len(record.text) * 2 + 200
-                if len(buffers[record.key]) >= BATCH_MESSAGES or sizes[record.key] >= BATCH_BYTES:
-                    await flush(record.key)
+                key, body, size = record
+                buffers.setdefault(key, []).append(body)
+                sizes[key] = sizes.get(key, 0) + size
+                if len(buffers[key]) >= BATCH_MESSAGES or sizes[key] >= BATCH_BYTES:
+                    await flush(key)
             for key in list(buffers):
                 await flush(key)
+            if in_flight is not None:
+                await in_flight
+        finally:
+            if in_flight is not None and not in_flight.done():
+                in_flight.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await in_flight
     report.seconds = time.perf_counter() - started
     return report
 
 
-async def _import_batch(memory: MemoryClient, key: str, batch: list[Record]) -> wire.ImportAnswer:
+async def _import_batch(memory: MemoryClient, key: str, batch: list[dict[str, Any]]) -> wire.ImportAnswer:
     # Record.body() is the import route's message (role is one of the API's roles).
-    bodies = [cast(wire.ImportedMessage, r.body()) for r in batch]
+    bodies = [cast(wire.ImportedMessage, body) for body in batch]
 
     async def send() -> wire.ImportAnswer:
         try:
@@ -253,23 +298,25 @@ async def import_export(
     """Check, then import, one export file (or a folder of Discord exports); prints the summary line."""
     out = out or sys.stdout
     scope = settings.memory_scope
-    plan = check(platform, Path(path), chat=chat, scope=scope, progress=progress)
-    where = None if settings.memory_url else Path(data_dir)
-    for warning in plan.warnings:
-        print(warning, file=out)
-    if dry_run:
-        print(
-            f"would import up to {plan.total} messages ({plan.empty} without words), "
-            f"chats: {len(plan.messages)}{_left_out(plan.private_left_out)}; nothing sent",
-            file=out,
+    with tempfile.TemporaryFile() as spool:  # unnamed: nobody else can open it, gone at close or exit
+        plan = check(
+            platform, Path(path), chat=chat, scope=scope, progress=progress, spool=None if dry_run else spool
         )
-        for line in where_lines(plan.messages, plan.names, where, verb="to import"):
-            print(line, file=out)
-        return ImportReport(
-            empty=plan.empty, chats=dict.fromkeys(plan.messages, 0), private_left_out=plan.private_left_out
-        )
-    async with open_memory(settings, data_dir) as memory:
-        report = await send(platform, Path(path), memory, plan, chat=chat, scope=scope, progress=progress)
+        where = None if settings.memory_url else Path(data_dir)
+        for warning in plan.warnings:
+            print(warning, file=out)
+        if dry_run:
+            print(
+                f"would import up to {plan.total} messages ({plan.empty} without words), "
+                f"chats: {len(plan.messages)}{_left_out(plan.private_left_out)}; nothing sent",
+                file=out,
+            )
+            for line in where_lines(plan.messages, plan.names, where, verb="to import"):
+                print(line, file=out)
+            chats = dict.fromkeys(plan.messages, 0)
+            return ImportReport(empty=plan.empty, chats=chats, private_left_out=plan.private_left_out)
+        async with open_memory(settings, data_dir) as memory:
+            report = await send(spool, memory, plan, progress=progress)
     print(report.line(), file=out)
     stored = {key: plan.messages.get(key, n) for key, n in report.chats.items()}  # imported or skipped
     for line in where_lines(stored, plan.names, where, verb="in memory"):
