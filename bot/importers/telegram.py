@@ -16,8 +16,9 @@ and other people's DM memory is no place for the exporter's conversations.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from bot.importers.common import (
     require,
     skip,
     stream_items,
+    unix_iso,
     utc_iso,
 )
 from bot.router.neutral import one_line
@@ -190,7 +192,7 @@ def convert(
     if not text.strip():
         return None
     from_id = m.get("from_id")
-    author_id = telegram_peer_id(from_id) if isinstance(from_id, str) else None
+    author_id = _peer_id(from_id) if isinstance(from_id, str) else None
     # Without a sender (old channel posts) the live adapter names the chat itself.
     author_id = author_id or str(chat_id)
     sender = m.get("from")
@@ -204,7 +206,7 @@ def convert(
         key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
         message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
         text=clean(text, MAX_TEXT_BYTES),
-        author=clean(one_line(author), MAX_FIELD_BYTES),
+        author=_author(author),
         author_id=field(path, where, "from_id", author_id),
         ts=ts,
         role=role,
@@ -212,11 +214,20 @@ def convert(
     )
 
 
+# A chat has few senders and each writes many messages: their names and ids are worked out once.
+@functools.lru_cache(maxsize=4096)
+def _author(name: str) -> str:
+    return clean(one_line(name), MAX_FIELD_BYTES)
+
+
+_peer_id = functools.lru_cache(maxsize=4096)(telegram_peer_id)
+
+
 def _timestamp(path: Path, where: str, m: dict[str, Any]) -> str:
     unix = m.get("date_unixtime")
     if unix is not None:
         try:
-            return utc_iso(datetime.fromtimestamp(int(unix), UTC))
+            return unix_iso(int(unix))
         except (TypeError, ValueError, OverflowError, OSError):
             raise ExportError(path, f"{where}: `date_unixtime` is not a number of seconds") from None
     date = require(m.get("date"), str, path, where, "date")
