@@ -67,6 +67,8 @@ def _no_constant(name: str) -> Any:
 
 def plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:
     """A string field: ints are accepted as text; unencodable unicode is refused."""
+    if type(value) is str and value.isascii() and len(value) <= max_bytes:
+        return value  # most fields (an import checks several a message): one byte a character
     if isinstance(value, bool) or value is None:
         raise ApiError(400, f"{name} must be a string")
     if isinstance(value, int):
