@@ -1,4 +1,4 @@
-"""End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Router + embedded memory
+"""End to end: fake Bot API <-> python-telegram-bot <-> adapter <-> real Pipeline + embedded memory
 <-> fake OpenAI."""
 
 from __future__ import annotations
