@@ -160,7 +160,7 @@ def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
     settings = load_settings(env={"BOT_CONFIG": str(own)}, env_file=None)
     assert list(settings.tiers) == ["fast", "smart"]  # its own tiers replace the shipped ones
     assert settings.router.fallback_order == ("fast", "smart") and settings.router.default_tier == "fast"
-    assert settings.router.choice["heavy_words"][0] == "explain"  # the rest is still shipped
+    assert settings.router.choice.heavy_words[0] == "explain"  # the rest is still shipped
 
 
 def test_chat_from_another_folder_needs_no_bot_config(tmp_path):

@@ -85,7 +85,11 @@ def test_daily_budget_moves_down_one_tier_then_two():
 
 
 def test_rules_come_from_config():
-    rules = ChoiceRules.from_mapping({"heavy_words": ["ponder"], "short_chars": 0, "unknown": 1})
+    from bot.config import SettingsError, section
+
+    rules = section(ChoiceRules, {"heavy_words": ["ponder"], "short_chars": 0}, {}, "router.choice")
+    with pytest.raises(SettingsError, match=r"\[router.choice\] has no setting 'unknown'"):
+        section(ChoiceRules, {"unknown": 1}, {}, "router.choice")
     assert (
         choose_tier(
             text="please ponder this",

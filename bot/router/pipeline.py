@@ -47,7 +47,6 @@ from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
 from bot.router.reminders import command_in_words
 from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
-    ChoiceRules,
     TierChoice,
     choose_tier,
     fallback_sequence,
@@ -105,7 +104,7 @@ class Pipeline:
         self.offline = answering.offline
         self.fallback_order = answering.fallback_order or tuple(settings.router.fallback_order)
         self.default_tier = answering.default_tier or settings.router.default_tier
-        self.rules = answering.rules or ChoiceRules.from_mapping(settings.router.choice)
+        self.rules = answering.rules or settings.router.choice
         policy = answering.policy or RetryPolicy.from_settings(settings.router)
         # The one model the pipeline calls: the tier fallback over every tier's model.
         self.model = FallbackModel(answering.models, policy, order=self.fallback_order, sleep=answering.sleep)
