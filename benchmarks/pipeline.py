@@ -62,6 +62,7 @@ class _Pieces:
     def __init__(self, pieces: list[str]) -> None:
         self.pieces = pieces
         self.model = "instant"
+        self.notice = ""  # an AnswerStream shows it before the answer
         self.prompt_tokens = 50
         self.completion_tokens = 4
 

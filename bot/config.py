@@ -170,7 +170,7 @@ class RouterSettings:
     request_timeout_s: float = default("router", "request_timeout_s")
     max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
     max_retry_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
-    choice: ChoiceRules = field(default_factory=lambda: ChoiceRules())  # [router.choice]
+    choice: ChoiceRules = field(default_factory=ChoiceRules)  # [router.choice]
 
 
 @dataclass(frozen=True)
