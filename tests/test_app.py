@@ -120,6 +120,7 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
         RouterSettings,
         Settings,
         TelegramSettings,
+        Tier,
     )
     from bot.router.fallback import RetryPolicy
     from bot.router.tiers import ChoiceRules
@@ -143,6 +144,13 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     assert TelegramSettings().webhook_port == toml["telegram"]["webhook_port"]
     assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
     assert Settings(tiers={}).daily_budget_usd == toml["bot"]["daily_budget_usd"]
+    shared = toml["tier_defaults"]  # what a tier leaves out: stated there, not in Python
+    tier = Tier(name="x", model="m")
+    assert (tier.context_tokens, tier.vision, tier.api_key_env) == (
+        shared["context_tokens"],
+        shared["vision"],
+        shared["api_key_env"],
+    )
 
 
 def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
