@@ -103,6 +103,8 @@ def _convert(value: Any, kind: Any) -> Any:
             raise TypeError(value)
         return kind(value)
     if kind is str:
+        if isinstance(value, (Mapping, list, tuple)):  # a table or list where text belongs
+            raise TypeError(value)
         return str(value).strip()
     if typing.get_origin(kind) is frozenset:
         return ids(value)

@@ -144,6 +144,7 @@ async def test_bot_config_overrides_every_table_and_each_override_reaches_its_re
         ("[telegram]\ndev_guild_id = 1\n", "[telegram] has no setting 'dev_guild_id'"),
         ("[routr]\ntime_budget_s = 5\n", "no table [routr]"),
         ("[router]\nmax_attempts_per_tier = 'two'\n", "[router] max_attempts_per_tier = 'two' is not a"),
+        ("[tiers.x]\nmodel = ['m']\n", "[tiers.x] model = ['m'] is not a"),
     ],
 )
 def test_a_key_no_setting_reads_is_an_error_naming_the_file_and_the_key(tmp_path, toml, where):
