@@ -75,6 +75,7 @@ class _Prepared:
     choice: TierChoice
     request: ModelRequest  # its `tiers`: the fallback's order for this message
     intake: Intake
+    generation: int  # the chat's forget generation when the message came (see chats.py)
     # Failed attempts are keyed per handling, so a platform redelivering the same message
     # still gets each new attempt recorded, while an outbox replay of one stays single.
     attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
@@ -157,14 +158,19 @@ class Pipeline:
             prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
+        ok, error = attempt.ok, attempt.error
+        if ok and self.chats.forgot_since(prep.message.chat_key, prep.message.author_id, prep.generation):
+            # They said /forgetme (or an admin /forget) while this answer was being made: the
+            # answer to their forgotten message is not kept; the call's usage still counts.
+            ok, text, error = False, "", "answered, not kept: its asker was forgotten meanwhile"
         body: wire.ReplyRequest = {
-            "text": text if attempt.ok else "",
+            "text": text if ok else "",
             "tier": attempt.tier,
             "model": attempt.model,
             "usage": {"prompt_tokens": attempt.prompt_tokens, "completion_tokens": attempt.completion_tokens},
             "latency_ms": round(attempt.latency_ms, 3),
             "cost_usd": self._cost(attempt.tier, attempt.prompt_tokens, attempt.completion_tokens),
-            "ok": attempt.ok,
+            "ok": ok,
             "author_id": prep.message.author_id,
             # Whose message this answers: forgetting that person removes the answer too.
             "reply_to_message_id": prep.message_id,
@@ -176,8 +182,8 @@ class Pipeline:
                 else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"
             ),
         }
-        if attempt.error:
-            body["error"] = redact(attempt.error, self.secrets)
+        if error:
+            body["error"] = redact(error, self.secrets)
         await self.memory.reply(prep.message.chat_key, body)
 
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
@@ -243,7 +249,7 @@ class Pipeline:
         prompt = built.shown() if mem is not None else NO_MEMORY
         last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
-        return _Prepared(message, message_id, text, mem, choice, request, intake)
+        return _Prepared(message, message_id, text, mem, choice, request, intake, generation)
 
     def _note_typo(self, intake: Intake) -> Intake:
         """`!nosuchtier ...`: the answer says there is no such tier (a notice, never recorded)."""
