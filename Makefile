@@ -36,8 +36,9 @@ pyodide: $(PYODIDE_STAMP)
 chat: $(RUN_STAMP)
 	$(VENV)/bin/chatbot chat
 
+# Two workers (pytest-xdist): most of the suite waits on subprocesses, sockets and timeouts.
 test: $(STAMP) $(PYODIDE_STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n 2
 
 LINT_PATHS := bot memory_worker tests benchmarks
 

@@ -68,26 +68,11 @@ _hypothesis_settings.register_profile("explore", deadline=None)
 _hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
-def _uses_the_session_pyodide_host(item: pytest.Item) -> bool:
-    """Whether a test runs on the session's Pyodide host (directly, or as backend "pyodide")."""
-    if "pyodide_host" in getattr(item, "fixturenames", ()):
-        return True
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and "pyodide" in callspec.params.values()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`), every test on the session's
-    Pyodide host runs in one worker: one host starts (seconds of CPU), not one per worker."""
-    for item in items:
-        if _uses_the_session_pyodide_host(item):
-            item.add_marker(pytest.mark.xdist_group("pyodide"))
-
-
 @pytest.fixture(scope="session")
 def pyodide_host(tmp_path_factory):
     """One Pyodide host (memory_worker/pyodide) for the session, driven over stdin; skipped
-    when Node 22 or the npm packages are missing (`make pyodide` installs them)."""
+    when Node 22 or the npm packages are missing (`make pyodide` installs them). Under
+    pytest-xdist (`make test`) each worker that runs such a test starts its own."""
     from memory_worker.pyodide_runtime import PyodideHost, PyodideUnavailable, check_installed
     from tests.support import TOKEN
 
