@@ -78,13 +78,16 @@ def check_installed() -> None:
         raise PyodideUnavailable(f"the pyodide npm package is missing; {INSTALL_HINT}")
 
 
-# V8 flags of the host. --no-turbofan: in a long run (the whole test suite) Node 22's V8
-# (12.4) aborted the host with "Fatal error ... unreachable code" in
-# Deoptimizer::DoComputeBuiltinContinuation, a deoptimization out of TurboFan code, and
-# every connection dropped; without TurboFan (Maglev is off in Node 22) no JS code is
-# deoptimized. Measured: the same CPU per turn (the work is Pyodide's WebAssembly, which
-# this flag leaves alone), imports about a quarter slower.
-NODE_FLAGS: list[str] = ["--no-turbofan"]
+# V8 flags of the host. In a long run (the contract + user-data cases on this backend) Node
+# 22's V8 (12.4) aborted the host with "Fatal error ... unreachable code" in
+# Deoptimizer::DoComputeBuiltinContinuation (a deoptimization out of TurboFan code) and every
+# connection dropped; it reproduced every time. TurboFan inlines JS-to-WebAssembly calls
+# (the wrappers Pyodide goes through on every call between JS and Python), and deoptimizing
+# out of such an inlined call is what aborts: with only that inlining off
+# (--no-turbo-inline-js-wasm-calls) the same runs pass, and TurboFan still optimizes the
+# host's JS and Pyodide's JS glue. (The earlier --no-turbofan also avoided it, with that
+# JS left to the interpreter and the baseline compiler; WebAssembly tiers up either way.)
+NODE_FLAGS: list[str] = ["--no-turbo-inline-js-wasm-calls"]
 
 
 def command(host: str, port: int, data_dir: Path, control: bool = False) -> list[str]:
