@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=10_000, help="messages in the chat")
     parser.add_argument("--turns", type=int, default=200, help="turns measured per runtime")
     parser.add_argument("--png", default=str(Path(__file__).with_name("pyodide_latency.png")))
-    parser.add_argument("--cold-starts", type=int, default=COLD_STARTS, help="Pyodide cold starts timed (0: none)")
+    parser.add_argument("--cold-starts", type=int, default=COLD_STARTS, help="cold starts timed (0: none)")
     args = parser.parse_args(argv)
     return report(Corpus(args.data), args.n, args.turns, Path(args.png), args.cold_starts)
 
