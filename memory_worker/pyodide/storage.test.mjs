@@ -3,7 +3,8 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES } from "./storage.mjs";
@@ -88,6 +89,38 @@ test("text with a NUL character comes back whole", () => {
   assert.equal(s.sql.exec("SELECT v FROM t").one().v, "NUL in \0 the middle");
   assert.equal(s.sql.exec("WITH x AS (SELECT v FROM t) SELECT v AS w FROM x").one().w, "NUL in \0 the middle");
   done();
+});
+
+test("a NUL is read whole however it got in: bound, made in SQL, in an older file; deleteAll starts afresh", () => {
+  const dir = mkdtempSync(join(tmpdir(), "do-nul-"));
+  const path = join(dir, "obj.sqlite3");
+  const open = () => new DurableObjectStorage(path, new Map(), "obj");
+  let s = open();
+  assert.ok(existsSync(path + ".nul-free")); // a new file holds no NUL: plain reads
+  s.sql.exec("CREATE TABLE t (v)");
+  s.sql.exec("INSERT INTO t VALUES ('a' || char(0) || 'b')"); // made in SQL
+  assert.ok(!existsSync(path + ".nul-free"));
+  assert.equal(s.sql.exec("SELECT v FROM t").one().v, "a\0b");
+  s.close();
+  s = open(); // reopened: still read the safe way
+  assert.equal(s.sql.exec("SELECT v FROM t").one().v, "a\0b");
+  {
+    s.sql._wipe(); // deleteAll
+    assert.ok(existsSync(path + ".nul-free"));
+    s.sql.exec("CREATE TABLE t (v)");
+    s.sql.exec("INSERT INTO t VALUES (?)", "c\0d"); // bound
+    assert.equal(s.sql.exec("SELECT v FROM t").one().v, "c\0d");
+  }
+  s.close();
+  const old = join(dir, "old.sqlite3"); // written before the marker existed
+  const db = new DatabaseSync(old);
+  db.exec("CREATE TABLE t (v)");
+  db.prepare("INSERT INTO t VALUES (?)").run("e\0f");
+  db.close();
+  const o = new DurableObjectStorage(old, new Map(), "old");
+  assert.equal(o.sql.exec("SELECT v FROM t").one().v, "e\0f");
+  o.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test("transactionSync: all or nothing, nested, result returned", () => {
