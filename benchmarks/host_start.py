@@ -69,6 +69,7 @@ def host_first_health(data: Path, root: Path = ROOT) -> float:
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "memory", "serve", "--port", str(port), "--data", str(data)],
         env=env,
+        cwd=root,  # `-m` puts the working folder first on sys.path: it must be the checkout measured
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
