@@ -14,13 +14,18 @@ import is done, not to the interpreter's exit. CPU: what the process had used by
 
 With `--compare`, each round also starts the other checkout's host (its code on
 PYTHONPATH, this interpreter's packages), so a before/after is measured in the same run.
+With `--bytecode`, the hosts run from copies compiled beforehand, as `pip install` leaves a
+package: without it (an editable install under PYTHONDONTWRITEBYTECODE=1, as here) every
+start compiles each module of the project from source, most of the engine's import.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import http.client
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -32,6 +37,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "bench-token-0123456789abcdef"
+
+
+def compiled_copy(root: Path, dest: Path) -> Path:
+    """A copy of the checkout's code with its bytecode written beside it, as `pip install` leaves
+    an installed package (here PYTHONDONTWRITEBYTECODE=1 and an editable install compile every
+    module from source at every start)."""
+    for part in ("bot", "memory_worker", "config"):
+        shutil.copytree(
+            root / part, dest / part, ignore=shutil.ignore_patterns("node_modules", "__pycache__")
+        )
+    # py_compile writes the .pyc files whatever PYTHONDONTWRITEBYTECODE says
+    if not compileall.compile_dir(str(dest), quiet=1):
+        raise SystemExit(f"could not compile {dest}")
+    return dest
 
 
 def _free_port() -> int:
@@ -143,19 +162,27 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--compare", type=Path, help="another checkout (e.g. main) to measure alongside")
+    parser.add_argument(
+        "--bytecode", action="store_true", help="run compiled copies of the checkouts, as installed"
+    )
     args = parser.parse_args()
     bare: list[float] = []
     web: list[tuple[float, float]] = []
     host: list[tuple[float, float, float]] = []
     other: list[tuple[float, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        this, that = ROOT, args.compare.resolve() if args.compare else None
+        if args.bytecode:
+            this = compiled_copy(this, Path(tmp) / "this")
+            that = that and compiled_copy(that, Path(tmp) / "that")
         for i in range(args.rounds):
             bare.append(bare_interpreter())
             web.append(import_aiohttp_web())
-            host.append(host_first_health(Path(tmp) / f"data{i}"))
-            if args.compare:
-                other.append(host_first_health(Path(tmp) / f"other{i}", args.compare.resolve()))
-    print(f"rounds: {args.rounds} (medians; min in brackets)")
+            host.append(host_first_health(Path(tmp) / f"data{i}", this))
+            if that:
+                other.append(host_first_health(Path(tmp) / f"other{i}", that))
+    mode = "compiled copies (as installed)" if args.bytecode else "from source"
+    print(f"rounds: {args.rounds} (medians; min in brackets); the hosts run {mode}")
     _row("python -c pass (to its exit)", [(b,) for b in bare], 0)
     w = _row("import aiohttp.web", web, 0)
     wc = _row("import aiohttp.web, CPU", web, 1)

@@ -8,7 +8,8 @@ message_id, after 10 ms, doubling up to 80 ms, until it is: a write's latency ru
 first attempt to its acknowledgement, so the writes caught by a crash wait for the restart.
 The p99 is theirs when more than 1 % of the writes are (the defaults: 3 x 32 of 2,560).
 
-Afterwards every chat is counted: nothing lost, nothing doubled.
+Afterwards every chat is counted: nothing lost, nothing doubled. `--bytecode` runs compiled
+copies of the checkouts, as installed (see host_start.py).
 
     .venv/bin/python benchmarks/load_kills.py [--chats 32] [--turns 40] [--kills 3]
                                               [--compare /path/to/other/checkout]
@@ -36,6 +37,9 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.host_start import compiled_copy  # noqa: E402 - after the path
+
 TOKEN = "load-kills-token-6c1d0b"
 # A client's pause before it retries a write that was not acknowledged: 10 ms, doubling up to
 # 80 ms (32 clients retrying every few ms would take the CPU the restarting host needs).
@@ -118,9 +122,11 @@ class Host:
             self.proc.wait(timeout=60)
 
 
-async def run_once(root: Path, chats: int, turns: int, clients: int, kills: int, work: Path) -> Run:
-    """One run on the checkout `root`."""
-    run = Run(root)
+async def run_once(
+    checkout: Path, root: Path, chats: int, turns: int, clients: int, kills: int, work: Path
+) -> Run:
+    """One run of `checkout`'s host, from its code at `root` (the checkout, or a compiled copy)."""
+    run = Run(checkout)
     host = Host(root, work / "memory", free_port())
     url = f"http://127.0.0.1:{host.port}"
     total = chats * turns * 2
@@ -240,17 +246,33 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--compare", type=Path, help="another checkout (e.g. main) to run alternately")
     parser.add_argument("--rounds", type=int, default=1, help="runs per checkout, alternating")
+    parser.add_argument(
+        "--bytecode", action="store_true", help="run compiled copies of the checkouts, as installed"
+    )
     args = parser.parse_args()
     roots = [ROOT] + ([args.compare.resolve()] if args.compare else [])
     runs = [Run(root) for root in roots]
-    for i in range(args.rounds):
-        for pooled in runs:
-            with tempfile.TemporaryDirectory() as tmp:
-                print(f"round {i + 1}: {pooled.checkout} ...", flush=True)
-                one = asyncio.run(
-                    run_once(pooled.checkout, args.chats, args.turns, args.clients, args.kills, Path(tmp))
-                )
-            pooled.add(one)
+    with tempfile.TemporaryDirectory() as code:
+        where = {
+            r: compiled_copy(r, Path(code) / str(i)) if args.bytecode else r for i, r in enumerate(roots)
+        }
+        for i in range(args.rounds):
+            for pooled in runs:
+                with tempfile.TemporaryDirectory() as tmp:
+                    print(f"round {i + 1}: {pooled.checkout} ...", flush=True)
+                    one = asyncio.run(
+                        run_once(
+                            pooled.checkout,
+                            where[pooled.checkout],
+                            args.chats,
+                            args.turns,
+                            args.clients,
+                            args.kills,
+                            Path(tmp),
+                        )
+                    )
+                pooled.add(one)
+    print(("compiled copies (as installed)" if args.bytecode else "from source") + ":")
     print(report(runs, args.chats, args.turns))
     return 1 if any(r.lost or r.doubled for r in runs) else 0
 
