@@ -298,13 +298,13 @@ async def test_memory_serve_loads_nothing_of_the_bot(tmp_path):
 
 async def test_health_answers_while_the_engine_loads_and_api_requests_wait_for_it(tmp_path, monkeypatch):
     release = threading.Event()
-    real_load = server._load_engine
+    real_load = server.load_engine
 
     def held_load() -> None:  # the engine's import, held until the test lets it go
         assert release.wait(30)
         real_load()
 
-    monkeypatch.setattr(server, "_load_engine", held_load)
+    monkeypatch.setattr(server, "load_engine", held_load)
     embedded = EmbeddedMemoryHost(tmp_path / "memory", token=TOKEN)
     entering = asyncio.create_task(embedded.__aenter__())
     try:

@@ -105,7 +105,7 @@ class MemoryHost:
         and start the alarms. `summarizer` is called once the engine is loaded: the Summarize
         to use (None, or the engine's `offline_summarize`: the offline one, off the event loop)."""
         try:
-            await asyncio.to_thread(_load_engine)
+            await asyncio.to_thread(load_engine)
             from memory_engine.compaction import offline_summarize
 
             summarize = summarizer() if summarizer is not None else None
@@ -259,7 +259,7 @@ class MemoryHost:
             self.summarize.close()
 
 
-def _load_engine() -> None:
+def load_engine() -> None:
     """Import the engine's modules the API and the alarms run (and read the host's version)."""
     for name in ENGINE_MODULES:
         importlib.import_module(name)
