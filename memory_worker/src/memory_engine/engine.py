@@ -14,7 +14,7 @@ from typing import Any
 from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
-from .notes import current_facts, facts_view
+from .notes import asks_about_the_past, current_facts, facts_view
 from .prompt import render_prompt
 from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, ranked_messages
 from .storage import SqlStorage, migrate
@@ -257,7 +257,9 @@ class ChatMemory:
                 if before:
                     link_to(self.sql, before[-1]["id"], text)
                 index_new(self.sql, current_id, text, author, ts, [m["text"] for m in before])
-            facts, notes, history = turns.facts_of_turn(self.sql, PROMPT_FACTS_LIMIT)
+            # The history only for a message that asks about the past: no other answer reads it.
+            past = asks_about_the_past(text)
+            facts, notes, history = turns.facts_of_turn(self.sql, PROMPT_FACTS_LIMIT, past)
             summary = state.get("summary") or ""
             topic_at = state.get(chat_state.TOPIC_AT)
             prompt = render_prompt(retrieved, summary, facts, notes=notes, topic_started_at=topic_at)

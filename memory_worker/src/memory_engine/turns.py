@@ -12,14 +12,14 @@ from .storage import SqlStorage, rows_of
 MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
 # The state keys a turn reads.
 TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
-# The newest fact rows a turn's `fact_history` is looked for in: a bounded read per turn.
-FACT_HISTORY_WINDOW = 400
+# The newest fact rows a turn's `fact_history` is looked for in: a bounded read.
+FACT_HISTORY_WINDOW = 2000
 _FACT_NAMES = tuple(f.strip() for f in FACT_FIELDS.split(","))
 _LISTS = ", ".join(f"'{k}'" for k in LIST_KEYS)
-# A turn's facts in one statement: the current facts (the newest `limit`), the notes, and
-# the history (superseded values of keys that hold one value: a list's old copies say
-# nothing that "before X" could use, and in a long chat they would push out every other
-# key's history). Part 0/1/2, each sorted by id in Python.
+# A turn's facts in one statement: the current facts (the newest `limit`) and the notes,
+# then (with a third parameter above 0) the history: superseded values of keys that hold
+# one value (a list's old copies say nothing that "before X" could use, and in a long chat
+# they would push out every other key's history). Part 0/1/2, each sorted by id in Python.
 _FACTS_OF_TURN = (
     f"SELECT * FROM (SELECT 0 AS part, {FACT_FIELDS}, NULL AS superseded_at FROM facts "
     "WHERE superseded_at IS NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?) "
@@ -75,16 +75,16 @@ def insert_user_message(
 
 
 def facts_of_turn(
-    sql: SqlStorage, limit: int
+    sql: SqlStorage, limit: int, history: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(the newest `limit` current facts, the notes, the fact history), each oldest first.
 
-    The history holds the newest FACT_HISTORY_LIMIT superseded values of single-valued keys
-    among the newest FACT_HISTORY_WINDOW fact rows.
+    With `history`, the history holds the newest FACT_HISTORY_LIMIT superseded values of
+    single-valued keys among the newest FACT_HISTORY_WINDOW fact rows; else it is empty.
     """
     parts: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]] = ([], [], [])
     for part, *values, superseded_at in rows_of(
-        sql, _FACTS_OF_TURN, limit, FACT_HISTORY_WINDOW, FACT_HISTORY_LIMIT
+        sql, _FACTS_OF_TURN, limit, FACT_HISTORY_WINDOW, FACT_HISTORY_LIMIT if history else 0
     ):
         fact = dict(zip(_FACT_NAMES, values, strict=True))
         if part == 2:
