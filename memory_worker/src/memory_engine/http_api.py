@@ -108,11 +108,16 @@ def parse(req: Request, token: str) -> Operation | Response:
         return _refusal(err)
 
 
-def _match(route: Route[Any, Any], parts: list[str]) -> dict[str, str] | None:
-    """The raw path parameters when `parts` fit the route's path, else None."""
-    pattern = route.segments
-    if len(pattern) != len(parts):
-        return None
+# The routes by (segment count, needs the token), each with its path's segments: a request
+# is matched against the few of its shape, not every route (this runs on every turn).
+_SHAPES: dict[tuple[int, bool], list[tuple[Route[Any, Any], tuple[str, ...]]]] = {}
+for _r in ROUTES:
+    _SHAPES.setdefault((len(_r.segments), _r.auth), []).append((_r, _r.segments))
+_PUBLIC_PATHS = frozenset(r.path for r in ROUTES if not r.auth)
+
+
+def _match(pattern: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
+    """The raw path parameters when `parts` fit the route's path segments, else None."""
     params = {}
     for want, got in zip(pattern, parts, strict=True):
         if want.startswith("{"):
@@ -132,7 +137,8 @@ def _route(req: Request, method: str, public: bool) -> tuple[Route[Any, Any], di
     parts = req.path.split("/")
     if len(parts) == 5 and parts[:3] == ["", "v1", "chats"] and parts[4] == "":
         parts = parts[:4]  # "/v1/chats/{chat}/" is the chat itself
-    found = [(r, p) for r in ROUTES if (r.auth != public) and (p := _match(r, parts)) is not None]
+    shaped = _SHAPES.get((len(parts), not public), [])
+    found = [(r, p) for r, pattern in shaped if (p := _match(pattern, parts)) is not None]
     if not found:
         raise ApiError(404, "unknown route")
     for route, params in found:
@@ -143,7 +149,7 @@ def _route(req: Request, method: str, public: bool) -> tuple[Route[Any, Any], di
 
 def _parse(req: Request, token: str) -> Operation | Response:
     method = req.method.upper()
-    if any(not r.auth and r.path == req.path for r in ROUTES):
+    if req.path in _PUBLIC_PATHS:
         route, _ = _route(req, method, public=True)
         assert route.static is not None  # a route without a token has no chat
         return Response(200, route.static())
