@@ -14,8 +14,13 @@ the background compaction of the imported history (a fresh chat, same N).
 Also measured: the full-text index's bytes per message (SQLite's dbstat over the
 messages_fts tables), beside the previous design's index (one previous turn as context,
 no after-context, no dates) built from the same messages in the same run.
-Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`).
+Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`), its
+OR over the message's non-stopword tokens, and again over all of them.
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
+`--parts` runs only some designs (a 100k run is slow), e.g. the 10k ratios alone:
+
+    .venv/bin/python benchmarks/memory_latency.py --sizes 10000 --parts http,inproc,seed,bare
+    .venv/bin/python benchmarks/memory_latency.py --sizes 100000 --parts after-import,seed
 """
 
 from __future__ import annotations

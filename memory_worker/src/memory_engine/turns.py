@@ -7,9 +7,10 @@ from typing import Any
 from . import chat_state
 from .facts import LIST_KEYS
 from .notes import FACT_FIELDS, FACT_HISTORY_LIMIT
+from .retrieval import MESSAGE_COLUMNS
 from .storage import SqlStorage, rows_of
 
-MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
+MSG_COLUMNS = ", ".join(MESSAGE_COLUMNS)
 # The state keys a turn reads.
 TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
 # The newest fact rows a turn's `fact_history` is looked for in: a bounded read.
