@@ -6,7 +6,7 @@ concurrent clients: CHATS chats x TURNS turns, each turn followed by its reply, 
 carrying a message_id. Then it counts every chat (stats and usage) to find messages lost or
 doubled, and reads the host's RSS from /proc and the disk used after a clean SIGTERM.
 
-Part 2 (when `bot.app.build_router` is there) runs the bot's own pipeline — router, memory
+Part 2 (when `bot.app.build_pipeline` is there) runs the bot's own pipeline — router, memory
 client, embedded memory host over HTTP, tier choice, prompt, recording — with an instant
 in-process model, BOT_CHATS chats at once, then counts what each chat remembered.
 
@@ -275,7 +275,7 @@ async def run_bot_load(chats: int, turns: int, workdir: Path) -> BotRun:
     out = BotRun()
     try:
         from benchmarks.pipeline import InstantModel
-        from bot.app import build_router
+        from bot.app import build_pipeline
         from bot.config import load_settings
         from bot.router.types import IncomingMessage
     except Exception as err:  # another part of the project may not be there yet
@@ -283,7 +283,7 @@ async def run_bot_load(chats: int, turns: int, workdir: Path) -> BotRun:
         return out
     settings = load_settings(env={}, env_file=None)
     total = chats * turns
-    async with build_router(settings, workdir / "bot", models={"standard": InstantModel()}) as router:
+    async with build_pipeline(settings, workdir / "bot", models={"standard": InstantModel()}) as router:
         started = time.perf_counter()
         done = 0
 

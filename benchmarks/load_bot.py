@@ -1,6 +1,6 @@
 """The whole bot pipeline under load: 50 concurrent chats, a model that answers at once.
 
-Part 1 drives `Router.handle` directly: the memory turn and reply over HTTP to the embedded
+Part 1 drives `Pipeline.handle` directly: the memory turn and reply over HTTP to the embedded
 local memory host (real SQLite in a temporary folder), tier choice, prompt building, and a
 real HTTP call through the openai SDK to a fake OpenAI-compatible server that answers at
 once. Part 2 goes through Telegram: the fake Bot API server, python-telegram-bot (polling,
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.pipeline import SENTENCES as PIPELINE_SENTENCES
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
 from bot.router.types import IncomingMessage
 from tests.fakes.openai_server import Echo, FakeOpenAI
@@ -86,8 +86,8 @@ async def count(router, chats: list[str], expected: int) -> tuple[int, int]:
 
 
 async def bench_router(data: Path, chats: int, turns: int) -> Figures:
-    """`chats` concurrent chats, `turns` messages each, through Router.handle."""
-    async with FakeOpenAI(default=Echo()) as openai, build_router(settings_for(openai.url), data) as router:
+    """`chats` concurrent chats, `turns` messages each, through Pipeline.handle."""
+    async with FakeOpenAI(default=Echo()) as openai, build_pipeline(settings_for(openai.url), data) as router:
         latencies: list[float] = []
         errors = 0
 
@@ -116,7 +116,9 @@ async def bench_router(data: Path, chats: int, turns: int) -> Figures:
         seconds = time.perf_counter() - started
         await router.flush_outbox()
         lost, doubled = await count(router, [f"bench:{c}" for c in range(chats)], 2 * turns)
-    return Figures(f"Router.handle x{chats} chats", chats * turns, seconds, latencies, errors, lost, doubled)
+    return Figures(
+        f"Pipeline.handle x{chats} chats", chats * turns, seconds, latencies, errors, lost, doubled
+    )
 
 
 async def bench_telegram(data: Path, chats: int, turns: int) -> Figures:
@@ -127,7 +129,7 @@ async def bench_telegram(data: Path, chats: int, turns: int) -> Figures:
     async with FakeOpenAI(default=Echo()) as openai, FakeTelegram() as tg:
         settings = settings_for(openai.url, TELEGRAM_BOT_TOKEN=tg.token, TELEGRAM_API_BASE_URL=tg.base_url)
         settings = replace(settings, telegram=replace(settings.telegram, streaming=False))
-        async with build_router(settings, data) as router:
+        async with build_pipeline(settings, data) as router:
             app = tgad.build_application(router, settings)
             serving = asyncio.create_task(tgad.serve(router, settings, app=app, poll_timeout=5))
             await tg.wait_until(lambda: tg.calls_to("getUpdates"), timeout=30)
@@ -167,7 +169,7 @@ async def main() -> int:
     """Run both parts and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=int, default=50)
-    parser.add_argument("--turns", type=int, default=20, help="messages per chat through Router.handle")
+    parser.add_argument("--turns", type=int, default=20, help="messages per chat through Pipeline.handle")
     parser.add_argument(
         "--telegram-turns", type=int, default=4, help="messages per chat through Telegram (0: skip)"
     )

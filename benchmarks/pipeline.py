@@ -27,10 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.adapters.console import ConsoleSession
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import load_settings, settings_from
 from bot.router.models import ModelAnswer, ModelRequest
-from bot.router.options import RouterOptions
+from bot.router.options import PipelineOptions
 
 SENTENCES = [
     "my name is Ada and I live in Lisbon",
@@ -62,6 +62,7 @@ class _Pieces:
     def __init__(self, pieces: list[str]) -> None:
         self.pieces = pieces
         self.model = "instant"
+        self.notice = ""  # an AnswerStream shows it before the answer
         self.prompt_tokens = 50
         self.completion_tokens = 4
 
@@ -113,8 +114,8 @@ async def bench_console(data: Path, messages: int, chats: int) -> dict[str, list
     """Console adapter -> router -> memory host over HTTP, with the instant model."""
     settings = load_settings(env={}, env_file=None)
     out: dict[str, list[float]] = {"handle": [], "first_text": [], "memory": [], "own": []}
-    async with build_router(
-        settings, data, models={"standard": InstantModel()}, options=RouterOptions()
+    async with build_pipeline(
+        settings, data, models={"standard": InstantModel()}, options=PipelineOptions()
     ) as router:
         timed_memory = TimedMemory(router.memory)
         router.memory = timed_memory  # type: ignore[assignment]  # a timing wrapper of the same client
@@ -161,9 +162,9 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
             },
         }
         settings = settings_from(data_toml, {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": fake.url})
-        async with build_router(settings, data, options=RouterOptions()) as router:
+        async with build_pipeline(settings, data, options=PipelineOptions()) as router:
             model_ms: list[float] = []
-            original = router.fallback.models["standard"].complete
+            original = router.model.models["standard"].complete
 
             async def timed(request, *, timeout):
                 started = time.perf_counter()
@@ -172,7 +173,7 @@ async def bench_http_model(data: Path, messages: int) -> dict[str, list[float]]:
                 finally:
                     model_ms.append((time.perf_counter() - started) * 1000)
 
-            router.fallback.models["standard"].complete = timed  # type: ignore[method-assign]  # timing the model call in place
+            router.model.models["standard"].complete = timed  # type: ignore[method-assign]  # timing the model call in place
             session = ConsoleSession(router, "console:httpbench", data_dir=data)
             for i in range(20):
                 await session.answer(SENTENCES[i % len(SENTENCES)])
@@ -194,7 +195,7 @@ async def bench_run_console(data: Path, messages: int) -> float:
 
     settings = load_settings(env={}, env_file=None)
     lines = "".join(f"{SENTENCES[i % len(SENTENCES)]} ({i})\n" for i in range(messages))
-    async with build_router(settings, data, models={"standard": InstantModel()}) as router:
+    async with build_pipeline(settings, data, models={"standard": InstantModel()}) as router:
         out = io.StringIO()
         started = time.perf_counter()
         await run_console(router, "console:loop", stdin=io.StringIO(lines), stdout=out, interactive=False)

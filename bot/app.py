@@ -1,6 +1,6 @@
 """The composition root: settings in, every client opened once with `async with`, passed in.
 
-`build_router(settings, data_dir)` yields the `ChatService` every adapter uses. Without
+`build_pipeline(settings, data_dir)` yields the `ChatService` every adapter uses. Without
 `MEMORY_URL` it starts the embedded memory host on 127.0.0.1 under `data_dir/memory`
 (the same layout as `chatbot memory serve --data DIR/memory`); the outbox lives in
 `data_dir/outbox.sqlite3`. `run_chat`, `run_telegram` and `run_discord` are what the
@@ -25,9 +25,9 @@ from bot.router.media import OpenAICompatTranscriber, Transcriber
 from bot.router.memory import HttpMemoryClient, MemoryClient
 from bot.router.models import ChatModel, OpenAICompatModel
 from bot.router.offline import OfflineModel
-from bot.router.options import Answering, RouterOptions
+from bot.router.options import Answering, PipelineOptions
 from bot.router.outbox import Outbox
-from bot.router.pipeline import Router
+from bot.router.pipeline import Pipeline
 from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
@@ -53,7 +53,7 @@ async def _open_models(
         if client is None:
             from openai import AsyncOpenAI  # ~1 s to import: only when a model is configured
 
-            # max_retries=0: the tier router retries, so every attempt is seen and recorded.
+            # max_retries=0: the tier fallback retries, so every attempt is seen and recorded.
             client = AsyncOpenAI(
                 api_key=tier.api_key,
                 base_url=tier.base_url,
@@ -98,16 +98,16 @@ async def _open_transcriber(settings: Settings, stack: contextlib.AsyncExitStack
 
 
 @contextlib.asynccontextmanager
-async def build_router(
+async def build_pipeline(
     settings: Settings,
     data_dir: Path,
     *,
     models: Mapping[str, ChatModel] | None = None,
-    options: RouterOptions | None = None,
+    options: PipelineOptions | None = None,
     clock: Callable[[], datetime] | None = None,
     memory: MemoryClient | None = None,
-) -> AsyncIterator[Router]:
-    """Open memory (embedded host or MEMORY_URL), outbox and models; yield the router (a ChatService).
+) -> AsyncIterator[Pipeline]:
+    """Open memory (embedded host or MEMORY_URL), outbox and models; yield the pipeline (a ChatService).
 
     `models` replaces the configured models (tests, benchmarks): tier name -> ChatModel;
     `clock` (UTC now) replaces the clock of the daily caps, and of the embedded memory host;
@@ -146,8 +146,8 @@ async def build_router(
             )
         )
         outbox = stack.enter_context(Outbox(data_dir / "outbox.sqlite3"))
-        # The gateway's replay task runs while the router is in use; closing it flushes once more.
-        options = options or RouterOptions.from_settings(settings.memory)
+        # The gateway's replay task runs while the pipeline is in use; closing it flushes once more.
+        options = options or PipelineOptions.from_settings(settings.memory)
         gateway = await stack.enter_async_context(options.gateway(client, outbox))
 
         offline = False
@@ -165,7 +165,7 @@ async def build_router(
         transcriber = None if offline else await _open_transcriber(settings, stack)
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
-        router = Router(
+        pipeline = Pipeline(
             memory=gateway,
             answering=Answering(
                 chosen,
@@ -183,12 +183,17 @@ async def build_router(
         )
         # First on the way out: records still being written (a stream's last attempt) land
         # through the gateway, or in its outbox, before the gateway and the outbox close.
-        stack.push_async_callback(router.drain, CLOSE_S)
+        stack.push_async_callback(pipeline.drain, CLOSE_S)
         # Due reminders: each adapter starts a courier for its platform's chats; they stop
         # before anything else closes (a send in hand is recorded first).
-        router.reminders = ReminderDesk(client, data_dir, settings.reminders, clock, settings.limits)
-        stack.push_async_callback(router.reminders.stop)
-        yield router
+        pipeline.reminders = ReminderDesk(client, data_dir, settings.reminders, clock, settings.limits)
+        stack.push_async_callback(pipeline.reminders.stop)
+        yield pipeline
+
+
+# The old name, from before the pipeline was `Pipeline` ("router" names the tier router alone):
+# kept while branches in flight still call it; new code calls build_pipeline.
+build_router = build_pipeline
 
 
 def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
@@ -204,20 +209,20 @@ def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
     settings = load_settings()
 
     async def main(stop: asyncio.Event) -> int:
-        async with build_router(settings, data_dir) as router:
+        async with build_pipeline(settings, data_dir) as pipeline:
             who: Speaker | None = None
             if speaker is not None:
                 try:
-                    who = await find_speaker(router.memory.export(chat_key), chat_key, speaker)
+                    who = await find_speaker(pipeline.memory.export(chat_key), chat_key, speaker)
                 except SpeakerNotFound as exc:
                     print(f"error: {exc}", file=sys.stderr)
                     return 2
                 print(f"speaking as {who.author} (id {who.author_id}) in {chat_key}", file=sys.stderr)
             return await run_console(
-                router,
+                pipeline,
                 chat_key,
                 data_dir=data_dir,
-                offline=router.offline,
+                offline=pipeline.offline,
                 streaming=settings.console.streaming,
                 stop=stop,
                 author=who.author if who else None,
@@ -234,9 +239,9 @@ def run_telegram(data_dir: Path) -> int:
     async def main(stop: asyncio.Event) -> None:
         from bot.adapters import telegram
 
-        async with build_router(settings, data_dir) as router:
+        async with build_pipeline(settings, data_dir) as pipeline:
             await telegram.serve(
-                router,
+                pipeline,
                 settings,
                 stop=stop,
                 webhook_listen=settings.telegram.webhook_listen,
@@ -253,7 +258,7 @@ def run_discord(data_dir: Path) -> int:
     async def main(stop: asyncio.Event) -> None:
         from bot.adapters import discord
 
-        async with build_router(settings, data_dir) as router:
-            await discord.serve(router, settings, stop=stop)
+        async with build_pipeline(settings, data_dir) as pipeline:
+            await discord.serve(pipeline, settings, stop=stop)
 
     return run_until_signalled(main)

@@ -118,6 +118,17 @@ def main(argv: list[str] | None = None) -> int:
         from bot import doctor
 
         return doctor.main(args.data, timeout=args.timeout)
+    from bot.config import SettingsError
+
+    try:
+        return _bot(args)
+    except SettingsError as exc:  # a key or table of BOT_CONFIG no setting has, a bad value
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _bot(args: argparse.Namespace) -> int:
+    """`chatbot import|chat|telegram|discord`."""
     if args.command == "import":
         from bot.importers.run import run_import
 

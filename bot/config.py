@@ -3,24 +3,28 @@
 config/bot.toml is the one place where defaults are stated: it ships inside the package (as
 `bot.defaults`, see pyproject.toml), a BOT_CONFIG file is read over it (a table it leaves out
 keeps the shipped values; its own [tiers] replace the shipped ones), and the dataclass
-defaults below are read from it too.
+defaults below are read from it too. Every table is filled by one mapping, `section`: a
+dataclass per table, each field its key (or its environment variable, named in the field's
+metadata); a key no field has, or a table no type has, is an error naming the file and key.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import os
 import tomllib
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from dotenv import dotenv_values
+
+from bot.settings_map import DERIVED, blank_to_none, check_keys, env_var, ids
+from bot.settings_map import SettingsError as SettingsError  # re-exported: callers read bot.config
+from bot.settings_map import section as section
 
 _SOURCE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
 
@@ -57,13 +61,14 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """`data` (a parsed bot.toml) read over the shipped defaults: tables merge, values replace.
 
     A config with its own [tiers] replaces the shipped tiers whole, and then the shipped
-    fallback order and default tier (which name the shipped tiers) give way to its own tiers.
+    fallback order and default tier (which name the shipped tiers) give way to its own tiers
+    (empty: every tier in its order, the first one by default).
     """
     merged = copy.deepcopy(_defaults())
     if "tiers" in data:
         merged["tiers"] = {}
-        merged["router"].pop("fallback_order", None)
-        merged["router"].pop("default_tier", None)
+        merged["router"]["fallback_order"] = []
+        merged["router"]["default_tier"] = ""
     _merge(merged, data)
     return merged
 
@@ -78,17 +83,17 @@ def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Tier:
-    """One model tier: where to call, which model, how big, how expensive."""
+    """One model tier ([tiers.NAME] over [tier_defaults]): where to call, which model, its size and prices."""
 
-    name: str
+    name: str = field(metadata=DERIVED)  # the table's name
     model: str
-    base_url: str | None = None
-    api_key: str | None = None
-    context_tokens: int = 128000  # when a tier does not say (bot.toml states it for each tier)
-    price_in_per_mtok: float = 0.0
-    price_out_per_mtok: float = 0.0
-    vision: bool = False  # the model accepts image parts
-    api_key_env: str = "OPENAI_API_KEY"  # where the key came from: named in error hints
+    base_url: str | None = None  # resolved: its own, else OPENAI_BASE_URL, else [summary]'s
+    api_key: str | None = field(default=None, metadata=DERIVED)  # read from `api_key_env`
+    context_tokens: int = default("tier_defaults", "context_tokens")
+    price_in_per_mtok: float = default("tier_defaults", "price_in_per_mtok")
+    price_out_per_mtok: float = default("tier_defaults", "price_out_per_mtok")
+    vision: bool = default("tier_defaults", "vision")  # the model accepts image parts
+    api_key_env: str = default("tier_defaults", "api_key_env")  # where the key is: named in error hints
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         """What a call of these token counts costs at this tier's prices."""
@@ -101,8 +106,13 @@ class Tier:
 class AccessSettings:
     """Who may use the bot ([access]; ALLOWED_USER_IDS / ALLOWED_CHAT_IDS replace the lists)."""
 
-    allowed_user_ids: frozenset[str] = frozenset()  # empty and no chats listed: everyone
-    allowed_chat_ids: frozenset[str] = frozenset()
+    # Both empty: everyone.
+    allowed_user_ids: frozenset[str] = field(
+        default=frozenset(default("access", "allowed_user_ids")), metadata=env_var("ALLOWED_USER_IDS")
+    )
+    allowed_chat_ids: frozenset[str] = field(
+        default=frozenset(default("access", "allowed_chat_ids")), metadata=env_var("ALLOWED_CHAT_IDS")
+    )
     refusal_interval_s: float = default("access", "refusal_interval_s")
 
 
@@ -121,8 +131,9 @@ class TranscriptionSettings:
     """Speech to text ([transcription]): endpoint and key resolved (the default tier's unless set)."""
 
     model: str = default("transcription", "model")
-    base_url: str | None = None
-    api_key: str | None = None  # None: no transcription (offline)
+    base_url: str | None = None  # resolved: its own, else the default tier's, else OPENAI_BASE_URL
+    api_key_env: str | None = None  # where its own key is; None: the default tier's key
+    api_key: str | None = field(default=None, metadata=DERIVED)  # None: no transcription (offline)
     max_duration_s: float = default("transcription", "max_duration_s")
     max_bytes: int = default("transcription", "max_bytes")
     timeout_s: float = default("transcription", "timeout_s")
@@ -137,8 +148,21 @@ class PhotoSettings:
 
 
 @dataclass(frozen=True)
+class ChoiceRules:
+    """The tier router's signals: thresholds and words ([router.choice]; see bot/router/tiers.py)."""
+
+    long_chars: int = default("router.choice", "long_chars")
+    very_long_chars: int = default("router.choice", "very_long_chars")
+    short_chars: int = default("router.choice", "short_chars")
+    long_conversation: int = default("router.choice", "long_conversation")  # messages in the chat
+    heavy_at: int = default("router.choice", "heavy_at")
+    light_at: int = default("router.choice", "light_at")
+    heavy_words: tuple[str, ...] = tuple(default("router.choice", "heavy_words"))
+
+
+@dataclass(frozen=True)
 class RouterSettings:
-    """How the router picks, retries and falls back between tiers."""
+    """[router]: how the tier router picks a tier, and how the fallback retries and moves on."""
 
     fallback_order: tuple[str, ...] = tuple(default("router", "fallback_order"))
     default_tier: str = default("router", "default_tier")
@@ -146,30 +170,25 @@ class RouterSettings:
     request_timeout_s: float = default("router", "request_timeout_s")
     max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
     max_retry_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
-    choice: Mapping[str, Any] = field(default_factory=dict)  # [router.choice]: tier-choice signals
-
-
-def _env(name: str) -> Any:
-    """Field metadata: the environment variable that overrides this field's TOML key."""
-    return {"env": name}
+    choice: ChoiceRules = field(default_factory=ChoiceRules)  # [router.choice]
 
 
 @dataclass(frozen=True)
 class TelegramSettings:
     """[telegram] and the TELEGRAM_* variables (docs/telegram.md)."""
 
-    token: str | None = field(default=None, metadata=_env("TELEGRAM_BOT_TOKEN"))
-    api_base_url: str | None = field(default=None, metadata=_env("TELEGRAM_API_BASE_URL"))
-    webhook_url: str | None = field(default=None, metadata=_env("TELEGRAM_WEBHOOK_URL"))
+    token: str | None = field(default=None, metadata=env_var("TELEGRAM_BOT_TOKEN"))
+    api_base_url: str | None = field(default=None, metadata=env_var("TELEGRAM_API_BASE_URL"))
+    webhook_url: str | None = field(default=None, metadata=env_var("TELEGRAM_WEBHOOK_URL"))
     streaming: bool = default("telegram", "streaming")
     # How long a reply keeps being retried through a platform outage (5xx, refused, timeouts)
     # before it is logged as undelivered; the conversation in memory is intact either way.
     send_budget_s: float = default("telegram", "send_budget_s")
     webhook_listen: str = field(
-        default=default("telegram", "webhook_listen"), metadata=_env("TELEGRAM_WEBHOOK_LISTEN")
+        default=default("telegram", "webhook_listen"), metadata=env_var("TELEGRAM_WEBHOOK_LISTEN")
     )
     webhook_port: int = field(
-        default=default("telegram", "webhook_port"), metadata=_env("TELEGRAM_WEBHOOK_PORT")
+        default=default("telegram", "webhook_port"), metadata=env_var("TELEGRAM_WEBHOOK_PORT")
     )
 
 
@@ -177,10 +196,10 @@ class TelegramSettings:
 class DiscordSettings:
     """[discord] and the DISCORD_* variables (docs/discord.md)."""
 
-    token: str | None = field(default=None, metadata=_env("DISCORD_BOT_TOKEN"))
-    api_base_url: str | None = field(default=None, metadata=_env("DISCORD_API_BASE_URL"))
-    gateway_url: str | None = field(default=None, metadata=_env("DISCORD_GATEWAY_URL"))
-    dev_guild_id: str | None = field(default=None, metadata=_env("DISCORD_DEV_GUILD_ID"))
+    token: str | None = field(default=None, metadata=env_var("DISCORD_BOT_TOKEN"))
+    api_base_url: str | None = field(default=None, metadata=env_var("DISCORD_API_BASE_URL"))
+    gateway_url: str | None = field(default=None, metadata=env_var("DISCORD_GATEWAY_URL"))
+    dev_guild_id: str | None = field(default=None, metadata=env_var("DISCORD_DEV_GUILD_ID"))
     streaming: bool = default("discord", "streaming")
     send_budget_s: float = default("discord", "send_budget_s")
 
@@ -190,68 +209,6 @@ class ConsoleSettings:
     """[console]: `chatbot chat` needs no credentials."""
 
     streaming: bool = default("console", "streaming")
-
-
-T = TypeVar("T")
-
-
-def section(cls: type[T], table: Mapping[str, Any], env: Mapping[str, str]) -> T:
-    """One settings type from its TOML table and the environment, the one mapping of them all:
-    each field is the table's key of its name, or its `env` variable (field metadata) when
-    that is set and not blank; converted to the field's type. Keys the table does not have
-    keep the field's default; a value of the wrong shape is a clear error."""
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls is a dataclass
-        var = f.metadata.get("env")
-        raw = _blank_to_none(env.get(var)) if var else None
-        if raw is None and f.name not in table:
-            continue
-        value = raw if raw is not None else table[f.name]
-        try:
-            values[f.name] = _convert(value, hints[f.name])
-        except (TypeError, ValueError) as exc:
-            where = var if raw is not None else f"{f.name} of its table"
-            raise ValueError(f"{cls.__name__}: {where} = {value!r} is not a {hints[f.name]}") from exc
-    return cls(**values)
-
-
-def _convert(value: Any, kind: Any) -> Any:
-    """`value` (TOML or environment text) as the type `kind` of a settings field."""
-    args = typing.get_args(kind)
-    if type(None) in args:  # `X | None`: blank is None
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return None
-        kind = next(a for a in args if a is not type(None))
-    if kind is bool:
-        if isinstance(value, str):
-            if value.strip().lower() not in _BOOLS:
-                raise ValueError(value)
-            return _BOOLS[value.strip().lower()]
-        return bool(value)
-    if kind in (int, float):
-        if isinstance(value, bool):
-            raise TypeError(value)
-        return kind(value)
-    if kind is str:
-        return str(value).strip()
-    if typing.get_origin(kind) is frozenset:
-        return _ids(value)
-    if typing.get_origin(kind) is tuple:
-        return tuple(value.split(",") if isinstance(value, str) else value)
-    return value
-
-
-_BOOLS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
 
 
 @dataclass(frozen=True)
@@ -272,11 +229,6 @@ class FollowupSettings:
     quiet_start: str = default("followups", "quiet_start")
     quiet_end: str = default("followups", "quiet_end")
 
-    @classmethod
-    def from_table(cls, t: Mapping[str, Any]) -> FollowupSettings:
-        """From the merged [followups] table."""
-        return cls(str(t["checkin_time"]), str(t["quiet_start"]), str(t["quiet_end"]))
-
 
 @dataclass(frozen=True)
 class ReminderSettings:
@@ -290,18 +242,22 @@ class ReminderSettings:
     lease_s: float = default("reminders", "lease_s")
     retry_s: float = default("reminders", "retry_s")
 
-    @classmethod
-    def from_table(cls, t: Mapping[str, Any]) -> ReminderSettings:
-        """From the merged [reminders] table."""
-        return cls(
-            default_timezone=str(t["default_timezone"]),
-            date_only_time=str(t["date_only_time"]),
-            languages=tuple(str(x) for x in t["languages"]),
-            late_after_s=float(t["late_after_s"]),
-            poll_s=float(t["poll_s"]),
-            lease_s=float(t["lease_s"]),
-            retry_s=float(t["retry_s"]),
-        )
+
+@dataclass(frozen=True)
+class _BotTable:
+    """[bot]: kept in `Settings` itself."""
+
+    record_group_messages: bool = default("bot", "record_group_messages")
+    memory_scope: str = default("bot", "memory_scope")  # "chat" or "user"
+    daily_budget_usd: float = default("bot", "daily_budget_usd")
+    system_prompt: str = default("bot", "system_prompt")
+
+
+@dataclass(frozen=True)
+class _SummaryTable:
+    """[summary]: the endpoint of a tier that names none (the SUMMARY_* variables: the rest)."""
+
+    openai_base_url: str | None = default("summary", "openai_base_url")
 
 
 @dataclass(frozen=True)
@@ -359,106 +315,101 @@ def load_settings(env: Mapping[str, str] | None = None, env_file: Path | None = 
         merged.update(read_env_file(env_file))
     merged.update(os.environ if env is None else env)
     config_path = Path(merged.get("BOT_CONFIG") or DEFAULT_CONFIG)
-    with open(config_path, "rb") as fh:
-        data = tomllib.load(fh)
-    return settings_from(data, merged)
+    try:
+        with open(config_path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{config_path}: cannot be read as TOML ({exc})") from exc
+    return settings_from(data, merged, source=str(config_path))
 
 
-def _blank_to_none(value: str | None) -> str | None:
-    return value.strip() if value and value.strip() else None
+# Each table of bot.toml and the type that holds it ([tiers.NAME] and [bot]/[summary] apart).
+_TABLES: dict[str, type] = {
+    "access": AccessSettings,
+    "limits": LimitSettings,
+    "transcription": TranscriptionSettings,
+    "photos": PhotoSettings,
+    "router": RouterSettings,
+    "memory": MemorySettings,
+    "telegram": TelegramSettings,
+    "discord": DiscordSettings,
+    "console": ConsoleSettings,
+    "reminders": ReminderSettings,
+    "followups": FollowupSettings,
+    "bot": _BotTable,
+    "summary": _SummaryTable,
+}
 
 
-def settings_from(data: Mapping[str, Any], env: Mapping[str, str]) -> Settings:
-    """Build Settings from parsed TOML (read over the shipped defaults) and an environment mapping."""
-    data = with_defaults(data)
-    default_base = _blank_to_none(env.get("OPENAI_BASE_URL"))
-    openai_base = _blank_to_none(str(data["summary"].get("openai_base_url") or ""))
-    tiers: dict[str, Tier] = {}
-    for name, t in data["tiers"].items():
-        key_env = t.get("api_key_env", "OPENAI_API_KEY")
-        tiers[name] = Tier(
-            name=name,
-            model=t["model"],
-            # [summary] openai_base_url: where a tier that names no endpoint is (BOT_CONFIG's too).
-            base_url=_blank_to_none(t.get("base_url")) or default_base or openai_base,
-            api_key=_blank_to_none(env.get(key_env)),
-            context_tokens=int(t.get("context_tokens", Tier.context_tokens)),
-            price_in_per_mtok=float(t.get("price_in_per_mtok", 0.0)),
-            price_out_per_mtok=float(t.get("price_out_per_mtok", 0.0)),
-            vision=bool(t.get("vision", False)),
-            api_key_env=key_env,
+def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str = "settings") -> Settings:
+    """Build Settings from parsed TOML (read over the shipped defaults) and an environment mapping;
+    `source` (the file) is named in errors."""
+    unknown = sorted(set(data) - {*_TABLES, "tiers", "tier_defaults"})
+    if unknown:
+        raise SettingsError(
+            f"{source}: no table [{unknown[0]}] (tables: {', '.join(sorted(_TABLES))}, tiers)"
         )
-    r = data["router"]
-    router = RouterSettings(
-        fallback_order=tuple(r.get("fallback_order") or tiers.keys()),
-        default_tier=r.get("default_tier") or next(iter(tiers), ""),
-        time_budget_s=float(r["time_budget_s"]),
-        request_timeout_s=float(r["request_timeout_s"]),
-        max_attempts_per_tier=int(r["max_attempts_per_tier"]),
-        max_retry_wait_s=float(r["max_retry_wait_s"]),
-        choice=dict(r["choice"]),
+    data = with_defaults(data)
+    t: dict[str, Any] = {name: section(cls, data[name], env, name, source) for name, cls in _TABLES.items()}
+    bot, summary, router = t["bot"], t["summary"], t["router"]
+    tiers = _tiers(data, env, source, summary.openai_base_url)
+    router = replace(
+        router,
+        fallback_order=router.fallback_order or tuple(tiers),
+        default_tier=router.default_tier or next(iter(tiers), ""),
     )
-    b = data["bot"]
-    admins = _ids(env.get("ADMIN_USER_IDS") or "")
-
     return Settings(
         tiers=tiers,
         router=router,
-        admin_user_ids=admins,
-        record_group_messages=bool(b["record_group_messages"]),
-        memory_scope=str(b["memory_scope"]),
-        daily_budget_usd=float(b["daily_budget_usd"]),
-        system_prompt=str(b["system_prompt"]).strip(),
-        access=_access(data["access"], env),
-        limits=section(LimitSettings, data["limits"], env),
-        transcription=_transcription(data["transcription"], env, tiers.get(router.default_tier)),
-        photos=section(PhotoSettings, data["photos"], env),
-        memory=section(MemorySettings, data["memory"], env),
-        memory_url=_blank_to_none(env.get("MEMORY_URL")),
-        memory_token=_blank_to_none(env.get("MEMORY_API_TOKEN")),
-        summary_base_url=_blank_to_none(env.get("SUMMARY_BASE_URL")),
-        summary_model=_blank_to_none(env.get("SUMMARY_MODEL")),
-        summary_api_key=_blank_to_none(env.get("SUMMARY_API_KEY")),
-        telegram=section(TelegramSettings, data["telegram"], env),
-        discord=section(DiscordSettings, data["discord"], env),
-        console=section(ConsoleSettings, data["console"], env),
-        reminders=ReminderSettings.from_table(data["reminders"]),
-        followups=FollowupSettings.from_table(data["followups"]),
+        admin_user_ids=ids(env.get("ADMIN_USER_IDS") or ""),
+        record_group_messages=bot.record_group_messages,
+        memory_scope=bot.memory_scope,
+        daily_budget_usd=bot.daily_budget_usd,
+        system_prompt=bot.system_prompt,
+        access=t["access"],
+        limits=t["limits"],
+        transcription=_transcription(t["transcription"], env, tiers.get(router.default_tier)),
+        photos=t["photos"],
+        memory=t["memory"],
+        memory_url=blank_to_none(env.get("MEMORY_URL")),
+        memory_token=blank_to_none(env.get("MEMORY_API_TOKEN")),
+        summary_base_url=blank_to_none(env.get("SUMMARY_BASE_URL")),
+        summary_model=blank_to_none(env.get("SUMMARY_MODEL")),
+        summary_api_key=blank_to_none(env.get("SUMMARY_API_KEY")),
+        telegram=t["telegram"],
+        discord=t["discord"],
+        console=t["console"],
+        reminders=t["reminders"],
+        followups=t["followups"],
     )
 
 
-def _ids(value: Any) -> frozenset[str]:
-    """Platform ids from "1, 2" or a TOML list (numbers or strings), as text."""
-    items = value.split(",") if isinstance(value, str) else list(value or ())
-    return frozenset(str(x).strip() for x in items if str(x).strip())
-
-
-def _access(table: Mapping[str, Any], env: Mapping[str, str]) -> AccessSettings:
-    """[access], with ALLOWED_USER_IDS / ALLOWED_CHAT_IDS replacing its lists when set."""
-    users = _blank_to_none(env.get("ALLOWED_USER_IDS"))
-    chats = _blank_to_none(env.get("ALLOWED_CHAT_IDS"))
-    return AccessSettings(
-        allowed_user_ids=_ids(users if users is not None else table.get("allowed_user_ids")),
-        allowed_chat_ids=_ids(chats if chats is not None else table.get("allowed_chat_ids")),
-        refusal_interval_s=float(table["refusal_interval_s"]),
-    )
+def _tiers(
+    data: Mapping[str, Any], env: Mapping[str, str], source: str, openai_base: str | None
+) -> dict[str, Tier]:
+    """[tiers.NAME], each over [tier_defaults]; key from its `api_key_env`; endpoint: its own,
+    else OPENAI_BASE_URL, else [summary] openai_base_url (BOT_CONFIG's too)."""
+    check_keys(Tier, data["tier_defaults"], "tier_defaults", source)
+    default_base = blank_to_none(env.get("OPENAI_BASE_URL"))
+    tiers: dict[str, Tier] = {}
+    for name, table in data["tiers"].items():
+        check_keys(Tier, table, f"tiers.{name}", source)
+        tier = section(Tier, {**data["tier_defaults"], **table}, env, f"tiers.{name}", source, name=name)
+        tiers[name] = replace(
+            tier,
+            base_url=tier.base_url or default_base or openai_base,
+            api_key=blank_to_none(env.get(tier.api_key_env)),
+        )
+    return tiers
 
 
 def _transcription(
-    table: Mapping[str, Any], env: Mapping[str, str], default_tier: Tier | None
+    t: TranscriptionSettings, env: Mapping[str, str], tier: Tier | None
 ) -> TranscriptionSettings:
-    """[transcription]: its own endpoint and key when given, else the default tier's."""
-    key_env = _blank_to_none(str(table.get("api_key_env") or ""))
-    api_key = _blank_to_none(env.get(key_env)) if key_env else None
-    base_url = _blank_to_none(str(table.get("base_url") or ""))
-    if default_tier is not None:
-        api_key = api_key or default_tier.api_key
-        base_url = base_url or default_tier.base_url
-    return TranscriptionSettings(
-        model=str(table["model"]),
-        base_url=base_url or _blank_to_none(env.get("OPENAI_BASE_URL")),
-        api_key=api_key,
-        max_duration_s=float(table["max_duration_s"]),
-        max_bytes=int(table["max_bytes"]),
-        timeout_s=float(table["timeout_s"]),
-    )
+    """[transcription]'s key from its `api_key_env`; its endpoint and key, else the default tier's."""
+    api_key = blank_to_none(env.get(t.api_key_env)) if t.api_key_env else None
+    base_url = t.base_url
+    if tier is not None:
+        api_key = api_key or tier.api_key
+        base_url = base_url or tier.base_url
+    return replace(t, base_url=base_url or blank_to_none(env.get("OPENAI_BASE_URL")), api_key=api_key)

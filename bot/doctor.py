@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import TextIO
 
 import aiohttp
+from memory_engine import routes
 
 from bot.config import Settings, Tier, load_settings
+from bot.router.memory import HttpMemoryClient, MemoryRefused, MemoryUnavailable
 from bot.router.model_errors import diagnose, endpoint
 from bot.router.models import ModelFailure, ModelRequest, OpenAICompatModel
 
@@ -152,7 +154,7 @@ async def _get(
         return resp.status, data
 
 
-async def memory_check(settings: Settings, data_dir: Path, http: aiohttp.ClientSession) -> Check:
+async def memory_check(settings: Settings, data_dir: Path, timeout: float = TIMEOUT_S) -> Check:
     """The memory worker answers /health, and accepts the token on an authenticated read."""
     if settings.memory_url is None:
         async with _embedded(data_dir) as (url, token, error):
@@ -163,10 +165,9 @@ async def memory_check(settings: Settings, data_dir: Path, http: aiohttp.ClientS
                     f"the embedded memory on {data_dir / 'memory'} did not start: {error}",
                     "check that the folder is writable and that no other `chatbot` uses it (--data)",
                 )
-            return await _probe_memory(http, url, token, f"embedded, {data_dir / 'memory'}", "")
-    return await _probe_memory(
-        http, settings.memory_url.rstrip("/"), settings.memory_token or "", settings.memory_url, "MEMORY_URL"
-    )
+            return await _probe_memory(url, token, f"embedded, {data_dir / 'memory'}", "", timeout)
+    url, token = settings.memory_url.rstrip("/"), settings.memory_token or ""
+    return await _probe_memory(url, token, settings.memory_url, "MEMORY_URL", timeout)
 
 
 @contextlib.asynccontextmanager
@@ -186,39 +187,49 @@ async def _embedded(data_dir: Path) -> AsyncIterator[tuple[str, str, str]]:
         await host.__aexit__(None, None, None)
 
 
-async def _probe_memory(http: aiohttp.ClientSession, url: str, token: str, where: str, var: str) -> Check:
-    try:
-        status, data = await _get(http, f"{url}/health")
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return Check(
-            "memory",
-            "FAIL",
-            f"could not reach {where} ({type(exc).__name__})",
-            f"check {var or 'the URL'} and that the worker is deployed (wrangler deploy) or running",
-        )
-    if status != 200 or not (isinstance(data, dict) and data.get("ok")):
-        return Check(
-            "memory",
-            "FAIL",
-            f'{url}/health answered {status}, not the memory worker\'s {{"ok": true}}',
-            f"check {var or 'the URL'}: it should be the memory worker's URL, without a path",
-        )
-    try:
-        status, data = await _get(
-            http, f"{url}/v1/chats/{PROBE_CHAT}/stats", {"Authorization": f"Bearer {token}"}
-        )
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return Check("memory", "FAIL", f"{where}: the read failed ({type(exc).__name__})", "try again")
-    if status in (401, 403):
-        return Check(
-            "memory",
-            "FAIL",
-            f"{where} refused the token (HTTP {status})",
-            "set MEMORY_API_TOKEN to the worker's secret (the same value as `wrangler secret put "
-            "MEMORY_API_TOKEN`, or the host's MEMORY_API_TOKEN)",
-        )
-    if status != 200:
-        return Check("memory", "FAIL", f"{where}: an authenticated read answered HTTP {status}", "")
+def _unreached(exc: MemoryUnavailable) -> str | None:
+    """Why the worker could not be reached (the transport error's name); None when it answered."""
+    return type(exc.__cause__).__name__ if exc.__cause__ is not None else None
+
+
+async def _probe_memory(url: str, token: str, where: str, var: str, timeout: float) -> Check:
+    """`GET /health`, then an authenticated read, through the bot's own memory client."""
+    async with HttpMemoryClient(url, token, timeout=timeout) as client:
+        answered: object = 200
+        try:
+            ok = bool((await client.call(routes.HEALTH)).get("ok"))
+        except (MemoryUnavailable, MemoryRefused) as exc:
+            if isinstance(exc, MemoryUnavailable) and (why := _unreached(exc)) is not None:
+                return Check(
+                    "memory",
+                    "FAIL",
+                    f"could not reach {where} ({why})",
+                    f"check {var or 'the URL'} and that the worker is deployed (wrangler deploy) or running",
+                )
+            ok, answered = False, exc.status or "something that is not JSON"
+        if not ok:
+            return Check(
+                "memory",
+                "FAIL",
+                f'{url}/health answered {answered}, not the memory worker\'s {{"ok": true}}',
+                f"check {var or 'the URL'}: it should be the memory worker's URL, without a path",
+            )
+        try:
+            await client.stats(PROBE_CHAT)
+        except MemoryUnavailable as exc:
+            if exc.status in (401, 403):
+                return Check(
+                    "memory",
+                    "FAIL",
+                    f"{where} refused the token (HTTP {exc.status})",
+                    "set MEMORY_API_TOKEN to the worker's secret (the same value as `wrangler secret put "
+                    "MEMORY_API_TOKEN`, or the host's MEMORY_API_TOKEN)",
+                )
+            if exc.status is None:
+                return Check("memory", "FAIL", f"{where}: the read failed ({_unreached(exc)})", "try again")
+            return Check("memory", "FAIL", f"{where}: an authenticated read answered HTTP {exc.status}", "")
+        except MemoryRefused as exc:
+            return Check("memory", "FAIL", f"{where}: an authenticated read answered HTTP {exc.status}", "")
     return Check("memory", "ok", f"{where} answered, token accepted")
 
 
@@ -285,8 +296,8 @@ async def run_checks(settings: Settings, data_dir: Path, *, timeout: float = TIM
     # With no key at all the note of config_checks says it once, not one skip per tier.
     asked = [] if settings.offline else list(settings.tiers.values())
     checks += await asyncio.gather(*(tier_check(t, timeout) for t in asked))
+    checks.append(await memory_check(settings, data_dir, timeout))
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
-        checks.append(await memory_check(settings, data_dir, http))
         checks.append(await telegram_check(settings, http))
         checks.append(await discord_check(settings, http))
     return checks

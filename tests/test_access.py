@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import AccessSettings, settings_from
 from bot.router.access import REFUSAL, AccessPolicy
-from bot.router.pipeline import Router
+from bot.router.pipeline import Pipeline
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import FAST, default_config_settings, make_settings, msg, running_bot
 
@@ -22,7 +22,7 @@ HOUR = 3600.0
 @contextlib.asynccontextmanager
 async def guarded(
     tmp_path, users=(), chats=(), owners=()
-) -> AsyncIterator[tuple[Router, FakeOpenAI, list[float]]]:
+) -> AsyncIterator[tuple[Pipeline, FakeOpenAI, list[float]]]:
     """A router whose access lists are given, on a clock the test moves."""
     now = [1000.0]
     async with FakeOpenAI(default=Echo()) as fake:
@@ -31,12 +31,12 @@ async def guarded(
             access=AccessSettings(frozenset(users), frozenset(chats)),
             admin_user_ids=frozenset(owners),
         )
-        async with build_router(settings, tmp_path, options=FAST) as router:
+        async with build_pipeline(settings, tmp_path, options=FAST) as router:
             router.access = AccessPolicy(settings.access, settings.admin_user_ids, clock=lambda: now[0])
             yield router, fake, now
 
 
-async def kept(router: Router, chat: str) -> int:
+async def kept(router: Pipeline, chat: str) -> int:
     return int((await router.memory.stats(chat))["total_messages"])
 
 
@@ -136,7 +136,7 @@ async def test_over_telegram_a_stranger_reads_one_refusal_and_the_owner_is_answe
         }
         settings = default_config_settings(env)
         async with (
-            build_router(settings, tmp_path, options=FAST) as router,
+            build_pipeline(settings, tmp_path, options=FAST) as router,
             running_bot(router, settings, tg),
         ):
             tg.send(eve_dm, eve, "hi, I found your bot")

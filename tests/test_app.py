@@ -1,4 +1,4 @@
-"""The composition root: what build_router opens, from settings alone."""
+"""The composition root: what build_pipeline opens, from settings alone."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import load_settings, settings_from
 from bot.router.memory import HttpMemoryClient
 from bot.router.models import OpenAICompatModel
@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 async def test_no_key_means_offline_with_embedded_memory(tmp_path):
     settings = load_settings(env={}, env_file=None)  # the shipped config/bot.toml, no secrets
     assert settings.offline and settings.memory_url is None
-    async with build_router(settings, tmp_path, options=FAST) as router:
+    async with build_pipeline(settings, tmp_path, options=FAST) as router:
         assert router.offline and list(router.tiers) == ["offline"]
-        assert isinstance(router.fallback.models["offline"], OfflineModel)
+        assert isinstance(router.model.models["offline"], OfflineModel)
         reply = await router.handle(msg("hello there"))
         assert reply.tier == "offline" and "offline" in reply.text and "OPENAI_API_KEY" in reply.text
         usage = await router.memory.usage("test:chat")
@@ -36,7 +36,7 @@ async def test_memory_url_and_token_reach_a_separate_host(tmp_path):
     async with EmbeddedMemoryHost(tmp_path / "remote", token=token, port=0) as host:
         async with FakeOpenAI(default=Echo()) as fake:
             settings = make_settings(fake.url, memory_url=host.url, memory_token=token)
-            async with build_router(settings, tmp_path / "bot", options=FAST) as router:
+            async with build_pipeline(settings, tmp_path / "bot", options=FAST) as router:
                 reply = await router.handle(msg("my name is Ada"))
                 assert reply.ok and reply.with_memory
         assert not (tmp_path / "bot" / "memory").exists()  # no embedded host was started
@@ -71,8 +71,8 @@ async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
             "HEAVY_KEY": "sk-two-0123456789",
         }
         settings = settings_from(data, env)
-        async with build_router(settings, tmp_path, options=FAST) as router:
-            models = router.fallback.models
+        async with build_pipeline(settings, tmp_path, options=FAST) as router:
+            models = router.model.models
             assert set(models) == {"light", "standard", "heavy"}  # "extra" has no key
             assert all(isinstance(m, OpenAICompatModel) for m in models.values())
             assert models["light"].client is models["standard"].client
@@ -120,6 +120,7 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
         RouterSettings,
         Settings,
         TelegramSettings,
+        Tier,
     )
     from bot.router.fallback import RetryPolicy
     from bot.router.tiers import ChoiceRules
@@ -129,12 +130,11 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     assert packaged.read_bytes() == (REPO / "config" / "bot.toml").read_bytes()  # one file, shipped
     toml = tomllib.loads(packaged.read_text())
     router, choice = toml["router"], toml["router"]["choice"]
-    assert RouterSettings().time_budget_s == RetryPolicy().time_budget_s == router["time_budget_s"]
-    assert (
-        RouterSettings().request_timeout_s == RetryPolicy().request_timeout_s == router["request_timeout_s"]
-    )
-    assert RetryPolicy().max_attempts_per_tier == router["max_attempts_per_tier"]
-    assert RetryPolicy().max_wait_s == router["max_retry_wait_s"]
+    policy = RetryPolicy.from_settings(RouterSettings())
+    assert RouterSettings().time_budget_s == policy.time_budget_s == router["time_budget_s"]
+    assert RouterSettings().request_timeout_s == policy.request_timeout_s == router["request_timeout_s"]
+    assert policy.max_attempts_per_tier == router["max_attempts_per_tier"]
+    assert policy.max_wait_s == router["max_retry_wait_s"]
     assert (
         ChoiceRules().heavy_words == tuple(choice["heavy_words"])
         and ChoiceRules().long_chars == choice["long_chars"]
@@ -144,6 +144,13 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     assert TelegramSettings().webhook_port == toml["telegram"]["webhook_port"]
     assert MemorySettings().retry_max_s == toml["memory"]["retry_max_s"]
     assert Settings(tiers={}).daily_budget_usd == toml["bot"]["daily_budget_usd"]
+    shared = toml["tier_defaults"]  # what a tier leaves out: stated there, not in Python
+    tier = Tier(name="x", model="m")
+    assert (tier.context_tokens, tier.vision, tier.api_key_env) == (
+        shared["context_tokens"],
+        shared["vision"],
+        shared["api_key_env"],
+    )
 
 
 def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
@@ -161,7 +168,7 @@ def test_a_bot_config_file_changes_only_what_it_states(tmp_path):
     settings = load_settings(env={"BOT_CONFIG": str(own)}, env_file=None)
     assert list(settings.tiers) == ["fast", "smart"]  # its own tiers replace the shipped ones
     assert settings.router.fallback_order == ("fast", "smart") and settings.router.default_tier == "fast"
-    assert settings.router.choice["heavy_words"][0] == "explain"  # the rest is still shipped
+    assert settings.router.choice.heavy_words[0] == "explain"  # the rest is still shipped
 
 
 def test_chat_from_another_folder_needs_no_bot_config(tmp_path):
@@ -199,7 +206,7 @@ async def test_with_a_model_and_no_summary_settings_compaction_uses_the_cheapest
     async with FakeOpenAI(default=Echo()) as fake:
         fake.script(Answer(SUMMARY), model="m-light")
         settings = make_settings(fake.url, summary_model=None)  # no SUMMARY_*: the product's default
-        async with build_router(settings, tmp_path, options=FAST) as router:
+        async with build_pipeline(settings, tmp_path, options=FAST) as router:
             for i in range(3):
                 await router.handle(msg(f"message {i} about the trip to Kyoto with Biscuit"))
             done = await router.command(msg("/compact"), "compact", "")

@@ -125,3 +125,27 @@ async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(
     assert answer == WRITTEN
     assert fake.models_called() == [settings.tiers[rank_tiers(settings.tiers)[0]].model]
     assert "] Bob: Alice, can you bring the tent on Saturday?" in fake.requests[0].text()
+
+
+def test_the_light_tier_reads_the_newest_messages_within_a_bounded_prompt():
+    from bot.router.catchup import LINE_CHARS, MODEL_CHARS, model_messages
+
+    long = [
+        {
+            "id": i,
+            "role": "user",
+            "author": "Bob",
+            "author_id": "2",
+            "text": f"message {i} " + "word " * 900,  # ~4,500 characters each
+            "ts": f"2026-12-01T10:{i % 60:02d}:00Z",
+            "message_id": str(i),
+        }
+        for i in range(200)
+    ]
+    answer = {"since": "last_message", "since_ts": "2026-12-01T09:00:00Z", "total": 200, "messages": long}
+    quoted = model_messages(answer, "Alice", "1")[1]["content"]  # type: ignore[arg-type]
+    assert len(quoted) < MODEL_CHARS * 1.2  # not 200 x 4,500 characters
+    assert "message 199 " in quoted and "message 150 " not in quoted  # the newest kept
+    kept = quoted.count("Bob:")
+    assert 20 <= kept < 40 and f"(the last {kept} of 200 messages)" in quoted
+    assert max(len(line) for line in quoted.splitlines()) < LINE_CHARS + 60

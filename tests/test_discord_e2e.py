@@ -1,4 +1,4 @@
-"""End to end: fake Discord <-> discord.py <-> adapter <-> real Router + embedded memory <-> fake OpenAI."""
+"""End to end: fake Discord <-> discord.py <-> adapter <-> real Pipeline + embedded memory <-> fake OpenAI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.router.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL
 from tests.fakes.openai_server import Answer, StreamBreak
@@ -180,7 +180,7 @@ async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(
 async def test_streaming_off_answers_in_whole_messages(fake_discord, openai, world, tmp_path):
     on = discord_e2e_settings(fake_discord, openai, world)
     settings = replace(on, discord=replace(on.discord, streaming=False))
-    async with build_router(settings, tmp_path) as router, running_client(router, settings):
+    async with build_pipeline(settings, tmp_path) as router, running_client(router, settings):
         await fake_discord.user_says(world.dm, world.member, "One whole message please.")
         await answered(fake_discord, world.dm, "One whole message please.")
     assert not fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
@@ -203,7 +203,7 @@ async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path
     settings = discord_e2e_settings(fake_discord, openai, world)
 
     async def main() -> None:  # what bot.app.run_discord does, minus the process-level loop
-        async with build_router(settings, tmp_path) as router:
+        async with build_pipeline(settings, tmp_path) as router:
             await adapter.serve(router, settings)
 
     task = asyncio.create_task(main())

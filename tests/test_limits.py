@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import LimitSettings
 from bot.router.limits import CapHit, check, next_reset
-from bot.router.pipeline import Router
+from bot.router.pipeline import Pipeline
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.support import FAST, make_settings, msg
 
@@ -23,10 +23,10 @@ DEAR = Answer("that was expensive", prompt_tokens=1_000_000, completion_tokens=0
 
 
 @contextlib.asynccontextmanager
-async def capped(tmp_path, fake: FakeOpenAI, now: list[datetime], **caps: float) -> AsyncIterator[Router]:
+async def capped(tmp_path, fake: FakeOpenAI, now: list[datetime], **caps: float) -> AsyncIterator[Pipeline]:
     """A router with `caps` ([limits]) whose bot and memory host read the clock `now[0]`."""
     settings = replace(make_settings(fake.url, daily_budget_usd=100.0), limits=LimitSettings(**caps))
-    async with build_router(settings, tmp_path, options=FAST, clock=lambda: now[0]) as router:
+    async with build_pipeline(settings, tmp_path, options=FAST, clock=lambda: now[0]) as router:
         yield router
 
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.app import build_router
-from bot.router.pipeline import Router
+from bot.app import build_pipeline
+from bot.router.pipeline import Pipeline
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError, Transcript
 from tests.support import FAST, World, default_config_settings, discord_env, image_bytes, running_client
@@ -23,11 +23,11 @@ def world(fake_discord: FakeDiscord) -> World:
 
 
 @contextlib.asynccontextmanager
-async def bot(fake_discord: FakeDiscord, openai: FakeOpenAI, data_dir, **tables) -> AsyncIterator[Router]:
+async def bot(fake_discord: FakeDiscord, openai: FakeOpenAI, data_dir, **tables) -> AsyncIterator[Pipeline]:
     """The shipped config (vision tiers) on the fakes; the router, to look into memory."""
     tables.setdefault("discord", {"streaming": False})
     settings = default_config_settings(discord_env(fake_discord, openai), **tables)
-    async with build_router(settings, data_dir, options=FAST) as router, running_client(router, settings):
+    async with build_pipeline(settings, data_dir, options=FAST) as router, running_client(router, settings):
         yield router
 
 

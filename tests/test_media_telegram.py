@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.router.media import DESCRIBE
-from bot.router.pipeline import Router
+from bot.router.pipeline import Pipeline
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang, ServerError, Transcript
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import FAST, default_config_settings, image_bytes, running_bot
@@ -34,11 +34,11 @@ def env_for(tg: FakeTelegram, openai: FakeOpenAI, key: bool = True) -> dict[str,
 @contextlib.asynccontextmanager
 async def bot(
     tg: FakeTelegram, openai: FakeOpenAI, data_dir, *, key: bool = True, streaming: bool = True, **tables
-) -> AsyncIterator[Router]:
+) -> AsyncIterator[Pipeline]:
     """The shipped config (vision tiers) on the fakes; the router, for looking into memory."""
     tables.setdefault("telegram", {})["streaming"] = streaming
     settings = default_config_settings(env_for(tg, openai, key), **tables)
-    async with build_router(settings, data_dir, options=FAST) as router, running_bot(router, settings, tg):
+    async with build_pipeline(settings, data_dir, options=FAST) as router, running_bot(router, settings, tg):
         yield router
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from tests.support import default_config_settings, wait_until
 from tests.support.telegram import ask, running_bot
 
@@ -47,7 +47,7 @@ def settings_for(tg, openai, send_budget_s: float = 10.0, **env: str):
 
 @contextlib.asynccontextmanager
 async def bot(tg, settings, data_dir, clock):
-    async with build_router(settings, data_dir, clock=clock) as router, running_bot(router, settings, tg):
+    async with build_pipeline(settings, data_dir, clock=clock) as router, running_bot(router, settings, tg):
         yield router
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from tests.support import discord_e2e_settings, running_client, slash, wait_until
 
 
@@ -13,7 +13,7 @@ async def test_slash_remind_is_delivered_once_to_the_channel(fake_discord, opena
     settings = discord_e2e_settings(fake_discord, openai, world)
     channel = world.general
     async with (
-        build_router(settings, tmp_path, clock=lambda: now[0]) as router,
+        build_pipeline(settings, tmp_path, clock=lambda: now[0]) as router,
         running_client(router, settings),
     ):
         r = await slash(fake_discord, "remind", world.member, channel, text="in 5 minutes to stretch")

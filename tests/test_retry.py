@@ -9,7 +9,6 @@ import pytest
 from memory_engine.backoff import doubling, retry_after_s
 from memory_engine.compaction import SummarizerError, make_summarizer
 
-from bot.router.models import parse_retry_after
 from bot.router.retry import RetryPlan, patiently
 
 NOW = 1_800_000_000.0
@@ -26,9 +25,20 @@ def test_retry_after_in_seconds_and_as_an_http_date():
         assert retry_after_s({"Retry-After": unreadable}) is None
     assert retry_after_s({"Retry-After": "-5"}) == 0.0
     assert retry_after_s({}) is None and retry_after_s(None) is None
-    # The bot's model errors read it the same way (httpx headers, any case).
+
+
+def test_a_model_429_reads_its_retry_after_with_the_same_parser():
+    """The openai SDK's error (httpx headers, an HTTP date) gives the fallback the same wait."""
+    import httpx
+    import openai
+
+    from bot.router.models import failure_from
+
     soon = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 <= (parse_retry_after({"retry-after": soon}) or 0) <= 30
+    response = httpx.Response(429, headers={"Retry-After": soon}, request=httpx.Request("POST", "http://x"))
+    failure = failure_from(openai.RateLimitError("rate limited", response=response, body=None))
+    assert failure is not None and failure.kind == "rate_limit"
+    assert 25 <= (failure.retry_after or 0) <= 30
 
 
 async def test_the_summarizer_honours_a_retry_after_given_as_a_date():

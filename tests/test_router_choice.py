@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import email.utils
-import time
-
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from bot.config import Tier
-from bot.router.models import MemoryContext, parse_retry_after
+from bot.router.models import MemoryContext
 from bot.router.prompt import (
     MEMORY_BEGIN,
     MEMORY_END,
@@ -88,7 +85,11 @@ def test_daily_budget_moves_down_one_tier_then_two():
 
 
 def test_rules_come_from_config():
-    rules = ChoiceRules.from_mapping({"heavy_words": ["ponder"], "short_chars": 0, "unknown": 1})
+    from bot.config import SettingsError, section
+
+    rules = section(ChoiceRules, {"heavy_words": ["ponder"], "short_chars": 0}, {}, "router.choice")
+    with pytest.raises(SettingsError, match=r"\[router.choice\] has no setting 'unknown'"):
+        section(ChoiceRules, {"unknown": 1}, {}, "router.choice")
     assert (
         choose_tier(
             text="please ponder this",
@@ -162,16 +163,6 @@ def test_redact_known_and_shaped_secrets():
     out = redact(text, ["hunter2secret"])
     assert "sk-abc" not in out and "AAAA" not in out and "hunter2secret" not in out
     assert out.count("[redacted]") == 3
-
-
-def test_retry_after_forms():
-    assert parse_retry_after({"retry-after": "2"}) == 2.0
-    assert parse_retry_after({"retry-after": "0.5"}) == 0.5
-    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    when = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 <= parse_retry_after({"retry-after": when}) <= 31
-    assert parse_retry_after({"retry-after": "soon"}) is None
-    assert parse_retry_after({}) is None
 
 
 def test_messages_fit_the_context_window():

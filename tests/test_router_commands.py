@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS, GREETING
 from bot.router.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
 from bot.router.types import CommandResult
-from tests.fakes.openai_server import Echo, FakeOpenAI, ServerError
+from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, ServerError
 from tests.support import API_KEY, make_settings, msg, running_router
 
 ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
@@ -114,6 +116,27 @@ async def test_forgetme_forgets_only_the_speaker(tmp_path):
         assert "forgot" in result.text
         facts = await router.memory.facts("test:chat")
         assert {f["value"] for f in facts if f["key"] == "name"} == {"Ada"}
+
+
+async def test_an_answer_being_made_when_its_asker_says_forgetme_is_not_kept(tmp_path):
+    held = asyncio.Event()
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_router(make_settings(fake.url), tmp_path) as router,
+    ):
+        await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
+        fake.script(Answer(text="Noted, Bob: your locker code is 4711", until=held))
+        bob = {"author": "bob", "author_id": "u2", "admin": False}
+        answering = asyncio.create_task(router.handle(msg("my locker code is 4711", **bob)))
+        await fake.wait_requests(2)  # Bob's answer is being made
+        await router.command(msg("/forgetme", **bob), "forgetme", "")
+        held.set()
+        reply = await answering
+        assert "4711" in reply.text  # Bob still gets his answer
+        assert await router.memory.search("test:chat", "locker 4711") == []
+        assert (await router.memory.stats("test:chat"))["total_messages"] == 2  # Ada's and its answer
+        usage = await router.memory.usage("test:chat")
+        assert sum(t["calls"] for t in usage["tiers"].values()) == 2  # the call still counts
 
 
 async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):

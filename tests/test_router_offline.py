@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import load_settings
 from bot.router.models import MemoryContext, ModelRequest
 from bot.router.offline import OFFLINE_NOTICE, OFFLINE_SHORT, UNKNOWN, OfflineModel
@@ -110,7 +110,7 @@ def test_statements_are_acknowledged_and_everything_only_when_asked_for_everythi
 
 async def test_the_offline_notice_is_shown_but_never_stored(tmp_path):
     settings = load_settings(env={}, env_file=None)
-    async with build_router(settings, tmp_path, options=FAST) as router:
+    async with build_pipeline(settings, tmp_path, options=FAST) as router:
         shown = await router.handle(msg("my name is Ada and I live in Lisbon"))
         assert shown.text.startswith(OFFLINE_NOTICE) and shown.text.endswith(
             "Noted, I'll remember that (name: Ada; location: Lisbon)."

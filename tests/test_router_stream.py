@@ -1,4 +1,4 @@
-"""Router.stream against SSE from the fake server: pieces as they come, retries before the first token."""
+"""Pipeline.stream against SSE from the fake server: pieces as they come, retries before the first token."""
 
 from __future__ import annotations
 

@@ -220,10 +220,10 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     text = " ".join(f"Fact number {i} about memory is worth knowing." for i in range(60))
     openai.script(Answer(text, chunk_size=40, delay=0.04))
     settings = telegram_e2e_settings(tg, openai)
-    from bot.app import build_router
+    from bot.app import build_pipeline
 
     async with (
-        build_router(settings, tmp_path) as router,
+        build_pipeline(settings, tmp_path) as router,
         running_bot(
             router, settings, tg, edit_intervals=(tgad.EDIT_INTERVAL_PRIVATE_S, tgad.EDIT_INTERVAL_GROUP_S)
         ),

@@ -38,6 +38,11 @@ MODEL_INSTRUCTION = (
     "lines, plain text, in the language of the messages."
 )
 QUOTE_CHARS = 140
+# What the light tier reads: each message cut to LINE_CHARS, the newest lines within
+# MODEL_CHARS (~4-5k tokens). It fits any tier's context (8k and up) and bounds the cost of
+# one digest: 200 messages of up to 4,096 characters would be ~200k tokens.
+LINE_CHARS = 500
+MODEL_CHARS = 16_000
 _WHAT_DID_I_MISS = re.compile(  # the whole message: "what's new in Python?" is another question
     r"^\W*(?:so\W+|ok\W+|hey\W+)?(?:what\s+(?:did|have)\s+i\s+miss(?:ed)?|catch\s+me\s+up|what'?s\s+new\s+here)"
     r"(?:\s+(?:here|in\s+(?:this|the)\s+(?:chat|group)|while\s+i\s+was\s+(?:away|out|gone)|today))?\W*$",
@@ -147,11 +152,18 @@ def model_messages(answer: CatchupAnswer, asker: str, asker_id: str) -> list[dic
     """The light tier's messages: the instruction, then the others' messages quoted as data."""
     who = defang(one_line(asker)) or "the asker"
     mark = _mark(answer).replace("your", "their")
-    lines = [
-        f"[{m['ts'][:16].replace('T', ' ')}] {one_line(m['author'] or 'someone')}: {_one(m['text'])}"
-        for m in _others(answer, asker_id)
-    ]
-    shown = len(answer["messages"])
+    lines: list[str] = []
+    used = 0
+    for m in reversed(_others(answer, asker_id)):  # the newest first, within the budget
+        text = _one(m["text"])
+        text = text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1].rstrip() + "…"
+        line = f"[{m['ts'][:16].replace('T', ' ')}] {one_line(m['author'] or 'someone')}: {text}"
+        if lines and used + len(line) > MODEL_CHARS:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    lines.reverse()
+    shown = len(answer["messages"]) if len(lines) == len(_others(answer, asker_id)) else len(lines)
     if answer["total"] > shown:
         lines.insert(0, f"(the last {shown} of {answer['total']} messages)")
     return [

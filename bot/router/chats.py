@@ -55,6 +55,8 @@ class ChatState:
         self._forced: _Bounded[str, str] = _Bounded()
         self._topics: _Bounded[str, str] = _Bounded()  # chat -> when /new started its topic (UTC)
         self._generations: _Bounded[str, int] = _Bounded()
+        # (chat, person) -> the generation their forget made; "" stands for the whole chat.
+        self._forgot: _Bounded[tuple[str, str], int] = _Bounded()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     # -- order ------------------------------------------------------------------------
@@ -125,6 +127,7 @@ class ChatState:
         """
         self._prompts.pop(chat, None)
         self._bump(chat)
+        self._forgot.put((chat, author_id), self.generation(chat))
 
     def forget_chat(self, chat: str) -> None:
         """Drop everything this process holds for `chat`."""
@@ -134,6 +137,11 @@ class ChatState:
         for key in [k for k in self._asked if k[0] == chat]:
             del self._asked[key]
         self._bump(chat)
+        self._forgot.put((chat, ""), self.generation(chat))
+
+    def forgot_since(self, chat: str, author_id: str, generation: int) -> bool:
+        """True when `author_id` (or the whole chat) was forgotten after `generation` was read."""
+        return any(self._forgot.get((chat, who), 0) > generation for who in (author_id, ""))
 
     def _bump(self, chat: str) -> None:
         self._generations.put(chat, self.generation(chat) + 1)

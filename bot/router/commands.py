@@ -92,10 +92,12 @@ async def _tier(ctx: CommandContext) -> CommandResult:
 
 
 async def _forgetme(ctx: CommandContext) -> CommandResult:
-    try:
+    # What this process holds of them goes first (even if the worker fails), so an answer
+    # being made now is not recorded with its words; the chat's lock lets a message of theirs
+    # that is being recorded land first, so the forget covers it.
+    ctx.chats.forget_author(ctx.chat, ctx.message.author_id)
+    async with ctx.chats.lock(ctx.chat):
         await ctx.memory.forget_author(ctx.chat, ctx.message.author_id)
-    finally:  # even if the worker failed: what this process holds of them goes now
-        ctx.chats.forget_author(ctx.chat, ctx.message.author_id)
     return CommandResult("Done: I forgot your messages and what I knew about you in this chat.")
 
 
@@ -193,10 +195,9 @@ async def _forget(ctx: CommandContext) -> CommandResult:
     if ctx.args.lower() in ("yes", "y", "confirm") and ctx.chats.confirm(
         ctx.chat, "forget", FORGET_CONFIRM_S
     ):
-        try:
+        ctx.chats.forget_chat(ctx.chat)  # first, as in /forgetme
+        async with ctx.chats.lock(ctx.chat):
             await ctx.memory.forget_chat(ctx.chat)
-        finally:
-            ctx.chats.forget_chat(ctx.chat)
         return CommandResult("Done: this chat's memory is erased.")
     ctx.chats.ask(ctx.chat, "forget")
     return CommandResult(

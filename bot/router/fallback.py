@@ -1,26 +1,30 @@
-"""Calling the tiers: retries with backoff, then the next tier, all inside one time budget.
+"""The tier fallback, itself a chat model: it tries tiers in order, with retries, in one budget.
 
-Like pydantic-ai's FallbackModel, but every attempt is reported (to be recorded as one
-routerUsage row) and the retry policy is explicit:
+Like pydantic-ai's `FallbackModel`, `FallbackModel` has the interface of the models it wraps
+(`ChatModel`: `complete` and `start_stream`), so the pipeline talks to one model, and when
+every attempt failed it raises an exception group of them (`AllTiersFailed`). Its own parts:
+- the tiers tried are the request's `tiers` (the tier router's choice first, see tiers.py),
+  else the order it was built with; the `timeout` it is given is the whole message's budget
+  (at most [router] time_budget_s);
+- every attempt is reported, to be recorded as one routerUsage row: an answer carries all of
+  its attempts (`ModelAnswer.attempts`, the good one last, as pydantic-ai's responses carry
+  their failed attempts); a started stream carries its failed starts (`TierStream.failed`) and
+  gives its own attempt when it ends (`TierStream.attempt`); `AllTiersFailed.attempts` holds
+  those of a message no tier answered;
 - retryable failures (429, 5xx, timeout, connection error, malformed answer) are tried
   again on the same tier, up to `max_attempts_per_tier`, after a backoff: the server's
   Retry-After when it gave one, else 0.25 s, 0.5 s, 1 s ... with jitter;
 - a Retry-After longer than `max_wait_s` (or than the budget left) is honoured by not asking
-  that tier again before then: the router moves on to the next tier at once, and later
+  that tier again before then: the fallback moves on to the next tier at once, and later
   messages skip the tier until its cool-down ends;
 - a refusal (400/401/403/404) moves on to the next tier at once;
 - when every tier failed, a tier that is only pausing (its Retry-After ends within
   `max_wait_s` and the budget) gets one last try after the pause, instead of an apology;
-- every attempt gets `min(request_timeout_s, budget left)`; when the budget is spent or
-  every tier failed, `AllTiersFailed` is raised: an exception group of every attempt's
-  failure, and the caller tells the user plainly;
+- every attempt gets `min(request_timeout_s, budget left)`;
 - a programming error inside a model call (TypeError, KeyError, AttributeError...: anything
   but a `ModelFailure`, which the models raise for transport, HTTP and malformed answers) is
-  never retried nor sent to another tier: it is logged with its traceback, recorded as a
+  never retried nor sent to another tier: it is logged with its traceback, reported as a
   failed attempt, and ends the message at once (the user reads the apology).
-
-The result has one typed shape, `Answered`: the tier, the answer (a `ModelAnswer`, or a
-started `AnswerStream`), when the attempt started and its number.
 """
 
 from __future__ import annotations
@@ -29,44 +33,28 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from bot.config import RouterSettings, default
-from bot.router.models import AnswerStream, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+from bot.config import RouterSettings
+from bot.router.models import AnswerStream, Attempt, ChatModel, ModelAnswer, ModelFailure, ModelRequest
 from bot.router.retry import RetryPlan
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Attempt:
-    """One model call, good or failed: what gets recorded as a routerUsage row."""
-
-    tier: str
-    model: str
-    number: int  # 1-based, over the whole message
-    ok: bool
-    latency_ms: float
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    error: str | None = None
-    text: str = ""  # the answer, for a good non-streaming attempt
-    kind: str = ""  # a failure's ModelFailure.kind and HTTP status: what to fix (model_errors.py)
-    status: int | None = None
+__all__ = ["AllTiersFailed", "Attempt", "FallbackModel", "RetryPolicy", "TierStream"]
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Budget and backoff of the tier router."""
+    """Budget and backoff of the tier fallback ([router] of bot.toml)."""
 
-    time_budget_s: float = default("router", "time_budget_s")
-    request_timeout_s: float = default("router", "request_timeout_s")
-    max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
+    time_budget_s: float
+    request_timeout_s: float
+    max_attempts_per_tier: int
+    max_wait_s: float  # a longer Retry-After: the next tier at once
     base_backoff_s: float = 0.25
     max_backoff_s: float = 4.0
-    max_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
 
     @classmethod
     def from_settings(cls, router: RouterSettings) -> RetryPolicy:
@@ -79,23 +67,81 @@ class RetryPolicy:
         )
 
 
-OnAttempt = Callable[[Attempt], Awaitable[None]]
-R = TypeVar("R", ModelAnswer, AnswerStream)
+class AllTiersFailed(ExceptionGroup):
+    """Every tier failed within the budget; the exceptions are the attempts' failures, in order
+    (a bug in a model call among them, when that is what ended it), `attempts` their records."""
+
+    attempts: tuple[Attempt, ...] = ()
+
+
+class TierStream:
+    """A started stream of one tier (an `AnswerStream`), with the failed starts before it."""
+
+    def __init__(
+        self,
+        inner: AnswerStream,
+        tier: str,
+        number: int,
+        started: float,
+        failed: tuple[Attempt, ...],
+        clock: Callable[[], float],
+    ) -> None:
+        self.inner = inner
+        self.tier = tier
+        self.number = number  # this attempt's number, 1-based over the whole message
+        self.failed = failed  # the attempts that failed to start, in order
+        self._started = started
+        self._clock = clock
+
+    @property
+    def model(self) -> str:
+        """The model that answers."""
+        return self.inner.model
+
+    @property
+    def notice(self) -> str:
+        """The inner stream's notice (shown, never recorded)."""
+        return self.inner.notice
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens the API reported."""
+        return self.inner.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens the API reported."""
+        return self.inner.completion_tokens
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self.inner.__aiter__()
+
+    async def aclose(self) -> None:
+        """Stop reading and release the connection."""
+        await self.inner.aclose()
+
+    def attempt(self, ok: bool, error: str | None) -> Attempt:
+        """This stream's own attempt, as it ended (its latency runs from its start to now)."""
+        return Attempt(
+            tier=self.tier,
+            model=self.model,
+            number=self.number,
+            ok=ok,
+            latency_ms=(self._clock() - self._started) * 1000.0,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            error=error,
+        )
 
 
 @dataclass(frozen=True)
-class Answered(Generic[R]):
+class _Found:
     """The tier that answered: its answer (or started stream), start time and attempt number."""
 
     tier: str
-    answer: R
-    started: float  # the fallback's clock when this attempt began
-    number: int  # 1-based, over the whole message
-
-
-class AllTiersFailed(ExceptionGroup):
-    """Every tier failed within the budget; the exceptions are the attempts' failures, in order
-    (a bug in a model call among them, when that is what ended it)."""
+    answer: ModelAnswer | AnswerStream
+    started: float
+    number: int
 
 
 @dataclass
@@ -103,27 +149,27 @@ class _Run:
     """One message's way through the tiers."""
 
     request: ModelRequest
-    on_attempt: OnAttempt
     streaming: bool
     deadline: float
-    count: int = 0  # attempt numbers run on over the whole message
+    attempts: list[Attempt] = field(default_factory=list)  # in order; the good one last
     failures: list[Exception] = field(default_factory=list)
 
 
-class TierFallback:
-    """Tries tiers in a given order with retries, reporting every attempt through `on_attempt`
-    (pydantic-ai's FallbackModel, with a retry policy and a record of each attempt)."""
+class FallbackModel:
+    """A `ChatModel` over the tiers' models: see the module docstring."""
 
     def __init__(
         self,
         models: Mapping[str, ChatModel],
         policy: RetryPolicy,
         *,
+        order: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
         self.models = dict(models)
+        self.order = tuple(order) or tuple(self.models)  # when a request names no tiers
         self.policy = policy
         self._clock = clock
         self._sleep = sleep  # injected by tests: the decisions stay, the waiting goes
@@ -131,8 +177,13 @@ class TierFallback:
         self._plan = RetryPlan(first_s=policy.base_backoff_s, max_s=policy.max_backoff_s, jitter=True)
         self._cool_until: dict[str, float] = {}  # tier -> monotonic time it may be asked again
 
+    @property
+    def model(self) -> str:
+        """pydantic-ai's naming: "fallback:" and the models in order."""
+        return "fallback:" + ",".join(self.models[t].model for t in self.order if t in self.models)
+
     def now(self) -> float:
-        """The fallback's clock (attempts' `started` times are on it)."""
+        """The fallback's clock (attempts' latencies are measured on it)."""
         return self._clock()
 
     def cooling(self, tier: str) -> float:
@@ -144,26 +195,35 @@ class TierFallback:
             return failure.retry_after
         return self._plan.pause(retry_index, self._rng)  # jittered: no thundering herd
 
-    async def complete(
-        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
-    ) -> Answered[ModelAnswer]:
-        """The first good answer; raises `AllTiersFailed` when every tier failed in time."""
-        return await self._run(order, _Run(request, on_attempt, False, self._deadline()))  # type: ignore[return-value]  # streaming=False: a ModelAnswer
+    def _start(self, request: ModelRequest, timeout: float, streaming: bool) -> _Run:
+        budget = min(timeout, self.policy.time_budget_s)
+        return _Run(request, streaming, self._clock() + budget)
 
-    async def start_stream(
-        self, order: Sequence[str], request: ModelRequest, on_attempt: OnAttempt
-    ) -> Answered[AnswerStream]:
-        """A started stream; raises `AllTiersFailed` when no tier could start one in time.
+    async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
+        """The first good answer, with every attempt (`attempts`, the good one last); raises
+        `AllTiersFailed` when every tier failed within `timeout` (and the policy's budget)."""
+        run = self._start(request, timeout, streaming=False)
+        found = await self._run(run)
+        assert isinstance(found.answer, ModelAnswer)  # not streaming: an answer
+        return replace(found.answer, attempts=tuple(run.attempts))
 
-        Failed starts are reported through `on_attempt`; the caller reports how the
-        started stream ends (one attempt, good or cut off).
-        """
-        return await self._run(order, _Run(request, on_attempt, True, self._deadline()))  # type: ignore[return-value]  # streaming=True: an AnswerStream
+    async def start_stream(self, request: ModelRequest, *, timeout: float) -> TierStream:
+        """A started stream, with the failed starts before it; raises `AllTiersFailed` when no
+        tier could start one in time. The caller records how the stream ends (`attempt`)."""
+        run = self._start(request, timeout, streaming=True)
+        found = await self._run(run)
+        assert not isinstance(found.answer, ModelAnswer)  # streaming: a started stream
+        return TierStream(
+            found.answer, found.tier, found.number, found.started, tuple(run.attempts), self._clock
+        )
 
-    def _deadline(self) -> float:
-        return self._clock() + self.policy.time_budget_s
+    def _failed_all(self, message: str, run: _Run, failures: list[Exception]) -> AllTiersFailed:
+        group = AllTiersFailed(message, failures)
+        group.attempts = tuple(run.attempts)
+        return group
 
-    async def _run(self, order: Sequence[str], run: _Run) -> Answered[ModelAnswer] | Answered[AnswerStream]:
+    async def _run(self, run: _Run) -> _Found:
+        order = run.request.tiers or self.order
         cooling: list[str] = []
         for tier in order:
             if self.models.get(tier) is None:
@@ -190,11 +250,9 @@ class TierFallback:
             run.failures.append(
                 ModelFailure("unavailable", "no tier could be asked in time", retryable=False)
             )
-        raise AllTiersFailed("every tier failed", run.failures)
+        raise self._failed_all("every tier failed", run, run.failures)
 
-    async def _try_tier(
-        self, tier: str, run: _Run, tries: int | None = None
-    ) -> Answered[ModelAnswer] | Answered[AnswerStream] | None:
+    async def _try_tier(self, tier: str, run: _Run, tries: int | None = None) -> _Found | None:
         """Up to `tries` (default: the policy's) attempts on one tier; the result, or None."""
         model = self.models[tier]
         tries = tries or max(1, self.policy.max_attempts_per_tier)
@@ -202,18 +260,17 @@ class TierFallback:
             left = run.deadline - self._clock()
             if left <= 0.01:
                 return None
-            run.count += 1
-            number = run.count
+            number = len(run.attempts) + 1
             started = self._clock()
             timeout = min(self.policy.request_timeout_s, left)
             try:
                 if run.streaming:
                     stream = await model.start_stream(run.request, timeout=timeout)
-                    return Answered(tier, stream, started, number)
+                    return _Found(tier, stream, started, number)
                 answer = await model.complete(run.request, timeout=timeout)
             except ModelFailure as failure:
                 run.failures.append(failure)
-                await run.on_attempt(self._failed(tier, model.model, number, started, failure))
+                run.attempts.append(self._failed(tier, model.model, number, started, failure))
                 if not failure.retryable:
                     return None
                 wait = self._backoff(try_index, failure)
@@ -232,10 +289,10 @@ class TierFallback:
             except Exception as bug:  # a programming error: no retry, no other tier
                 log.exception("model %s of tier %s failed with a bug", model.model, tier)
                 internal = ModelFailure("internal", type(bug).__name__, retryable=False)
-                await run.on_attempt(self._failed(tier, model.model, number, started, internal))
-                raise AllTiersFailed("a model call failed with a bug", [*run.failures, bug]) from None
+                run.attempts.append(self._failed(tier, model.model, number, started, internal))
+                raise self._failed_all("a model call failed with a bug", run, [*run.failures, bug]) from None
             latency = (self._clock() - started) * 1000.0
-            await run.on_attempt(
+            run.attempts.append(
                 Attempt(
                     tier,
                     answer.model,
@@ -247,7 +304,7 @@ class TierFallback:
                     text=answer.text,
                 )
             )
-            return Answered(tier, answer, started, number)
+            return _Found(tier, answer, started, number)
         return None
 
     def _failed(self, tier: str, model: str, number: int, started: float, failure: ModelFailure) -> Attempt:

@@ -26,7 +26,7 @@ from bot.router.types import IncomingMessage
 
 if TYPE_CHECKING:
     from bot.config import Settings, Tier
-    from bot.router.fallback import TierFallback
+    from bot.router.fallback import FallbackModel
     from bot.router.gateway import MemoryGateway
 
 log = logging.getLogger(__name__)
@@ -55,11 +55,11 @@ class LightModel(Protocol):
 
 
 class _Parts(Protocol):
-    """What `LightWriter.of` reads from the router (its public parts)."""
+    """What `LightWriter.of` reads from the pipeline (its public parts)."""
 
     tiers: dict[str, Tier]
     offline: bool
-    fallback: TierFallback
+    model: FallbackModel  # the tier fallback: its tiers' models are called one at a time
     memory: MemoryGateway
     settings: Settings
     secrets: tuple[str, ...]
@@ -68,27 +68,27 @@ class _Parts(Protocol):
 
 @dataclass(frozen=True)
 class LightWriter:
-    """The `LightModel` of a router; see the module docstring."""
+    """The `LightModel` of a pipeline; see the module docstring."""
 
     tiers: Mapping[str, Tier]
     offline: bool
-    fallback: TierFallback
+    model: FallbackModel  # its `models`: the light tier's model is called directly
     memory: MemoryGateway
     settings: Settings
     secrets: tuple[str, ...]
     clock: Callable[[], datetime]
 
     @classmethod
-    def of(cls, router: _Parts) -> LightWriter:
-        """The writer for a router's models, memory and caps."""
+    def of(cls, pipeline: _Parts) -> LightWriter:
+        """The writer for a pipeline's models, memory and caps."""
         return cls(
-            router.tiers,
-            router.offline,
-            router.fallback,
-            router.memory,
-            router.settings,
-            router.secrets,
-            router.clock,
+            pipeline.tiers,
+            pipeline.offline,
+            pipeline.model,
+            pipeline.memory,
+            pipeline.settings,
+            pipeline.secrets,
+            pipeline.clock,
         )
 
     async def _capped(self, message: IncomingMessage) -> bool:
@@ -103,18 +103,18 @@ class LightWriter:
     ) -> LightAnswer | None:
         """One call to the light tier, recorded; None when offline, capped or failed."""
         ranked = rank_tiers(self.tiers)
-        if self.offline or not ranked or self.fallback.models.get(ranked[0]) is None:
+        if self.offline or not ranked or self.model.models.get(ranked[0]) is None:
             return None
         tier = ranked[0]
         if await self._capped(message):
             log.info("a daily cap is reached in %s: no light call", message.chat_key)
             return None
-        model = self.fallback.models[tier]
+        model = self.model.models[tier]
         request = ModelRequest(tuple(messages), message.chat_key, message.author, message.author_id, "")
-        started = self.fallback.now()
+        started = self.model.now()
         key = f"{message.message_id or uuid.uuid4().hex}:light:{uuid.uuid4().hex[:8]}"
         try:
-            answer = await model.complete(request, timeout=self.fallback.policy.request_timeout_s)
+            answer = await model.complete(request, timeout=self.model.policy.request_timeout_s)
         except ModelFailure as failure:
             await self._record(message, tier, model.model, started, key, error=str(failure)[:500])
             return None
@@ -158,7 +158,7 @@ class LightWriter:
             "tier": tier,
             "model": model,
             "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
-            "latency_ms": round((self.fallback.now() - started) * 1000.0, 3),
+            "latency_ms": round((self.model.now() - started) * 1000.0, 3),
             "cost_usd": cost,
             "ok": error is None,
             "author_id": message.author_id,

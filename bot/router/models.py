@@ -2,8 +2,8 @@
 
 A `ChatModel` turns a `ModelRequest` (chat messages in the OpenAI format, plus the memory
 they were built from) into a `ModelAnswer`, or raises `ModelFailure` saying what went wrong
-and whether trying again could help. It never retries by itself: the tier router does, so
-that every attempt is seen and recorded.
+and whether trying again could help. It never retries by itself: the tier fallback
+(fallback.py, itself a `ChatModel`) does, so that every attempt is seen and recorded.
 """
 
 from __future__ import annotations
@@ -71,6 +71,26 @@ class ModelRequest:
     author_id: str
     text: str
     memory: MemoryContext | None = None  # None: the memory worker was unreachable
+    # The tiers that may answer, in order (the tier router's choice first); read by the tier
+    # fallback, empty: its own order. A single model ignores it.
+    tiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model call, good or failed: what gets recorded as a routerUsage row."""
+
+    tier: str
+    model: str
+    number: int  # 1-based, over the whole message
+    ok: bool
+    latency_ms: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+    text: str = ""  # the answer, for a good non-streaming attempt
+    kind: str = ""  # a failure's ModelFailure.kind and HTTP status: what to fix (model_errors.py)
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,8 @@ class ModelAnswer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     notice: str = ""  # shown to the reader before the answer, never recorded as the bot's words
+    # The tier fallback's attempts for this answer, the good one last (a single model: none).
+    attempts: tuple[Attempt, ...] = ()
 
 
 class ModelFailure(Exception):
@@ -106,10 +128,21 @@ class ModelFailure(Exception):
 class AnswerStream(Protocol):
     """A started stream: iterate for text pieces; token counts are known once it ends."""
 
-    prompt_tokens: int
-    completion_tokens: int
-    model: str
-    notice: str  # shown to the reader before the answer, never recorded as the bot's words
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens the API reported (0 until the stream ended)."""
+
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens the API reported (0 until the stream ended)."""
+
+    @property
+    def model(self) -> str:
+        """The model that answers."""
+
+    @property
+    def notice(self) -> str:
+        """Shown to the reader before the answer, never recorded as the bot's words."""
 
     def __aiter__(self) -> AsyncIterator[str]:
         """The text pieces, first one included; raises `ModelFailure` if the stream breaks."""
@@ -126,7 +159,9 @@ class ChatModel(Protocol):
     both raise `ModelFailure`, and both must give up after `timeout` seconds.
     """
 
-    model: str
+    @property
+    def model(self) -> str:
+        """The model's name (as recorded with each attempt)."""
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
         """The whole answer to `request`."""
@@ -137,11 +172,6 @@ class ChatModel(Protocol):
 
 # ---------------------------------------------------------------------------------------
 # OpenAI-compatible endpoints
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date)."""
-    return retry_after_s(headers)
 
 
 def failure_from(exc: BaseException) -> ModelFailure | None:
@@ -156,7 +186,7 @@ def failure_from(exc: BaseException) -> ModelFailure | None:
         return ModelFailure("timeout", "the model did not answer in time", retryable=True)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        retry_after = parse_retry_after(getattr(exc.response, "headers", None))
+        retry_after = retry_after_s(getattr(exc.response, "headers", None))
         if status == 429:
             return ModelFailure(
                 "rate_limit", "rate limited", retryable=True, retry_after=retry_after, status=status

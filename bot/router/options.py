@@ -1,5 +1,5 @@
-"""How the router is put together: its answering side (`Answering`) and the memory gateway's
-pacing (`RouterOptions`), the groups of collaborators the composition root passes in."""
+"""How the pipeline is put together: its answering side (`Answering`) and the memory gateway's
+pacing (`PipelineOptions`), the groups of collaborators the composition root passes in."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from bot.router.tiers import ChoiceRules
 
 @dataclass(frozen=True)
 class Answering:
-    """The answering side of the router: the models by tier, how a tier is chosen and how
+    """The answering side of the pipeline: the models by tier, how a tier is chosen and how
     failures are retried and fall back (bot.toml's [router] and [tiers], unless given)."""
 
     models: Mapping[str, ChatModel]
@@ -35,13 +35,13 @@ class Answering:
 
 
 @dataclass(frozen=True)
-class RouterOptions:
+class PipelineOptions:
     """The memory gateway's pacing ([memory] of bot.toml); tests and benchmarks pass faster ones."""
 
     replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
     memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
     memory_retry_max_s: float = default("memory", "retry_max_s")
-    # How the tier router waits between retries (back-off, Retry-After): tests pass one that
+    # How the tier fallback waits between retries (back-off, Retry-After): tests pass one that
     # returns at once, so retry decisions are checked without waiting out real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
     # The gateway's last outbox flush on the way out: what it cannot send in time stays on
@@ -49,7 +49,7 @@ class RouterOptions:
     close_timeout_s: float = 0.3
 
     @classmethod
-    def from_settings(cls, memory: MemorySettings) -> RouterOptions:
+    def from_settings(cls, memory: MemorySettings) -> PipelineOptions:
         """The options the settings' [memory] table states."""
         return cls(memory.replay_interval_s, memory.retry_s, memory.retry_max_s)
 
@@ -62,3 +62,7 @@ class RouterOptions:
             backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
             close_timeout_s=self.close_timeout_s,
         )
+
+
+# The old name (see bot.app.build_router): kept while branches in flight still use it.
+RouterOptions = PipelineOptions

@@ -1,9 +1,10 @@
-"""The pipeline behind every adapter: `Router`, the `ChatService` of bot/router/types.py.
+"""The pipeline behind every adapter: `Pipeline`, the `ChatService` of bot/router/types.py.
 
-One message: record it and get its memory (through the memory gateway), pick a tier, call
-the model (with retries and fallback), record every attempt and the answer. The Router only
-orchestrates: the gateway talks to the memory worker, the chat state keeps the per-chat
-caches, the tier router calls the models, the registry runs the commands.
+One message: record it and get its memory (through the memory gateway), let the tier router
+pick a tier (tiers.py), call the one model (the tier fallback, fallback.py: retries and the
+next tiers), record every attempt and the answer. The pipeline only orchestrates: the gateway
+talks to the memory worker, the chat state keeps the per-chat caches, the fallback calls the
+tiers' models, the registry runs the commands.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from bot.router import followups, limits, logs, model_errors
 from bot.router.access import AccessPolicy
 from bot.router.chats import ChatState, LastPrompt
 from bot.router.commands import COMMANDS
-from bot.router.fallback import AllTiersFailed, Answered, Attempt, RetryPolicy, TierFallback
+from bot.router.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
 from bot.router.gateway import MemoryGateway
 from bot.router.light import LightWriter
 from bot.router.logs import Turn, log_turn
@@ -39,14 +40,13 @@ from bot.router.media import (
     unaddressed_text,
 )
 from bot.router.memory import MemoryRefused, MemoryUnavailable
-from bot.router.models import AnswerStream, MemoryContext, ModelFailure, ModelRequest
+from bot.router.models import Attempt, MemoryContext, ModelFailure, ModelRequest
 from bot.router.options import Answering
 from bot.router.prompt import build_messages, redact, system_instruction
 from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
 from bot.router.reminders import command_in_words
 from bot.router.reminders_delivery import ReminderDesk
 from bot.router.tiers import (
-    ChoiceRules,
     TierChoice,
     choose_tier,
     fallback_sequence,
@@ -73,16 +73,16 @@ class _Prepared:
     text: str
     memory: MemoryContext | None
     choice: TierChoice
-    order: list[str]
-    request: ModelRequest
+    request: ModelRequest  # its `tiers`: the fallback's order for this message
     intake: Intake
+    generation: int  # the chat's forget generation when the message came (see chats.py)
     # Failed attempts are keyed per handling, so a platform redelivering the same message
     # still gets each new attempt recorded, while an outbox replay of one stays single.
     attempt_key: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
     failures: list[Attempt] = field(default_factory=list)  # for the apology's hints
 
 
-class Router:
+class Pipeline:
     """The `ChatService` of bot/router/types.py (the composition root opens its gateway)."""
 
     def __init__(
@@ -105,9 +105,10 @@ class Router:
         self.offline = answering.offline
         self.fallback_order = answering.fallback_order or tuple(settings.router.fallback_order)
         self.default_tier = answering.default_tier or settings.router.default_tier
-        self.rules = answering.rules or ChoiceRules.from_mapping(settings.router.choice)
+        self.rules = answering.rules or settings.router.choice
         policy = answering.policy or RetryPolicy.from_settings(settings.router)
-        self.fallback = TierFallback(answering.models, policy, sleep=answering.sleep)
+        # The one model the pipeline calls: the tier fallback over every tier's model.
+        self.model = FallbackModel(answering.models, policy, order=self.fallback_order, sleep=answering.sleep)
         self.secrets = tuple(s for s in secrets if s)
         self.access = AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
@@ -147,19 +148,29 @@ class Router:
         t = self.tiers.get(tier)
         return 0.0 if t is None else t.cost_usd(prompt_tokens, completion_tokens)
 
+    async def _record_attempts(self, prep: _Prepared, attempts: Sequence[Attempt]) -> None:
+        """Record each attempt of the fallback, in order (a good one with its words)."""
+        for attempt in attempts:
+            await self._record_attempt(prep, attempt, attempt.text)
+
     async def _record_attempt(self, prep: _Prepared, attempt: Attempt, text: str = "") -> None:
         if not attempt.ok:
             prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
+        ok, error = attempt.ok, attempt.error
+        if ok and self.chats.forgot_since(prep.message.chat_key, prep.message.author_id, prep.generation):
+            # They said /forgetme (or an admin /forget) while this answer was being made: the
+            # answer to their forgotten message is not kept; the call's usage still counts.
+            ok, text, error = False, "", "answered, not kept: its asker was forgotten meanwhile"
         body: wire.ReplyRequest = {
-            "text": text if attempt.ok else "",
+            "text": text if ok else "",
             "tier": attempt.tier,
             "model": attempt.model,
             "usage": {"prompt_tokens": attempt.prompt_tokens, "completion_tokens": attempt.completion_tokens},
             "latency_ms": round(attempt.latency_ms, 3),
             "cost_usd": self._cost(attempt.tier, attempt.prompt_tokens, attempt.completion_tokens),
-            "ok": attempt.ok,
+            "ok": ok,
             "author_id": prep.message.author_id,
             # Whose message this answers: forgetting that person removes the answer too.
             "reply_to_message_id": prep.message_id,
@@ -171,8 +182,8 @@ class Router:
                 else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"
             ),
         }
-        if attempt.error:
-            body["error"] = redact(attempt.error, self.secrets)
+        if error:
+            body["error"] = redact(error, self.secrets)
         await self.memory.reply(prep.message.chat_key, body)
 
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
@@ -233,11 +244,12 @@ class Router:
             author_id=message.author_id,
             text=text,
             memory=mem,
+            tiers=tuple(order),
         )
         prompt = built.shown() if mem is not None else NO_MEMORY
         last = LastPrompt(redact(prompt, self.secrets), choice.tier, choice.reasons, persona=persona)
         self.chats.remember_prompt(chat, last, generation)
-        return _Prepared(message, message_id, text, mem, choice, order, request, intake)
+        return _Prepared(message, message_id, text, mem, choice, request, intake, generation)
 
     def _note_typo(self, intake: Intake) -> Intake:
         """`!nosuchtier ...`: the answer says there is no such tier (a notice, never recorded)."""
@@ -317,20 +329,19 @@ class Router:
                 if isinstance(prep, Reply):
                     return self._ended(turn, prep)
                 try:
-                    answered = await self.fallback.complete(
-                        prep.order, prep.request, lambda a: self._record_attempt(prep, a, a.text)
-                    )
-                except AllTiersFailed:
+                    answer = await self.model.complete(prep.request, timeout=self.model.policy.time_budget_s)
+                except AllTiersFailed as failed:
+                    await self._record_attempts(prep, failed.attempts)
                     turn.exit = "apology"
                     text = _with_notice(prep.intake.notice, self._apology(prep))
                     return self._ended(turn, Reply(text=text, ok=False, with_memory=turn.with_memory))
-            answer = answered.answer
+                await self._record_attempts(prep, answer.attempts)
             shown = split_description(answer.text)[1] if prep.intake.images else answer.text
             turn.exit = "answered"
             reply = Reply(
                 # Notices are for the reader only: what was recorded is the answer itself.
                 text=_with_notice(prep.intake.notice, answer.notice, shown),
-                tier=answered.tier,
+                tier=answer.attempts[-1].tier,
                 model=answer.model,
                 ok=True,
                 with_memory=turn.with_memory,
@@ -349,16 +360,19 @@ class Router:
         try:
             # The request context is held only while nothing is yielded: a context variable
             # set across the yields of an async generator could be reset from another context.
-            answered: Answered[AnswerStream] | None = None
+            answered: TierStream | None = None
             with logs.handling(message.chat_key) as turn.request_id:
                 prep = await self._before_model(message, turn)
                 if not isinstance(prep, Reply):
                     try:
-                        answered = await self.fallback.start_stream(
-                            prep.order, prep.request, lambda a: self._record_attempt(prep, a)
+                        answered = await self.model.start_stream(
+                            prep.request, timeout=self.model.policy.time_budget_s
                         )
-                    except AllTiersFailed:
+                    except AllTiersFailed as failed:
+                        await self._record_attempts(prep, failed.attempts)
                         turn.exit = "apology"
+                    else:
+                        await self._record_attempts(prep, answered.failed)
             if isinstance(prep, Reply):
                 self._ended(turn, prep)
                 if prep.text:
@@ -380,10 +394,10 @@ class Router:
             log_turn(turn)
 
     async def _read_stream(
-        self, prep: _Prepared, answered: Answered[AnswerStream], turn: Turn
+        self, prep: _Prepared, stream: TierStream, turn: Turn
     ) -> AsyncGenerator[str, None]:
         """The pieces of a started stream; its attempt is recorded however it ends."""
-        stream, turn.tier = answered.answer, answered.tier
+        turn.tier = stream.tier
         turn.exit = "stopped"  # until the stream completes: the reader may stop early
         if stream.notice:  # shown, never recorded: `pieces` holds the answer alone
             yield stream.notice + "\n"
@@ -404,23 +418,14 @@ class Router:
             turn.exit = "cut_off"
             yield CUT_OFF
         except Exception as bug:  # a programming error: logged with its traceback, never retried
-            log.exception("the stream of tier %s failed with a bug", answered.tier)
+            log.exception("the stream of tier %s failed with a bug", stream.tier)
             error = f"internal: {type(bug).__name__}"
             turn.exit = "cut_off"
             yield CUT_OFF
         finally:
             await stream.aclose()
             text = "".join(pieces)
-            attempt = Attempt(
-                tier=answered.tier,
-                model=stream.model,
-                number=answered.number,
-                ok=error is None and bool(text),
-                latency_ms=(self.fallback.now() - answered.started) * 1000.0,
-                prompt_tokens=stream.prompt_tokens,
-                completion_tokens=stream.completion_tokens,
-                error=error,
-            )
+            attempt = stream.attempt(ok=error is None and bool(text), error=error)
             turn.ok = attempt.ok
             if attempt.ok:
                 turn.exit = "answered"

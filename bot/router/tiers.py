@@ -23,32 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.config import Tier, default
+from bot.config import ChoiceRules, Tier
 
-
-@dataclass(frozen=True)
-class ChoiceRules:
-    """The signals' thresholds and words (overridable in `[router.choice]` of bot.toml)."""
-
-    long_chars: int = default("router.choice", "long_chars")
-    very_long_chars: int = default("router.choice", "very_long_chars")
-    short_chars: int = default("router.choice", "short_chars")
-    long_conversation: int = default("router.choice", "long_conversation")  # messages in the chat
-    heavy_at: int = default("router.choice", "heavy_at")
-    light_at: int = default("router.choice", "light_at")
-    heavy_words: tuple[str, ...] = tuple(default("router.choice", "heavy_words"))
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> ChoiceRules:
-        """Rules from a TOML table; unknown keys are ignored, missing ones keep defaults."""
-        if not data:
-            return cls()
-        known = {f for f in cls.__dataclass_fields__}
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in known:
-                values[key] = tuple(value) if key == "heavy_words" else value
-        return cls(**values)
+__all__ = ["ChoiceRules", "TierChoice", "choose_tier", "fallback_sequence", "rank_tiers"]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class Answer:
     completion_tokens: int = 7
     chunk_size: int = 8  # characters per SSE chunk when streaming
     delay: float = 0.0  # seconds before answering (or between chunks when streaming)
+    until: asyncio.Event | None = None  # answer only once the test sets it (a held answer)
 
 
 @dataclass(frozen=True)
@@ -318,6 +319,8 @@ class FakeOpenAI:
             text = action.prefix + _text_of(last.get("content", ""))
             action = Answer(text=text, chunk_size=action.chunk_size or max(len(text), 1))
         if isinstance(action, Answer):
+            if action.until is not None:
+                await action.until.wait()
             if action.delay and not req.stream:
                 await self._wait_stop(action.delay)
             if req.stream:

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import Settings, settings_from
-from bot.router.options import RouterOptions
-from bot.router.pipeline import Router
+from bot.router.options import PipelineOptions
+from bot.router.pipeline import Pipeline
 from bot.router.types import IncomingMessage
 from tests.support.memory import InProcessMemory
 
@@ -26,7 +26,7 @@ API_KEY = "sk-test-secret-0123456789abcdefXYZ"
 MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
 MEMORY_TOKEN = "memory-token-reliability-0123456789"  # a memory host token of the right length
 REPO = Path(__file__).resolve().parents[2]
-FAST = RouterOptions(replay_interval_s=0.05, memory_retry_s=0.05, memory_retry_max_s=0.2)
+FAST = PipelineOptions(replay_interval_s=0.05, memory_retry_s=0.05, memory_retry_max_s=0.2)
 
 
 async def no_wait(seconds: float) -> None:
@@ -93,8 +93,8 @@ def make_settings(
 @contextlib.asynccontextmanager
 async def running_router(
     settings: Settings, data_dir: Path, *, host: bool = False, **kwargs: Any
-) -> AsyncIterator[Router]:
-    """build_router with fast outbox replay, on the memory engine in process
+) -> AsyncIterator[Pipeline]:
+    """build_pipeline with fast outbox replay, on the memory engine in process
     (`InProcessMemory`); with `host=True` (or MEMORY_URL in the settings) on the real
     memory host over HTTP, for tests of the host, its files or the way to it.
     `TEST_MEMORY=host` runs every router test on the real host."""
@@ -102,7 +102,7 @@ async def running_router(
     in_process = not host and os.environ.get("TEST_MEMORY", "") != "host"
     if in_process and settings.memory_url is None and "memory" not in kwargs:
         kwargs["memory"] = InProcessMemory(clock=kwargs.get("clock"))
-    async with build_router(settings, data_dir, **kwargs) as router:
+    async with build_pipeline(settings, data_dir, **kwargs) as router:
         yield router
 
 

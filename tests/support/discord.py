@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters import discord as adapter
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import DiscordSettings, Settings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
@@ -168,7 +168,7 @@ async def discord_on_router(
     """The adapter on the real router (embedded memory host) as `chatbot discord` builds it,
     connected to the fake Discord; yields the client."""
     settings = discord_e2e_settings(fake_discord, openai, world)
-    async with build_router(settings, data_dir) as router, running_client(router, settings) as client:
+    async with build_pipeline(settings, data_dir) as router, running_client(router, settings) as client:
         yield client
 
 

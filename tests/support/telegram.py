@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.adapters import telegram as tgad
-from bot.app import build_router
+from bot.app import build_pipeline
 from bot.config import Settings, TelegramSettings
 from bot.router.commands import COMMANDS
 from bot.router.types import CommandResult, File, IncomingMessage, Reply
@@ -144,7 +144,7 @@ def telegram_e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:
 async def bot_on_router(tg: FakeTelegram, openai: FakeOpenAI, data_dir) -> AsyncIterator[None]:
     """The real router (embedded memory host) as `chatbot telegram` builds it, and the bot on it."""
     settings = telegram_e2e_settings(tg, openai)
-    async with build_router(settings, data_dir) as router, running_bot(router, settings, tg):
+    async with build_pipeline(settings, data_dir) as router, running_bot(router, settings, tg):
         yield
 
 
