@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .compaction import Summarize
 from .engine import ChatMemory
+from .http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
 from .route_args import MAX_SEARCH_K, Call
-from .routes import BY_NAME, ROUTES, VERSION, Ctx, Route
+from .routes import BY_NAME, ROUTES, Ctx, Route
 from .validation import MAX_BODY_BYTES, MAX_FIELD_CHARS, MAX_TEXT_BYTES, MODES, ROLES, ApiError, query_of
 from .validation import unquote_strict as _unquote
 
@@ -41,32 +40,6 @@ __all__ = [
     "execute",
     "parse",
 ]
-
-CHAT_KEY = re.compile(r"^[A-Za-z0-9:_\-.]{1,128}\Z")  # \Z: `$` would let a trailing "\n" in
-JSON_HEADERS = {"content-type": "application/json; charset=utf-8"}
-
-
-@dataclass(frozen=True)
-class Request:
-    """A transport-neutral HTTP request: raw (percent-encoded) path and query."""
-
-    method: str
-    path: str
-    query: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes = b""
-
-
-@dataclass(frozen=True)
-class Response:
-    """A JSON answer."""
-
-    status: int
-    payload: Mapping[str, Any]
-
-    def body(self) -> bytes:
-        """The payload as UTF-8 JSON."""
-        return json.dumps(self.payload, ensure_ascii=False).encode("utf-8")
 
 
 @dataclass(frozen=True)
