@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import re
 import sys
 import tempfile
@@ -413,8 +414,45 @@ def chart(systems: dict[str, Tally], path: Path, title: str = "LoCoMo retrieval 
     plt.close(fig)
 
 
-def report_holdout(convs: list[dict[str, Any]], png: Path) -> None:
-    """The ablation rows on the dev split and in the leave-conversations-out check; chart them."""
+def unseen_recall(convs: list[dict[str, Any]], row: str = "all") -> tuple[float, float]:
+    """The mean over the leave-conversations-out splits of one ablation row's tested-on-2 R@3/R@10."""
+    names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
+    default, grid = ablation_tallies(convs, row)
+    splits, _ = holdout(grid, default, names)
+    return (
+        sum(s["tuned_test"][0] for s in splits) / len(splits),
+        sum(s["tuned_test"][1] for s in splits) / len(splits),
+    )
+
+
+def baseline_of(ref: str, data: str, unseen: bool) -> dict[str, Any]:
+    """Dev (and with `unseen`, unseen-split) recall of the engine at git `ref`, this benchmark's code.
+
+    REF's `memory_worker` is exported to a temp dir (git archive) and put first on the path
+    of a child process that runs this file with --summary-json: the same questions and
+    scoring, only the engine differs.
+    """
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", ref, "memory_worker"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        out = Path(tmp) / "summary.json"
+        cmd = [sys.executable, __file__, "--data", data, "--summary-json", str(out)]
+        cmd += ["--png", str(Path(tmp) / "r.png")] + (["--unseen-only"] if unseen else [])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{tmp}/memory_worker/src", tmp])}
+        subprocess.run(cmd, check=True, env=env)
+        return dict(json.loads(out.read_text()))
+
+
+def report_holdout(convs: list[dict[str, Any]], png: Path) -> tuple[float, float]:
+    """The ablation rows on the dev split and in the leave-conversations-out check; chart them.
+
+    Returns the unseen-split recall of the shipped design ('all': mean over the splits).
+    """
     names = [c.get("sample_id", str(n)) for n, c in enumerate(convs)]
     dev: dict[str, Tally] = {}
     held: dict[str, Tally] = {}
@@ -451,6 +489,7 @@ def report_holdout(convs: list[dict[str, Any]], png: Path) -> None:
         )
     chart(held, png, "LoCoMo recall, tuned on 3 conversations and tested on 2 (pooled over 10 splits)")
     print(f"chart: {png}")
+    return means["all"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -464,11 +503,27 @@ def main(argv: list[str] | None = None) -> int:
         help="also the ablation rows, tuned on 3 conversations and measured on the other 2 (every split)",
     )
     parser.add_argument("--ablation-png", default=str(Path(__file__).with_name("locomo_ablation.png")))
+    parser.add_argument(
+        "--baseline-ref",
+        help="also measure the engine at this git ref (e.g. main) in a child process, and print "
+        "before (the ref) / after (this tree): dev recall, and with --holdout the unseen-split recall",
+    )
+    parser.add_argument("--summary-json", help=argparse.SUPPRESS)  # the child of --baseline-ref
+    parser.add_argument("--unseen-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     convs = load(args.data)
     print(f"{len(convs)} conversations from {args.data}", file=sys.stderr)
     tallies, timing = asyncio.run(worker_over_http(convs))
+    if args.summary_json:  # the child of --baseline-ref: the figures the parent compares, nothing else
+        import memory_engine
+
+        print(f"baseline engine: {memory_engine.__file__}", file=sys.stderr)
+        summary: dict[str, Any] = {"dev": _total(tallies).recall()}
+        if args.unseen_only:
+            summary["unseen"] = unseen_recall(convs)
+        Path(args.summary_json).write_text(json.dumps(summary))
+        return 0
     bm25_t, plain_t = Tally(), Tally()
     for n, conv in enumerate(convs, 1):
         _progress(f"baselines {n}/{len(convs)}")
@@ -489,8 +544,15 @@ def main(argv: list[str] | None = None) -> int:
     chart(systems, Path(args.png))
     print(f"chart: {args.png}")
 
-    if args.holdout:
-        report_holdout(convs, Path(args.ablation_png))
+    unseen = report_holdout(convs, Path(args.ablation_png)) if args.holdout else None
+    if args.baseline_ref:
+        before = baseline_of(args.baseline_ref, args.data, args.holdout)
+        dev = _total(tallies).recall()
+        print(f"\nbefore ({args.baseline_ref}) / after (this tree), R@3/R@10, same questions, same run:")
+        print(f"  dev split:     {before['dev'][0]:.4f}/{before['dev'][1]:.4f} -> {dev[0]:.4f}/{dev[1]:.4f}")
+        if unseen is not None:
+            old = before["unseen"]
+            print(f"  unseen splits: {old[0]:.4f}/{old[1]:.4f} -> {unseen[0]:.4f}/{unseen[1]:.4f}")
     return 0
 
 

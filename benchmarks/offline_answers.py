@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,36 +92,43 @@ def _env() -> dict[str, str]:
     return env
 
 
-def answers(chat: dict[str, Any], folder: Path, cwd: Path = ROOT) -> list[str]:
-    """Import the chat's export, then ask its questions in one console session; the answers in order."""
+Cli = Callable[[list[str], str], tuple[int, str, str]]
+
+
+def run_chatbot(args: list[str], stdin: str, cwd: Path = ROOT) -> tuple[int, str, str]:
+    """`chatbot ARGS` as a child process fed `stdin`: (status, stdout, stderr)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=120,
+    )
+    return run.returncode, run.stdout, run.stderr
+
+
+def answers(chat: dict[str, Any], folder: Path, cwd: Path = ROOT, cli: Cli | None = None) -> list[str]:
+    """Import the chat's export, then ask its questions in one console session; the answers in order.
+
+    `cli` runs the `chatbot` command (default: a child process in `cwd`; the tests run it in process).
+    """
+    cli = cli or (lambda args, stdin: run_chatbot(args, stdin, cwd))
     export = folder / f"{chat['platform']}.json"
     build = _telegram if chat["platform"] == "telegram" else _discord
     export.write_text(json.dumps(build(chat), ensure_ascii=False), encoding="utf-8")
     data = folder / "data"
-    cli = [sys.executable, "-m", "bot.cli"]
-    run = subprocess.run(
-        [*cli, "import", chat["platform"], str(export), "--data", str(data)],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=cwd,
-        timeout=120,
-    )
-    if run.returncode != 0:
-        raise RuntimeError(f"import failed: {run.stderr}")
+    code, _, err = cli(["import", chat["platform"], str(export), "--data", str(data)], "")
+    if code != 0:
+        raise RuntimeError(f"import failed: {err}")
     lines = [*chat.get("console", []), *(q for q, _ in chat["questions"])]
-    run = subprocess.run(
-        [*cli, "chat", "--data", str(data), "--chat", chat_key(chat)],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        env=_env(),
-        cwd=cwd,
-        timeout=120,
-    )
+    code, out, err = cli(["chat", "--data", str(data), "--chat", chat_key(chat)], "\n".join(lines) + "\n")
+    if code != 0:
+        raise RuntimeError(f"chat failed: {err}")
     replies = [
         " ".join(line for line in block.splitlines() if not line.startswith(NOTICES)).strip()
-        for block in run.stdout.split("\n\n")
+        for block in out.split("\n\n")
         if block.strip()
     ]
     return replies[-len(chat["questions"]) :]

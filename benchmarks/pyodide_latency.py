@@ -1,6 +1,6 @@
 """The Worker on its real runtime: Pyodide cold start, and turn latency beside the local host.
 
-    .venv/bin/python benchmarks/pyodide_latency.py [--n 10000] [--turns 200]
+    .venv/bin/python benchmarks/pyodide_latency.py [--n 10000] [--turns 200] [--cold-starts 3]
     .venv/bin/python benchmarks/memory_latency.py --runtime pyodide   (the same, from there)
 
 In one run, on the same LoCoMo turns: `chatbot memory serve --runtime pyodide` (entry.py,
@@ -35,11 +35,11 @@ from memory_worker.pyodide_runtime import PyodideHost
 
 TOKEN = "bench-token-0123456789abcdef"
 COLD_STARTS = 3
-# Workers Paid, Standard usage model: "30 million CPU milliseconds included per month +
-# $0.02 per additional million CPU milliseconds" and "10 million [requests] included per
-# month + $0.30 per additional million" (developers.cloudflare.com, Workers Standard
-# pricing as restated on workflows/reference/pricing; read 2026-12-01). A Durable Object's
-# own request and duration charges come on top and are not modelled here.
+# Workers Paid, Standard usage model (developers.cloudflare.com/workers/platform/pricing/,
+# read 2026-12-01): "30 million CPU milliseconds included per month + $0.02 per additional
+# million CPU milliseconds"; requests "10 million included per month + $0.30 per additional
+# million". A Durable Object's own request and duration charges come on top and are not
+# modelled here.
 CPU_USD_PER_MILLION_MS = 0.02
 REQUEST_USD_PER_MILLION = 0.30
 PRICE_READ = "2026-12-01"
@@ -169,20 +169,21 @@ def chart(results: dict[str, dict[str, Any]], starts: list[dict[str, float]], n:
     plt.close(fig)
 
 
-def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
+def report(corpus: Corpus, n: int, turns: int, png: Path, starts_wanted: int = COLD_STARTS) -> int:
     """Run both measurements; print the figures; write the PNG."""
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        starts = cold_starts(tmp)
+        starts = cold_starts(tmp, starts_wanted)
         results = asyncio.run(both(corpus, n, turns, tmp))
     walls = [s["wall"] for s in starts]
-    print(
-        f"Pyodide cold start (Node start -> ready, {len(starts)} starts): "
-        f"median {statistics.median(walls):.2f} s "
-        f"(min {min(walls):.2f}, max {max(walls):.2f}); of which loadPyodide "
-        f"{statistics.median(s['pyodide'] for s in starts):.2f} s"
-    )
+    if walls:
+        print(
+            f"Pyodide cold start (Node start -> ready, {len(starts)} starts): "
+            f"median {statistics.median(walls):.2f} s "
+            f"(min {min(walls):.2f}, max {max(walls):.2f}); of which loadPyodide "
+            f"{statistics.median(s['pyodide'] for s in starts):.2f} s"
+        )
     head = f"{'runtime':>22} | {'turn p50':>8} {'p99':>7} | {'CPU ms/turn':>11} | {'import msg/s':>12}"
     print(head)
     print("-" * len(head))
@@ -215,14 +216,15 @@ def report(corpus: Corpus, n: int, turns: int, png: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: --data, --n, --turns, --png."""
+    """Command line: --data, --n, --turns, --png, --cold-starts."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).parents[2] / "shared/locomo/locomo-dev.json"))
     parser.add_argument("--n", type=int, default=10_000, help="messages in the chat")
     parser.add_argument("--turns", type=int, default=200, help="turns measured per runtime")
     parser.add_argument("--png", default=str(Path(__file__).with_name("pyodide_latency.png")))
+    parser.add_argument("--cold-starts", type=int, default=COLD_STARTS, help="cold starts timed (0: none)")
     args = parser.parse_args(argv)
-    return report(Corpus(args.data), args.n, args.turns, Path(args.png))
+    return report(Corpus(args.data), args.n, args.turns, Path(args.png), args.cold_starts)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import logging
 import os
 import sys
@@ -23,11 +22,24 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """`--version`, read only when asked: importlib.metadata would cost every start (the memory
+    host's among them) a noticeable part of its time."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        """Print `chatbot <version>` and exit."""
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `chatbot` command."""
     parser = argparse.ArgumentParser(prog="chatbot", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     chat = sub.add_parser("chat", help="chat in the console (embedded memory unless MEMORY_URL)")
@@ -163,6 +175,8 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 def _user_name() -> str:
+    import getpass
+
     try:
         name = getpass.getuser()
     except Exception:  # no login name in some containers

@@ -28,6 +28,7 @@ from typing import IO, Any
 from memory_engine.settings import DEPRECATED
 
 from .local.cli import serving_token
+from .local.storage import FolderInUse, ServeLock
 
 HOST_DIR = Path(__file__).resolve().parent / "pyodide"
 SRC_DIR = Path(__file__).resolve().parent / "src"
@@ -77,13 +78,16 @@ def check_installed() -> None:
         raise PyodideUnavailable(f"the pyodide npm package is missing; {INSTALL_HINT}")
 
 
-# V8 flags of the host. --no-turbofan: in a long run (the whole test suite) Node 22's V8
-# (12.4) aborted the host with "Fatal error ... unreachable code" in
-# Deoptimizer::DoComputeBuiltinContinuation, a deoptimization out of TurboFan code, and
-# every connection dropped; without TurboFan (Maglev is off in Node 22) no JS code is
-# deoptimized. Measured: the same CPU per turn (the work is Pyodide's WebAssembly, which
-# this flag leaves alone), imports about a quarter slower.
-NODE_FLAGS: list[str] = ["--no-turbofan"]
+# V8 flags of the host. In a long run (the contract + user-data cases on this backend) Node
+# 22's V8 (12.4) aborted the host with "Fatal error ... unreachable code" in
+# Deoptimizer::DoComputeBuiltinContinuation (a deoptimization out of TurboFan code) and every
+# connection dropped; it reproduced every time. TurboFan inlines JS-to-WebAssembly calls
+# (the wrappers Pyodide goes through on every call between JS and Python), and deoptimizing
+# out of such an inlined call is what aborts: with only that inlining off
+# (--no-turbo-inline-js-wasm-calls) the same runs pass, and TurboFan still optimizes the
+# host's JS and Pyodide's JS glue. (The earlier --no-turbofan also avoided it, with that
+# JS left to the interpreter and the baseline compiler; WebAssembly tiers up either way.)
+NODE_FLAGS: list[str] = ["--no-turbo-inline-js-wasm-calls"]
 
 
 def command(host: str, port: int, data_dir: Path, control: bool = False) -> list[str]:
@@ -119,6 +123,12 @@ def worker_env(environ: dict[str, str], token: str) -> dict[str, str]:
     return env
 
 
+def serve_lock(data_dir: Path) -> ServeLock:
+    """The folder's shared serve lock, as the local host takes it: `memory restore` refuses meanwhile."""
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    return ServeLock(Path(data_dir))
+
+
 def serve(host: str, port: int, data_dir: Path) -> int:
     """`chatbot memory serve --runtime pyodide`: exec the Node host (returns only on error)."""
     token = serving_token(host, os.environ.get("MEMORY_API_TOKEN", "").strip() or None)
@@ -130,6 +140,13 @@ def serve(host: str, port: int, data_dir: Path) -> int:
     except PyodideUnavailable as err:
         print(f"cannot serve on Pyodide: {err}", flush=True)
         return 2
+    try:
+        lock = serve_lock(data_dir)
+    except FolderInUse:
+        print(f"cannot serve {data_dir}: `chatbot memory restore` is replacing it", flush=True)
+        return 2
+    assert lock.fd is not None
+    os.set_inheritable(lock.fd, True)  # Node holds it after execve
     # With port 0 the system picks the port: the Node host's ready line ({"ready": URL}) names it.
     where = f"http://{host}:{port}" if port else f"{host}, port from the ready line"
     print(f"memory host (Pyodide) serving {data_dir} on {where}", flush=True)
@@ -159,11 +176,14 @@ class PyodideHost:
         self.url = ""
         self.ready: dict[str, Any] = {}
         self._log: IO[str] | None = None
+        self._lock: ServeLock | None = None
 
     def start(self, timeout_s: float = 120.0) -> PyodideHost:
         """Start Node and wait for its ready line; raises if it exits or times out."""
         check_installed()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._release_lock()
+        self._lock = serve_lock(self.data_dir)  # raises FolderInUse during a restore
+        assert self._lock.fd is not None
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         env = worker_env({**os.environ, **self.env}, self.token)
         self.proc = subprocess.Popen(
@@ -174,6 +194,7 @@ class PyodideHost:
             stderr=self._log,
             text=True,
             start_new_session=True,
+            pass_fds=(self._lock.fd,),  # Node holds the serve lock too, until it ends
         )
         self.ready = self._read_json(timeout_s)
         self.url = self.ready["ready"]
@@ -206,11 +227,17 @@ class PyodideHost:
         self.proc.stdin.flush()
         return self._read_json(timeout_s)
 
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def kill(self) -> None:
-        """kill -9 of the whole process group, as a crash would."""
+        """kill -9 of the whole process group, as a crash would (its serve lock goes with it)."""
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self._release_lock()
 
     def stop(self) -> None:
         """SIGTERM and wait (kill -9 after 20 s)."""
@@ -227,3 +254,4 @@ class PyodideHost:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._release_lock()

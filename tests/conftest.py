@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 
 import pytest
@@ -66,6 +67,26 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("repeatable", derandomize=True, deadline=None)
 _hypothesis_settings.register_profile("explore", deadline=None)
 _hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+# The tests on the session's Pyodide host (below): backend "pyodide" in a parametrized id, and
+# these two that take the host itself.
+_ON_THE_PYODIDE_HOST = re.compile(
+    r"\[(?:[^\]]*-)?pyodide(?:-[^\]]*)?\]$|::(test_every_host_answers_exactly_alike|test_state_survives_eviction_of_every_object)$"
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s two workers share the tests out one by one, except that every test on the
+    session's Pyodide host goes to the same worker: one host starts (7 s of CPU), not two.
+    (xdist's own `--dist loadgroup` marks are not applied under pytest 9.2.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OnePyodideWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "pyodide" if _ON_THE_PYODIDE_HOST.search(nodeid) else nodeid
+
+    return OnePyodideWorker(config, log)
 
 
 @pytest.fixture(scope="session")

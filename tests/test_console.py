@@ -38,15 +38,15 @@ FILLER = [
 ]
 
 
-def _chat(tmp_path: Path, lines: list[str], **env: str) -> list[str]:
-    blocks = console_chat(tmp_path, lines, **env).split("\n\n")
+def _chat(tmp_path: Path, lines: list[str], subprocess_: bool = False) -> list[str]:
+    blocks = console_chat(tmp_path, lines, subprocess_=subprocess_).split("\n\n")
     assert blocks[-1] == ""
     return blocks[:-1]
 
 
 def test_scripted_chat_remembers_a_fact_twenty_lines_later_offline(tmp_path):
     lines = ["my name is Grace and I live in Tallinn", *FILLER, "what is my name?", "where do I live?"]
-    answers = _chat(tmp_path, lines)
+    answers = _chat(tmp_path, lines, subprocess_=True)  # a real child reading a real pipe
     assert len(answers) == len(lines)  # one answer per message
     assert "offline" in answers[0] and "OPENAI_API_KEY" in answers[0]
     assert "Grace" in answers[21] and "Tallinn" not in answers[21]

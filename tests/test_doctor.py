@@ -19,6 +19,7 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, ServerError
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import API_KEY, MODELS, clean_env
+from tests.support.cli import run_cli_async
 from tests.support.net import TcpGate
 
 TOKEN = "doctor-memory-token-0123456789"
@@ -230,13 +231,17 @@ async def run_cli(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:
 
 
 async def test_the_command_exits_non_zero_on_a_failure(world, tmp_path):
+    # `chatbot doctor` in this process (the child's start is test_..._unreadable_config's)
     env = world.env(OPENAI_BASE_URL=world.openai.url)  # the shipped tiers, on the fake
-    code, out = await run_cli(tmp_path, "doctor", "--data", str(tmp_path / "d"), **env)
-    assert code == 0, out
-    assert "ok    tier standard: model gpt-4.1-mini" in out
-    code, out = await run_cli(tmp_path, "doctor", **{**env, "TELEGRAM_BOT_TOKEN": "1:wrong"})
-    assert code == 1, out
-    assert "FAIL  telegram" in out
+    run = await run_cli_async("doctor", "--data", str(tmp_path / "d"), cwd=tmp_path, env=clean_env(**env))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok    tier standard: model gpt-4.1-mini" in run.stdout
+    assert "all checks passed" in run.stdout
+    wrong = clean_env(**{**env, "TELEGRAM_BOT_TOKEN": "1:wrong"})
+    run = await run_cli_async("doctor", cwd=tmp_path, env=wrong)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAIL  telegram: Telegram refused TELEGRAM_BOT_TOKEN (HTTP 401)" in run.stdout
+    assert "1 problem found" in run.stdout
 
 
 async def test_the_command_reports_an_unreadable_config(tmp_path):

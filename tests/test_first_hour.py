@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from bot.cli import main
 from tests.support import REPO, clean_env, console_chat, stored_messages
+from tests.support.cli import CliRun, run_cli
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"
@@ -64,27 +64,11 @@ def test_import_says_where_it_went_and_how_to_chat_there(tmp_path, capsys):
     assert "--as NAME" in done
 
 
-def _chat_as(tmp_path: Path, who: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "chat",
-            "--data",
-            str(tmp_path / "data"),
-            "--chat",
-            GROUP_KEY,
-            "--as",
-            who,
-        ],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
+def _chat_as(tmp_path: Path, who: str | None, lines: list[str]) -> CliRun:
+    """`chatbot chat --chat GROUP_KEY [--as WHO]` fed `lines`, in this process."""
+    speaker = [] if who is None else ["--as", who]
+    argv = ["chat", "--data", str(tmp_path / "data"), "--chat", GROUP_KEY, *speaker]
+    return run_cli(*argv, cwd=tmp_path, env=clean_env(), stdin="\n".join(lines) + "\n")
 
 
 def test_chat_as_a_person_of_an_imported_group(tmp_path):
@@ -99,15 +83,7 @@ def test_chat_as_a_person_of_an_imported_group(tmp_path):
     assert said["I moved to Porto last week"] == ("Ana Lima", "111")
     assert said["my favourite trail is the coastal one"] == ("Ben", "222")
 
-    plain = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "chat", "--data", str(tmp_path / "data"), "--chat", GROUP_KEY],
-        input="just me, no --as\n",
-        capture_output=True,
-        text=True,
-        timeout=90,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
+    plain = _chat_as(tmp_path, None, ["just me, no --as"])
     assert plain.returncode == 0, plain.stderr
     rows = stored_messages(tmp_path / "data" / "memory", GROUP_KEY)
     said = {r["text"]: (r["author"], r["author_id"]) for r in rows if r["role"] == "user"}

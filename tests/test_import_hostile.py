@@ -13,7 +13,7 @@ import json
 import pytest
 
 from bot.config import settings_from
-from bot.importers import discord
+from bot.importers import common, discord
 from bot.importers.common import MAX_DEPTH, MAX_TEXT_BYTES, MAX_TOKEN_BYTES, ExportError
 from bot.importers.run import check, import_export
 from tests.support.hostile import mentions, nested, nested_discord, peak_rss
@@ -67,20 +67,31 @@ def test_a_string_longer_than_any_export_has_is_refused(tmp_path):
         check("telegram", bad, chat=None, scope="chat", progress=False)
 
 
-def test_a_message_bigger_than_any_export_has_is_refused(tmp_path):
-    entities = [{"type": "plain", "text": "x"}] * 400_000  # ~12 MB in one message
+# The item limit scaled down 16 times (8 MiB -> 512 KiB), and the files with it: the same
+# reading refuses them, in a fraction of the time 12 MB of JSON takes to parse.
+SMALL_ITEM_BYTES = 512 * 1024
+
+
+def test_a_message_bigger_than_any_export_has_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "MAX_ITEM_BYTES", SMALL_ITEM_BYTES)
+    entities = [{"type": "plain", "text": "x"}] * 25_000  # ~750 KB in one message
     chat = {"name": "g", "type": "private_supergroup", "id": 7, "messages": [{"id": 1, "text": entities}]}
     bad = tmp_path / "result.json"
     bad.write_text(json.dumps(chat))
-    with pytest.raises(ExportError, match=r"messages\[0\] is bigger than"):
+    with pytest.raises(ExportError, match=rf"messages\[0\] is bigger than {SMALL_ITEM_BYTES} bytes"):
         check("telegram", bad, chat=None, scope="chat", progress=False)
+    fits = {"id": 1, "type": "message", "date": "2023-11-14T22:10:00", "from": "Ann", "from_id": "user1"}
+    good = tmp_path / "fits.json"  # ~450 KB: under the limit, read
+    good.write_text(json.dumps({**chat, "messages": [{**fits, "text": entities[:15_000]}]}))
+    check("telegram", good, chat=None, scope="chat", progress=False)
 
 
-def test_a_header_field_is_checked_too(tmp_path):
-    chat = {"name": ["x"] * 3_000_000, "type": "private_supergroup", "id": 7, "messages": []}
+def test_a_header_field_is_checked_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "MAX_ITEM_BYTES", SMALL_ITEM_BYTES)
+    chat = {"name": ["x"] * 200_000, "type": "private_supergroup", "id": 7, "messages": []}  # ~1 MB
     bad = tmp_path / "result.json"
     bad.write_text(json.dumps(chat))
-    with pytest.raises(ExportError, match="`name` is bigger than"):
+    with pytest.raises(ExportError, match=f"`name` is bigger than {SMALL_ITEM_BYTES} bytes"):
         check("telegram", bad, chat=None, scope="chat", progress=False)
 
 

@@ -3,11 +3,14 @@ off the event loop (a child process), and forgotten words overwritten in the dat
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import os
 import sqlite3
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from memory_engine.operations import OPERATIONS, kind, names
 from memory_engine.settings import retention_setting
 
 from bot.router.logs import JsonFormatter
-from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage, server
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
 from tests.support import WorkerBackend, wait_until
@@ -232,3 +235,93 @@ async def test_a_forgotten_persons_words_are_overwritten_in_the_file_and_the_wal
     # engine's part: it merges them, 'optimize', in the Durable Object too).
     assert raw.count(WORD) == 0
     assert _fts_residue(path) == 0 and raw.lower().count(WORD.lower()) == 0
+
+
+# -- the start: /health first, the engine after, nothing of the bot --------------------------------
+
+# What `chatbot memory serve` never loads: the bot, its HTTP clients and platforms, the settings
+# reader, the OpenAPI tools (a crash under load costs clients the whole start).
+NOT_IN_THE_HOST = (
+    "bot.router",
+    "bot.adapters",
+    "bot.app",
+    "bot.config",
+    "httpx",
+    "openai",
+    "telegram",
+    "discord",
+    "dotenv",
+    "tomllib",
+    "openapi_core",
+    "jsonschema",
+    "memory_engine.openapi",
+)
+
+
+async def test_memory_serve_loads_nothing_of_the_bot(tmp_path):
+    # The process prints the modules it loaded as it exits, after it answered /health and a turn.
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('MODULES', *sorted(sys.modules), flush=True))\n"
+        "from bot.cli import main\n"
+        f"sys.exit(main(['memory', 'serve', '--port', '0', '--data', {str(tmp_path / 'memory')!r}]))\n"
+    )
+    env = dict(os.environ, MEMORY_API_TOKEN=TOKEN)
+    env.pop("SUMMARY_BASE_URL", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            first = (await proc.stdout.readline()).decode()
+        url = first.rsplit(" on ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), first
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, trust_env=False, timeout=30) as client:
+            assert (await client.get("/health")).status_code == 200
+            turn = await client.post("/v1/chats/c1/turn", json={"text": "I live in Porto", "author": "u"})
+            assert turn.status_code == 200, turn.text
+        proc.terminate()
+        async with asyncio.timeout(30):
+            out = (await proc.stdout.read()).decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+    assert proc.returncode == 0
+    modules = next(line for line in out.splitlines() if line.startswith("MODULES ")).split()[1:]
+    assert "memory_engine.engine" in modules  # the turn ran on the engine, loaded after the start
+    loaded = [m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_IN_THE_HOST)]
+    assert loaded == []
+    assert [m for m in modules if m.startswith("bot.")] == ["bot.cli"]
+
+
+async def test_health_answers_while_the_engine_loads_and_api_requests_wait_for_it(tmp_path, monkeypatch):
+    release = threading.Event()
+    real_load = server.load_engine
+
+    def held_load() -> None:  # the engine's import, held until the test lets it go
+        assert release.wait(30)
+        real_load()
+
+    monkeypatch.setattr(server, "load_engine", held_load)
+    embedded = EmbeddedMemoryHost(tmp_path / "memory", token=TOKEN)
+    entering = asyncio.create_task(embedded.__aenter__())
+    try:
+        await wait_until(lambda: embedded.url or entering.done(), what="the host listening")
+        client = httpx.AsyncClient(base_url=embedded.url, headers=AUTH, trust_env=False, timeout=30)
+        async with client:
+            health = await client.get("/health")
+            assert health.status_code == 200 and health.json()["ok"] is True
+            turn = asyncio.create_task(client.post("/v1/chats/c1/turn", json={"text": "hi", "author": "u"}))
+            assert embedded.host is not None
+            await wait_until(lambda: embedded.host.in_flight == 1, what="the turn waiting for the engine")
+            assert not turn.done() and not entering.done()
+            release.set()
+            assert (await turn).status_code == 200
+            assert await entering is embedded
+    finally:
+        release.set()
+        if not entering.done():
+            await entering
+        await embedded.__aexit__(None, None, None)

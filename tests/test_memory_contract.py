@@ -257,6 +257,23 @@ async def test_facts_and_supersede(mem):
     assert "Known facts" in turn["prompt"] and '"Berlin"' in turn["prompt"]
 
 
+async def test_a_turn_returns_the_fact_history_when_asked_about_the_past(mem):
+    await mem.turn("h1", "I live in Porto. I like tea.", author="ada", author_id="u1")
+    await mem.turn("h1", "I moved to Lisbon. I like chess too.", author="ada", author_id="u1")
+    await mem.turn("h1", "I moved to Berlin. I like jazz as well.", author="ada", author_id="u1")
+    asked = await mem.turn("h1", "Where did I live before Berlin?", author="ada", author_id="u1")
+    # Single-valued keys only: a list's superseded copies ("likes") are not history.
+    assert [(f["key"], f["value"]) for f in asked["fact_history"]] == [
+        ("location", "Porto"),
+        ("location", "Lisbon"),
+    ]
+    assert all(f["superseded_at"] for f in asked["fact_history"])
+    assert [f["value"] for f in asked["facts"] if f["key"] == "location"] == ["Berlin"]
+    # Not asked about the past: no other answer reads the history, so the turn skips it.
+    plain = await mem.turn("h1", "Where do I live now?", author="ada", author_id="u1")
+    assert plain["fact_history"] == [] and plain["facts"] == asked["facts"]
+
+
 async def test_usage_totals_per_tier(mem):
     chat = "/v1/chats/u1/reply"
     rows = [

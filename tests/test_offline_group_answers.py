@@ -16,6 +16,8 @@ import pytest
 
 from bot.router.models import MemoryContext, ModelRequest
 from bot.router.offline import UNKNOWN, OfflineModel
+from tests.support import clean_env
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +33,16 @@ def _benchmark():
     return module
 
 
+def _in_process(cwd: Path):
+    """The benchmark's `chatbot` runs, in this process (tests/support/cli.py), in `cwd`."""
+
+    def cli(args: list[str], stdin: str) -> tuple[int, str, str]:
+        run = run_cli(*args, cwd=cwd, env=clean_env(), stdin=stdin)
+        return run.returncode, run.stdout, run.stderr
+
+    return cli
+
+
 @pytest.mark.parametrize("platform", ["telegram", "discord"])
 def test_imported_group_chats_are_answered_about_each_person(platform, tmp_path):
     bench = _benchmark()
@@ -39,7 +51,7 @@ def test_imported_group_chats_are_answered_about_each_person(platform, tmp_path)
     for n, chat in enumerate(chats):
         folder = tmp_path / str(n)
         folder.mkdir()
-        got = bench.answers(chat, folder)
+        got = bench.answers(chat, folder, cli=_in_process(tmp_path))
         assert len(got) == len(chat["questions"])
         for (question, expected), answer in zip(chat["questions"], got, strict=True):
             assert bench.right(answer, expected), (question, answer)

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from memory_engine.compaction import SECTIONS
 
+from memory_worker.local.storage import FolderInUse, ServeLock
 from memory_worker.pyodide_runtime import (
     HOST_DIR,
     PyodideHost,
@@ -49,7 +50,7 @@ def test_node_storage_limits():
         timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "# fail 0" in run.stdout and "# pass 8" in run.stdout
+    assert "# fail 0" in run.stdout and "# pass 9" in run.stdout
 
 
 async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp_path):
@@ -58,6 +59,8 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
     acked: dict[str, int] = {}
     try:
         await served.start(timeout=120)
+        with pytest.raises(FolderInUse):  # Node holds the serve lock: `memory restore` refuses
+            ServeLock(tmp_path / "data", exclusive=True)
         async with httpx.AsyncClient(
             base_url=served.url, headers=AUTH, trust_env=False, timeout=60
         ) as client:
@@ -109,6 +112,7 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
             assert all(isinstance(r, httpx.TransportError) for r in results), results
     finally:
         served.stop_quietly()
+    ServeLock(tmp_path / "data", exclusive=True).release()  # the kernel dropped it with Node
     try:
         await served.start(timeout=120)
         async with httpx.AsyncClient(

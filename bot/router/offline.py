@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memory_engine.notes import asks_about_the_past
+
 from bot.router.models import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
 from bot.router.offline_people import Person, named_in, people, phrase, tokens
 
@@ -88,7 +90,6 @@ _STOP = _words(
 )
 _WHO = frozenset(("who", "whose", "anyone", "anybody", "someone", "somebody", "which"))
 _ME = frozenset(("i", "my", "me", "mine", "am", "myself"))
-_BEFORE = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
 _ABOUT_SOMEONE = _words("what who do does you know about tell me is everything anything s")
 _KIN_WORDS = _words(_ANIMALS) | _words(_RELATIVES)
 _NOTES = frozenset(("remember", "remembered", "note", "notes", "noted", "reminder"))
@@ -215,7 +216,7 @@ class _Question:
 
     def answer(self) -> str | None:
         """The answer, or None when nothing in memory matches."""
-        if _BEFORE.search(self.text):
+        if asks_about_the_past(self.text):  # the same test decides whether a turn returns the history
             before = self._from_history()
             if before:
                 return before

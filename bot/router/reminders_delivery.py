@@ -173,6 +173,8 @@ class Courier:
             except Exception:
                 log.exception("reminders: delivery round failed; trying again")
             self.wake.clear()
+            if stop.is_set():  # stopped during the round: no poll interval to wait out
+                break
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.poll_s):
                     await self.wake.wait()
@@ -322,6 +324,8 @@ class ReminderDesk:
         """Stop every courier (a send in hand is finished first, within a few seconds)."""
         for _, stop, _ in self._running:
             stop.set()
+        for courier in self.couriers:
+            courier.wake.set()  # a courier between rounds stops now, not after its poll interval
         for task, _, journal in self._running:
             try:
                 async with asyncio.timeout(10.0):

@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from memory_engine import ChatMemory
+from typing import TYPE_CHECKING, Any
 
 from .storage import ServeLock, SqliteStorage, private_folder
+
+if TYPE_CHECKING:  # imported by the first open: the host listens before it loads the engine
+    from memory_engine.engine import ChatMemory
 
 MAX_OPEN_CHATS = 256
 
@@ -84,6 +85,8 @@ class ChatStore:
         if chat is not None:
             self._open.move_to_end(chat_key)
             return chat.memory
+        from memory_engine.engine import ChatMemory
+
         path = self.path_for(chat_key)
         path.parent.mkdir(mode=0o700, exist_ok=True)
         storage = SqliteStorage(path)
@@ -109,6 +112,8 @@ class ChatStore:
     def empty(self) -> ChatMemory:
         """A read-only stand-in for a chat that has no database: reads answer empty."""
         if self._empty is None:
+            from memory_engine.engine import ChatMemory
+
             self._empty = ChatMemory(SqliteStorage(":memory:"))
         return self._empty
 

@@ -11,7 +11,6 @@ import asyncio
 import ipaddress
 import logging
 import os
-import secrets
 import signal
 import warnings
 from collections.abc import Mapping
@@ -22,7 +21,6 @@ from memory_engine.settings import retention_setting
 
 from . import logs
 from .embedded import EmbeddedMemoryHost
-from .health import host_version
 
 log = logging.getLogger("memory_worker.local")
 
@@ -78,6 +76,8 @@ def serving_token(host: str, token: str | None) -> str | None:
     if not is_loopback(host):
         print("refusing to serve on a non-loopback address without MEMORY_API_TOKEN")
         return None
+    import secrets
+
     token = secrets.token_urlsafe(32)
     print(f"MEMORY_API_TOKEN not set; generated one for this run: {token}", flush=True)
     return token
@@ -110,13 +110,15 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
             retention=settings.retention,
         )
         async with embedded:
+            assert embedded.host is not None
             print(f"memory host serving {data_dir} on {embedded.url}", flush=True)
             log.info(
                 "serving",
-                extra={"fields": {"data": str(data_dir), "port": embedded.port, "version": host_version()}},
+                extra={
+                    "fields": {"data": str(data_dir), "port": embedded.port, "version": embedded.host.version}
+                },
             )
             await stop.wait()
-            assert embedded.host is not None
             log.info(
                 "stopping: finishing in-flight requests",
                 extra={"fields": {"in_flight": embedded.host.in_flight}},

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, make_summarizer
+from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 
 from .server import MemoryHost
 
 if TYPE_CHECKING:  # only a configured summarizer posts: httpx is imported then, not at start
     import httpx
+    from memory_engine.compaction import Summarize
 
 log = logging.getLogger("memory_worker.local")
 
@@ -49,7 +49,11 @@ class EmbeddedMemoryHost:
         self.clock = clock
         self.data_dir = Path(data_dir)
         self.shutdown_timeout_s = shutdown_timeout_s
-        self.token = token or secrets.token_urlsafe(32)
+        if not token:
+            import secrets
+
+            token = secrets.token_urlsafe(32)
+        self.token = token
         self.port = port
         self.bind = bind
         self.summarizer = summarizer
@@ -71,20 +75,23 @@ class EmbeddedMemoryHost:
         r = await self._http.post(url, headers=headers, content=body, timeout=timeout_s)
         return r.status_code, dict(r.headers), r.content
 
-    async def __aenter__(self) -> EmbeddedMemoryHost:
+    def _summarizer(self) -> Summarize:
+        """The given summarizer, else the configured endpoint's, else the offline one."""
+        from memory_engine.compaction import make_summarizer
+
         base, model, key, timeout = self.summary
-        summarize = self.summarizer or make_summarizer(base, model, key, self._post, timeout)
+        return self.summarizer or make_summarizer(base, model, key, self._post, timeout)
+
+    async def __aenter__(self) -> EmbeddedMemoryHost:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.host = MemoryHost(
             self.data_dir,
             self.token,
-            summarize=summarize,
             retention=self.retention,
             backoff_base_ms=self.backoff[0],
             backoff_max_ms=self.backoff[1],
             clock=self.clock,
         )
-        self.host.scheduler.start()
         # The graceful wait is our own `drain`, before cleanup(): aiohttp's shutdown drops the
         # bytes that arrive after it starts, so a request whose body was still on its way would
         # hang until its timeout. What is left for cleanup() is at most such a stray request.
@@ -94,6 +101,12 @@ class EmbeddedMemoryHost:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         self.url = f"http://{_url_host(self.bind)}:{self.port}"
+        # Listening: /health answers from here on, API requests wait for the engine to load.
+        try:
+            await self.host.start(self._summarizer)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

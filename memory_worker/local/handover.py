@@ -9,11 +9,14 @@ the queue ignores a key it holds, so nothing is queued twice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from memory_engine import ChatMemory
 from memory_engine.reminders import DISPATCH_KEY, due_items, mark_handed, next_alarm_ms, offer
 
-from .chats import ChatStore
+if TYPE_CHECKING:
+    from memory_engine.engine import ChatMemory
+
+    from .chats import ChatStore
 
 
 async def hand_over(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sqlite3
@@ -12,6 +13,7 @@ from .alarms import AlarmTable
 from .chats import ChatStore
 
 
+@functools.cache  # importlib.metadata is slow to import and to read: once per process
 def host_version() -> str:
     """The installed package version ("dev" when running from a bare checkout)."""
     try:

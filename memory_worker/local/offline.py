@@ -11,15 +11,13 @@ reading the batch and committing the summary stay on the event loop, as in the D
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory_engine.compaction import SummarizerError, offline_summary
+if TYPE_CHECKING:  # the child process is started by the first large batch: its modules load then
+    from concurrent.futures import ProcessPoolExecutor
 
 # Batches with more text than this go to the child process (about 20 chat messages).
 INLINE_MAX_CHARS = 3000
@@ -32,17 +30,37 @@ SummaryFn = Callable[[str, list[dict[str, Any]]], str]
 class OfflineSummarizer:
     """A `Summarize` running `fn` (the engine's `offline_summary`) inline or in a child process."""
 
-    def __init__(self, fn: SummaryFn = offline_summary, inline_max_chars: int = INLINE_MAX_CHARS):
-        self.fn = fn
+    def __init__(self, fn: SummaryFn | None = None, inline_max_chars: int = INLINE_MAX_CHARS):
+        self._fn = fn  # None: the engine's offline_summary, imported at the first summary
         self.inline_max_chars = inline_max_chars
         self._pool: ProcessPoolExecutor | None = None
         self._stop: Any = None  # the child's stop event (a multiprocessing Event)
 
+    @property
+    def fn(self) -> SummaryFn:
+        """The summary function run inline or in the child."""
+        if self._fn is None:
+            from memory_engine.compaction import offline_summary
+
+            self._fn = offline_summary
+        return self._fn
+
+    @fn.setter
+    def fn(self, fn: SummaryFn) -> None:
+        self._fn = fn
+
     async def __call__(self, previous: str, messages: list[dict[str, Any]]) -> str:
         """The new summary of `messages` merged into `previous`."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        from memory_engine.compaction import SummarizerError
+
         if sum(len(m.get("text") or "") for m in messages) <= self.inline_max_chars:
             return self.fn(previous, messages)
         if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
             # spawn, not fork: the host has threads (asyncio's executor), and a forked child
             # could inherit a lock held by one of them.
             # Niced: background work yields the CPU to the host's turns when cores are scarce.

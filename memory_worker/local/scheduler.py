@@ -14,14 +14,16 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from memory_engine import ChatMemory
-from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, alarm_needed, on_alarm
-from memory_engine.reminders import earliest, next_alarm_ms
+from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 
 from .alarms import AlarmTable
 from .chats import ChatStore
-from .handover import hand_over
+
+if TYPE_CHECKING:  # the engine's modules are imported by the calls (the host loads them after it listens)
+    from memory_engine.compaction import Summarize
+    from memory_engine.engine import ChatMemory
 
 log = logging.getLogger("memory_worker.local")
 
@@ -73,6 +75,8 @@ class CompactionScheduler:
 
     def after_write(self, chat_key: str, memory: ChatMemory) -> None:
         """Set the chat's alarm when its un-summarized history calls for a compaction."""
+        from memory_engine.compaction import alarm_needed
+
         try:
             if alarm_needed(memory) and not (self.alarms.has(chat_key) and _backing_off(memory)):
                 # keep_earlier: a later alarm may be a reminder's; one in backoff is left alone.
@@ -85,6 +89,8 @@ class CompactionScheduler:
 
     def after_reminders(self, chat_key: str, memory: ChatMemory) -> None:
         """Wake the chat's alarm by its earliest reminder not handed over yet (never later than set)."""
+        from memory_engine.reminders import next_alarm_ms
+
         due = next_alarm_ms(memory.sql)
         if due is not None:
             self.alarms.set(chat_key, due, keep_earlier=True)
@@ -150,6 +156,8 @@ class CompactionScheduler:
 
     async def _hand_over(self, chat_key: str, memory: ChatMemory) -> int | None:
         """Hand the chat's due reminders to the dispatch object; when its alarm must wake next."""
+        from .handover import hand_over
+
         try:
             return await hand_over(self.store, chat_key, memory, self.now_ms)
         except Exception:
@@ -157,6 +165,9 @@ class CompactionScheduler:
             return self.now_ms() + HANDOVER_RETRY_MS
 
     async def _run_alarm(self, chat_key: str) -> None:
+        from memory_engine.compaction import on_alarm
+        from memory_engine.reminders import earliest
+
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
         try:
             with self.store.pinned(chat_key):

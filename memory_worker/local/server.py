@@ -4,12 +4,17 @@ It gives the guarantees of a Durable Object: one request at a time per chat key 
 in parallel), writes that survive a `kill -9` once acknowledged, compaction in the
 background from a persisted alarm. Each request logs one access line (never the token, the
 body or the query); `drain` lets the requests in flight finish before a shutdown.
+
+It answers `GET /health` as soon as it listens; `start` then loads the engine in a thread
+(the modules of every route: most of a start's time), and API requests that come meanwhile
+wait for it instead of finding the port closed (clients after a crash are served sooner).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import importlib
 import logging
 import sqlite3
 import time
@@ -17,14 +22,13 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aiohttp import web
-from memory_engine import Operation, Request, Response, execute, parse
-from memory_engine.compaction import BACKOFF_BASE_MS, BACKOFF_MAX_MS, Summarize, offline_summarize
-from memory_engine.http_api import CHAT_KEY, JSON_HEADERS, MAX_BODY_BYTES, VERSION
-from memory_engine.operations import kind
+from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
+from memory_engine.http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
+from memory_engine.validation import MAX_BODY_BYTES
 
 from .alarms import AlarmTable
 from .chats import MAX_OPEN_CHATS, ChatStore
@@ -32,8 +36,21 @@ from .health import healthy, host_version, storage_state
 from .offline import OfflineSummarizer
 from .scheduler import CompactionScheduler, now_ms
 
+if TYPE_CHECKING:
+    from memory_engine.compaction import Summarize
+    from memory_engine.http_api import Operation
+
 log = logging.getLogger("memory_worker.local")
 REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the chat's alarm earlier
+# What `start` imports before the API is served: the route table (and through it the engine),
+# the alarms' compaction and reminders, and the reminders' hand-over.
+ENGINE_MODULES = (
+    "memory_engine.http_api",
+    "memory_engine.operations",
+    "memory_engine.compaction",
+    "memory_engine.reminders",
+    "memory_worker.local.handover",
+)
 access_log = logging.getLogger("memory_worker.access")
 
 
@@ -42,14 +59,14 @@ class MemoryHost:
 
     Compaction runs like the Durable Object's alarm: a call that leaves too much
     un-summarized history sets a persisted alarm and returns at once; the `scheduler`
-    compacts in the background and retries failures with backoff.
+    compacts in the background and retries failures with backoff. `start` loads the engine
+    and starts the alarms: until it has, only `/health` is answered (API requests wait).
     """
 
     def __init__(
         self,
         data_dir: Path,
         token: str,
-        summarize: Summarize | None = None,
         max_open: int = MAX_OPEN_CHATS,
         retention: int | None = None,
         backoff_base_ms: int = BACKOFF_BASE_MS,
@@ -61,9 +78,8 @@ class MemoryHost:
         self.store = ChatStore(self.data_dir, max_open=max_open, retention=retention, clock=clock)
         self.alarms = AlarmTable(self.data_dir)
         # The engine's offline summarizer is CPU work: the host runs it off the event loop.
-        if summarize is None or summarize is offline_summarize:
-            summarize = OfflineSummarizer()
-        self.summarize: Summarize = summarize
+        # `start` puts a configured summarizer in its place.
+        self.summarize: Summarize = OfflineSummarizer()
         self.scheduler = CompactionScheduler(
             self.store,
             self.alarms,
@@ -75,8 +91,32 @@ class MemoryHost:
         self.in_flight = 0
         self.stopping = False  # set by drain: answers then carry Connection: close
         self._idle = asyncio.Event()
+        self._loaded = asyncio.Event()  # set by `start`, also when loading failed (`_load_error`)
+        self._load_error: BaseException | None = None
         self.started = time.monotonic()
-        self.version = host_version()
+
+    @property
+    def version(self) -> str:
+        """The installed package's version (read once; `start` reads it off the event loop)."""
+        return host_version()
+
+    async def start(self, summarizer: Callable[[], Summarize | None] | None = None) -> None:
+        """Load the engine in a thread (`/health` keeps answering meanwhile), then serve the API
+        and start the alarms. `summarizer` is called once the engine is loaded: the Summarize
+        to use (None, or the engine's `offline_summarize`: the offline one, off the event loop)."""
+        try:
+            await asyncio.to_thread(load_engine)
+            from memory_engine.compaction import offline_summarize
+
+            summarize = summarizer() if summarizer is not None else None
+            if summarize is not None and summarize is not offline_summarize:
+                self.summarize = self.scheduler.summarize = summarize
+            self.scheduler.start()
+        except BaseException as err:
+            self._load_error = err  # the requests waiting for the engine answer 500
+            raise
+        finally:
+            self._loaded.set()
 
     async def respond(self, req: Request) -> Response:
         """Answer one request."""
@@ -100,12 +140,20 @@ class MemoryHost:
     async def _respond(self, req: Request) -> tuple[Response, str | None]:
         if req.path == "/health" and req.method.upper() in ("GET", "HEAD"):
             return self.health(detail="detail=1" in req.query.split("&")), None
+        await self._loaded.wait()  # at once when loaded; before, the request waits for `start`
+        if self._load_error is not None:
+            raise RuntimeError("the memory engine did not load") from self._load_error
+        from memory_engine.http_api import parse
+
         op = parse(req, self.token)
         if isinstance(op, Response):
             return op, None
         return await self._execute(op), op.chat_key
 
     async def _execute(self, op: Operation) -> Response:
+        from memory_engine.http_api import execute
+        from memory_engine.operations import kind
+
         effects = kind(op.name)
         chat = op.chat_key
         if effects.summarizes:  # waits on the summarizer: must not hold up the chat's turns
@@ -209,6 +257,13 @@ class MemoryHost:
         self.alarms.close()
         if isinstance(self.summarize, OfflineSummarizer):
             self.summarize.close()
+
+
+def load_engine() -> None:
+    """Import the engine's modules the API and the alarms run (and read the host's version)."""
+    for name in ENGINE_MODULES:
+        importlib.import_module(name)
+    host_version()
 
 
 def storage_error(err: BaseException) -> Response | None:

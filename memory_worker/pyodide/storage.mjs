@@ -6,7 +6,7 @@
 // behaviour is not documented, the comment says what is assumed.
 
 import { DatabaseSync } from "node:sqlite";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
 
 // Documented Durable Object SQL limits (developers.cloudflare.com/durable-objects/platform/limits).
 export const MAX_BOUND_PARAMETERS = 100;
@@ -54,7 +54,7 @@ function refuseFunctions(db, query) {
     if (!CALLS_FUNCTION.test(op.opcode) || typeof op.p4 !== "string") continue;
     const name = op.p4.replace(/\(.*$/, "").toLowerCase();
     if (!ALLOWED_FUNCTIONS.has(name)) {
-      throw Object.assign(sqlError(`not authorized to use function: ${name}`, "SQLITE_AUTH"), { refused: true });
+      throw refusal(`not authorized to use function: ${name}`, "SQLITE_AUTH");
     }
   }
 }
@@ -66,22 +66,27 @@ function sqlError(message, code = "SQLITE_ERROR") {
   return new Error(`${message}: ${code}`);
 }
 
+// An error workerd raises before SQLite runs anything: passed on as it is.
+function refusal(message, code) {
+  return Object.assign(sqlError(message, code), { refused: true });
+}
+
 // Refuse what workerd refuses before SQLite sees it. workerd uses an SQLite authorizer;
 // node:sqlite (Node 22) has none, so statement kinds are checked by their first words
 // and the functions by the statement's program (`refuseFunctions`, when it is prepared).
 function refuse(query) {
   if (TRANSACTION_STATEMENT.test(query)) {
-    throw sqlError(
+    throw refusal(
       "To execute a transaction, please use the state.storage.transaction() or " +
         "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements",
       "SQLITE_AUTH",
     );
   }
-  if (/^\s*(ATTACH|DETACH)\b/i.test(query)) throw sqlError("not authorized", "SQLITE_AUTH");
+  if (/^\s*(ATTACH|DETACH)\b/i.test(query)) throw refusal("not authorized", "SQLITE_AUTH");
   const pragma = /^\s*PRAGMA\s+(?:\w+\.)?(\w+)/i.exec(query);
-  if (pragma && !ALLOWED_PRAGMAS.has(pragma[1].toLowerCase())) throw sqlError("not authorized", "SQLITE_AUTH");
-  if (/\b_cf_\w*/i.test(query)) throw sqlError("not authorized", "SQLITE_AUTH");
-  if (encoder.encode(query).length > MAX_STATEMENT_BYTES) throw sqlError("string or blob too big", "SQLITE_TOOBIG");
+  if (pragma && !ALLOWED_PRAGMAS.has(pragma[1].toLowerCase())) throw refusal("not authorized", "SQLITE_AUTH");
+  if (/\b_cf_\w*/i.test(query)) throw refusal("not authorized", "SQLITE_AUTH");
+  if (encoder.encode(query).length > MAX_STATEMENT_BYTES) throw refusal("string or blob too big", "SQLITE_TOOBIG");
 }
 
 // A binding as workerd accepts it: string, number, null/undefined, ArrayBuffer(View).
@@ -90,7 +95,9 @@ function refuse(query) {
 // (node:sqlite would bind every JS number as REAL; SQLite apps see INTEGER there).
 function binding(value, index) {
   if (value === null || value === undefined) return { value: null, bytes: 0 };
-  if (typeof value === "string") return { value, bytes: encoder.encode(value).length };
+  // A string's UTF-8 size is at most 3 bytes per UTF-16 unit: counted exactly
+  // (utf8Bytes) only when that bound is over the limit.
+  if (typeof value === "string") return { value, bytes: value.length * 3 };
   if (typeof value === "number") {
     return { value: Number.isSafeInteger(value) ? BigInt(value) : value, bytes: 8 };
   }
@@ -105,12 +112,28 @@ function binding(value, index) {
   );
 }
 
+// The exact size of the bound values, strings in UTF-8.
+function utf8Bytes(bindings) {
+  let bytes = 0;
+  for (const value of bindings) {
+    if (typeof value === "string") bytes += encoder.encode(value).length;
+    else if (typeof value === "number") bytes += 8;
+    else if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) bytes += value.byteLength;
+  }
+  return bytes;
+}
+
 // node:sqlite (Node 22) reads a TEXT value only up to its first NUL character; workerd
 // keeps the whole string (it reads text with its byte length). So a query that returns
 // rows also returns, per column, the value as a BLOB when it is a text holding a NUL,
 // and that one is decoded instead. Only for SELECT/WITH/VALUES queries with distinct
 // column names, run as a subquery (no RETURNING: those keep Node's reading).
+// That wrapping costs a third more per SELECT, so a database that cannot hold such a text
+// goes without it: one this host created, with `DB.nul-free` beside it, removed (before
+// the write) by the first statement that binds a string with a NUL or could make one in
+// SQL. A database without the file, however old, is read the safe way.
 const READS_ROWS = /^\s*(SELECT|WITH|VALUES)\b/i;
+const MAKES_NUL = /\b(char|unhex|printf|format|zeroblob|cast)\s*\(|\bx'/i;
 const decoder = new TextDecoder();
 
 function nulSafe(query, columns) {
@@ -177,6 +200,7 @@ export class SqlStorageCursor {
     return this._object(rows[0]);
   }
 
+  // A bare iterator of the rows as arrays, as workerd's (it has no toArray).
   raw() {
     const rows = this._take();
     let i = 0;
@@ -185,8 +209,6 @@ export class SqlStorageCursor {
       [Symbol.iterator]() {
         return this;
       },
-      toArray: () => rows.slice(i),
-      columnNames: this.columnNames,
     };
   }
 }
@@ -199,30 +221,54 @@ export class SqlStorage {
   }
 
   _open() {
+    const created = !existsSync(this._path);
     this._db = new DatabaseSync(this._path);
+    this._nulFree = existsSync(this._path + ".nul-free");
     // WAL + synchronous=NORMAL: a commit survives kill -9 of the process (only an OS
     // crash could lose the last ones), which is the durability the tests check.
     this._db.exec("PRAGMA journal_mode=WAL");
     this._db.exec("PRAGMA synchronous=NORMAL");
     this._db.exec("PRAGMA secure_delete=ON"); // forgotten rows are overwritten in the file
-    this._statements = new Map();
+    this._plans = new Map();
     this._totalChanges = this._db.prepare("SELECT total_changes() AS n");
+    if (created) {
+      writeFileSync(this._path + ".nul-free", "");
+      this._nulFree = true;
+    }
   }
 
-  _prepare(query) {
-    let statement = this._statements.get(query);
-    if (statement === undefined) {
-      statement = this._db.prepare(query);
-      refuseFunctions(this._db, query);
-      if (this._statements.size >= 256) this._statements.delete(this._statements.keys().next().value);
-      this._statements.set(query, statement);
+  // From now on this database may hold a text with a NUL: read it the safe way.
+  _mayHoldNul() {
+    rmSync(this._path + ".nul-free", { force: true });
+    this._nulFree = false;
+    this._plans.clear();
+  }
+
+  // What one SQL text needs on every exec, worked out once per text (as workerd caches
+  // its prepared statements by text): the refusals, the prepared statement and its
+  // program's functions, the columns, the NUL-safe reader. The oldest of 256 goes first.
+  _plan(query) {
+    let plan = this._plans.get(query);
+    if (plan !== undefined) return plan;
+    refuse(query);
+    const statement = this._db.prepare(query);
+    refuseFunctions(this._db, query);
+    const columns = statement.columns().map((c) => c.name);
+    const writes = !READS_ROWS.test(query) || /\bRETURNING\b/i.test(query);
+    plan = { statement, columns, reader: null, counts: true, makesNul: writes && MAKES_NUL.test(query) };
+    if (columns.length > 0) {
+      const wrapped = this._nulFree ? null : nulSafe(query, columns);
+      plan.reader = wrapped === null ? statement : this._db.prepare(wrapped);
+      plan.reader.setReturnArrays(true);
+      plan.counts = writes; // a plain SELECT writes nothing: no total_changes() around it
     }
-    return statement;
+    if (this._plans.size >= 256) this._plans.delete(this._plans.keys().next().value);
+    this._plans.set(query, plan);
+    return plan;
   }
 
   exec(query, ...bindings) {
     query = String(query);
-    refuse(query);
     if (bindings.length > MAX_BOUND_PARAMETERS) throw sqlError("too many SQL variables");
     let bytes = 0;
     const values = bindings.map((value, i) => {
@@ -232,28 +278,34 @@ export class SqlStorage {
     });
     // Assumed: workerd's 2 MB row limit (SQLITE_LIMIT_LENGTH there) seen through the
     // bound values; node:sqlite in Node 22 cannot set SQLite limits.
-    if (bytes > MAX_ROW_BYTES) throw sqlError("string or blob too big", "SQLITE_TOOBIG");
-    let statement;
+    if (bytes > MAX_ROW_BYTES && utf8Bytes(bindings) > MAX_ROW_BYTES) {
+      throw sqlError("string or blob too big", "SQLITE_TOOBIG");
+    }
     try {
-      statement = this._prepare(query);
-      const columns = statement.columns().map((c) => c.name);
-      if (columns.length === 0) {
-        const info = statement.run(...values);
+      let plan = this._plan(query);
+      if (this._nulFree && (plan.makesNul || bindings.some((v) => typeof v === "string" && v.includes("\0")))) {
+        this._mayHoldNul();
+        plan = this._plan(query);
+      }
+      if (plan.reader === null) {
+        const info = plan.statement.run(...values);
         return new SqlStorageCursor([], [], Number(info.changes));
       }
-      const before = this._totalChanges.get().n;
-      const wrapped = nulSafe(query, columns);
-      const reader = wrapped === null ? statement : this._prepare(wrapped);
-      reader.setReturnArrays(true);
-      const n = columns.length;
-      const rows = reader.all(...values).map((row) => {
-        const out = row.slice(0, n).map(fromSqlite);
-        for (let i = 0; i < n && row.length > n; i++) {
-          if (row[n + i] !== null) out[i] = decoder.decode(row[n + i]);
+      const before = plan.counts ? this._totalChanges.get().n : 0;
+      const n = plan.columns.length;
+      const raw = plan.reader.all(...values);
+      const rows = new Array(raw.length);
+      for (let r = 0; r < raw.length; r++) {
+        const row = raw[r];
+        const out = row.length > n ? row.slice(0, n) : row;
+        for (let i = 0; i < n; i++) {
+          if (out[i] instanceof Uint8Array) out[i] = fromSqlite(out[i]);
+          if (row.length > n && row[n + i] !== null) out[i] = decoder.decode(row[n + i]);
         }
-        return out;
-      });
-      return new SqlStorageCursor(columns, rows, this._totalChanges.get().n - before);
+        rows[r] = out;
+      }
+      const written = plan.counts ? this._totalChanges.get().n - before : 0;
+      return new SqlStorageCursor(plan.columns, rows, written);
     } catch (err) {
       if (err instanceof TypeError || err.refused) throw err;
       throw sqlError(String(err.message || err).replace(/: SQLITE_\w+$/, ""));
@@ -272,12 +324,12 @@ export class SqlStorage {
 
   _wipe() {
     this.close();
-    for (const suffix of ["", "-wal", "-shm"]) rmSync(this._path + suffix, { force: true });
+    for (const suffix of ["", "-wal", "-shm", ".nul-free"]) rmSync(this._path + suffix, { force: true });
     this._open();
   }
 
   close() {
-    this._statements.clear();
+    this._plans.clear();
     this._db.close();
   }
 }

@@ -3,7 +3,8 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES } from "./storage.mjs";
@@ -25,6 +26,7 @@ test("BEGIN, SAVEPOINT and friends are refused in exec", () => {
   assert.throws(() => s.sql.exec("PRAGMA journal_mode=DELETE"), /SQLITE_AUTH/);
   assert.throws(() => s.sql.exec("ATTACH 'x.db' AS x"), /SQLITE_AUTH/);
   assert.throws(() => s.sql.exec("CREATE TABLE _cf_mine (a)"), /SQLITE_AUTH/);
+  for (let i = 0; i < 2; i++) assert.throws(() => s.sql.exec("BEGIN"), /transactionSync.*SQLITE_AUTH/); // never cached
   assert.deepEqual(s.sql.exec("PRAGMA table_info(t)").toArray().map((r) => r.name), ["id", "v"]);
   done();
 });
@@ -33,6 +35,7 @@ test("SQL functions outside the Durable Object allow-list are refused", () => {
   const { s, done } = storage();
   for (const q of ["SELECT load_extension('x')", "SELECT sqlite_compileoption_used('x')", "SELECT v, fts5_source_id() FROM t"]) {
     assert.throws(() => s.sql.exec(q), /not authorized to use function.*SQLITE_AUTH/, q);
+    assert.throws(() => s.sql.exec(q), /not authorized to use function.*SQLITE_AUTH/, q); // never cached
   }
   s.sql.exec("INSERT INTO t(v) VALUES ('Abc')");
   const row = s.sql.exec("SELECT lower(v) AS l, count(*) OVER () AS n, json_extract('{\"a\":1}', '$.a') AS j FROM t").one();
@@ -44,7 +47,7 @@ test("more than 100 bound parameters and rows over 2 MB are refused", () => {
   const { s, done } = storage();
   const marks = (n) => Array(n).fill("?").join(",");
   const ok = s.sql.exec(`SELECT ${marks(MAX_BOUND_PARAMETERS)}`, ...Array(MAX_BOUND_PARAMETERS).fill(1));
-  assert.equal(ok.raw().toArray()[0].length, MAX_BOUND_PARAMETERS);
+  assert.equal(Array.from(ok.raw())[0].length, MAX_BOUND_PARAMETERS);
   assert.throws(() => s.sql.exec(`SELECT ${marks(101)}`, ...Array(101).fill(1)), /too many SQL variables/);
   assert.throws(() => s.sql.exec("INSERT INTO t(v) VALUES (?)", "x".repeat(MAX_ROW_BYTES + 1)), /SQLITE_TOOBIG/);
   assert.throws(() => s.sql.exec("INSERT INTO t(v) VALUES (?)", new ArrayBuffer(MAX_ROW_BYTES + 1)), /SQLITE_TOOBIG/);
@@ -71,8 +74,12 @@ test("cursor: toArray, one, raw, iteration, rowsWritten; plain-object rows", () 
   assert.equal(Object.getPrototypeOf(rows[0]), Object.prototype);
   assert.throws(() => s.sql.exec("SELECT * FROM t").one(), /Expected exactly one result/);
   assert.deepEqual([...s.sql.exec("SELECT v FROM t ORDER BY id")].map((r) => r.v), ["a", "b"]);
-  assert.deepEqual(s.sql.exec("SELECT id, v FROM t ORDER BY id").raw().toArray(), [[1, "a"], [2, "b"]]);
-  assert.deepEqual(s.sql.exec("DELETE FROM t WHERE id = 2 RETURNING v").toArray(), [{ v: "b" }]);
+  const raw = s.sql.exec("SELECT id, v FROM t ORDER BY id").raw();
+  assert.equal(raw.toArray, undefined); // workerd's raw() is a bare iterator
+  assert.deepEqual(Array.from(raw), [[1, "a"], [2, "b"]]);
+  assert.equal(s.sql.exec("SELECT id FROM t").rowsWritten, 0);
+  const del = s.sql.exec("DELETE FROM t WHERE id = 2 RETURNING v");
+  assert.deepEqual([del.toArray(), del.rowsWritten], [[{ v: "b" }], 1]);
   done();
 });
 
@@ -82,6 +89,38 @@ test("text with a NUL character comes back whole", () => {
   assert.equal(s.sql.exec("SELECT v FROM t").one().v, "NUL in \0 the middle");
   assert.equal(s.sql.exec("WITH x AS (SELECT v FROM t) SELECT v AS w FROM x").one().w, "NUL in \0 the middle");
   done();
+});
+
+test("a NUL is read whole however it got in: bound, made in SQL, in an older file; deleteAll starts afresh", () => {
+  const dir = mkdtempSync(join(tmpdir(), "do-nul-"));
+  const path = join(dir, "obj.sqlite3");
+  const open = () => new DurableObjectStorage(path, new Map(), "obj");
+  let s = open();
+  assert.ok(existsSync(path + ".nul-free")); // a new file holds no NUL: plain reads
+  s.sql.exec("CREATE TABLE t (v)");
+  s.sql.exec("INSERT INTO t VALUES ('a' || char(0) || 'b')"); // made in SQL
+  assert.ok(!existsSync(path + ".nul-free"));
+  assert.equal(s.sql.exec("SELECT v FROM t").one().v, "a\0b");
+  s.close();
+  s = open(); // reopened: still read the safe way
+  assert.equal(s.sql.exec("SELECT v FROM t").one().v, "a\0b");
+  {
+    s.sql._wipe(); // deleteAll
+    assert.ok(existsSync(path + ".nul-free"));
+    s.sql.exec("CREATE TABLE t (v)");
+    s.sql.exec("INSERT INTO t VALUES (?)", "c\0d"); // bound
+    assert.equal(s.sql.exec("SELECT v FROM t").one().v, "c\0d");
+  }
+  s.close();
+  const old = join(dir, "old.sqlite3"); // written before the marker existed
+  const db = new DatabaseSync(old);
+  db.exec("CREATE TABLE t (v)");
+  db.prepare("INSERT INTO t VALUES (?)").run("e\0f");
+  db.close();
+  const o = new DurableObjectStorage(old, new Map(), "old");
+  assert.equal(o.sql.exec("SELECT v FROM t").one().v, "e\0f");
+  o.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test("transactionSync: all or nothing, nested, result returned", () => {

@@ -35,12 +35,24 @@ from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, o
 from memory_engine.http_api import JSON_HEADERS
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
-from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch
+from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch, python_to_rpc
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
+    from js import Array as _JsArray
+    from pyodide.ffi import create_proxy, to_js
     from pyodide.ffi import jsnull as _JSNULL
 except ImportError:  # pragma: no cover - only outside a Worker without the test fake
     _JSNULL = None
+    _JsArray = None
+
+    def create_proxy(obj: Any) -> Any:
+        """Outside Pyodide a callable needs no proxy."""
+        return obj
+
+    def to_js(obj: Any) -> Any:
+        """Outside Pyodide a value needs no conversion."""
+        return obj
+
 
 log = logging.getLogger("memory_worker.entry")
 T = TypeVar("T")
@@ -69,11 +81,6 @@ def _var(env: Any, name: str) -> str | None:
     return str(value)
 
 
-def _to_py(value: Any) -> Any:
-    # SDK >= 1.9 already converts (rows arrive as dicts); a bare runtime hands JS proxies.
-    return value.to_py() if hasattr(value, "to_py") else value
-
-
 def _to_sql(value: Any) -> Any:
     # Durable Object SQL binds strings, numbers, null and ArrayBuffers only: a bool is an
     # integer to SQLite (as in sqlite3), None must arrive as null, not `undefined`.
@@ -81,30 +88,50 @@ def _to_sql(value: Any) -> Any:
         return int(value)
     if value is None:
         return _JSNULL
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return to_js(value)  # a Uint8Array; a Python bytes would cross as a proxy
     return value
 
 
+def _plain(values: list[Any]) -> list[Any]:
+    # to_py() leaves JS null as `jsnull`; the engine wants None (a scan in C first: most
+    # rows hold no null at all).
+    return [None if v is _JSNULL else v for v in values] if _JSNULL in values else values
+
+
+def _plain_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if v is _JSNULL else v for k, v in row.items()} if _JSNULL in row.values() else row
+
+
 class DurableObjectSql:
-    """The engine's `SqlStorage` over a Durable Object's `ctx.storage`."""
+    """The engine's `SqlStorage` over a Durable Object's `ctx.storage`.
+
+    It talks to the JS storage object itself: the SDK's wrapper of `ctx.storage` (1.9)
+    sends every argument through `python_to_rpc` and copies every result through
+    `python_from_rpc` (a deep walk per row and value), which on Pyodide cost more CPU
+    than the SQL itself. Here a row array crosses with one `to_py()`.
+    """
 
     def __init__(self, storage: Any):
-        self._storage = storage
-        self._sql = storage.sql
+        self._storage = python_to_rpc(storage)  # the JS object under the SDK's wrapper
+        self._sql = self._storage.sql
         self._depth = 0
         self._fn: Callable[[], Any] | None = None
         self._outcome: dict[str, Any] = {}
-        # One callable for every transactionSync: the SDK (1.9) wraps each callable it
-        # sends to JS in a proxy it never frees, so it must not capture per-call data.
-        self._run_fn = self._run
+        # One JS proxy of one callable for every transactionSync, made once: a proxy per
+        # call would be one more object for the JS garbage collector to release.
+        self._run_fn = create_proxy(self._run)
 
     def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one statement with `ctx.storage.sql.exec`; every row as a plain dict."""
-        cursor = self._sql.exec(query, *(_to_sql(p) for p in params))
-        rows = []
-        for row in _to_py(cursor.toArray()):
-            row = _to_py(row)
-            rows.append({k: (None if _is_null(v) else v) for k, v in row.items()})
-        return rows
+        cursor = self._sql.exec(query, *map(_to_sql, params))
+        return [_plain_dict(row) for row in cursor.toArray().to_py()]
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run one statement; every row as a tuple in column order (`cursor.raw()`)."""
+        cursor = self._sql.exec(query, *map(_to_sql, params))
+        # workerd's raw() is a bare iterator: Array.from drains it in JS, one crossing.
+        return [tuple(_plain(row)) for row in _JsArray.from_(cursor.raw()).to_py()]
 
     def _run(self) -> None:
         fn, self._fn = self._fn, None

@@ -5,7 +5,9 @@
 - engine: the memory engine in process (retrieval tests);
 - backends: the memory worker behind one client interface (local host, Worker, Pyodide), for
   contract tests;
-- telegram / discord: the people of a chat, recording services, the adapters on the fakes.
+- telegram / discord: the people of a chat, recording services, the adapters on the fakes;
+- cli: the `chatbot` command run in this process (`run_cli`), for tests of what it prints
+  and stores; the few tests of what only a real process shows keep their child process.
 """
 
 from __future__ import annotations

@@ -221,24 +221,24 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def console_chat(tmp_path: Path, lines: list[str], **env: str) -> str:
-    """The output of one `chatbot chat --chat console:grace` subprocess fed `lines` (exit 0 asserted).
+def console_chat(tmp_path: Path, lines: list[str], *, subprocess_: bool = False, **env: str) -> str:
+    """The output of one `chatbot chat --chat console:grace` fed `lines` (exit 0 asserted).
 
     It runs in `tmp_path` (no .env from the repository) with data in `tmp_path / "data"`
-    and `clean_env(**env)`.
+    and `clean_env(**env)`: in this process (tests/support/cli.py), or as a real
+    `python -m bot.cli` child with `subprocess_=True` (the end-to-end tests keep one).
     """
+    argv = ["chat", "--data", str(tmp_path / "data"), "--chat", "console:grace"]
+    text = "\n".join(lines) + "\n"
+    if not subprocess_:
+        from tests.support.cli import run_cli
+
+        run = run_cli(*argv, cwd=tmp_path, env=clean_env(**env), stdin=text)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "chat",
-            "--data",
-            str(tmp_path / "data"),
-            "--chat",
-            "console:grace",
-        ],
-        input="\n".join(lines) + "\n",
+        [sys.executable, "-m", "bot.cli", *argv],
+        input=text,
         capture_output=True,
         text=True,
         timeout=90,

@@ -13,6 +13,11 @@ import random
 import time
 from collections.abc import Mapping
 
+# A failed compaction's alarm waits this long, doubling up to the max (the hosts read these
+# before the engine is loaded: they are defaults of their constructors).
+BACKOFF_BASE_MS = 2000
+BACKOFF_MAX_MS = 3600 * 1000
+
 
 def doubling(
     retry_index: int, first: float, limit: float, rng: random.Random | None = None, factor: float = 2.0

@@ -180,23 +180,3 @@ def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, A
 
 # This module's tables: emptied when the chat is forgotten.
 TABLES = ("usage_daily_author", "messages_daily", "messages_daily_chat")
-
-
-def turn_extras(
-    sql: SqlStorage,
-    author_id: str,
-    day: str,
-    notes: list[dict[str, Any]],
-    topic_at: str | None,
-    persona: str | None = None,
-) -> dict[str, Any]:
-    """What a turn answers beside the memory: notes, persona, topic start, today's usage of its author.
-
-    `persona` is the stored one when the caller has read it already (the turn reads its state once).
-    """
-    return {
-        "notes": notes,
-        "persona": read_persona(sql) if persona is None else persona,
-        "topic_started_at": topic_at,
-        "usage_today_author": usage_today_author(sql, author_id, day),
-    }

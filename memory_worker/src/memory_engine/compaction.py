@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .backoff import doubling, retry_after_s
+from .backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS, doubling, retry_after_s
 from .compaction_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from .compaction_facts import clean_facts, split_reply
 from .offline_summary import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
@@ -54,8 +54,6 @@ KEEP_UNSUMMARIZED = 5  # the newest messages a compaction leaves un-summarized
 # summarize, the older history archived: exactly the threshold, so an import alone, in any
 # number of requests, makes no compaction due; the next live message makes one (one call).
 IMPORT_TAIL = COMPACT_THRESHOLD - KEEP_UNSUMMARIZED
-BACKOFF_BASE_MS = 2000
-BACKOFF_MAX_MS = 3600 * 1000
 
 # Summarize(previous_summary, messages) -> new summary text
 Summarize = Callable[[str, list[dict[str, Any]]], Awaitable[str]]

@@ -7,16 +7,16 @@ validated by `http_api`; the engine only enforces the memory semantics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from . import chat_state, forgetting, imports, turns
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
-from .notes import current_facts, current_notes, fact_history, facts_view
+from .notes import asks_about_the_past, current_facts, facts_view
 from .prompt import render_prompt
-from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, rank
+from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, ranked_messages
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
@@ -257,43 +257,32 @@ class ChatMemory:
                 if before:
                     link_to(self.sql, before[-1]["id"], text)
                 index_new(self.sql, current_id, text, author, ts, [m["text"] for m in before])
-            facts = self._current_facts(limit=PROMPT_FACTS_LIMIT)
-            notes = current_notes(self.sql)
+            # The history only for a message that asks about the past: no other answer reads it.
+            past = asks_about_the_past(text)
+            facts, notes, history = turns.facts_of_turn(self.sql, PROMPT_FACTS_LIMIT, past)
             summary = state.get("summary") or ""
             topic_at = state.get(chat_state.TOPIC_AT)
             prompt = render_prompt(retrieved, summary, facts, notes=notes, topic_started_at=topic_at)
             self.set_state("last_prompt", prompt)
-            extras = chat_state.turn_extras(
-                self.sql, author_id, day, notes, topic_at, persona=state.get(chat_state.PERSONA) or ""
-            )
+            usage_today, usage_author = turns.usage_of_day(self.sql, author_id, day)
             return {
-                "extras": extras,
-                "current_id": current_id,
-                "mode": chosen,
+                "prompt": prompt,
                 "recent": recent,
                 "retrieved": retrieved,
                 "facts": facts,
                 "summary": summary,
-                "prompt": prompt,
+                "mode": chosen,
+                "message_id": message_id if message_id is not None else str(current_id),
+                "id": current_id,
+                "usage_today": usage_today,
+                "fact_history": history,
+                "notes": notes,
+                "persona": state.get(chat_state.PERSONA) or "",
+                "topic_started_at": topic_at,
+                "usage_today_author": usage_author,
             }
 
-        built = self.sql.transaction(build)
-        current_id, mode = built["current_id"], built["mode"]
-        prompt, recent, retrieved = built["prompt"], built["recent"], built["retrieved"]
-        facts, summary = built["facts"], built["summary"]
-        return {
-            "prompt": prompt,
-            "recent": recent,
-            "retrieved": retrieved,
-            "facts": facts,
-            "summary": summary,
-            "mode": mode,
-            "message_id": message_id if message_id is not None else str(current_id),
-            "id": current_id,
-            "usage_today": self.usage_today(),
-            "fact_history": fact_history(self.sql),
-            **built["extras"],
-        }
+        return self.sql.transaction(build)
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
         n = min(n, RING_SIZE)
@@ -308,20 +297,8 @@ class ChatMemory:
 
     # -- retrieval ---------------------------------------------------------------------
 
-    def _messages_by_id(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        ids = list(ids)
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE id IN ({marks})", *ids)
-        return {int(r["id"]): r for r in rows}
-
     def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
-        ranked = rank(self.sql, query, k, exclude)
-        if not ranked:
-            return []
-        by_id = self._messages_by_id(i for i, _ in ranked)
-        return [dict(by_id[i], score=round(s, 6)) for i, s in ranked if i in by_id]
+        return ranked_messages(self.sql, query, k, exclude)
 
     def search(self, query: str, k: int = RETRIEVE_K) -> dict[str, Any]:
         """Rank older messages as `turn` does, excluding nothing and recording nothing."""

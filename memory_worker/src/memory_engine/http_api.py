@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .compaction import Summarize
 from .engine import ChatMemory
+from .http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
 from .route_args import MAX_SEARCH_K, Call
-from .routes import BY_NAME, ROUTES, VERSION, Ctx, Route
+from .routes import BY_NAME, ROUTES, Ctx, Route
 from .validation import MAX_BODY_BYTES, MAX_FIELD_CHARS, MAX_TEXT_BYTES, MODES, ROLES, ApiError, query_of
 from .validation import unquote_strict as _unquote
 
@@ -41,32 +40,6 @@ __all__ = [
     "execute",
     "parse",
 ]
-
-CHAT_KEY = re.compile(r"^[A-Za-z0-9:_\-.]{1,128}\Z")  # \Z: `$` would let a trailing "\n" in
-JSON_HEADERS = {"content-type": "application/json; charset=utf-8"}
-
-
-@dataclass(frozen=True)
-class Request:
-    """A transport-neutral HTTP request: raw (percent-encoded) path and query."""
-
-    method: str
-    path: str
-    query: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes = b""
-
-
-@dataclass(frozen=True)
-class Response:
-    """A JSON answer."""
-
-    status: int
-    payload: Mapping[str, Any]
-
-    def body(self) -> bytes:
-        """The payload as UTF-8 JSON."""
-        return json.dumps(self.payload, ensure_ascii=False).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -108,18 +81,31 @@ def parse(req: Request, token: str) -> Operation | Response:
         return _refusal(err)
 
 
-def _match(route: Route[Any, Any], parts: list[str]) -> dict[str, str] | None:
-    """The raw path parameters when `parts` fit the route's path, else None."""
-    pattern = route.segments
-    if len(pattern) != len(parts):
-        return None
-    params = {}
-    for want, got in zip(pattern, parts, strict=True):
-        if want.startswith("{"):
-            params[want[1:-1]] = got
-        elif want != got:
-            return None
-    return params
+# The routes by (segment count, needs the token), then by the positions of their path
+# parameters, then by their path with "{}" there: a request is looked up under each
+# parameter layout of its shape (one or two), not matched against every route (this runs on
+# every turn). The position in ROUTES orders the routes one path names.
+_Layouts = dict[tuple[int, ...], dict[tuple[str, ...], list[tuple[int, Route[Any, Any]]]]]
+_SHAPES: dict[tuple[int, bool], _Layouts] = {}
+for _n, _r in enumerate(ROUTES):
+    _at = tuple(i for i, part in enumerate(_r.segments) if part.startswith("{"))
+    _key = tuple("{}" if i in _at else part for i, part in enumerate(_r.segments))
+    _SHAPES.setdefault((len(_key), _r.auth), {}).setdefault(_at, {}).setdefault(_key, []).append((_n, _r))
+_PUBLIC_PATHS = frozenset(r.path for r in ROUTES if not r.auth)
+
+
+def _routes_for(parts: list[str], public: bool) -> list[Route[Any, Any]]:
+    """The routes whose path `parts` fit, in ROUTES order."""
+    found = []
+    for at, paths in _SHAPES.get((len(parts), not public), {}).items():
+        key = tuple("{}" if i in at else part for i, part in enumerate(parts))
+        found += paths.get(key, [])
+    return [r for _, r in sorted(found, key=lambda f: f[0])]
+
+
+def _params(route: Route[Any, Any], parts: list[str]) -> dict[str, str]:
+    """The raw path parameters of `parts` on a route they fit."""
+    return {want[1:-1]: got for want, got in zip(route.segments, parts, strict=True) if want.startswith("{")}
 
 
 def _allowed(route: Route[Any, Any], method: str) -> bool:
@@ -132,18 +118,18 @@ def _route(req: Request, method: str, public: bool) -> tuple[Route[Any, Any], di
     parts = req.path.split("/")
     if len(parts) == 5 and parts[:3] == ["", "v1", "chats"] and parts[4] == "":
         parts = parts[:4]  # "/v1/chats/{chat}/" is the chat itself
-    found = [(r, p) for r in ROUTES if (r.auth != public) and (p := _match(r, parts)) is not None]
+    found = _routes_for(parts, public)
     if not found:
         raise ApiError(404, "unknown route")
-    for route, params in found:
+    for route in found:
         if _allowed(route, method):
-            return route, params
-    raise ApiError(405, f"method not allowed: use {', '.join(r.method for r, _ in found)}")
+            return route, _params(route, parts)
+    raise ApiError(405, f"method not allowed: use {', '.join(r.method for r in found)}")
 
 
 def _parse(req: Request, token: str) -> Operation | Response:
     method = req.method.upper()
-    if any(not r.auth and r.path == req.path for r in ROUTES):
+    if req.path in _PUBLIC_PATHS:
         route, _ = _route(req, method, public=True)
         assert route.static is not None  # a route without a token has no chat
         return Response(200, route.static())

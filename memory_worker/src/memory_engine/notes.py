@@ -7,6 +7,7 @@ deleting it; forgetting its author deletes it for good, like every fact of their
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .storage import SqlStorage
@@ -17,6 +18,14 @@ MAX_NOTES_PER_AUTHOR = 10  # one person cannot take every slot (non-admins remov
 NOTE_KEY = "note"
 FACT_FIELDS = "id, author, author_id, key, value, kind, updated_at"
 FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
+# A message that asks about the past: only then does a turn return the fact history (the
+# bot's offline model reads it for these messages alone, with this same test).
+_PAST = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
+
+
+def asks_about_the_past(text: str) -> bool:
+    """True when `text` asks what was so before ("where did I live before Lisbon?")."""
+    return _PAST.search(text) is not None
 
 
 class NoteLimitError(ValueError):

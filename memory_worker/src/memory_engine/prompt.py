@@ -7,8 +7,8 @@ summary, facts and notes), and no message reaches the model twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
@@ -21,7 +21,8 @@ _BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 def _quote(text: str) -> str:
     # A JSON string keeps each message on one line inside quotes, so remembered text can
     # neither fake a section of this prompt nor read as an instruction of its own.
-    quoted = json.dumps(text, ensure_ascii=False)
+    # (What json.dumps(text, ensure_ascii=False) returns, without a new encoder per call.)
+    quoted = encode_basestring(text)
     for char, escaped in _BREAKS.items():
         quoted = quoted.replace(char, escaped)
     return quoted

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from typing import Any
 
 from .storage import SqlStorage, rows_of
 from .text import MONTHS, fts_query, query_groups, tokens
@@ -333,8 +334,28 @@ def _forms_once(
     return out
 
 
+# The messages columns a ranked row carries (the turn's `retrieved` and `search`'s results).
+MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_id")
+_JOINED = ", ".join(f"messages.{c}" for c in MESSAGE_COLUMNS[1:])
+
+
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
+    return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude)]
+
+
+def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
+    """The k best matches for `query` as messages (MESSAGE_COLUMNS) with their `score`, best first."""
+    return [
+        dict(zip(MESSAGE_COLUMNS, row, strict=True), score=round(score, 6))
+        for row, score in ranked_rows(sql, query, k, exclude)
+    ]
+
+
+def ranked_rows(
+    sql: SqlStorage, query: str, k: int, exclude: set[int]
+) -> list[tuple[tuple[Any, ...], float]]:
+    """The k best matches for `query` with positive scores, best first: (row of MESSAGE_COLUMNS, score)."""
     terms = query_groups(query, forms=WORD_FORMS, months=DATES)
     if not terms or k <= 0:
         return []
@@ -343,21 +364,21 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     if match is None:
         return []
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    # One statement ranks and returns each candidate's author (for the boost). The ranking
-    # reads only rowid and bm25: any other column would be read for every matching row;
-    # the author is joined for the few candidates kept.
+    # One statement ranks and returns each candidate's message (its author for the boost,
+    # the rest for the answer): the ranking reads only rowid and bm25 (any other column
+    # would be read for every matching row); the messages are joined for the few kept.
     rows = rows_of(
         sql,
         f"WITH top AS (SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
         "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) "
-        "SELECT top.id, top.rank, messages.author FROM top JOIN messages ON messages.id = top.id "
+        f"SELECT top.id, top.rank, {_JOINED} FROM top JOIN messages ON messages.id = top.id "
         "ORDER BY top.rank, top.id",
         match,
         floor,
         max(CANDIDATES, k) + len(exclude),
     )
-    authors = {int(i): author or "" for i, _, author in rows}
-    candidates = [(int(i), -float(r)) for i, r, _ in rows if int(i) not in exclude]
+    by_id = {int(r[0]): (r[0], *r[2:]) for r in rows}
+    candidates = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
         candidates = _forms_once(sql, kept, candidates)
     named = {form for term in terms for form in term}
@@ -365,7 +386,7 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     ranked = []
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     for i, score in candidates:
-        author = authors.get(i, "")
+        author = by_id[i][2] or ""
         if AUTHOR_BOOST and author:
             if author not in boosted:
                 boosted[author] = bool(named.intersection(tokens(author)))
@@ -377,4 +398,4 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     # bm25 gives a term in more than half the rows an idf of 1e-6 (in a small chat, with
     # the neighbours' words, that is most terms): such scores keep their order but are
     # shown as at least MIN_SCORE, so that they stay positive at the API's 6 decimals.
-    return [(i, max(score, MIN_SCORE)) for i, score in ranked[:k]]
+    return [(by_id[i], max(score, MIN_SCORE)) for i, score in ranked[:k]]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from . import catchup, notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
 from .chat_state import start_topic, topic_start
+from .http_base import VERSION
 from .route_args import Args, Call
 from .validation import ApiError
 
@@ -29,7 +30,6 @@ if TYPE_CHECKING:  # the bot reads this table: it must not load the engine to do
 B = TypeVar("B")  # the request body's type
 R = TypeVar("R")  # the answer's type
 
-VERSION = "1"
 MAX_COMPACT_BATCHES = 20
 
 

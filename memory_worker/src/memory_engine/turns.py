@@ -5,11 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 from . import chat_state
+from .facts import LIST_KEYS
+from .notes import FACT_FIELDS, FACT_HISTORY_LIMIT
+from .retrieval import MESSAGE_COLUMNS
 from .storage import SqlStorage, rows_of
 
-MSG_COLUMNS = "id, role, author, author_id, text, ts, message_id"
+MSG_COLUMNS = ", ".join(MESSAGE_COLUMNS)
 # The state keys a turn reads.
 TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
+# The newest fact rows a turn's `fact_history` is looked for in: a bounded read.
+FACT_HISTORY_WINDOW = 2000
+_FACT_NAMES = tuple(f.strip() for f in FACT_FIELDS.split(","))
+_LISTS = ", ".join(f"'{k}'" for k in LIST_KEYS)
+# A turn's facts in one statement: the current facts (the newest `limit`) and the notes,
+# then (with a third parameter above 0) the history: superseded values of keys that hold
+# one value (a list's old copies say nothing that "before X" could use, and in a long chat
+# they would push out every other key's history). Part 0/1/2, each sorted by id in Python.
+_FACTS_OF_TURN = (
+    f"SELECT * FROM (SELECT 0 AS part, {FACT_FIELDS}, NULL AS superseded_at FROM facts "
+    "WHERE superseded_at IS NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?) "
+    f"UNION ALL SELECT 1, {FACT_FIELDS}, NULL FROM facts WHERE kind = 'note' AND superseded_at IS NULL "
+    f"UNION ALL SELECT * FROM (SELECT 2, {FACT_FIELDS}, superseded_at FROM facts "
+    "WHERE id > (SELECT COALESCE(MAX(id), 0) FROM facts) - ? AND superseded_at IS NOT NULL "
+    f"AND kind = 'fact' AND key NOT IN ({_LISTS}) ORDER BY id DESC LIMIT ?)"
+)
+_TOTALS = ("calls", "errors", "prompt_tokens", "completion_tokens", "cost_usd")
+# Today's usage per tier and the author's counts (what `usage_on` and
+# `chat_state.usage_today_author` answer) in one statement: a tier row per tier, then one row
+# for the author (tier NULL) with their messages and the chat's beside the calls.
+_DAY_USAGE = (
+    # Every column named: a storage may key its rows by column name (storage.rows_of).
+    "SELECT tier, SUM(calls) AS calls, SUM(errors) AS errors, SUM(prompt_tokens) AS prompt, "
+    "SUM(completion_tokens) AS completion, SUM(cost_usd) AS cost, NULL AS mine, NULL AS chat "
+    "FROM usage_daily WHERE day = ? GROUP BY tier "
+    "UNION ALL SELECT NULL, u.calls, u.errors, NULL, NULL, u.cost_usd, "
+    "(SELECT messages FROM messages_daily WHERE day = ? AND author_id = ?), "
+    "(SELECT messages FROM messages_daily_chat WHERE day = ?) "
+    "FROM (SELECT 1) LEFT JOIN usage_daily_author u ON u.day = ? AND u.author_id = ?"
+)
 
 
 def turn_state(sql: SqlStorage) -> dict[str, str | None]:
@@ -40,3 +73,49 @@ def insert_user_message(
         message_id,
     )
     return int(rows[0][0]) if rows else None
+
+
+def facts_of_turn(
+    sql: SqlStorage, limit: int, history: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the newest `limit` current facts, the notes, the fact history), each oldest first.
+
+    With `history`, the history holds the newest FACT_HISTORY_LIMIT superseded values of
+    single-valued keys among the newest FACT_HISTORY_WINDOW fact rows; else it is empty.
+    """
+    parts: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]] = ([], [], [])
+    for part, *values, superseded_at in rows_of(
+        sql, _FACTS_OF_TURN, limit, FACT_HISTORY_WINDOW, FACT_HISTORY_LIMIT if history else 0
+    ):
+        fact = dict(zip(_FACT_NAMES, values, strict=True))
+        if part == 2:
+            fact["superseded_at"] = superseded_at
+        parts[part].append(fact)
+    for rows in parts:
+        rows.sort(key=lambda f: f["id"])
+    return parts
+
+
+def usage_of_day(
+    sql: SqlStorage, author_id: str, day: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """(today's totals per tier, as `usage.usage_on`; the author's, as `chat_state.usage_today_author`)."""
+    tiers: dict[str, dict[str, Any]] = {}
+    author: dict[str, Any] = {}
+    for tier, calls, errors, prompt, completion, cost, mine, chat in rows_of(
+        sql, _DAY_USAGE, day, day, author_id, day, day, author_id
+    ):
+        if tier is None:
+            author = {
+                "day": day,
+                "author_id": author_id,
+                "messages": int(mine or 0),
+                "calls": int(calls or 0),
+                "errors": int(errors or 0),
+                "cost_usd": round(float(cost or 0.0), 8),
+                "chat_messages": int(chat or 0),
+            }
+            continue
+        totals = (int(calls or 0), int(errors or 0), int(prompt or 0), int(completion or 0))
+        tiers[tier] = dict(zip(_TOTALS, (*totals, round(float(cost or 0.0), 8)), strict=True))
+    return dict(sorted(tiers.items())), author

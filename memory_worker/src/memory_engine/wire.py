@@ -231,7 +231,7 @@ class TurnAnswer(TypedDict):
     persona: str
     topic_started_at: str | None
     usage_today_author: AuthorUsage
-    fact_history: list[Fact]  # the newest superseded facts, oldest first
+    fact_history: list[Fact]  # the newest superseded values of single-valued keys, oldest first
 
 
 class ReplyAnswer(TypedDict):

@@ -75,13 +75,15 @@ def _pyodide_modules() -> dict[str, types.ModuleType]:
     ffi.create_proxy = lambda fn: fn
     pyodide.ffi = ffi
     pyodide.__version__ = "0.28.2"
-    return {"pyodide": pyodide, "pyodide.ffi": ffi}
+    js = types.ModuleType("js")  # the JS globals entry.py uses
+    js.Array = types.SimpleNamespace(from_=_js.array_from)
+    return {"pyodide": pyodide, "pyodide.ffi": ffi, "js": js}
 
 
 @contextmanager
 def installed(wrap_storage: bool = True) -> Iterator[types.ModuleType]:
     """Install this fake as `workers` (and a minimal `pyodide.ffi`); undone on exit."""
-    names = ["workers", "pyodide", "pyodide.ffi", "entry"]
+    names = ["workers", "pyodide", "pyodide.ffi", "js", "entry"]
     saved = {n: sys.modules.get(n) for n in names}
     previous_wrap = entrypoints.WRAP_STORAGE
     entrypoints.WRAP_STORAGE = wrap_storage

@@ -163,6 +163,32 @@ def js_array(items: list[Any]) -> JsProxy:
     return JsProxy("Array", items=list(items), kind="array")
 
 
+class JsIterator(JsProxy):
+    """A bare JS iterator (`next()` only, no `toArray`), as workerd's `cursor.raw()` is;
+    Python iterates it as Pyodide does."""
+
+    def __init__(self, items: list[Any]):
+        super().__init__("Iterator")
+        object.__setattr__(self, "_rest", iter(list(items)))
+
+    def next(self) -> JsProxy:
+        """The JS iterator protocol: {done, value}."""
+        for item in self._rest:
+            return js_object({"done": False, "value": item})
+        return js_object({"done": True})
+
+    def __iter__(self):
+        return self._rest
+
+
+def array_from(iterable: JsProxy) -> JsProxy:
+    """`Array.from` (Pyodide: `js.Array.from_`): drain a JS iterator into an array."""
+    items = []
+    while not (step := iterable.next()).done:
+        items.append(step.value)
+    return js_array(items)
+
+
 class JsArrayBuffer(JsProxy):
     """An ArrayBuffer: `to_bytes()` copies it out."""
 

@@ -122,7 +122,7 @@ def _modules() -> dict[str, types.ModuleType]:
     js.Headers = types.SimpleNamespace(new=_js.JsHeaders)
     js.Request = types.SimpleNamespace(new=_js.JsRequest.new)
     js.Response = types.SimpleNamespace(new=_js.JsResponse.new)
-    js.Array = types.SimpleNamespace(new=list)
+    js.Array = types.SimpleNamespace(new=list, from_=_js.array_from)
     js.fetch = _global_fetch
     js.queueMicrotask = lambda callback: callback()
 

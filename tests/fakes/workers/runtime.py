@@ -41,6 +41,7 @@ from ._js import (
     JsArrayBuffer,
     JsBigInt,
     JsException,
+    JsIterator,
     JsPromise,
     JsProxy,
     JsRequest,
@@ -129,8 +130,8 @@ class SqlStorageCursor(JsProxy):
         return self._obj(rows[0])
 
     def raw(self) -> JsProxy:
-        """The remaining rows as arrays of values."""
-        return js_array([js_array(list(r)) for r in self._take()])
+        """The remaining rows as arrays of values, through a bare iterator (as in workerd)."""
+        return JsIterator([js_array(list(r)) for r in self._take()])
 
     def next(self) -> JsProxy:
         """Iterator protocol: {done, value}."""
