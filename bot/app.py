@@ -191,11 +191,6 @@ async def build_pipeline(
         yield pipeline
 
 
-# The old name, from before the pipeline was `Pipeline` ("router" names the tier router alone):
-# kept while branches in flight still call it; new code calls build_pipeline.
-build_router = build_pipeline
-
-
 def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
     """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory.
 

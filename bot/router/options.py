@@ -62,7 +62,3 @@ class PipelineOptions:
             backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
             close_timeout_s=self.close_timeout_s,
         )
-
-
-# The old name (see bot.app.build_router): kept while branches in flight still use it.
-RouterOptions = PipelineOptions
