@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.chat.memory import HttpMemoryClient
 from bot.config import settings_from
 from bot.importers import run
 from bot.importers.telegram import sources
-from bot.router.memory import HttpMemoryClient
 from memory_worker.backup import backup
 from memory_worker.local import ChatStore, EmbeddedMemoryHost
 

@@ -276,8 +276,8 @@ async def run_bot_load(chats: int, turns: int, workdir: Path) -> BotRun:
     try:
         from benchmarks.pipeline import InstantModel
         from bot.app import build_pipeline
+        from bot.chat.types import IncomingMessage
         from bot.config import load_settings
-        from bot.router.types import IncomingMessage
     except Exception as err:  # another part of the project may not be there yet
         out.available, out.note = False, f"bot pipeline not available: {err}"
         return out

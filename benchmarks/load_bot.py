@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.pipeline import SENTENCES as PIPELINE_SENTENCES
 from bot.app import build_pipeline
+from bot.chat.types import IncomingMessage
 from bot.config import DEFAULT_CONFIG, Settings, settings_from
-from bot.router.types import IncomingMessage
 from tests.fakes.openai_server import Echo, FakeOpenAI
 
 SENTENCES = PIPELINE_SENTENCES[:6]  # the six this benchmark has always measured with

@@ -10,7 +10,7 @@ messages are built twice, in the same run:
 - before: the builder of the commit before this change, kept below (`before_messages`): the
   memory prompt with its "Recent messages" section, and the same recent messages again as
   chat turns;
-- after: `bot.router.prompt.build_messages`, where the recent messages are chat turns only
+- after: `bot.chat.prompt.build_messages`, where the recent messages are chat turns only
   and the memory block carries the rest.
 Figures: characters of all message contents per turn (mean, p50, p90, total) and approximate
 tokens (characters / 4, the usual rule of thumb for English text), and the ratio. Last, a
@@ -39,8 +39,8 @@ from memory_engine.compaction import compact_once  # noqa: E402
 from memory_engine.offline_summary import offline_summarize  # noqa: E402
 from memory_engine.prompt import HEADER  # noqa: E402
 
-from bot.router.models import MemoryContext  # noqa: E402
-from bot.router.prompt import SYSTEM_INSTRUCTION, build_messages, quote_memory  # noqa: E402
+from bot.chat.models import MemoryContext  # noqa: E402
+from bot.chat.prompt import SYSTEM_INSTRUCTION, build_messages, quote_memory  # noqa: E402
 from memory_worker.local import SqliteStorage  # noqa: E402
 
 DEFAULT_DATA = (
@@ -53,7 +53,7 @@ DEFAULT_DATA = (
 CHARS_PER_TOKEN = 4
 
 
-# -- the builder before this change (bot/router/prompt.py and memory_engine/prompt.py) -------
+# -- the builder before this change (bot/chat/prompt.py and memory_engine/prompt.py) -------
 
 
 def _old_line(msg: Mapping[str, Any]) -> str:

@@ -18,18 +18,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bot.chat import logs
+from bot.chat.chats import ChatState
+from bot.chat.media import OpenAICompatTranscriber, Transcriber
+from bot.chat.memory import HttpMemoryClient, MemoryClient
+from bot.chat.models import ChatModel, OpenAICompatModel
+from bot.chat.offline import OfflineModel
+from bot.chat.options import Answering, PipelineOptions
+from bot.chat.outbox import Outbox
+from bot.chat.pipeline import Pipeline
+from bot.chat.reminders_delivery import ReminderDesk
+from bot.chat.tiers import rank_tiers
 from bot.config import Settings, Tier, load_settings
-from bot.router import logs
-from bot.router.chats import ChatState
-from bot.router.media import OpenAICompatTranscriber, Transcriber
-from bot.router.memory import HttpMemoryClient, MemoryClient
-from bot.router.models import ChatModel, OpenAICompatModel
-from bot.router.offline import OfflineModel
-from bot.router.options import Answering, PipelineOptions
-from bot.router.outbox import Outbox
-from bot.router.pipeline import Pipeline
-from bot.router.reminders_delivery import ReminderDesk
-from bot.router.tiers import rank_tiers
 from bot.shutdown import CLOSE_S, run_until_signalled
 
 log = logging.getLogger(__name__)

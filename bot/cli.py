@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         # after a crash); it writes its own JSON log lines.
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
         return _memory(args)
-    from bot.router import logs
+    from bot.chat import logs
 
     logs.configure(
         logging.DEBUG

@@ -21,10 +21,10 @@ from typing import TextIO
 import aiohttp
 from memory_engine import routes
 
+from bot.chat.memory import HttpMemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.model_errors import diagnose, endpoint
+from bot.chat.models import ModelFailure, ModelRequest, OpenAICompatModel
 from bot.config import Settings, Tier, load_settings
-from bot.router.memory import HttpMemoryClient, MemoryRefused, MemoryUnavailable
-from bot.router.model_errors import diagnose, endpoint
-from bot.router.models import ModelFailure, ModelRequest, OpenAICompatModel
 
 TIMEOUT_S = 15.0
 TELEGRAM_API = "https://api.telegram.org/bot"

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from bot.app import build_pipeline
+from bot.chat.access import REFUSAL, AccessPolicy
+from bot.chat.pipeline import Pipeline
 from bot.config import AccessSettings, settings_from
-from bot.router.access import REFUSAL, AccessPolicy
-from bot.router.pipeline import Pipeline
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import FAST, default_config_settings, make_settings, msg, running_bot
 

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from bot.app import build_pipeline
+from bot.chat.memory import HttpMemoryClient
+from bot.chat.models import OpenAICompatModel
+from bot.chat.offline import OfflineModel
 from bot.config import load_settings, settings_from
-from bot.router.memory import HttpMemoryClient
-from bot.router.models import OpenAICompatModel
-from bot.router.offline import OfflineModel
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.support import API_KEY, FAST, make_settings, msg
@@ -113,6 +113,8 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     import tomllib
     from importlib import resources
 
+    from bot.chat.fallback import RetryPolicy
+    from bot.chat.tiers import ChoiceRules
     from bot.config import (
         DEFAULT_CONFIG,
         DiscordSettings,
@@ -122,8 +124,6 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
         TelegramSettings,
         Tier,
     )
-    from bot.router.fallback import RetryPolicy
-    from bot.router.tiers import ChoiceRules
 
     packaged = resources.files("bot.defaults").joinpath("bot.toml")
     assert packaged.is_file() and DEFAULT_CONFIG.samefile(str(packaged))

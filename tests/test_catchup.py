@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.router.catchup import asks_what_i_missed
+from bot.chat.catchup import asks_what_i_missed
 from tests.support import default_config_settings
-from tests.support.core import running_router, wait_until
+from tests.support.core import running_pipeline, wait_until
 from tests.support.telegram import ask, running_bot
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -23,7 +23,7 @@ async def test_catchup_on_a_busy_group_says_who_decided_asked_and_when(tg, tmp_p
     alice, bob, carol = tg.user(1, "Alice"), tg.user(2, "Bob"), tg.user(3, "Carol")
     group = tg.group(-100500)
     settings = settings_for(tg)
-    async with running_router(settings, tmp_path) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
         tg.send(group, alice, "I'll be offline for a bit, see you later")
         said = [
             (bob, "The weather is nice today"),
@@ -63,7 +63,7 @@ async def test_catchup_on_an_empty_group_says_nothing_new(tg, tmp_path):
     alice = tg.user(1, "Alice")
     group = tg.group(-100501)
     settings = settings_for(tg)
-    async with running_router(settings, tmp_path) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
         answer = (await ask(tg, group, alice, "/catchup"))["text"]
     assert answer == "Nothing new here in the last day."
 
@@ -72,7 +72,7 @@ async def test_catchup_works_on_imported_history(tg, tmp_path):
     alice = tg.user(1, "Alice")
     chat = tg.private_chat(alice)
     settings = settings_for(tg)
-    async with running_router(settings, tmp_path) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
         await router.memory.client.import_messages(
             "telegram:1",
             [

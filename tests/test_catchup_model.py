@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from bot.chat.tiers import rank_tiers
 from bot.config import LimitSettings
-from bot.router.tiers import rank_tiers
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
-from tests.support import MODELS, default_config_settings, make_settings, msg, running_router, wait_until
+from tests.support import MODELS, default_config_settings, make_settings, msg, running_pipeline, wait_until
 from tests.support.telegram import ask, running_bot
 
 SAID = [
@@ -34,7 +34,7 @@ def _asker():
 async def test_the_light_tier_writes_the_digest_in_one_recorded_call(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN, prompt_tokens=300, completion_tokens=40)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await _chatter(router)
         result = await router.command(_asker(), "catchup", "")
@@ -58,7 +58,7 @@ async def test_the_light_tier_writes_the_digest_in_one_recorded_call(tmp_path):
 async def test_a_failed_call_gives_the_extractive_digest_and_is_recorded(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(500)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await _chatter(router)
         result = await router.command(_asker(), "catchup", "")
@@ -72,7 +72,7 @@ async def test_a_failed_call_gives_the_extractive_digest_and_is_recorded(tmp_pat
 async def test_offline_gives_the_extractive_digest_without_a_call(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN)) as fake,
-        running_router(make_settings(fake.url, api_key=None), tmp_path) as router,
+        running_pipeline(make_settings(fake.url, api_key=None), tmp_path) as router,
     ):
         await _chatter(router)
         result = await router.command(_asker(), "catchup", "")
@@ -83,7 +83,7 @@ async def test_offline_gives_the_extractive_digest_without_a_call(tmp_path):
 async def test_over_a_daily_cap_gives_the_extractive_digest_without_a_call(tmp_path):
     async with FakeOpenAI(default=Answer(WRITTEN)) as fake:
         settings = replace(make_settings(fake.url), limits=LimitSettings(chat_messages_per_day=2))
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             await _chatter(router)
             result = await router.command(_asker(), "catchup", "")
     assert fake.requests == []
@@ -93,7 +93,7 @@ async def test_over_a_daily_cap_gives_the_extractive_digest_without_a_call(tmp_p
 async def test_nothing_new_calls_no_model(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         result = await router.command(_asker(), "catchup", "")
     assert fake.requests == []
@@ -113,7 +113,7 @@ async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(
             "TELEGRAM_API_BASE_URL": tg.base_url,
         }
         settings = default_config_settings(env)
-        async with running_router(settings, tmp_path) as router, running_bot(router, settings, tg):
+        async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
             tg.send(group, alice, "back later")
             tg.send(group, bob, "Alice, can you bring the tent on Saturday?")
 
@@ -128,7 +128,7 @@ async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(
 
 
 def test_the_light_tier_reads_the_newest_messages_within_a_bounded_prompt():
-    from bot.router.catchup import LINE_CHARS, MODEL_CHARS, model_messages
+    from bot.chat.catchup import LINE_CHARS, MODEL_CHARS, model_messages
 
     long = [
         {

@@ -12,7 +12,7 @@ import pytest
 
 from bot.adapters.console import ConsoleSession, run_console
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import clean_env, console_chat, make_settings, running_router
+from tests.support import clean_env, console_chat, make_settings, running_pipeline
 
 FILLER = [
     "the weather was grey this morning",
@@ -71,7 +71,7 @@ def test_scripted_forget_asks_then_confirms(tmp_path):
 async def test_console_adapter_in_process_with_a_model(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         out = io.StringIO()
         stdin = io.StringIO("hello there\n\n/tier heavy\nanother one\n/quit\nnever read\n")
@@ -88,7 +88,7 @@ async def test_console_adapter_in_process_with_a_model(tmp_path):
 async def test_console_interactive_streams_with_prompts(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="streamed: ")) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         out = io.StringIO()
         status = await run_console(
@@ -166,7 +166,7 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
 async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         session = ConsoleSession(router, "console:bob")
         await session.answer("my dog Biscuit loves the beach at Nazaré")
@@ -179,7 +179,7 @@ async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(t
 
 
 def test_a_command_result_with_files_saves_them_next_to_the_data(tmp_path):
-    from bot.router.types import CommandResult, File
+    from bot.chat.types import CommandResult, File
 
     session = ConsoleSession(None, "console:ada", data_dir=tmp_path)  # type: ignore[arg-type]  # render only
     result = CommandResult(

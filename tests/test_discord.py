@@ -12,13 +12,13 @@ import discord
 import pytest
 
 from bot.adapters import discord as adapter
+from bot.chat.types import CommandResult, File
 from bot.config import DiscordSettings
-from bot.router.types import CommandResult, File
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord
 from tests.support import (
     ADMIN_NAMES,
     EVERYONE_NAMES,
-    RecordingRouter,
+    RecordingDiscordService,
     World,
     discord_settings_for,
     running_client,
@@ -28,14 +28,14 @@ from tests.support.discord import PNG
 
 
 @pytest.fixture
-def router() -> RecordingRouter:
+def router() -> RecordingDiscordService:
     """The in-test ChatService."""
-    return RecordingRouter()
+    return RecordingDiscordService()
 
 
 @pytest.fixture
 async def bot(
-    fake_discord: FakeDiscord, world: World, router: RecordingRouter
+    fake_discord: FakeDiscord, world: World, router: RecordingDiscordService
 ) -> AsyncIterator[adapter.DiscordBot]:
     """The client running against the fake with default settings."""
     async with running_client(router, discord_settings_for(fake_discord, world)) as client:
@@ -307,7 +307,7 @@ async def test_rate_limits_are_waited_out_by_discord_py(fake_discord, world, rou
     assert statuses == [429, 200]
 
 
-async def test_router_failure_gets_an_apology_not_silence(fake_discord, world, router, bot, caplog):
+async def test_a_chat_service_failure_gets_an_apology_not_silence(fake_discord, world, router, bot, caplog):
     def broken(message):
         raise RuntimeError("boom")
 
@@ -315,7 +315,7 @@ async def test_router_failure_gets_an_apology_not_silence(fake_discord, world, r
     await fake_discord.user_says(world.dm, world.member, "hello?")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert "Sorry" in fake_discord.sent_to(world.dm)[0].json["content"]
-    assert "router failed" in caplog.text
+    assert "chat service failed" in caplog.text
 
 
 async def test_odd_events_cause_no_errors(fake_discord, world, router, bot, caplog):

@@ -12,7 +12,7 @@ import pytest
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
 from bot.app import build_pipeline
-from bot.router.pipeline import CUT_OFF
+from bot.chat.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.support import (

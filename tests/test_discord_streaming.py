@@ -10,7 +10,7 @@ import pytest
 
 from bot.adapters import discord as adapter
 from bot.adapters import discord_send
-from tests.support import RecordingRouter, discord_settings_for, running_client
+from tests.support import RecordingDiscordService, discord_settings_for, running_client
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short
 
@@ -22,9 +22,9 @@ def fast_pace(monkeypatch):
 
 
 @pytest.fixture
-def router() -> RecordingRouter:
+def router() -> RecordingDiscordService:
     """The in-test ChatService."""
-    return RecordingRouter()
+    return RecordingDiscordService()
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_dis
 async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, world, router, bot, caplog):
     async def pieces(message):
         yield "Part of an answer. "
-        raise RuntimeError("the router broke")
+        raise RuntimeError("the chat service broke")
 
     router.streamer = pieces
     await fake_discord.user_says(world.dm, world.member, "hi")
@@ -142,7 +142,7 @@ async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, w
         lambda: fake_discord.shown(world.dm) and "Sorry" in fake_discord.shown(world.dm)[-1]
     )
     assert fake_discord.shown(world.dm)[0].startswith("Part of an answer.")
-    assert "router stream failed" in caplog.text
+    assert "chat service stream failed" in caplog.text
 
 
 async def test_streaming_off_sends_whole_answers(fake_discord, world, router):

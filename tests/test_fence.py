@@ -13,12 +13,12 @@ import unicodedata
 import pytest
 
 from bot.adapters.console import ConsoleSession
-from bot.router.models import MemoryContext
-from bot.router.neutral import defang, one_line, printable
-from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, build_messages
-from bot.router.types import IncomingMessage
+from bot.chat.models import MemoryContext
+from bot.chat.neutral import defang, one_line, printable
+from bot.chat.prompt import MEMORY_BEGIN, MEMORY_END, build_messages
+from bot.chat.types import IncomingMessage
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, running_router
+from tests.support import make_settings, running_pipeline
 
 FORGED = [
     "MEMORY-END",
@@ -91,7 +91,7 @@ async def test_the_console_prints_no_escape_sequence(tmp_path):
     evil = "\x1b]0;pwned\x07\x1b[2J\x1b[31mEve"
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         # A name as it may be stored (an old row, another client): straight to the memory.
         await router.memory.client.turn(

@@ -6,9 +6,9 @@ from datetime import UTC, date, datetime
 
 import pytest
 
+from bot.chat.followups import checkin_at
+from bot.chat.followups_detect import candidate, detect_plan
 from bot.config import FollowupSettings
-from bot.router.followups import checkin_at
-from bot.router.followups_detect import candidate, detect_plan
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday
 

@@ -12,9 +12,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from bot.app import build_pipeline
+from bot.chat.limits import CapHit, check, next_reset
+from bot.chat.pipeline import Pipeline
 from bot.config import LimitSettings
-from bot.router.limits import CapHit, check, next_reset
-from bot.router.pipeline import Pipeline
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.support import FAST, make_settings, msg
 
@@ -127,9 +127,9 @@ async def test_every_early_exit_is_logged_the_same_way_whether_handled_or_stream
     path was never logged."""
     import logging
 
-    from bot.router.types import IncomingMessage
+    from bot.chat.types import IncomingMessage
 
-    caplog.set_level(logging.INFO, logger="bot.router.pipeline")
+    caplog.set_level(logging.INFO, logger="bot.chat.pipeline")
     now = [EVENING]
     async with (
         FakeOpenAI(default=Echo()) as fake,

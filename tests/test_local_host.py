@@ -21,7 +21,7 @@ from memory_engine.compaction import SummarizerError, offline_summary
 from memory_engine.operations import OPERATIONS, kind, names
 from memory_engine.settings import retention_setting
 
-from bot.router.logs import JsonFormatter
+from bot.chat.logs import JsonFormatter
 from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage, server
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
@@ -242,7 +242,7 @@ async def test_a_forgotten_persons_words_are_overwritten_in_the_file_and_the_wal
 # What `chatbot memory serve` never loads: the bot, its HTTP clients and platforms, the settings
 # reader, the OpenAPI tools (a crash under load costs clients the whole start).
 NOT_IN_THE_HOST = (
-    "bot.router",
+    "bot.chat",
     "bot.adapters",
     "bot.app",
     "bot.config",

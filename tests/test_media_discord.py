@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.app import build_pipeline
-from bot.router.pipeline import Pipeline
+from bot.chat.pipeline import Pipeline
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError, Transcript
 from tests.support import FAST, World, default_config_settings, discord_env, image_bytes, running_client

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from PIL import Image
 
-from bot.router.media import BadImage, hide_description, normalize_image, remembered_answer, split_description
+from bot.chat.media import BadImage, hide_description, normalize_image, remembered_answer, split_description
 from tests.support import image_bytes
 
 

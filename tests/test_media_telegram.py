@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.app import build_pipeline
-from bot.router.media import DESCRIBE
-from bot.router.pipeline import Pipeline
+from bot.chat.media import DESCRIBE
+from bot.chat.pipeline import Pipeline
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang, ServerError, Transcript
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import FAST, default_config_settings, image_bytes, running_bot

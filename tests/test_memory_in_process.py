@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from memory_engine import routes
 
-from bot.router.memory import MemoryRefused
+from bot.chat.memory import MemoryRefused
 from tests.support import local_memory
 from tests.support.memory import InProcessMemory
 
@@ -14,7 +14,7 @@ mem = pytest.fixture(local_memory, name="mem")
 
 
 async def test_the_same_calls_get_the_same_answers_as_the_real_host(mem):
-    from bot.router.memory import HttpMemoryClient
+    from bot.chat.memory import HttpMemoryClient
 
     async with HttpMemoryClient(mem.host.url, mem.token) as http, InProcessMemory() as fake:
         answers = []

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from bot.router.model_errors import CONFIG_TROUBLE
-from bot.router.pipeline import APOLOGY
+from bot.chat.model_errors import CONFIG_TROUBLE
+from bot.chat.pipeline import APOLOGY
 from tests.fakes.openai_server import FakeOpenAI, ServerError
-from tests.support import INSTANT, make_settings, msg, running_router
+from tests.support import INSTANT, make_settings, msg, running_pipeline
 from tests.support.net import TcpGate
 
 
@@ -24,9 +24,9 @@ from tests.support.net import TcpGate
 async def test_refusals_name_what_to_check(tmp_path, caplog, status, expected):
     async with (
         FakeOpenAI(default=ServerError(status=status, message="no")) as fake,
-        running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
     ):
-        with caplog.at_level(logging.WARNING, logger="bot.router.model_errors"):
+        with caplog.at_level(logging.WARNING, logger="bot.chat.model_errors"):
             reply = await router.handle(msg("hello there, how are you doing today?"))
         assert not reply.ok
         assert reply.text.startswith(APOLOGY)
@@ -38,7 +38,7 @@ async def test_refusals_name_what_to_check(tmp_path, caplog, status, expected):
 async def test_streamed_answer_names_the_problem_too(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=401, message="bad key")) as fake,
-        running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
     ):
         text = "".join([piece async for piece in router.stream(msg("hello there, what's new?"))])
         assert "check OPENAI_API_KEY" in text
@@ -47,7 +47,7 @@ async def test_streamed_answer_names_the_problem_too(tmp_path):
 async def test_unreachable_endpoint_names_the_base_url(tmp_path):
     async with TcpGate() as gate:  # shut: nothing listens on its port
         url = f"{gate.url}/v1"
-        async with running_router(make_settings(url, attempts=1), tmp_path, options=INSTANT) as router:
+        async with running_pipeline(make_settings(url, attempts=1), tmp_path, options=INSTANT) as router:
             reply = await router.handle(msg("hello there, how are you doing today?"))
     assert f"could not reach {url}" in reply.text
     assert "check base_url in the tier's [tiers] table or OPENAI_BASE_URL" in reply.text
@@ -57,7 +57,7 @@ async def test_unreachable_endpoint_names_the_base_url(tmp_path):
 async def test_non_admins_are_told_only_that_the_log_says_why(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=401)) as fake,
-        running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
     ):
         reply = await router.handle(msg("hello there, how are you doing today?", admin=False))
     assert CONFIG_TROUBLE in reply.text
@@ -67,7 +67,7 @@ async def test_non_admins_are_told_only_that_the_log_says_why(tmp_path):
 async def test_transient_failures_get_the_plain_apology(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=503)) as fake,
-        running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
     ):
         reply = await router.handle(msg("hello there, how are you doing today?"))
     assert reply.text == APOLOGY

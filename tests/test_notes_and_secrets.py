@@ -8,7 +8,7 @@ import pytest
 from memory_engine.notes import MAX_NOTES_PER_AUTHOR
 
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import local_memory, make_settings, msg, running_router
+from tests.support import local_memory, make_settings, msg, running_pipeline
 
 mem = pytest.fixture(local_memory, name="mem")
 KEY = "plain-configured-secret-4242-abcdefgh"  # like no known token shape: only the config knows it
@@ -27,7 +27,7 @@ async def test_one_person_cannot_fill_every_note_slot(mem):
 async def test_a_configured_secret_a_user_types_is_neither_stored_nor_sent(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url, api_key=KEY), tmp_path) as router,
+        running_pipeline(make_settings(fake.url, api_key=KEY), tmp_path) as router,
     ):
         await router.handle(msg(f"oops, our key is {KEY} do not tell", message_id="m1"))
         await router.record(msg(f"and again {KEY}", message_id="m2", addressed=False))

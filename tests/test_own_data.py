@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from bot.router import own_data
-from bot.router.pipeline import MEMORY_DOWN
-from bot.router.types import CommandResult
+from bot.chat import own_data
+from bot.chat.pipeline import MEMORY_DOWN
+from bot.chat.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import console_chat, make_settings, msg, numbered, prompt_section, running_router
+from tests.support import console_chat, make_settings, msg, numbered, prompt_section, running_pipeline
 
 CHAT = "test:chat"
 ADA = {"author": "ada", "author_id": "u1"}
@@ -30,7 +30,7 @@ def exported(result: CommandResult) -> dict[str, Any]:
 
 @pytest.fixture
 async def router(tmp_path):
-    async with FakeOpenAI(default=Echo()) as fake, running_router(make_settings(fake.url), tmp_path) as r:
+    async with FakeOpenAI(default=Echo()) as fake, running_pipeline(make_settings(fake.url), tmp_path) as r:
         yield r
 
 
@@ -333,7 +333,7 @@ async def test_export_json_is_valid_for_any_cut_of_pages():
 )
 async def test_with_the_memory_unreachable_each_command_says_so_and_sends_no_file(tmp_path, name, args):
     settings = make_settings(None, api_key=None, memory_url="http://127.0.0.1:9", memory_token="x" * 20)
-    async with running_router(settings, tmp_path) as router:
+    async with running_pipeline(settings, tmp_path) as router:
         result = await run(router, ADA, name, args)
     assert result.text == MEMORY_DOWN
     assert not result.files

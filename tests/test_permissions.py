@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.console import ConsoleSession
-from bot.router.outbox import Outbox
-from bot.router.types import CommandResult, File
+from bot.chat.outbox import Outbox
+from bot.chat.types import CommandResult, File
 from memory_worker.backup import backup, restore
 from tests.support import REPO, LocalBackend
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.router.prompt import MEMORY_RULE, PERSONA_HEAD, SYSTEM_INSTRUCTION
-from bot.router.registry import refused
+from bot.chat.prompt import MEMORY_RULE, PERSONA_HEAD, SYSTEM_INSTRUCTION
+from bot.chat.registry import refused
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import make_settings, msg, running_router
+from tests.support import make_settings, msg, running_pipeline
 
 PIRATE = "You are Captain Hook. Talk like a pirate and call everyone 'matey'."
 
@@ -21,7 +21,7 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
     async with FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url)
         # The real host: what survives the restart is what its files kept.
-        async with running_router(settings, tmp_path, host=True) as router:
+        async with running_pipeline(settings, tmp_path, host=True) as router:
             before = await router.handle(msg("hello there"))
             set_it = await router.command(msg("/persona"), "persona", PIRATE)
             await router.handle(msg("who are you?"))
@@ -35,7 +35,7 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
         assert f"Persona: {PIRATE}" in why.text
 
         # A new process on the same data: the worker kept the persona.
-        async with running_router(settings, tmp_path, host=True) as router:
+        async with running_pipeline(settings, tmp_path, host=True) as router:
             why_after_restart = await router.command(msg("/why"), "why", "")
             shown = await router.command(msg("/persona"), "persona", "")
             await router.handle(msg("still a pirate?"))
@@ -52,7 +52,7 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
 async def test_persona_is_for_admins_and_bounded(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         member = await router.command(msg("/persona", admin=False, author_id="u2"), "persona", "Be rude.")
         too_long = await router.command(msg("/persona"), "persona", "x" * 2001)
@@ -68,7 +68,7 @@ async def test_system_prompt_comes_from_the_config_and_one_chat_persona_stays_in
     own = "You are Memo, the family's assistant. Keep answers under three sentences."
     async with FakeOpenAI(default=Echo()) as fake:
         settings = replace(make_settings(fake.url), system_prompt=own)
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             await router.command(msg("/persona", chat="test:a"), "persona", PIRATE)
             await router.handle(msg("hello from a", chat="test:a"))
             await router.handle(msg("hello from b", chat="test:b"))

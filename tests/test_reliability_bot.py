@@ -19,8 +19,8 @@ from dataclasses import replace
 
 import pytest
 
+from bot.chat.pipeline import APOLOGY, CUT_OFF
 from bot.config import Settings
-from bot.router.pipeline import APOLOGY, CUT_OFF
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
@@ -37,7 +37,7 @@ from tests.support import (
     msg,
     port_of,
     running_client,
-    running_router,
+    running_pipeline,
     telegram_bot,
     telegram_settings,
     tier_totals,
@@ -159,7 +159,7 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(
     world = World(fake)
     settings = discord_settings(fake, openai, streaming=streaming, send_budget_s=10.0)
     posts = lambda: fake.calls_to("POST", rf"/channels/{world.dm['id']}/messages")  # noqa: E731
-    async with running_router(settings, tmp_path) as router, running_client(router, settings):
+    async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
         fake.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how=how, times=4)
         await fake.user_says(world.dm, world.member, "hello while Discord is down")
         await fake.wait_for(
@@ -184,7 +184,7 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
         settings = replace(
             settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10")
         )
-        async with running_router(settings, tmp_path) as router, running_client(router, settings):
+        async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
             await fake.user_says(world.dm, world.member, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
             await gate.shut()  # Discord's REST API is gone while the model writes
@@ -209,7 +209,7 @@ async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(
     fake.fail_next(
         lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000
     )
-    async with running_router(settings, tmp_path) as router, running_client(router, settings):
+    async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
         await fake.user_says(world.dm, world.member, "an answer nobody will see")
         await wait_until(lambda: "giving up on this part" in caplog.text, timeout=15, what="the give-up line")
         down = False
@@ -255,7 +255,7 @@ async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises
         fake.responder = rotating_faults
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
         # The back-offs are decided but not waited: 150 attempts stay quick.
-        async with running_router(settings, tmp_path, options=INSTANT) as router:
+        async with running_pipeline(settings, tmp_path, options=INSTANT) as router:
             replies: list[str] = []
             for i in range(50):
                 m = msg(f"message {i} about the weather", message_id=f"w{i}")
@@ -329,7 +329,7 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
 
 async def _memory_stats(data_dir, chat: str) -> dict:
     """The stats of one chat in a stopped bot's embedded memory (opened again to look)."""
-    from bot.router.memory import HttpMemoryClient
+    from bot.chat.memory import HttpMemoryClient
 
     async with (
         EmbeddedMemoryHost(data_dir / "memory") as host,
@@ -380,7 +380,7 @@ async def test_sigterm_mid_answer_in_chat_finishes_it_and_records_it(tmp_path):
     assert out.decode() == answer + "\n\n"
     stats = await _memory_stats(tmp_path / "data", "console:grace")
     assert stats["total_messages"] == 2  # the question and the answer both landed
-    from bot.router.outbox import Outbox
+    from bot.chat.outbox import Outbox
 
     with Outbox(tmp_path / "data" / "outbox.sqlite3") as box:
         assert len(box) == 0
@@ -434,7 +434,7 @@ async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_disc
     async with FakeOpenAI(default=Answer("Finished before the door closed.", delay=0.5)) as openai:
         settings = discord_settings(fake, openai, streaming=False, send_budget_s=5.0)
         stop = asyncio.Event()
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             serving = asyncio.create_task(adapter.serve(router, settings, stop=stop))
             await fake.wait_for(lambda: fake.identifies, timeout=15)
             await fake.user_says(world.dm, world.member, "answer me before you go")
@@ -448,13 +448,13 @@ async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_disc
 
 
 async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_path, caplog):
+    from bot.chat.logs import KeyValueFormatter
     from bot.jsonlog import JsonFormatter
-    from bot.router.logs import KeyValueFormatter
 
     caplog.set_level(logging.INFO)
     async with (
         FakeOpenAI(default=Echo()) as openai,
-        running_router(make_settings(openai.url), tmp_path) as router,
+        running_pipeline(make_settings(openai.url), tmp_path) as router,
     ):
         await router.handle(msg("a private thought about cheese", chat="test:logs"))
         await router.handle(msg("another private thought", chat="test:logs"))
@@ -462,7 +462,7 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     assert len(turns) == 2 and turns[0].fields["request_id"] != turns[1].fields["request_id"]
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
     assert re.fullmatch(
-        r"INFO bot\.router\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
+        r"INFO bot\.chat\.pipeline turn chat=test:logs req=[0-9a-f]{12} tier=standard "
         r"latency_ms=\d+ ok=True memory=True exit=answered",
         line,
     )
@@ -474,12 +474,12 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
         True,
     )
     assert data["request_id"] == turns[1].fields["request_id"] and isinstance(data["latency_ms"], int)
-    assert data["level"] == "info" and data["logger"] == "bot.router.pipeline" and data["ts"].endswith("Z")
+    assert data["level"] == "info" and data["logger"] == "bot.chat.pipeline" and data["ts"].endswith("Z")
     assert "cheese" not in caplog.text and "private thought" not in caplog.text
 
 
 async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path):
-    from bot.router.memory import HttpMemoryClient
+    from bot.chat.memory import HttpMemoryClient
 
     mem_dir = tmp_path / "memory"
     gate = TcpGate()  # nothing behind it yet: the worker is down when the bot starts
@@ -520,14 +520,14 @@ async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path)
 
 
 async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_request(tmp_path, caplog):
-    from bot.router.logs import KeyValueFormatter
+    from bot.chat.logs import KeyValueFormatter
 
     caplog.set_level(logging.INFO)
     async with EmbeddedMemoryHost(tmp_path / "memory", token=MEMORY_TOKEN, port=0) as host:
         url = host.url  # closed again: the worker is out of reach
     async with FakeOpenAI(default=Echo()) as openai:
         settings = make_settings(openai.url, memory_url=url, memory_token=MEMORY_TOKEN)
-        async with running_router(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as router:
             await router.handle(msg("hello without memory", chat="test:ctx"))
     [turn] = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     request_id = turn.fields["request_id"]
@@ -539,7 +539,7 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
     ]
     assert (down.bot_chat, down.bot_request) == ("test:ctx", request_id)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
-    assert line.startswith(f"bot.router.gateway [chat=test:ctx req={request_id}] memory worker unavailable")
+    assert line.startswith(f"bot.chat.gateway [chat=test:ctx req={request_id}] memory worker unavailable")
     assert "memory=False" in turn.getMessage()
 
 
@@ -548,7 +548,7 @@ async def test_a_tier_pausing_for_a_short_retry_after_gets_a_last_try_before_the
         fake.script(RateLimit(retry_after=0.3), RateLimit(retry_after=0.3), Echo(), model="m-standard")
         fake.script(ServerError(500), ServerError(500), model="m-light")
         fake.script(ServerError(500), ServerError(500), model="m-heavy")
-        async with running_router(make_settings(fake.url, max_retry_wait_s=1.0), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url, max_retry_wait_s=1.0), tmp_path) as router:
             reply = await router.handle(msg("hello there, anyone?"))
             usage = tier_totals(await router.memory.usage("test:chat"))
     assert reply.ok and reply.tier == "standard" and reply.text == "echo: hello there, anyone?"

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from bot.router.pipeline import APOLOGY
+from bot.chat.pipeline import APOLOGY
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI, Garbage, RateLimit, ServerError
 from tests.fakes.telegram_server import ApiError, FakeTelegram
@@ -21,7 +21,7 @@ from tests.support import (
     make_settings,
     msg,
     port_of,
-    running_router,
+    running_pipeline,
     telegram_bot,
     telegram_settings,
     wait_until,
@@ -62,7 +62,7 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
         settings = make_settings(fake.url, memory_url=url, memory_token=MEMORY_TOKEN, request_timeout_s=2.0)
         stop = asyncio.Event()
         flapping = asyncio.create_task(flap(mem_dir, gate, outages=5, up_s=0.5, down_s=0.5, stop=stop))
-        async with running_router(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as router:
 
             async def chat(c: int) -> list[str]:
                 return [

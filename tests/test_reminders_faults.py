@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.chat.memory import HttpMemoryClient
+from bot.chat.reminders_client import ReminderApi
+from bot.chat.reminders_delivery import Courier, Journal
 from bot.config import ReminderSettings
-from bot.router.memory import HttpMemoryClient
-from bot.router.reminders_client import ReminderApi
-from bot.router.reminders_delivery import Courier, Journal
 from memory_worker.local import EmbeddedMemoryHost
 from tests.support import MEMORY_TOKEN, clean_env, wait_until
 from tests.support.net import ServedMemory

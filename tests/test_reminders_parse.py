@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.router.reminders_parse import (
+from bot.chat.reminders_parse import (
     EXAMPLE,
     ReminderParseError,
     format_every,

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.router.memory import HttpMemoryClient
-from bot.router.reminders_client import ReminderApi
-from bot.router.reminders_delivery import Courier, Journal
+from bot.chat.memory import HttpMemoryClient
+from bot.chat.reminders_client import ReminderApi
+from bot.chat.reminders_delivery import Courier, Journal
 from memory_worker.pyodide_runtime import PyodideUnavailable, check_installed
 from tests.support import TOKEN, ServedMemory, wait_until
 

@@ -7,9 +7,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from bot.config import Tier
-from bot.router.models import MemoryContext
-from bot.router.prompt import (
+from bot.chat.models import MemoryContext
+from bot.chat.prompt import (
     MEMORY_BEGIN,
     MEMORY_END,
     SYSTEM_INSTRUCTION,
@@ -17,7 +16,8 @@ from bot.router.prompt import (
     quote_memory,
     redact,
 )
-from bot.router.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
+from bot.chat.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
+from bot.config import Tier
 
 TIERS = {
     "standard": Tier("standard", "m-s", price_in_per_mtok=0.4, price_out_per_mtok=1.6),

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from bot.router.chats import ChatState, LastPrompt
-from bot.router.commands import COMMANDS, GREETING
-from bot.router.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
-from bot.router.types import CommandResult
+from bot.chat.chats import ChatState, LastPrompt
+from bot.chat.commands import COMMANDS, GREETING
+from bot.chat.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
+from bot.chat.types import CommandResult
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, ServerError
-from tests.support import API_KEY, make_settings, msg, running_router
+from tests.support import API_KEY, make_settings, msg, running_pipeline
 
 ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
 
@@ -19,7 +19,7 @@ ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
 async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my name is Ada and I live in Lisbon", author_id="u1"))
         member = msg("/x", author="bob", author_id="u2", admin=False)
@@ -55,7 +55,7 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
 async def test_facts_summary_memory_mode_for_admins(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my name is Ada and I live in Lisbon", author="ada", author_id="u1"))
         await router.handle(msg("I live in Porto", author="bob", author_id="u2", admin=False))
@@ -73,7 +73,7 @@ async def test_facts_summary_memory_mode_for_admins(tmp_path):
 async def test_usage_is_a_table_and_a_png_chart(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         fake.script(ServerError(500), model="m-standard")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
             await router.handle(msg("first question of the day for you"))
             result = await router.command(msg("/usage"), "usage", "")
             assert result.image_png is not None and result.image_png.startswith(b"\x89PNG\r\n\x1a\n")
@@ -87,7 +87,7 @@ async def test_usage_is_a_table_and_a_png_chart(tmp_path):
 async def test_forget_needs_confirmation(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my name is Ada"))
         admin = msg("/forget")
@@ -106,7 +106,7 @@ async def test_forget_needs_confirmation(tmp_path):
 async def test_forgetme_forgets_only_the_speaker(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
         await router.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
@@ -122,7 +122,7 @@ async def test_an_answer_being_made_when_its_asker_says_forgetme_is_not_kept(tmp
     held = asyncio.Event()
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
         fake.script(Answer(text="Noted, Bob: your locker code is 4711", until=held))
@@ -142,7 +142,7 @@ async def test_an_answer_being_made_when_its_asker_says_forgetme_is_not_kept(tmp
 async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         assert "No answer yet" in (await router.command(msg("/why"), "why", "")).text
         await router.handle(msg(f"my api key is {API_KEY} keep it safe"))
@@ -156,7 +156,7 @@ async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):
 async def test_tier_command_forces_and_resets(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         user = msg("/tier", admin=False)
         assert "automatic" in (await router.command(user, "tier", "")).text
@@ -171,7 +171,7 @@ async def test_tier_command_forces_and_resets(tmp_path):
 async def test_commands_when_memory_is_down_say_so(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url, memory_url="http://127.0.0.1:9", memory_token="x" * 20)
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             result = await router.command(msg("/facts"), "facts", "")
             assert "unreachable" in result.text
 
@@ -179,7 +179,7 @@ async def test_commands_when_memory_is_down_say_so(tmp_path):
 async def test_forgetme_then_why_shows_nothing_of_the_forgotten_person(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         await router.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
         await router.handle(msg("tell me about the beach", author="bob", author_id="u2"))
@@ -208,7 +208,7 @@ class _RecordingClient:
 async def test_reply_records_say_whose_message_they_answer(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         fake.script(ServerError(500), model="m-standard")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
             router.memory.client = recording = _RecordingClient(router.memory.client)
             await router.handle(msg("hello there", author_id="u7", message_id="m-42"))
     assert [r["ok"] for r in recording.replies] == [False, True]  # each attempt says it

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bot.router.pipeline import APOLOGY
+from bot.chat.pipeline import APOLOGY
 from tests.fakes.openai_server import (
     Answer,
     Echo,
@@ -18,13 +18,13 @@ from tests.fakes.openai_server import (
     RateLimit,
     ServerError,
 )
-from tests.support import API_KEY, INSTANT, make_settings, msg, running_router, tier_totals
+from tests.support import API_KEY, INSTANT, make_settings, msg, running_pipeline, tier_totals
 
 
 async def test_plain_answer_is_recorded_with_tokens_and_cost(tmp_path):
     async with (
         FakeOpenAI(default=Answer("Hello Ada", prompt_tokens=1000, completion_tokens=500)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         reply = await router.handle(msg("please tell me something nice about the weather today"))
         assert (reply.text, reply.tier, reply.ok, reply.with_memory) == (
@@ -51,7 +51,7 @@ async def test_plain_answer_is_recorded_with_tokens_and_cost(tmp_path):
 async def test_429_retry_after_is_honoured_then_same_tier_answers(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(RateLimit(retry_after=0.4), Answer("after the wait"), model="m-standard")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.text == "after the wait" and reply.tier == "standard"
             assert fake.models_called() == ["m-standard", "m-standard"]
@@ -62,7 +62,7 @@ async def test_429_retry_after_is_honoured_then_same_tier_answers(tmp_path):
 async def test_long_retry_after_moves_on_and_cools_the_tier(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(RateLimit(retry_after=30), model="m-standard")
-        async with running_router(make_settings(fake.url, max_retry_wait_s=2.0), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url, max_retry_wait_s=2.0), tmp_path) as router:
             started = time.monotonic()
             first = await router.handle(msg("hello, how is it going over there?"))
             assert time.monotonic() - started < 8.0  # did not wait 30 s
@@ -81,7 +81,7 @@ async def test_5xx_twice_falls_back_in_configured_order(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(ServerError(500), ServerError(503), model="m-standard")
         fake.script(ServerError(502), ServerError(500), model="m-light")
-        async with running_router(
+        async with running_pipeline(
             make_settings(fake.url, fallback=("standard", "light", "heavy")), tmp_path, options=INSTANT
         ) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
@@ -98,7 +98,7 @@ async def test_hang_past_timeout_then_next_tier(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(Hang(), Hang(), model="m-standard")
         settings = make_settings(fake.url, request_timeout_s=0.3)
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             started = time.monotonic()
             reply = await router.handle(msg("hello, how is it going over there?"))
             elapsed = time.monotonic() - started
@@ -113,7 +113,7 @@ async def test_garbage_bodies_are_malformed_answers(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(Garbage("<html>oops</html>"), Garbage('{"foo": 1}'), model="m-standard")
         fake.script(Garbage("plain words", "text/plain"), Answer("real answer"), model="m-light")
-        async with running_router(make_settings(fake.url), tmp_path, options=INSTANT) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.text == "real answer" and reply.tier == "light"
             assert tier_totals(await router.memory.usage("test:chat")) == {
@@ -125,7 +125,7 @@ async def test_garbage_bodies_are_malformed_answers(tmp_path):
 async def test_refusal_is_not_retried(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(ServerError(401, "bad key"), model="m-standard")
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert reply.tier == "light"
             assert fake.models_called() == ["m-standard", "m-light"]
@@ -134,7 +134,7 @@ async def test_refusal_is_not_retried(tmp_path):
 async def test_every_tier_failing_gives_a_plain_apology_and_loses_nothing(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(500)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         reply = await router.handle(msg("hello, how is it going over there?", message_id="m1"))
         assert not reply.ok and reply.text == APOLOGY and "sorry" in reply.text.lower()
@@ -152,7 +152,7 @@ async def test_every_tier_failing_gives_a_plain_apology_and_loses_nothing(tmp_pa
 async def test_time_budget_caps_the_whole_answer(tmp_path):
     async with FakeOpenAI(default=Hang()) as fake:
         settings = make_settings(fake.url, time_budget_s=1.0, request_timeout_s=2.0)
-        async with running_router(settings, tmp_path) as router:
+        async with running_pipeline(settings, tmp_path) as router:
             started = time.monotonic()
             reply = await router.handle(msg("hello, how is it going over there?"))
             assert not reply.ok and "sorry" in reply.text.lower()
@@ -176,7 +176,7 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
     async with FakeOpenAI() as fake:
         fake.responder = lambda req: rng.choice(faults)()
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
-        async with running_router(settings, tmp_path, options=INSTANT) as router:
+        async with running_pipeline(settings, tmp_path, options=INSTANT) as router:
             replies = []
             for i in range(30):
                 replies.append(
@@ -200,7 +200,7 @@ async def test_random_faults_every_message_answered_every_attempt_recorded(tmp_p
 async def test_forced_prefix_uses_that_tier_and_is_stripped(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         reply = await router.handle(msg("!heavy what is two plus two"))
         assert reply.tier == "heavy" and reply.text == "echo: what is two plus two"
@@ -212,7 +212,7 @@ async def test_daily_budget_moves_chat_down_a_tier(tmp_path):
     # One standard answer costs 11*0.4e-6 + 7*1.6e-6 = 1.56e-5 USD.
     async with (
         FakeOpenAI(default=Answer("ok", prompt_tokens=11, completion_tokens=7)) as fake,
-        running_router(make_settings(fake.url, daily_budget_usd=1.0e-5), tmp_path) as router,
+        running_pipeline(make_settings(fake.url, daily_budget_usd=1.0e-5), tmp_path) as router,
     ):
         first = await router.handle(msg("hello, how is it going over there?"))
         second = await router.handle(msg("and how is the weather over there?"))
@@ -224,7 +224,7 @@ async def test_concurrent_messages_in_one_chat_all_answered_and_recorded_once(tm
 
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         replies = await asyncio.gather(
             *(
@@ -250,7 +250,7 @@ async def test_a_bug_in_a_model_call_is_not_retried_it_is_logged_and_answered_wi
 ):
     """A programming error is not a model failure: no retry, no other tier (it would hide the
     bug for the whole time budget), its traceback in the log, the apology for the user."""
-    from bot.router.models import ModelAnswer
+    from bot.chat.models import ModelAnswer
 
     calls: list[str] = []
 
@@ -277,7 +277,7 @@ async def test_a_bug_in_a_model_call_is_not_retried_it_is_logged_and_answered_wi
 
     caplog.set_level(logging.ERROR)
     settings = make_settings(None, api_key=None)
-    async with running_router(settings, tmp_path, models={"standard": Broken(), "light": Fine()}) as router:
+    async with running_pipeline(settings, tmp_path, models={"standard": Broken(), "light": Fine()}) as router:
         reply = await router.handle(msg("hello there, how is it going today"))
         streamed = "".join([p async for p in router.stream(msg("and now streamed, how is it going"))])
         usage = await router.memory.usage("test:chat")

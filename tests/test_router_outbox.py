@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from bot.router.memory import HttpMemoryClient, MemoryUnavailable
-from bot.router.outbox import Outbox
+from bot.chat.memory import HttpMemoryClient, MemoryUnavailable
+from bot.chat.outbox import Outbox
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
-from tests.support import TcpGate, make_settings, msg, port_of, running_router, tier_totals, wait_until
+from tests.support import TcpGate, make_settings, msg, port_of, running_pipeline, tier_totals, wait_until
 
 TOKEN = "memory-token-for-tests-0123456789"
 
@@ -16,7 +16,7 @@ async def test_worker_down_then_back_replays_outbox_without_doubles(tmp_path):
     # The worker's address, with nothing behind it yet: connections are refused.
     async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
-        async with running_router(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as router:
             # The worker is down: every message is still answered, without memory.
             replies = [
                 await router.handle(msg(f"note {i}: the sky is blue", message_id=f"m{i}")) for i in range(5)
@@ -83,7 +83,7 @@ async def test_outbox_survives_a_restart_of_the_bot(tmp_path):
     mem_dir = tmp_path / "memory"
     async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
-        async with running_router(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as router:
             await router.handle(msg("remember: I live in Oslo", message_id="a1"))
             assert len(router.outbox) == 2
         # The bot stopped with records pending; they are on disk.
@@ -91,7 +91,7 @@ async def test_outbox_survives_a_restart_of_the_bot(tmp_path):
             assert len(box) == 2
         async with EmbeddedMemoryHost(mem_dir, token=TOKEN, port=0) as host:
             await gate.open(port_of(host.url))
-            async with running_router(settings, tmp_path / "bot") as router:
+            async with running_pipeline(settings, tmp_path / "bot") as router:
                 await wait_until(lambda: len(router.outbox) == 0, what="replay after restart")
                 facts = await router.memory.facts("test:chat")
                 assert {(f["key"], f["value"]) for f in facts} >= {("location", "Oslo")}
@@ -108,7 +108,7 @@ async def test_wrong_token_keeps_records_for_later(tmp_path):
                 raise AssertionError("a wrong token must not pass")
         async with FakeOpenAI(default=Echo()) as fake:
             settings = make_settings(fake.url, memory_url=host.url, memory_token="not-the-token")
-            async with running_router(settings, tmp_path / "bot") as router:
+            async with running_pipeline(settings, tmp_path / "bot") as router:
                 reply = await router.handle(msg("hello there my friend", message_id="t1"))
                 assert reply.ok and not reply.with_memory
                 assert len(router.outbox) == 2
@@ -117,7 +117,7 @@ async def test_wrong_token_keeps_records_for_later(tmp_path):
 async def test_a_message_the_worker_refuses_is_still_answered_and_not_queued(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="")) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         huge = "word " * 14000  # 70 KB: over the worker's 64 KiB limit (413)
         reply = await router.handle(msg(huge, message_id="big"))
@@ -131,7 +131,7 @@ async def test_forgetme_covers_the_records_still_in_the_outbox(tmp_path):
     """Issue 24, finding 2: /forgetme said "Done", then the replay put everything back."""
     async with TcpGate() as gate, FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url, memory_url=gate.url, memory_token=TOKEN)
-        async with running_router(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as router:
             for i in range(20):  # the worker is down: 20 turns + 20 replies wait
                 await router.handle(msg(f"my secret number {i}", message_id=f"s{i}"))
             await router.handle(msg("bob was here", author="bob", author_id="u2", message_id="b1"))

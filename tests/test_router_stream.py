@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.router.pipeline import APOLOGY, CUT_OFF
+from bot.chat.pipeline import APOLOGY, CUT_OFF
 from tests.fakes.openai_server import Answer, FakeOpenAI, NoFirstToken, ServerError, StreamBreak
-from tests.support import make_settings, msg, running_router, tier_totals
+from tests.support import make_settings, msg, running_pipeline, tier_totals
 
 LONG = "Streaming answers grow in place as the model writes them, piece by piece."
 
@@ -12,7 +12,7 @@ LONG = "Streaming answers grow in place as the model writes them, piece by piece
 async def test_stream_yields_pieces_and_records_once_with_usage(tmp_path):
     async with (
         FakeOpenAI(default=Answer(LONG, chunk_size=5, prompt_tokens=40, completion_tokens=20)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
         assert len(pieces) > 5 and "".join(pieces) == LONG
@@ -33,7 +33,7 @@ async def test_stream_yields_pieces_and_records_once_with_usage(tmp_path):
 async def test_no_first_token_falls_back_before_anything_is_shown(tmp_path):
     async with FakeOpenAI(default=Answer(LONG)) as fake:
         fake.script(NoFirstToken(), ServerError(500), model="m-standard")
-        async with running_router(make_settings(fake.url, request_timeout_s=1.0), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url, request_timeout_s=1.0), tmp_path) as router:
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert "".join(pieces) == LONG
             assert fake.models_called() == ["m-standard", "m-standard", "m-light"]
@@ -46,7 +46,7 @@ async def test_no_first_token_falls_back_before_anything_is_shown(tmp_path):
 async def test_break_mid_stream_keeps_text_says_cut_off_records_error(tmp_path):
     async with FakeOpenAI() as fake:
         fake.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
-        async with running_router(make_settings(fake.url), tmp_path) as router:
+        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
             pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
             assert pieces[:2] == ["The answ", "er start"]
             assert pieces[-1] == CUT_OFF and "cut off" in pieces[-1]
@@ -57,7 +57,7 @@ async def test_break_mid_stream_keeps_text_says_cut_off_records_error(tmp_path):
 async def test_stream_apology_when_all_fail(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(503)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         pieces = [p async for p in router.stream(msg("tell me about streaming please, in short"))]
         assert pieces == [APOLOGY]
@@ -67,7 +67,7 @@ async def test_stream_apology_when_all_fail(tmp_path):
 async def test_reader_leaving_early_is_recorded_as_an_error_once(tmp_path):
     async with (
         FakeOpenAI(default=Answer(LONG, chunk_size=4)) as fake,
-        running_router(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as router,
     ):
         stream = router.stream(msg("tell me about streaming please, in short"))
         assert await stream.__anext__() == "Stre"

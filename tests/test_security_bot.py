@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from bot.adapters import telegram as tgad
+from bot.chat.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
+from bot.chat.registry import refused
 from bot.config import DEFAULT_CONFIG, settings_from
-from bot.router.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
-from bot.router.registry import refused
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import EPHEMERAL
 from tests.fakes.openai_server import ServerError
@@ -26,7 +26,7 @@ from tests.support import (
     forget_clicked_by,
     running_bot,
     running_client,
-    running_router,
+    running_pipeline,
     slash,
 )
 
@@ -169,7 +169,7 @@ async def test_secrets_never_in_logs_answers_or_why_over_a_full_telegram_run(ope
             ServerError(401, f"bad {api_key}"),
         )
         tg.fail_next("sendMessage", 502, description=f"Bad Gateway for bot{bot_token}")
-        async with running_router(settings, tmp_path / "bot") as router, running_bot(router, settings, tg):
+        async with running_pipeline(settings, tmp_path / "bot") as router, running_bot(router, settings, tg):
             apology = await ask(tg, chat, alice, f"my key is {api_key} and the token {memory_token}")
             await ask(tg, chat, alice, "what was my key again?")
             why = await ask(tg, chat, alice, "/why")
@@ -196,7 +196,7 @@ async def test_secrets_never_in_logs_or_answers_over_a_full_discord_run(
     settings = discord_e2e_settings(fake_discord, openai, world)
     settings = replace(settings, tiers={n: replace(t, api_key=api_key) for n, t in settings.tiers.items()})
     openai.script(ServerError(401, f"Incorrect API key provided: {api_key}"))  # an error quoting the key
-    async with running_router(settings, tmp_path) as router, running_client(router, settings):
+    async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
         await fake_discord.user_says(world.dm, world.member, "hello, what can you do?")
         await answered(fake_discord, world.dm, "hello, what can you do?")
         why = await slash(fake_discord, "why", world.member, world.dm)

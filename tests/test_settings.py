@@ -117,7 +117,7 @@ async def test_bot_config_overrides_every_table_and_each_override_reaches_its_re
     import tomllib
 
     from bot.config import DEFAULT_CONFIG
-    from tests.support.core import running_router
+    from tests.support.core import running_pipeline
 
     shipped = tomllib.loads(DEFAULT_CONFIG.read_text())
     nested = {f"router.{k}" for k, v in shipped["router"].items() if isinstance(v, dict)}
@@ -126,7 +126,7 @@ async def test_bot_config_overrides_every_table_and_each_override_reaches_its_re
     own = tmp_path / "own.toml"
     own.write_text("".join(f"[{table}]\n{line}\n\n" for table, (line, _, _) in OVERRIDES.items()))
     settings = load_settings(env={"BOT_CONFIG": str(own), "OPENAI_API_KEY": "sk-x"}, env_file=None)
-    async with running_router(settings, tmp_path / "bot") as pipeline:
+    async with running_pipeline(settings, tmp_path / "bot") as pipeline:
         seen = {table: read(pipeline) for table, (_, _, read) in OVERRIDES.items()}
     assert seen == {table: value for table, (_, value, _) in OVERRIDES.items()}
 

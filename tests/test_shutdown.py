@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.router.memory import HttpMemoryClient
-from bot.router.outbox import Outbox
+from bot.chat.memory import HttpMemoryClient
+from bot.chat.outbox import Outbox
 from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.local.offline import OfflineSummarizer
 from tests.fakes.discord_server import FakeDiscord

@@ -14,8 +14,8 @@ import pytest
 from telegram.error import InvalidToken
 
 from bot.adapters import telegram as tgad
+from bot.chat.types import CommandResult, File
 from bot.config import TelegramSettings
-from bot.router.types import CommandResult, File
 from tests.fakes.telegram_server import FakeTelegram
 from tests.support import (
     ADMIN_ONLY,

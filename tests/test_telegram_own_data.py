@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bot.adapters import telegram as tgad
-from bot.router import own_data
+from bot.chat import own_data
 from tests.support import People, ask, bot_on_router, numbered, prompt_section
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")

@@ -12,7 +12,7 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from bot.adapters.streaming import worth_showing
-from bot.router.types import IncomingMessage
+from bot.chat.types import IncomingMessage
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 from tests.support import (

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.adapters.reminder_sends import console_send
-from bot.router.neutral import printable
-from bot.router.types import ChatService, CommandResult, IncomingMessage
+from bot.chat.neutral import printable
+from bot.chat.types import ChatService, CommandResult, IncomingMessage
 
 QUIT = {"/quit", "/exit", "/q"}
 
@@ -35,14 +35,14 @@ class ConsoleSession:
 
     def __init__(
         self,
-        router: ChatService,
+        service: ChatService,
         chat_key: str,
         *,
         data_dir: Path | None = None,
         author: str | None = None,
         author_id: str | None = None,
     ) -> None:
-        self.router = router
+        self.service = service
         self.chat_key = chat_key
         self.data_dir = data_dir
         # In a console chat the key names its user; in another chat (an imported group) its
@@ -76,8 +76,8 @@ class ConsoleSession:
         """The full answer to one input line (message or command), fit for a terminal."""
         command = self.parse_command(line)
         if command is not None:
-            return printable(self.render(await self.router.command(self.message(line), *command)))
-        reply = await self.router.handle(self.message(line))
+            return printable(self.render(await self.service.command(self.message(line), *command)))
+        reply = await self.service.handle(self.message(line))
         return printable(reply.text)
 
     def render(self, result: CommandResult) -> str:
@@ -99,7 +99,7 @@ class ConsoleSession:
 
 
 async def run_console(
-    router: ChatService,
+    service: ChatService,
     chat_key: str,
     *,
     data_dir: Path | None = None,
@@ -117,8 +117,8 @@ async def run_console(
     stdout = stdout or sys.stdout
     if interactive is None:
         interactive = stdin.isatty()
-    session = ConsoleSession(router, chat_key, data_dir=data_dir, author=author, author_id=author_id)
-    desk = getattr(router, "reminders", None)  # due reminders of this console chat, printed
+    session = ConsoleSession(service, chat_key, data_dir=data_dir, author=author, author_id=author_id)
+    desk = getattr(service, "reminders", None)  # due reminders of this console chat, printed
     if desk is not None:
         desk.start("console", console_send(stdout, chat_key), prefix=chat_key)
     if interactive:
@@ -148,7 +148,7 @@ async def run_console(
             return 0
         if interactive and streaming and session.parse_command(line) is None:
             stdout.write("bot> ")
-            async for piece in router.stream(session.message(line)):
+            async for piece in service.stream(session.message(line)):
                 stdout.write(printable(piece))  # names and quoted words may carry escapes
                 stdout.flush()
             stdout.write("\n\n")

@@ -1,4 +1,4 @@
-"""Discord adapter: discord.py client <-> the router's neutral types.
+"""Discord adapter: discord.py client <-> the chat service's neutral types.
 
 DMs are answered; guild channels and threads are answered when the bot is mentioned or
 replied to, and their other messages are recorded (needs the message content intent).
@@ -33,10 +33,10 @@ from bot.adapters.discord_send import (
 )
 from bot.adapters.reminder_sends import discord_send
 from bot.adapters.split import split_text
+from bot.chat.registry import Command, refused
+from bot.chat.types import ChatService, CommandResult, IncomingMessage, MediaPart
 from bot.chat_keys import discord_chat_key
 from bot.config import Settings
-from bot.router.registry import Command, refused
-from bot.router.types import ChatService, CommandResult, IncomingMessage, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Translator:
         return in_dm or manage_guild or str(user_id) in self.settings.admin_user_ids
 
     def message(self, message: discord.Message, me: discord.ClientUser) -> IncomingMessage | None:
-        """The router's view of a chat message; None when there is nothing to read."""
+        """The chat service's view of a chat message; None when there is nothing to read."""
         if message.author.bot or message.type not in ANSWERED_TYPES:
             return None  # other bots (no loops), ourselves, joins, pins and other system messages
         text = self._text(message, me)
@@ -99,7 +99,7 @@ class Translator:
         )
 
     def interaction(self, interaction: discord.Interaction, name: str, args: str) -> IncomingMessage:
-        """The router's view of a slash command or button press."""
+        """The chat service's view of a slash command or button press."""
         user = interaction.user
         return IncomingMessage(
             chat_key=self.chat_key(interaction.channel_id or user.id, user.id),
@@ -151,7 +151,7 @@ def _attachment_kind(attachment: discord.Attachment) -> str:
 
 
 def _media_part(attachment: discord.Attachment) -> MediaPart | None:
-    """An image or audio attachment (voice messages included) as a part the router can read."""
+    """An image or audio attachment (voice messages included) as a part the chat service can read."""
     mime = (attachment.content_type or "").split(";")[0].strip()
     if mime.startswith("image/"):
         return MediaPart(
@@ -176,7 +176,7 @@ def _media_part(attachment: discord.Attachment) -> MediaPart | None:
 
 
 class ConfirmView(discord.ui.View):
-    """One button that runs the router's confirmation command (e.g. `forget yes`)."""
+    """One button that runs the chat service's confirmation command (e.g. `forget yes`)."""
 
     def __init__(self, bot: DiscordBot, confirm: str, owner_id: int) -> None:
         super().__init__(timeout=CONFIRM_TIMEOUT_S)
@@ -213,7 +213,7 @@ class DiscordBot(discord.Client):
 
     def __init__(
         self,
-        router: ChatService,
+        service: ChatService,
         settings: Settings,
         *,
         identify_pause_s: float = IDENTIFY_PAUSE_S,
@@ -223,7 +223,7 @@ class DiscordBot(discord.Client):
         intents.message_content = True  # privileged: mentions, replies and recording need it
         options.setdefault("allowed_mentions", discord.AllowedMentions.none())  # model text never pings
         super().__init__(intents=intents, **options)
-        self.router, self.settings = router, settings
+        self.service, self.settings = service, settings
         self.translate = Translator(settings)
         self.tree = app_commands.CommandTree(self)
         self.tree.on_error = self.on_command_error  # type: ignore[method-assign]  # discord.py's documented way
@@ -255,7 +255,7 @@ class DiscordBot(discord.Client):
 
     async def on_ready(self) -> None:
         """Once connected: deliver the due reminders of Discord channels (reminders_delivery)."""
-        desk = getattr(self.router, "reminders", None)
+        desk = getattr(self.service, "reminders", None)
         if desk is not None and not self._reminders_started:
             self._reminders_started = True
             desk.start("discord", discord_send(self, self.settings.discord.send_budget_s), parallel=True)
@@ -289,18 +289,18 @@ class DiscordBot(discord.Client):
     async def _converse(self, message: discord.Message, incoming: IncomingMessage) -> None:
         if not incoming.addressed:
             if self.settings.record_group_messages:
-                await self.router.record(incoming)
+                await self.service.record(incoming)
             return
         async with typing_shown(message.channel):
             if self.settings.discord.streaming:
                 await GrowingAnswer(message, self.settings.discord.send_budget_s).show(
-                    self.router.stream(incoming)
+                    self.service.stream(incoming)
                 )
                 return
             try:
-                text = (await self.router.handle(incoming)).text
+                text = (await self.service.handle(incoming)).text
             except Exception:  # a bug below us must not leave the user without any answer
-                log.exception("router failed on message %s", message.id)
+                log.exception("chat service failed on message %s", message.id)
                 text = SORRY
         await self.send_answer(message, text)
 
@@ -319,10 +319,10 @@ class DiscordBot(discord.Client):
         log.exception("error in Discord event %s", event_method)
 
     async def run_command(self, interaction: discord.Interaction, name: str, args: str = "") -> None:
-        """Run a router command for an interaction; defer when it is (or turns out) slow."""
+        """Run a chat command for an interaction; defer when it is (or turns out) slow."""
         incoming = self.translate.interaction(interaction, name, args)
-        work = asyncio.ensure_future(self.router.command(incoming, name, args))
-        command = self.router.registry.find(name)
+        work = asyncio.ensure_future(self.service.command(incoming, name, args))
+        command = self.service.registry.find(name)
         if command is None or not command.slow:
             await asyncio.wait({work}, timeout=DEFER_AFTER_S)
         if not work.done():  # the work goes on while Discord is told to wait
@@ -359,7 +359,7 @@ class DiscordBot(discord.Client):
     ) -> None:
         """Refuse non-admins politely; log anything else and say it failed."""
         if isinstance(error, app_commands.CheckFailure):
-            # The router's words, so a refusal reads the same on every platform.
+            # The chat service's words, so a refusal reads the same on every platform.
             await say(interaction, refused(interaction.command.name if interaction.command else "that"))
             return
         log.error("slash command failed", exc_info=error)
@@ -385,7 +385,7 @@ def add_commands(bot: DiscordBot) -> None:
             raise NotAdmin()
         return True
 
-    for command in bot.router.registry.listed(PLATFORM, admin=True):
+    for command in bot.service.registry.listed(PLATFORM, admin=True):
         slash = _slash_command(bot, command)
         if command.admin:
             slash.add_check(admin_only)
@@ -419,10 +419,10 @@ def _slash_command(bot: DiscordBot, command: Command) -> app_commands.Command[An
     return app_commands.Command(name=command.name, description=command.help, callback=callback)
 
 
-def build_client(router: ChatService, settings: Settings, **options) -> DiscordBot:
-    """The Discord client for `router`; `options` go to discord.Client (tests shorten timeouts)."""
+def build_client(service: ChatService, settings: Settings, **options) -> DiscordBot:
+    """The Discord client for `service`; `options` go to discord.Client (tests shorten timeouts)."""
     configure_endpoints(settings.discord.api_base_url, settings.discord.gateway_url)
-    return DiscordBot(router, settings, **options)
+    return DiscordBot(service, settings, **options)
 
 
 async def run_client(client: discord.Client, token: str, stop: asyncio.Event | None = None) -> None:
@@ -457,8 +457,8 @@ async def run_client(client: discord.Client, token: str, stop: asyncio.Event | N
         ) from None
 
 
-async def serve(router: ChatService, settings: Settings, stop: asyncio.Event | None = None) -> None:
+async def serve(service: ChatService, settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run the Discord bot until `stop` is set (messages in hand finished) or cancelled."""
     if not settings.discord.token:
         raise RuntimeError("DISCORD_BOT_TOKEN is not set (see docs/discord.md)")
-    await run_client(build_client(router, settings), settings.discord.token, stop)
+    await run_client(build_client(service, settings), settings.discord.token, stop)

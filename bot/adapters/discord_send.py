@@ -15,7 +15,7 @@ import discord
 
 from bot.adapters.split import split_text
 from bot.adapters.streaming import GrowingText
-from bot.router.retry import RetryPlan, patiently
+from bot.chat.retry import RetryPlan, patiently
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class GrowingAnswer(GrowingText):
         self.shown: list[str] = []
 
     def _stream_failed(self) -> None:
-        log.exception("router stream failed on message %s", self.question.id)
+        log.exception("chat service stream failed on message %s", self.question.id)
         self.text += ("\n\n" if self.text else "") + SORRY
 
     async def _render_loop(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, TextIO
 
-from bot.router.reminders_delivery import Send
+from bot.chat.reminders_delivery import Send
 
 if TYPE_CHECKING:
     import discord

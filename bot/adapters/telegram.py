@@ -1,4 +1,4 @@
-"""Telegram adapter (python-telegram-bot 22): updates in, neutral messages to the router, answers out.
+"""Telegram adapter (python-telegram-bot 22): updates in, neutral messages to the chat service, answers out.
 
 Private chats: every text is answered. Groups: the bot answers when mentioned by @username,
 replied to, or given one of its commands; other messages are recorded into memory
@@ -9,7 +9,7 @@ PTB's AIORateLimiter. Updates of one chat are handled in order, chats in paralle
 
 The parts: translation and admin rights (telegram_chat), formatting (telegram_html), sending
 (telegram_send), streamed answers (telegram_stream), the webhook server (telegram_webhook).
-The commands, their menus and their handlers come from the router's command registry.
+The commands, their menus and their handlers come from the chat service's command registry.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ from bot.adapters.telegram_html import markdown_to_html, split_for_telegram
 from bot.adapters.telegram_send import TelegramSender, unless_not_modified
 from bot.adapters.telegram_stream import BROKEN, GrowingAnswer
 from bot.adapters.telegram_webhook import ALLOWED_UPDATES, webhook_secret, webhook_server
+from bot.chat.registry import refused
+from bot.chat.retry import RetryPlan, patiently
+from bot.chat.types import ChatService, CommandResult, MediaPart
 from bot.config import Settings
-from bot.router.registry import refused
-from bot.router.retry import RetryPlan, patiently
-from bot.router.types import ChatService, CommandResult, MediaPart
 
 __all__ = [
     "ALLOWED_UPDATES",
@@ -84,16 +84,16 @@ PRIVATE_FIRST = (
 
 
 class TelegramBot:
-    """The handlers: each one translates, calls the router once, and sends what comes back."""
+    """The handlers: each one translates, calls the chat service once, and sends what comes back."""
 
     def __init__(
         self,
-        router: ChatService,
+        service: ChatService,
         settings: Settings,
         typing_interval: float = 4.0,
         edit_intervals: tuple[float, float] = (EDIT_INTERVAL_PRIVATE_S, EDIT_INTERVAL_GROUP_S),
     ) -> None:
-        self.router = router
+        self.service = service
         self.settings = settings
         self.translate = Translator(settings)
         self.admin = AdminCheck(settings.admin_user_ids)
@@ -108,7 +108,7 @@ class TelegramBot:
     def install(self, app: Application) -> None:
         """Register the handlers on `app` (new messages only: edits are ignored on purpose)."""
         new = filters.UpdateType.MESSAGE
-        for name in self.router.registry.names(PLATFORM):
+        for name in self.service.registry.names(PLATFORM):
             app.add_handler(CommandHandler(name, self.on_command, filters=new))
         app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self.on_text))
         app.add_handler(MessageHandler(new & filters.COMMAND, self.on_unknown_command))
@@ -124,7 +124,7 @@ class TelegramBot:
 
     async def register_commands(self, app: Application) -> None:
         """set_my_commands: everyone's commands by default, all of them for admins and in private."""
-        registry = self.router.registry
+        registry = self.service.registry
         everyone = [BotCommand(c.name, c.help) for c in registry.listed(PLATFORM, admin=False)]
         admins = [BotCommand(c.name, c.help) for c in registry.listed(PLATFORM, admin=True)]
         await app.bot.set_my_commands(everyone, scope=BotCommandScopeDefault())
@@ -139,7 +139,7 @@ class TelegramBot:
         await self._converse(message, self.translate.text(message), update.update_id)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A photo, voice...: read by the router; a sticker's caption counts as text; else a polite word."""
+        """A photo, voice...: read by the service; a sticker's caption counts as text; else a polite word."""
         message = _message(update)
         text = self.translate.text(message)
         media = self.translate.media(message)
@@ -159,13 +159,13 @@ class TelegramBot:
         name = _command_name(message)
         args = " ".join(context.args or [])
         is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
-        command = self.router.registry.find(name)
+        command = self.service.registry.find(name)
         if command is not None and command.admin and not is_admin:
             await message.reply_text(refused(name))
             return
         incoming = self.translate.incoming(message, text=message.text or "", is_admin=is_admin)
         async with self.sender.typing(message.chat):
-            result = await self.router.command(incoming, name, args)
+            result = await self.service.command(incoming, name, args)
         await self.deliver(message, result, incoming.author_id)
 
     async def on_unknown_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -174,7 +174,7 @@ class TelegramBot:
         if self.translate.addressed(message):
             is_admin = await self.admin(message.chat, message.from_user, message.sender_chat)
             incoming = self.translate.incoming(message, text=message.text or "", is_admin=is_admin)
-            result = await self.router.command(incoming, _command_name(message), "")
+            result = await self.service.command(incoming, _command_name(message), "")
             await self.deliver(message, result, incoming.author_id)
 
     async def on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -188,7 +188,7 @@ class TelegramBot:
             return
         name, _, args = command_text.lstrip("/").partition(" ")
         is_admin = await self.admin(query.message.chat, query.from_user)
-        command = self.router.registry.find(name)
+        command = self.service.registry.find(name)
         if action == "confirm" and command is not None and command.admin and not is_admin:
             # Callback data comes from the client: a forged button must not touch the question.
             await query.answer(refused(name), show_alert=True)
@@ -198,7 +198,7 @@ class TelegramBot:
             await query.edit_message_text("Cancelled: nothing was forgotten.")
             return
         incoming = self.translate.from_button(query.message, query.from_user, command_text, is_admin)
-        result = await self.router.command(incoming, name, args)
+        result = await self.service.command(incoming, name, args)
         # A late press (the question expired) gets the question again, with its buttons.
         markup = self.confirm_buttons(asker, result.confirm) if result.confirm else None
         with unless_not_modified():
@@ -226,7 +226,7 @@ class TelegramBot:
             return
         if not self.translate.addressed(message):
             if self.settings.record_group_messages:
-                await self.router.record(
+                await self.service.record(
                     self.translate.incoming(message, text=text, is_admin=False, addressed=False, media=media)
                 )
             return
@@ -241,10 +241,10 @@ class TelegramBot:
                     interval=self.edit_interval(message.chat),
                     before_first=stop_typing,
                 )
-                await answer.show(self.router.stream(incoming))
+                await answer.show(self.service.stream(incoming))
             return
         async with self.sender.typing(message.chat):
-            reply = await self.router.handle(incoming)
+            reply = await self.service.handle(incoming)
         if not reply.text:  # nothing to say (a stranger refused a moment ago)
             return
         try:
@@ -318,7 +318,7 @@ class TelegramBot:
 
     @staticmethod
     def confirm_text(result: CommandResult) -> str:
-        """The router asks to send the confirming command; here a button does it."""
+        """The chat service asks to send the confirming command; here a button does it."""
         if not result.confirm:
             return result.text
         return result.text.replace(f"Send {result.confirm}", f"Press the button (or send {result.confirm})")
@@ -360,14 +360,14 @@ def _parse_button(data: str | None) -> tuple[str, str, str]:
 
 
 def build_application(
-    router: ChatService,
+    service: ChatService,
     settings: Settings,
     *,
     typing_interval: float = 4.0,
     edit_intervals: tuple[float, float] = (EDIT_INTERVAL_PRIVATE_S, EDIT_INTERVAL_GROUP_S),
     rate_limiter: AIORateLimiter | None = None,
 ) -> Application:
-    """The PTB Application for `router`, with handlers, rate limiter and per-chat ordering."""
+    """The PTB Application for `service`, with handlers, rate limiter and per-chat ordering."""
     token = settings.telegram.token
     if not token:
         raise RuntimeError("TELEGRAM_BOT_TOKEN is not set (see docs/telegram.md)")
@@ -382,7 +382,7 @@ def build_application(
         base = settings.telegram.api_base_url.rstrip("/")
         builder = builder.base_url(base).base_file_url(_file_url(base))
     app = builder.build()
-    bot = TelegramBot(router, settings, typing_interval=typing_interval, edit_intervals=edit_intervals)
+    bot = TelegramBot(service, settings, typing_interval=typing_interval, edit_intervals=edit_intervals)
     bot.install(app)
     app.bot_data["adapter"] = bot
     return app
@@ -395,7 +395,7 @@ def _file_url(base: str) -> str:
 
 
 async def serve(
-    router: ChatService,
+    service: ChatService,
     settings: Settings,
     *,
     webhook_listen: str | None = None,
@@ -413,7 +413,7 @@ async def serve(
     webhook_listen = webhook_listen or settings.telegram.webhook_listen
     webhook_port = settings.telegram.webhook_port if webhook_port is None else webhook_port  # 0: any
     stop = stop or asyncio.Event()
-    app = app or build_application(router, settings)
+    app = app or build_application(service, settings)
     adapter: TelegramBot = app.bot_data["adapter"]
     updater = app.updater
     if updater is None:  # build_application always makes one
@@ -426,7 +426,7 @@ async def serve(
         except TelegramError as exc:
             log.warning("could not register the command menus: %r", exc)  # the commands still work
         await app.start()
-        desk = getattr(router, "reminders", None)  # due reminders of Telegram chats (reminders_delivery)
+        desk = getattr(service, "reminders", None)  # due reminders of Telegram chats (reminders_delivery)
         if desk is not None:
             desk.start("telegram", telegram_send(app.bot, adapter.sender))
         try:

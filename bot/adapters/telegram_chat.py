@@ -1,4 +1,4 @@
-"""Telegram objects <-> the router's neutral types, and who may do what in a Telegram chat.
+"""Telegram objects <-> the chat service's neutral types, and who may do what in a Telegram chat.
 
 `Translator` turns PTB messages into `IncomingMessage` values (chat keys, mention gating,
 text, attachments); `AdminCheck` decides admin rights (cached briefly); `ChatOrder` handles
@@ -20,9 +20,9 @@ from telegram import Chat, ChatMember, Message, MessageEntity, PhotoSize, Update
 from telegram.error import TelegramError
 from telegram.ext import BaseUpdateProcessor
 
+from bot.chat.types import IncomingMessage, MediaPart
 from bot.chat_keys import telegram_chat_key
 from bot.config import Settings
-from bot.router.types import IncomingMessage, MediaPart
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +94,9 @@ class Translator:
         return tuple(k for k in _ATTACHMENTS if getattr(message, k, None))
 
     def media(self, message: Message) -> tuple[MediaPart, ...]:
-        """The parts the router can read: voice, audio, video notes, photos, image or audio files.
+        """The parts the chat service can read: voice, audio, video notes, photos, image or audio files.
 
-        Each is fetched only when the router asks (getFile, then the download under
+        Each is fetched only when the chat service asks (getFile, then the download under
         base_file_url); sizes and durations come from the message itself.
         """
         parts: list[MediaPart] = []

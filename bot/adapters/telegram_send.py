@@ -14,7 +14,7 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TelegramError
 
 from bot.adapters.telegram_html import is_format_error, markdown_to_html, split_for_telegram
-from bot.router.retry import RetryPlan, patiently
+from bot.chat.retry import RetryPlan, patiently
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bot.chat.neutral import one_line
 from bot.chat_keys import discord_chat_key
 from bot.importers.common import (
     MAX_FIELD_BYTES,
@@ -30,7 +31,6 @@ from bot.importers.common import (
     stream_items,
     utc_iso,
 )
-from bot.router.neutral import one_line
 
 KEPT_TYPES = frozenset({"Default", "Reply"})  # the live adapter's ANSWERED_TYPES
 KINDS = {

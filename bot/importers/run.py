@@ -26,12 +26,12 @@ from typing import IO, Any, TextIO, cast
 from memory_engine import wire
 from tqdm import tqdm
 
+from bot.chat.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
 from bot.importers import discord, telegram
 from bot.importers.common import ExportError, Source
 from bot.importers.where import where_lines
-from bot.router.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
-from bot.router.retry import RetryPlan, patiently
 
 READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
     "telegram": telegram.sources,

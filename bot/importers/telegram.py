@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bot.chat.neutral import one_line
 from bot.chat_keys import (
     TELEGRAM_CHANNEL_TYPES,
     TELEGRAM_USER_TYPES,
@@ -47,7 +48,6 @@ from bot.importers.common import (
     unix_iso,
     utc_iso,
 )
-from bot.router.neutral import one_line
 
 NOT_INCLUDED = "(File not included"  # Telegram's placeholder when media were not exported
 DELETED = "Deleted Account"

@@ -24,7 +24,7 @@ class JsonLogFormatter(logging.Formatter):
     own `fields` (a dict passed as `extra={"fields": {...}}`), then `exc` with the traceback.
     """
 
-    # The bot's request context (bot/router/logs.py sets these attributes on its records).
+    # The bot's request context (bot/chat/logs.py sets these attributes on its records).
     CONTEXT = (("bot_chat", "chat"), ("bot_request", "request_id"))
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:

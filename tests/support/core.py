@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.app import build_pipeline
+from bot.chat.options import PipelineOptions
+from bot.chat.pipeline import Pipeline
+from bot.chat.types import IncomingMessage
 from bot.config import Settings, settings_from
-from bot.router.options import PipelineOptions
-from bot.router.pipeline import Pipeline
-from bot.router.types import IncomingMessage
 from tests.support.memory import InProcessMemory
 
 API_KEY = "sk-test-secret-0123456789abcdefXYZ"
@@ -91,7 +91,7 @@ def make_settings(
 
 
 @contextlib.asynccontextmanager
-async def running_router(
+async def running_pipeline(
     settings: Settings, data_dir: Path, *, host: bool = False, **kwargs: Any
 ) -> AsyncIterator[Pipeline]:
     """build_pipeline with fast outbox replay, on the memory engine in process

@@ -12,9 +12,9 @@ from typing import Any
 
 from bot.adapters import discord as adapter
 from bot.app import build_pipeline
+from bot.chat.commands import COMMANDS
+from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import DiscordSettings, Settings
-from bot.router.commands import COMMANDS
-from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.core import default_config_settings, wait_until
@@ -40,7 +40,7 @@ class World:
         self.dm = fake_discord.add_dm(self.member)
 
 
-class RecordingRouter:
+class RecordingDiscordService:
     """An honest ChatService: answers by rule, refuses admin commands to non-admins, records calls."""
 
     registry = COMMANDS  # the real commands: the slash commands are built from them

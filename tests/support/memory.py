@@ -23,7 +23,7 @@ from memory_engine.compaction import offline_summarize
 from memory_engine.operations import kind
 from memory_engine.routes import Route
 
-from bot.router.memory import MemoryClient, Query, answer_of, route_path
+from bot.chat.memory import MemoryClient, Query, answer_of, route_path
 from memory_worker.local import SqliteStorage
 
 B = TypeVar("B")

@@ -11,12 +11,12 @@ from typing import Any
 
 from bot.adapters import telegram as tgad
 from bot.app import build_pipeline
+from bot.chat.commands import COMMANDS
+from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import Settings, TelegramSettings
-from bot.router.commands import COMMANDS
-from bot.router.types import CommandResult, File, IncomingMessage, Reply
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.core import MEMORY_TOKEN, default_config_settings, running_router
+from tests.support.core import MEMORY_TOKEN, default_config_settings, running_pipeline
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 ADMIN_ONLY = {c.name for c in COMMANDS if c.admin}
@@ -182,7 +182,7 @@ def telegram_settings(
 @contextlib.asynccontextmanager
 async def telegram_bot(settings: Settings, tg: FakeTelegram, data_dir) -> AsyncIterator:
     """The real router (embedded memory unless MEMORY_URL) with the Telegram bot on it; yields the router."""
-    async with running_router(settings, data_dir) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, data_dir) as router, running_bot(router, settings, tg):
         yield router
 
 

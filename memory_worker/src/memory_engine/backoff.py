@@ -1,7 +1,7 @@
 """Waiting before a retry, stated once for the engine and the bot: the doubling schedule and
 the server's `Retry-After` (seconds or an HTTP date, and OpenAI's `retry-after-ms`).
 
-Standard library only: the bot imports it too (bot/router/retry.py), so a compaction alarm,
+Standard library only: the bot imports it too (bot/chat/retry.py), so a compaction alarm,
 a tier's retry and a platform send read a `Retry-After` the same way.
 """
 

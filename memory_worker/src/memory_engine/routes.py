@@ -5,7 +5,7 @@ its request body and query types and its answer type (TypedDicts of `wire.py`), 
 function that checks its arguments (`route_args.py`) and the handler that runs it. From
 this table `http_api.parse` routes and checks a request, `http_api.execute` runs it, the
 hosts read each operation's effects (`operations.py`), `openapi.py` writes the OpenAPI
-document, and the bot's client (`bot/router/memory.py`) builds its calls.
+document, and the bot's client (`bot/chat/memory.py`) builds its calls.
 
 A new route is one entry here and one handler (plus its wire types and, when it takes
 arguments, one function in `route_args.py`).

@@ -2,7 +2,7 @@
 
 The route table (`routes.py`) names one of these per route; the OpenAPI document
 (`openapi.py`) is generated from them, the contract tests check every answer against it,
-and the bot imports them (`bot/router/memory.py`), so a field is spelled once for both sides.
+and the bot imports them (`bot/chat/memory.py`), so a field is spelled once for both sides.
 `NotRequired` marks a key an answer may leave out; `X | None` a key that may be null.
 """
 

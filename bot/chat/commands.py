@@ -7,17 +7,17 @@ a few minutes of `/forget` in the same chat.
 
 from __future__ import annotations
 
-from bot.router import limits
-from bot.router.catchup import COMMANDS as CATCHUP_COMMANDS
-from bot.router.followups import COMMANDS as FOLLOWUP_COMMANDS
-from bot.router.own_data import COMMANDS as OWN_DATA_COMMANDS
-from bot.router.own_data import topic_line
-from bot.router.persona import persona_command, persona_line
-from bot.router.registry import Arg, Command, CommandContext, Registry
-from bot.router.reminders import COMMANDS as REMINDER_COMMANDS
-from bot.router.tiers import rank_tiers
-from bot.router.types import CommandResult, File
-from bot.router.usage_report import usage_chart_png, usage_table
+from bot.chat import limits
+from bot.chat.catchup import COMMANDS as CATCHUP_COMMANDS
+from bot.chat.followups import COMMANDS as FOLLOWUP_COMMANDS
+from bot.chat.own_data import COMMANDS as OWN_DATA_COMMANDS
+from bot.chat.own_data import topic_line
+from bot.chat.persona import persona_command, persona_line
+from bot.chat.registry import Arg, Command, CommandContext, Registry
+from bot.chat.reminders import COMMANDS as REMINDER_COMMANDS
+from bot.chat.tiers import rank_tiers
+from bot.chat.types import CommandResult, File
+from bot.chat.usage_report import usage_chart_png, usage_table
 
 FORGET_CONFIRM_S = 300.0
 INTRO = (
@@ -172,7 +172,7 @@ async def _mode(ctx: CommandContext) -> CommandResult:
 
 
 async def _compact(ctx: CommandContext) -> CommandResult:
-    from bot.router.memory import MemoryUnavailable
+    from bot.chat.memory import MemoryUnavailable
 
     try:
         data = await ctx.memory.compact(ctx.chat)

@@ -19,9 +19,9 @@ from typing import Any
 
 from memory_engine.prompt import HEADER, render_prompt
 
+from bot.chat.models import MemoryContext
+from bot.chat.neutral import defang, one_line
 from bot.config import default
-from bot.router.models import MemoryContext
-from bot.router.neutral import defang, one_line
 
 DEFAULT_SYSTEM_PROMPT: str = default("bot", "system_prompt").strip()
 # Fixed, whatever the config or a persona says: quoted memory is data, never instructions.
@@ -52,7 +52,7 @@ MEMORY_END = "MEMORY-END"
 
 def quote_memory(prompt: str) -> str:
     """The memory prompt fenced and line-prefixed so it reads as data."""
-    body = defang(prompt.strip())  # look-alikes too (bot/router/neutral.py)
+    body = defang(prompt.strip())  # look-alikes too (bot/chat/neutral.py)
     quoted = "\n".join("| " + line for line in body.splitlines())
     return f"{MEMORY_BEGIN}\n{quoted}\n{MEMORY_END}"
 

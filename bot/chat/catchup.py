@@ -8,7 +8,7 @@ words, attributed.
 
 With a model configured, the light (cheapest) tier writes the digest instead, in one call
 (`CommandContext.light_model`), from the same messages quoted as data (fenced and defanged
-like the memory block of bot/router/prompt.py). Offline, over a daily cap, or when the call
+like the memory block of bot/chat/prompt.py). Offline, over a daily cap, or when the call
 fails, the extractive digest answers: never an error.
 """
 
@@ -23,10 +23,10 @@ from memory_engine import routes
 from memory_engine.catchup import CatchupAnswer
 from memory_engine.wire import Message
 
-from bot.router.neutral import defang, one_line
-from bot.router.prompt import quote_memory
-from bot.router.registry import Command, CommandContext
-from bot.router.types import CommandResult
+from bot.chat.neutral import defang, one_line
+from bot.chat.prompt import quote_memory
+from bot.chat.registry import Command, CommandContext
+from bot.chat.types import CommandResult
 
 MAX_LINES = 5  # per section
 MODEL_INSTRUCTION = (

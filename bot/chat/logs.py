@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from bot.chat.prompt import redact
 from bot.jsonlog import JsonFormatter
-from bot.router.prompt import redact
 
 _CONTEXT: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar("bot_request", default=("", ""))
 # The record factory is process-wide by nature (logging is), so the secrets it hides are too:
@@ -105,7 +105,7 @@ def configure(level: int, json_lines: bool = False) -> None:
 
 
 # The turn line is the pipeline's: it keeps the logger name operators filter on.
-_TURNS = logging.getLogger("bot.router.pipeline")
+_TURNS = logging.getLogger("bot.chat.pipeline")
 
 
 @dataclass

@@ -4,7 +4,7 @@ The counts are the memory worker's: a turn answers `usage_today` (the chat's cal
 per tier today) and `usage_today_author` (the author's messages, calls and cost today, and
 the chat's messages today, the current message included), so caps hold across restarts and
 replicas. A cap of 0 is no cap. A message over a cap is still recorded (the turn did that);
-the router answers `CapHit.text` instead of calling a model. Days are UTC days, like the
+the pipeline answers `CapHit.text` instead of calling a model. Days are UTC days, like the
 worker's, and reset at midnight UTC.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.chat.tiers import spent_today
 from bot.config import LimitSettings
-from bot.router.tiers import spent_today
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memory_engine import wire
 
-from bot.router import limits
-from bot.router.models import ModelFailure, ModelRequest
-from bot.router.prompt import redact
-from bot.router.tiers import rank_tiers
-from bot.router.types import IncomingMessage
+from bot.chat import limits
+from bot.chat.models import ModelFailure, ModelRequest
+from bot.chat.prompt import redact
+from bot.chat.tiers import rank_tiers
+from bot.chat.types import IncomingMessage
 
 if TYPE_CHECKING:
+    from bot.chat.fallback import FallbackModel
+    from bot.chat.gateway import MemoryGateway
     from bot.config import Settings, Tier
-    from bot.router.fallback import FallbackModel
-    from bot.router.gateway import MemoryGateway
 
 log = logging.getLogger(__name__)
 

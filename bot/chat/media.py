@@ -1,4 +1,4 @@
-"""Voice messages and photos: what the router makes of a message's `MediaPart`s before answering.
+"""Voice messages and photos: what the pipeline makes of a message's `MediaPart`s before answering.
 
 Voice (Telegram voice, audio, video notes; Discord audio attachments) is transcribed through
 the OpenAI-compatible `POST /audio/transcriptions` (`OpenAICompatTranscriber`) and then
@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bot.chat.types import IncomingMessage, MediaPart
 from bot.config import PhotoSettings, TranscriptionSettings
-from bot.router.types import IncomingMessage, MediaPart
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -105,7 +105,7 @@ class OpenAICompatTranscriber:
 
 @dataclass(frozen=True)
 class Intake:
-    """A message's words and pictures as the router takes them, media read."""
+    """A message's words and pictures as the pipeline takes them, media read."""
 
     text: str  # recorded in memory, and the text of the model's current message
     images: tuple[tuple[str, bytes], ...] = ()  # (mime, data) for a vision tier

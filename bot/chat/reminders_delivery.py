@@ -36,12 +36,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.chat import limits as caps
+from bot.chat.followups import followup_text, is_followup
+from bot.chat.memory import MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.reminders_client import DispatchItem, Reminder, ReminderApi
+from bot.chat.reminders_parse import format_when, next_occurrence
 from bot.config import LimitSettings, ReminderSettings
-from bot.router import limits as caps
-from bot.router.followups import followup_text, is_followup
-from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
-from bot.router.reminders_client import DispatchItem, Reminder, ReminderApi
-from bot.router.reminders_parse import format_when, next_occurrence
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from bot.chat.fallback import RetryPolicy
+from bot.chat.gateway import BackOff, MemoryGateway
+from bot.chat.media import Transcriber
+from bot.chat.memory import MemoryClient
+from bot.chat.models import ChatModel
+from bot.chat.outbox import Outbox
+from bot.chat.tiers import ChoiceRules
 from bot.config import MemorySettings, Tier, default
-from bot.router.fallback import RetryPolicy
-from bot.router.gateway import BackOff, MemoryGateway
-from bot.router.media import Transcriber
-from bot.router.memory import MemoryClient
-from bot.router.models import ChatModel
-from bot.router.outbox import Outbox
-from bot.router.tiers import ChoiceRules
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.router.memory import MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.memory import MemoryClient, MemoryRefused, MemoryUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Every call is one route of the engine's route table (`memory_engine.routes`), with its
 request and answer types (`memory_engine.wire`): `MemoryRoutes.call` sends a route, and
 the named methods below are one line each over it. `HttpMemoryClient` speaks to a deployed
-Cloudflare Worker (`MEMORY_URL`) or to the local host; the router never knows which.
+Cloudflare Worker (`MEMORY_URL`) or to the local host; the pipeline never knows which.
 Failures come in two kinds: `MemoryUnavailable` (cannot reach it, it timed out, it answered
 5xx, or it refused the token or the URL: retry later, the outbox keeps the record) and
 `MemoryRefused` (it refused the request itself, 400/405/413: retrying will not help).
@@ -157,7 +157,7 @@ class MemoryRoutes:
 
 
 class MemoryClient(MemoryRoutes):
-    """What the router needs from the memory worker: every route of the API v1.
+    """What the pipeline needs from the memory worker: every route of the API v1.
 
     Every method raises `MemoryUnavailable` when the worker cannot be reached (or answers
     5xx) and `MemoryRefused` on a 4xx answer.

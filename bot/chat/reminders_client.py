@@ -5,7 +5,7 @@ from __future__ import annotations
 from memory_engine import reminder_wire as w
 from memory_engine import routes
 
-from bot.router.memory import MemoryClient, MemoryRefused
+from bot.chat.memory import MemoryClient, MemoryRefused
 
 Reminder = w.Reminder
 DispatchItem = w.DispatchItem

@@ -3,7 +3,7 @@
 Both lists empty: everyone may (the default, and the risk the README states). Otherwise a
 person listed may use the bot anywhere, and anyone may in a chat listed; the owners in
 ADMIN_USER_IDS always may (a platform admin of some chat is not enough: anyone can make a
-group of their own). The router asks `check` before it records or sends anything, so
+group of their own). The pipeline asks `check` before it records or sends anything, so
 nothing of a stranger reaches the memory or a model. A stranger's messages get one short
 refusal at most once per `refusal_interval_s` per person; their commands, which ask the
 bot directly (and on Discord must be answered), are refused every time. The console
@@ -17,8 +17,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.chat.types import IncomingMessage
 from bot.config import AccessSettings
-from bot.router.types import IncomingMessage
 
 REFUSAL = "Sorry, this bot is private: its owner has not allowed you to use it here."
 REMEMBERED_STRANGERS = 10000  # refusal times kept; the oldest go first

@@ -15,9 +15,9 @@ import json
 from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import Any
 
-from bot.router.memory import MemoryRefused
-from bot.router.registry import Arg, Command, CommandContext
-from bot.router.types import CommandResult, File
+from bot.chat.memory import MemoryRefused
+from bot.chat.registry import Arg, Command, CommandContext
+from bot.chat.types import CommandResult, File
 
 # What each platform lets a bot upload; a bigger export goes gzipped (JSON shrinks ~5-10x).
 UPLOAD_LIMIT = {"telegram": 50 * 1000 * 1000, "discord": 8 * 1024 * 1024}  # Discord: 8-10 MiB, plan-dependent

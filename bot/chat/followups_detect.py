@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from bot.router.reminders_parse import WEEKDAYS, zone
+from bot.chat.reminders_parse import WEEKDAYS, zone
 
 _NOUNS = (
     "interview|exam|test|appointment|meeting|flight|trip|presentation|surgery|operation|"

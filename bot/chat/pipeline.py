@@ -1,4 +1,4 @@
-"""The pipeline behind every adapter: `Pipeline`, the `ChatService` of bot/router/types.py.
+"""The pipeline behind every adapter: `Pipeline`, the `ChatService` of bot/chat/types.py.
 
 One message: record it and get its memory (through the memory gateway), let the tier router
 pick a tier (tiers.py), call the one model (the tier fallback, fallback.py: retries and the
@@ -20,16 +20,15 @@ from typing import Any
 
 from memory_engine import wire
 
-from bot.config import Settings
-from bot.router import followups, limits, logs, model_errors
-from bot.router.access import AccessPolicy
-from bot.router.chats import ChatState, LastPrompt
-from bot.router.commands import COMMANDS
-from bot.router.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
-from bot.router.gateway import MemoryGateway
-from bot.router.light import LightWriter
-from bot.router.logs import Turn, log_turn
-from bot.router.media import (
+from bot.chat import followups, limits, logs, model_errors
+from bot.chat.access import AccessPolicy
+from bot.chat.chats import ChatState, LastPrompt
+from bot.chat.commands import COMMANDS
+from bot.chat.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
+from bot.chat.gateway import MemoryGateway
+from bot.chat.light import LightWriter
+from bot.chat.logs import Turn, log_turn
+from bot.chat.media import (
     DESCRIBE,
     Intake,
     MediaReader,
@@ -39,14 +38,14 @@ from bot.router.media import (
     split_description,
     unaddressed_text,
 )
-from bot.router.memory import MemoryRefused, MemoryUnavailable
-from bot.router.models import Attempt, MemoryContext, ModelFailure, ModelRequest
-from bot.router.options import Answering
-from bot.router.prompt import build_messages, redact, system_instruction
-from bot.router.registry import NOT_AVAILABLE, CommandContext, Registry, refused
-from bot.router.reminders import command_in_words
-from bot.router.reminders_delivery import ReminderDesk
-from bot.router.tiers import (
+from bot.chat.memory import MemoryRefused, MemoryUnavailable
+from bot.chat.models import Attempt, MemoryContext, ModelFailure, ModelRequest
+from bot.chat.options import Answering
+from bot.chat.prompt import build_messages, redact, system_instruction
+from bot.chat.registry import NOT_AVAILABLE, CommandContext, Registry, refused
+from bot.chat.reminders import command_in_words
+from bot.chat.reminders_delivery import ReminderDesk
+from bot.chat.tiers import (
     TierChoice,
     choose_tier,
     fallback_sequence,
@@ -54,7 +53,8 @@ from bot.router.tiers import (
     split_force_prefix,
     unknown_tier_notice,
 )
-from bot.router.types import CommandResult, IncomingMessage, Reply
+from bot.chat.types import CommandResult, IncomingMessage, Reply
+from bot.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class _Prepared:
 
 
 class Pipeline:
-    """The `ChatService` of bot/router/types.py (the composition root opens its gateway)."""
+    """The `ChatService` of bot/chat/types.py (the composition root opens its gateway)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
-"""Neutral types shared by every adapter and the router.
+"""Neutral types shared by every adapter and the pipeline.
 
-Adapters translate Telegram / Discord / console payloads into these and back; the router
+Adapters translate Telegram / Discord / console payloads into these and back; the pipeline
 never sees a platform type, and the adapters never see the memory worker or a model.
 """
 
@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from bot.router.neutral import one_line
+from bot.chat.neutral import one_line
 
 if TYPE_CHECKING:
-    from bot.router.registry import Registry
+    from bot.chat.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class MediaPart:
     """A voice message or picture of a message: what the platform says of it, and how to fetch it.
 
     The adapter fills in what the platform tells before any download (size, duration, pixels),
-    so caps are checked first; `fetch` downloads the bytes only when the router wants them.
+    so caps are checked first; `fetch` downloads the bytes only when the pipeline wants them.
     """
 
     kind: str  # "voice" (voice, audio, video notes, audio files) or "photo"
@@ -36,7 +36,7 @@ class MediaPart:
 
 @dataclass(frozen=True)
 class IncomingMessage:
-    """One user message, as every adapter hands it to the router."""
+    """One user message, as every adapter hands it to the pipeline."""
 
     chat_key: str  # e.g. "telegram:-1001234", "discord:98765", "console:alice"
     author: str  # display name
@@ -47,7 +47,7 @@ class IncomingMessage:
     addressed: bool = True  # False: record into memory only, do not answer
     attachments: tuple[str, ...] = ()  # kinds of non-text parts ("photo", "voice", ...)
     platform: str = "console"
-    media: tuple[MediaPart, ...] = ()  # the voice or photo parts the router can read
+    media: tuple[MediaPart, ...] = ()  # the voice or photo parts the pipeline can read
 
     def __post_init__(self) -> None:
         # A display name is one line, whatever the platform allowed: it is stored, shown in
@@ -57,7 +57,7 @@ class IncomingMessage:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the router answers to one message."""
+    """What the pipeline answers to one message."""
 
     text: str
     tier: str | None = None
@@ -104,7 +104,7 @@ class CommandResult:
 
 
 class ChatService(Protocol):
-    """What adapters may call: the router's whole surface towards the platforms."""
+    """What adapters may call: the pipeline's whole surface towards the platforms."""
 
     @property
     def registry(self) -> Registry:

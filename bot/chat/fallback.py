@@ -36,9 +36,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from bot.chat.models import AnswerStream, Attempt, ChatModel, ModelAnswer, ModelFailure, ModelRequest
+from bot.chat.retry import RetryPlan
 from bot.config import RouterSettings
-from bot.router.models import AnswerStream, Attempt, ChatModel, ModelAnswer, ModelFailure, ModelRequest
-from bot.router.retry import RetryPlan
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ restarts (the worker keeps it), and `/why` shows it.
 
 from __future__ import annotations
 
-from bot.router.registry import CommandContext
-from bot.router.types import CommandResult
+from bot.chat.registry import CommandContext
+from bot.chat.types import CommandResult
 
 MAX_PERSONA_CHARS = 2000  # the memory worker's limit
 RESET_WORDS = ("reset", "default", "off", "clear", "none")

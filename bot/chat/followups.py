@@ -18,13 +18,13 @@ from typing import Any
 
 from memory_engine.reminder_wire import ReminderRequest
 
+from bot.chat.followups_detect import candidate, detect_plan
+from bot.chat.gateway import MemoryGateway
+from bot.chat.registry import Arg, Command, CommandContext
+from bot.chat.reminders_client import Reminder, ReminderApi
+from bot.chat.reminders_parse import zone
+from bot.chat.types import CommandResult, IncomingMessage
 from bot.config import FollowupSettings, ReminderSettings, Settings
-from bot.router.followups_detect import candidate, detect_plan
-from bot.router.gateway import MemoryGateway
-from bot.router.registry import Arg, Command, CommandContext
-from bot.router.reminders_client import Reminder, ReminderApi
-from bot.router.reminders_parse import zone
-from bot.router.types import CommandResult, IncomingMessage
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from memory_engine.notes import asks_about_the_past
 
-from bot.router.models import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
-from bot.router.offline_people import Person, named_in, people, phrase, tokens
+from bot.chat.models import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.chat.offline_people import Person, named_in, people, phrase, tokens
 
 OFFLINE_NOTICE = (
     "I'm offline: no language model is configured, so I can only answer from memory. "

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from bot.router.prompt import redact
-from bot.router.types import CommandResult, IncomingMessage
+from bot.chat.prompt import redact
+from bot.chat.types import CommandResult, IncomingMessage
 
 if TYPE_CHECKING:
+    from bot.chat.chats import ChatState
+    from bot.chat.gateway import MemoryGateway
+    from bot.chat.light import LightModel
     from bot.config import Settings, Tier
-    from bot.router.chats import ChatState
-    from bot.router.gateway import MemoryGateway
-    from bot.router.light import LightModel
 
 Who = Literal["everyone", "admin"]
 HELP_LIMIT = 100  # Discord refuses longer descriptions of commands and options
@@ -46,7 +46,7 @@ class Arg:
 
 @dataclass(frozen=True)
 class CommandContext:
-    """What a handler may use: the message, its arguments, and the router's parts for commands."""
+    """What a handler may use: the message, its arguments, and the pipeline's parts for commands."""
 
     message: IncomingMessage
     args: str  # the text after the command name, stripped

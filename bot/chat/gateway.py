@@ -21,11 +21,11 @@ from memory_engine import wire
 from memory_engine.backoff import doubling
 from memory_engine.routes import Route
 
+from bot.chat.memory import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
+from bot.chat.models import MemoryContext
+from bot.chat.outbox import Outbox
+from bot.chat.types import IncomingMessage
 from bot.config import default
-from bot.router.memory import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
-from bot.router.models import MemoryContext
-from bot.router.outbox import Outbox
-from bot.router.types import IncomingMessage
 
 log = logging.getLogger(__name__)
 B = TypeVar("B")

@@ -12,13 +12,12 @@ from datetime import UTC, datetime
 
 from memory_engine.reminder_wire import ReminderRequest
 
-from bot.config import ReminderSettings
-from bot.router.catchup import asks_what_i_missed
-from bot.router.followups import is_followup
-from bot.router.memory import MemoryRefused
-from bot.router.registry import Arg, Command, CommandContext
-from bot.router.reminders_client import Reminder, ReminderApi
-from bot.router.reminders_parse import (
+from bot.chat.catchup import asks_what_i_missed
+from bot.chat.followups import is_followup
+from bot.chat.memory import MemoryRefused
+from bot.chat.registry import Arg, Command, CommandContext
+from bot.chat.reminders_client import Reminder, ReminderApi
+from bot.chat.reminders_parse import (
     EXAMPLE,
     ReminderParseError,
     format_every,
@@ -27,7 +26,8 @@ from bot.router.reminders_parse import (
     parse_reminder,
     zone,
 )
-from bot.router.types import CommandResult
+from bot.chat.types import CommandResult
+from bot.config import ReminderSettings
 
 TIMEZONE_FACT = "timezone"
 
