@@ -17,7 +17,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .reminder_wire import DispatchItem, Reminder
+from .reminder_wire import (
+    AckAnswer,
+    CancelAnswer,
+    DeliveredAnswer,
+    DispatchItem,
+    LeaseAnswer,
+    OfferAnswer,
+    QueueState,
+    ReleaseAnswer,
+    Reminder,
+    ReminderAnswer,
+    RemindersAnswer,
+)
 from .storage import SqlStorage
 
 DISPATCH_KEY = "@dispatch"  # not a valid chat key: no chat route can reach the dispatch object
@@ -80,10 +92,10 @@ def add(
     author_id: str = "",
     tz: str = "UTC",
     every: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ReminderAnswer:
     """Keep a reminder; `{"reminder"}`. Raises TooManyReminders past MAX_PENDING."""
 
-    def run() -> dict[str, Any]:
+    def run() -> ReminderAnswer:
         count = sql.exec("SELECT COUNT(*) AS n FROM reminders WHERE state = 'pending'")[0]["n"]
         if int(count) >= MAX_PENDING:
             raise TooManyReminders(f"this chat has {MAX_PENDING} pending reminders already")
@@ -103,7 +115,7 @@ def add(
     return sql.transaction(run)
 
 
-def pending(sql: SqlStorage, author_id: str | None = None) -> dict[str, Any]:
+def pending(sql: SqlStorage, author_id: str | None = None) -> RemindersAnswer:
     """The chat's pending reminders, soonest first (only `author_id`'s when given)."""
     where, params = ("AND author_id = ?", [author_id]) if author_id else ("", [])
     rows = sql.exec(
@@ -112,7 +124,7 @@ def pending(sql: SqlStorage, author_id: str | None = None) -> dict[str, Any]:
     return {"reminders": [_row(r) for r in rows]}
 
 
-def get(sql: SqlStorage, reminder_id: int) -> dict[str, Any]:
+def get(sql: SqlStorage, reminder_id: int) -> ReminderAnswer:
     """One reminder whatever its state; raises ReminderNotFound."""
     rows = sql.exec(f"SELECT {COLUMNS} FROM reminders WHERE id = ?", reminder_id)
     if not rows:
@@ -120,10 +132,10 @@ def get(sql: SqlStorage, reminder_id: int) -> dict[str, Any]:
     return {"reminder": _row(rows[0])}
 
 
-def cancel(sql: SqlStorage, reminder_id: int, author_id: str | None = None) -> dict[str, Any]:
+def cancel(sql: SqlStorage, reminder_id: int, author_id: str | None = None) -> CancelAnswer:
     """Delete a pending reminder (only `author_id`'s when given); `{"cancelled": Reminder}`."""
 
-    def run() -> dict[str, Any]:
+    def run() -> CancelAnswer:
         rows = sql.exec(f"SELECT {COLUMNS} FROM reminders WHERE id = ? AND state = 'pending'", reminder_id)
         if not rows:
             raise ReminderNotFound(f"no pending reminder {reminder_id} in this chat")
@@ -138,10 +150,10 @@ def cancel(sql: SqlStorage, reminder_id: int, author_id: str | None = None) -> d
 
 def delivered(
     sql: SqlStorage, reminder_id: int, due_at: int, sent_at: int, late: bool, next_due_at: int | None
-) -> dict[str, Any]:
+) -> DeliveredAnswer:
     """Record the send of one occurrence (once: a repeat answers `duplicate`); a recurring one moves on."""
 
-    def run() -> dict[str, Any]:
+    def run() -> DeliveredAnswer:
         rows = sql.exec("SELECT state, due_at FROM reminders WHERE id = ?", reminder_id)
         if not rows or rows[0]["state"] != "pending" or int(rows[0]["due_at"]) != due_at:
             return {"recorded": False, "duplicate": True}
@@ -229,7 +241,7 @@ def export_rows(sql: SqlStorage, author_id: str | None) -> list[Reminder]:
 # -- the dispatch object's side ----------------------------------------------------------------
 
 
-def offer(sql: SqlStorage, items: list[DispatchItem], now_ms: int) -> dict[str, Any]:
+def offer(sql: SqlStorage, items: list[DispatchItem], now_ms: int) -> OfferAnswer:
     """Queue due occurrences (a key already queued, or already acked, is left alone)."""
 
     def run() -> int:
@@ -255,7 +267,7 @@ def offer(sql: SqlStorage, items: list[DispatchItem], now_ms: int) -> dict[str, 
 
 def lease(
     sql: SqlStorage, owner: str, prefixes: list[str], now_ms: int, limit: int, lease_ms: int
-) -> dict[str, Any]:
+) -> LeaseAnswer:
     """Lease up to `limit` ready occurrences of chats starting with one of `prefixes`.
 
     Ready: not done, not before its retry time, and either not leased, its lease run out, or
@@ -300,7 +312,7 @@ def lease(
     return {"items": sql.transaction(run)}
 
 
-def ack(sql: SqlStorage, keys: list[str], now_ms: int) -> dict[str, Any]:
+def ack(sql: SqlStorage, keys: list[str], now_ms: int) -> AckAnswer:
     """Mark occurrences done (sent, or found gone in their chat); acking twice is harmless."""
 
     def run() -> int:
@@ -319,7 +331,7 @@ def ack(sql: SqlStorage, keys: list[str], now_ms: int) -> dict[str, Any]:
     return {"acked": sql.transaction(run)}
 
 
-def release(sql: SqlStorage, key: str, owner: str, retry_at: int) -> dict[str, Any]:
+def release(sql: SqlStorage, key: str, owner: str, retry_at: int) -> ReleaseAnswer:
     """Give a lease back after a failed send: the occurrence is kept and retried from `retry_at`."""
     rows = sql.exec(
         "UPDATE reminder_dispatch SET lease_owner = NULL, lease_until = 0, not_before = ? "
@@ -331,7 +343,7 @@ def release(sql: SqlStorage, key: str, owner: str, retry_at: int) -> dict[str, A
     return {"released": bool(rows)}
 
 
-def queue_state(sql: SqlStorage) -> dict[str, Any]:
+def queue_state(sql: SqlStorage) -> QueueState:
     """Counts of the dispatch queue: waiting (not done) and done."""
     row = sql.exec("SELECT COUNT(*) AS n, COALESCE(SUM(done_at IS NULL), 0) AS open FROM reminder_dispatch")[
         0

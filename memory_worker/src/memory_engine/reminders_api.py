@@ -9,7 +9,7 @@ on a chat.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from . import catchup, reminders
 from . import reminder_wire as w
@@ -200,20 +200,20 @@ def now_ms(ctx: Ctx) -> int:
 def add(ctx: Ctx, a: Args) -> w.ReminderAnswer:
     """Keep a reminder (400 past the per-chat limit)."""
     try:
-        return cast(w.ReminderAnswer, reminders.add(ctx.memory.sql, ctx.memory.now(), **a))
+        return reminders.add(ctx.memory.sql, ctx.memory.now(), **a)
     except reminders.TooManyReminders as err:
         raise ApiError(400, str(err)) from None
 
 
 def pending(ctx: Ctx, a: Args) -> w.RemindersAnswer:
     """The pending reminders."""
-    return cast(w.RemindersAnswer, reminders.pending(ctx.memory.sql, a["author_id"]))
+    return reminders.pending(ctx.memory.sql, a["author_id"])
 
 
 def get(ctx: Ctx, a: Args) -> w.ReminderAnswer:
     """One reminder (404 when gone)."""
     try:
-        return cast(w.ReminderAnswer, reminders.get(ctx.memory.sql, a["reminder_id"]))
+        return reminders.get(ctx.memory.sql, a["reminder_id"])
     except reminders.ReminderNotFound as err:
         raise ApiError(404, str(err)) from None
 
@@ -221,7 +221,7 @@ def get(ctx: Ctx, a: Args) -> w.ReminderAnswer:
 def cancel(ctx: Ctx, a: Args) -> w.CancelAnswer:
     """Cancel one (404 none pending, 403 someone else's)."""
     try:
-        return cast(w.CancelAnswer, reminders.cancel(ctx.memory.sql, a["reminder_id"], a["author_id"]))
+        return reminders.cancel(ctx.memory.sql, a["reminder_id"], a["author_id"])
     except reminders.ReminderNotFound as err:
         raise ApiError(404, str(err)) from None
     except reminders.NotTheirReminder as err:
@@ -230,7 +230,7 @@ def cancel(ctx: Ctx, a: Args) -> w.CancelAnswer:
 
 def delivered(ctx: Ctx, a: Args) -> w.DeliveredAnswer:
     """Record the send of one occurrence (idempotent)."""
-    return cast(w.DeliveredAnswer, reminders.delivered(ctx.memory.sql, **a))
+    return reminders.delivered(ctx.memory.sql, **a)
 
 
 def set_timezone(ctx: Ctx, a: Args) -> w.TimezoneAnswer:
@@ -247,22 +247,22 @@ def set_followups(ctx: Ctx, a: Args) -> w.FollowupsAnswer:
 
 def offer(ctx: Ctx, a: Args) -> w.OfferAnswer:
     """Queue due occurrences (the dispatch object)."""
-    return cast(w.OfferAnswer, reminders.offer(ctx.memory.sql, a["items"], now_ms(ctx)))
+    return reminders.offer(ctx.memory.sql, a["items"], now_ms(ctx))
 
 
 def lease(ctx: Ctx, a: Args) -> w.LeaseAnswer:
     """Lease ready occurrences (the dispatch object)."""
-    return cast(w.LeaseAnswer, reminders.lease(ctx.memory.sql, now_ms=now_ms(ctx), **a))
+    return reminders.lease(ctx.memory.sql, now_ms=now_ms(ctx), **a)
 
 
 def ack(ctx: Ctx, a: Args) -> w.AckAnswer:
     """Mark occurrences done (the dispatch object)."""
-    return cast(w.AckAnswer, reminders.ack(ctx.memory.sql, a["keys"], now_ms(ctx)))
+    return reminders.ack(ctx.memory.sql, a["keys"], now_ms(ctx))
 
 
 def release(ctx: Ctx, a: Args) -> w.ReleaseAnswer:
     """Give a lease back (the dispatch object)."""
-    return cast(w.ReleaseAnswer, reminders.release(ctx.memory.sql, **a))
+    return reminders.release(ctx.memory.sql, **a)
 
 
 def catch_up(ctx: Ctx, a: Args) -> catchup.CatchupAnswer:
@@ -272,4 +272,4 @@ def catch_up(ctx: Ctx, a: Args) -> catchup.CatchupAnswer:
 
 def queue_state(ctx: Ctx, a: Args) -> w.QueueState:
     """Counts of the dispatch queue."""
-    return cast(w.QueueState, reminders.queue_state(ctx.memory.sql))
+    return reminders.queue_state(ctx.memory.sql)
