@@ -8,8 +8,9 @@ deleting it; forgetting its author deletes it for good, like every fact of their
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
+from . import wire
 from .storage import SqlStorage
 
 MAX_NOTE_CHARS = 500
@@ -40,18 +41,25 @@ class NotTheirFact(PermissionError):
     """The fact exists but belongs to someone other than the caller named."""
 
 
-def current_notes(sql: SqlStorage) -> list[dict[str, Any]]:
+def as_facts(rows: list[dict[str, Any]]) -> list[wire.Fact]:
+    """`facts` rows selected as FACT_FIELDS (and maybe superseded_at), typed as the wire's Fact."""
+    # The one cast for facts: sqlite3 (and the Durable Object's SQL) give plain dicts, and the
+    # SELECT of FACT_FIELDS over the `facts` table fixes their keys and types to Fact's.
+    return cast(list[wire.Fact], rows)
+
+
+def current_notes(sql: SqlStorage) -> list[wire.Fact]:
     """The chat's notes, oldest first."""
-    return sql.exec(
-        f"SELECT {FACT_FIELDS} FROM facts WHERE kind = 'note' AND superseded_at IS NULL ORDER BY id"
+    return as_facts(
+        sql.exec(f"SELECT {FACT_FIELDS} FROM facts WHERE kind = 'note' AND superseded_at IS NULL ORDER BY id")
     )
 
 
-def add_note(sql: SqlStorage, text: str, author: str, author_id: str, now: str) -> dict[str, Any]:
+def add_note(sql: SqlStorage, text: str, author: str, author_id: str, now: str) -> wire.NoteAnswer:
     """Keep one note; the same text twice is one note (a retried request adds nothing)."""
     text = text.strip()
 
-    def run() -> dict[str, Any]:
+    def run() -> wire.NoteAnswer:
         notes = current_notes(sql)
         for note in notes:
             if note["value"].casefold() == text.casefold():
@@ -71,23 +79,26 @@ def add_note(sql: SqlStorage, text: str, author: str, author_id: str, now: str) 
             text,
             now,
         )
-        return {"note": rows[0], "duplicate": False}
+        return {"note": as_facts(rows)[0], "duplicate": False}
 
     return sql.transaction(run)
 
 
-def forget_fact(sql: SqlStorage, fact_id: int, now: str, author_id: str | None = None) -> dict[str, Any]:
+def forget_fact(
+    sql: SqlStorage, fact_id: int, now: str, author_id: str | None = None
+) -> wire.ForgetFactAnswer:
     """Supersede one current fact or note by id; with `author_id`, only if it is theirs."""
 
-    def run() -> dict[str, Any]:
+    def run() -> wire.ForgetFactAnswer:
         rows = sql.exec(f"SELECT {FACT_FIELDS} FROM facts WHERE id = ? AND superseded_at IS NULL", fact_id)
         if not rows:
             raise FactNotFound(f"no current fact or note with id {fact_id}")
-        fact = rows[0]
+        fact = as_facts(rows)[0]
         if author_id is not None and fact["author_id"] != author_id:
             raise NotTheirFact(f"fact {fact_id} is about someone else")
         sql.exec("UPDATE facts SET superseded_at = ? WHERE id = ?", now, fact_id)
-        return {"removed": dict(fact, superseded_at=now)}
+        fact["superseded_at"] = now
+        return {"removed": fact}
 
     return sql.transaction(run)
 

@@ -125,7 +125,7 @@ def _export(ctx: Ctx, a: Args) -> wire.ExportPage:
 
 def _forget_fact(ctx: Ctx, a: Args) -> wire.ForgetFactAnswer:
     try:
-        return cast(wire.ForgetFactAnswer, notes.forget_fact(ctx.memory.sql, now=ctx.memory.now(), **a))
+        return notes.forget_fact(ctx.memory.sql, now=ctx.memory.now(), **a)
     except notes.FactNotFound as err:
         raise ApiError(404, str(err)) from None
     except notes.NotTheirFact as err:
@@ -134,13 +134,13 @@ def _forget_fact(ctx: Ctx, a: Args) -> wire.ForgetFactAnswer:
 
 def _add_note(ctx: Ctx, a: Args) -> wire.NoteAnswer:
     try:
-        return cast(wire.NoteAnswer, notes.add_note(ctx.memory.sql, now=ctx.memory.now(), **a))
+        return notes.add_note(ctx.memory.sql, now=ctx.memory.now(), **a)
     except notes.NoteLimitError as err:
         raise ApiError(400, str(err)) from None
 
 
 def _notes(ctx: Ctx, a: Args) -> wire.NotesAnswer:
-    return {"notes": _c(notes.current_notes(ctx.memory.sql))}
+    return {"notes": notes.current_notes(ctx.memory.sql)}
 
 
 def _topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
