@@ -45,7 +45,13 @@ def catchup(memory: ChatMemory, author_id: str, limit: int = DEFAULT_LIMIT) -> C
     total = int(sql.exec(f"SELECT COUNT(*) AS n FROM messages WHERE {where}", *params)[0]["n"])
     rows = sql.exec(f"SELECT {COLUMNS} FROM messages WHERE {where} ORDER BY id DESC LIMIT ?", *params, limit)
     rows.reverse()
-    return {"since": since, "since_ts": since_ts, "total": total, "messages": cast(Any, rows)}
+    return {"since": since, "since_ts": since_ts, "total": total, "messages": _as_messages(rows)}
+
+
+def _as_messages(rows: list[dict[str, Any]]) -> list[wire.Message]:
+    # The one cast here: sqlite3 (and the Durable Object's SQL) give plain dicts, and the
+    # SELECT of COLUMNS over `messages` fixes their keys and types to Message's.
+    return cast(list[wire.Message], rows)
 
 
 def _day_before(memory: ChatMemory) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import chat_state, forgetting, imports, turns
+from . import chat_state, forgetting, imports, turns, wire
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
 from .notes import asks_about_the_past, current_facts, facts_view
@@ -391,7 +391,7 @@ class ChatMemory:
         """Current facts and notes, each with its id and kind; with `history`, superseded ones too."""
         return {"facts": facts_view(self.sql, history, kind)}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> wire.SummaryAnswer:
         """The rolling summary and how far it reaches."""
         return {
             "summary": self.state("summary") or "",

@@ -111,8 +111,8 @@ async def _compact(ctx: Ctx, args: Args) -> wire.CompactAnswer:
     except SummarizerError as err:
         if not committed:
             raise ApiError(502, f"summarizer failed, nothing changed: {err}") from None
-        return cast(wire.CompactAnswer, dict(m.summary(), compacted=committed, error=str(err)))
-    return cast(wire.CompactAnswer, dict(m.summary(), compacted=committed))
+        return {**m.summary(), "compacted": committed, "error": str(err)}
+    return {**m.summary(), "compacted": committed}
 
 
 def _export(ctx: Ctx, a: Args) -> wire.ExportPage:
@@ -196,7 +196,7 @@ FACTS: Route[None, wire.FactsAnswer] = Route(
 SUMMARY: Route[None, wire.SummaryAnswer] = Route(
     name="summary", method="GET", path=CHATS + "/summary",
     summary="The rolling summary and its compaction state.",
-    answer=wire.SummaryAnswer, run=lambda c, a: _c(c.memory.summary()), effects=READ,
+    answer=wire.SummaryAnswer, run=lambda c, a: c.memory.summary(), effects=READ,
 )
 USAGE: Route[None, wire.UsageAnswer] = Route(
     name="usage", method="GET", path=CHATS + "/usage",

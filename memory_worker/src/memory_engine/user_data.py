@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import reminders
+from . import reminders, wire
 from .chat_state import author_usage_rows, topic_start
 from .storage import SqlStorage
 
@@ -83,7 +83,7 @@ def export_header(
     author_id: str | None,
     now: str,
     settings: dict[str, Any],
-    summary: Callable[[], dict[str, Any]],
+    summary: Callable[[], wire.SummaryAnswer],
     usage: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     """Everything but the messages: metadata, settings, facts and notes with history, usage."""
@@ -129,7 +129,7 @@ def export_page(
     upto: int | None,
     limit: int,
     settings: Callable[[], dict[str, Any]],
-    summary: Callable[[], dict[str, Any]],
+    summary: Callable[[], wire.SummaryAnswer],
     usage: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     """One page of the export: the header and first messages, or (with `after`) more messages."""
