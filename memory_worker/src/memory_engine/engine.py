@@ -73,9 +73,10 @@ class ChatMemory:
     _state = state  # the names the hosts use
     _set_state = set_state
 
-    def mode(self) -> str:
+    def mode(self) -> wire.Mode:
         """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
-        return self.state("mode", "auto") or "auto"
+        # Only the two are ever stored (the settings route checks them): this narrows the type.
+        return "full" if self.state("mode") == "full" else "auto"
 
     def summarized_upto(self) -> int:
         """The id of the newest message the summary covers (0: none)."""
@@ -439,11 +440,11 @@ class ChatMemory:
             out["last_prompt"] = last
         return out
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> wire.SettingsAnswer:
         """The chat's settings: memory mode and persona ("" for the bot's default)."""
         return {"mode": self.mode(), "persona": chat_state.persona(self.sql)}
 
-    def update_settings(self, mode: str | None = None, persona: str | None = None) -> dict[str, Any]:
+    def update_settings(self, mode: str | None = None, persona: str | None = None) -> wire.SettingsAnswer:
         """Change the chat's settings; returns them."""
         if mode is not None:
             self.set_state("mode", mode)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import catchup, notes, reminder_wire, reminders, reminders_api, route_args, user_data, wire
 from .chat_state import start_topic, topic_start
@@ -120,7 +120,7 @@ def _export(ctx: Ctx, a: Args) -> wire.ExportPage:
     page = user_data.export_page(
         m.sql, ctx.chat_key, now=m.now(), settings=m.settings, summary=m.summary, usage=m.usage, **a
     )
-    return cast(wire.ExportPage, page)
+    return page
 
 
 def _forget_fact(ctx: Ctx, a: Args) -> wire.ForgetFactAnswer:
@@ -211,12 +211,12 @@ STATS: Route[None, wire.StatsAnswer] = Route(
 )
 SETTINGS: Route[None, wire.SettingsAnswer] = Route(
     name="settings", method="GET", path=CHATS + "/settings", summary="The chat's settings: mode and persona.",
-    answer=wire.SettingsAnswer, run=lambda c, a: _c(c.memory.settings()), effects=READ,
+    answer=wire.SettingsAnswer, run=lambda c, a: c.memory.settings(), effects=READ,
 )
 UPDATE_SETTINGS: Route[wire.SettingsRequest, wire.SettingsAnswer] = Route(
     name="update_settings", method="PUT", path=CHATS + "/settings",
     summary="Change the mode and/or the persona; the settings.",
-    answer=wire.SettingsAnswer, run=lambda c, a: _c(c.memory.update_settings(**a)),
+    answer=wire.SettingsAnswer, run=lambda c, a: c.memory.update_settings(**a),
     body=wire.SettingsRequest, args=route_args.settings,
 )
 COMPACT: Route[None, wire.CompactAnswer] = Route(

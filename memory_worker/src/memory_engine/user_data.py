@@ -12,10 +12,11 @@ it as a plain JSON answer (no streaming body to adapt in the Durable Object).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from . import reminders, wire
 from .chat_state import author_usage_rows, topic_start
+from .notes import as_facts
 from .storage import SqlStorage
 
 FORMAT = "chatbot-memory-export/1"
@@ -37,6 +38,12 @@ def _message_filter(author_id: str | None) -> tuple[str, list[Any]]:
     return "(author_id = ? OR reply_to_author_id = ?)", [author_id, author_id]
 
 
+def _as_exported(rows: list[dict[str, Any]]) -> list[wire.ExportedMessage]:
+    # The one cast for exported messages: sqlite3 (and the Durable Object's SQL) give plain
+    # dicts, and the SELECT of MSG_FIELDS over `messages` fixes their keys and types.
+    return cast(list[wire.ExportedMessage], rows)
+
+
 def message_page(
     sql: SqlStorage,
     author_id: str | None,
@@ -44,20 +51,22 @@ def message_page(
     upto: int,
     limit: int,
     max_bytes: int = PAGE_TEXT_BYTES,
-) -> tuple[list[dict[str, Any]], int | None]:
+) -> tuple[list[wire.ExportedMessage], int | None]:
     """Messages with after < id <= upto, oldest first; (page, next `after` or None when done)."""
     where, params = _message_filter(author_id)
-    out: list[dict[str, Any]] = []
+    out: list[wire.ExportedMessage] = []
     size = 0
     cursor = after
     while len(out) < limit and size < max_bytes:
         want = min(_BATCH, limit - len(out))
-        rows = sql.exec(
-            f"SELECT {MSG_FIELDS} FROM messages WHERE id > ? AND id <= ? AND {where} ORDER BY id LIMIT ?",
-            cursor,
-            upto,
-            *params,
-            want,
+        rows = _as_exported(
+            sql.exec(
+                f"SELECT {MSG_FIELDS} FROM messages WHERE id > ? AND id <= ? AND {where} ORDER BY id LIMIT ?",
+                cursor,
+                upto,
+                *params,
+                want,
+            )
         )
         for row in rows:
             out.append(row)
@@ -82,19 +91,20 @@ def export_header(
     chat_key: str,
     author_id: str | None,
     now: str,
-    settings: dict[str, Any],
+    settings: wire.SettingsAnswer,
     summary: Callable[[], wire.SummaryAnswer],
     usage: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+) -> wire.ExportPage:
     """Everything but the messages: metadata, settings, facts and notes with history, usage."""
     upto = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
     where, params = _message_filter(author_id)
     whose = "" if author_id is None else " AND author_id = ?"
     who = [] if author_id is None else [author_id]
-    facts = sql.exec(f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = 'fact'{whose} ORDER BY id", *who)
-    notes = sql.exec(f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = 'note'{whose} ORDER BY id", *who)
+    query = f"SELECT {FACT_HISTORY_FIELDS} FROM facts WHERE kind = ?{whose} ORDER BY id"
+    facts = as_facts(sql.exec(query, "fact", *who))
+    notes = as_facts(sql.exec(query, "note", *who))
     _, topic_at = topic_start(sql)
-    out: dict[str, Any] = {
+    out: wire.ExportPage = {
         "export": {
             "format": FORMAT,
             "chat_key": chat_key,
@@ -107,10 +117,12 @@ def export_header(
                 "notes": len(notes),
             },
         },
-        "settings": dict(settings, topic_started_at=topic_at),
+        "settings": {**settings, "topic_started_at": topic_at},
         "facts": facts,
         "notes": notes,
         "reminders": reminders.export_rows(sql, author_id),
+        "messages": [],  # the caller pages them in
+        "next_after": None,
     }
     if author_id is None:
         out["summary"] = summary()
@@ -128,13 +140,13 @@ def export_page(
     after: int | None,
     upto: int | None,
     limit: int,
-    settings: Callable[[], dict[str, Any]],
+    settings: Callable[[], wire.SettingsAnswer],
     summary: Callable[[], wire.SummaryAnswer],
     usage: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+) -> wire.ExportPage:
     """One page of the export: the header and first messages, or (with `after`) more messages."""
 
-    def run() -> dict[str, Any]:
+    def run() -> wire.ExportPage:
         if after is None:
             out = export_header(sql, chat_key, author_id, now, settings(), summary, usage)
             end = int(out["export"]["upto"])
@@ -144,7 +156,11 @@ def export_page(
                 if upto is not None
                 else int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
             )
-            out = {"export": {"format": FORMAT, "chat_key": chat_key, "author_id": author_id, "upto": end}}
+            out = {
+                "export": {"format": FORMAT, "chat_key": chat_key, "author_id": author_id, "upto": end},
+                "messages": [],
+                "next_after": None,
+            }
         messages, next_after = message_page(sql, author_id, after or 0, end, limit)
         out["messages"] = messages
         out["next_after"] = next_after
