@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
+from . import wire
 from .storage import SqlStorage
 
 MAX_PERSONA_CHARS = 2000
@@ -62,10 +63,10 @@ def topic_start(sql: SqlStorage) -> tuple[int, str | None]:
     return int(values.get(_TOPIC_AFTER) or 0), values.get(_TOPIC_AT)
 
 
-def start_topic(sql: SqlStorage, now: str) -> dict[str, Any]:
+def start_topic(sql: SqlStorage, now: str) -> wire.TopicAnswer:
     """Mark a new topic: recent messages from now on begin after the newest one stored."""
 
-    def run() -> dict[str, Any]:
+    def run() -> wire.TopicAnswer:
         newest = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
         _put(sql, _TOPIC_AFTER, str(newest))
         _put(sql, _TOPIC_AT, now)

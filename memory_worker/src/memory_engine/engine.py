@@ -388,7 +388,7 @@ class ChatMemory:
     def _current_facts(self, limit: int | None = None, kind: str | None = "fact") -> list[dict[str, Any]]:
         return current_facts(self.sql, limit, kind)
 
-    def facts(self, history: bool = False, kind: str | None = None) -> dict[str, Any]:
+    def facts(self, history: bool = False, kind: str | None = None) -> wire.FactsAnswer:
         """Current facts and notes, each with its id and kind; with `history`, superseded ones too."""
         return {"facts": facts_view(self.sql, history, kind)}
 
@@ -423,12 +423,12 @@ class ChatMemory:
         """True when the un-summarized history has grown past the threshold."""
         return self.unsummarized_beyond(COMPACT_THRESHOLD)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> wire.StatsAnswer:
         """Counts of kept, active and archived messages, facts, the mode, the last prompt."""
         total = int(self.sql.exec("SELECT COUNT(*) AS n FROM messages")[0]["n"])
         active = self.active_count()
         facts = int(self.sql.exec("SELECT COUNT(*) AS n FROM facts WHERE superseded_at IS NULL")[0]["n"])
-        out: dict[str, Any] = {
+        out: wire.StatsAnswer = {
             "total_messages": total,
             "active_messages": active,
             "archived_messages": total - active,

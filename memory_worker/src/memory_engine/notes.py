@@ -114,12 +114,12 @@ def current_facts(
     return rows
 
 
-def facts_view(sql: SqlStorage, history: bool = False, kind: str | None = None) -> list[dict[str, Any]]:
+def facts_view(sql: SqlStorage, history: bool = False, kind: str | None = None) -> list[wire.Fact]:
     """What `GET /facts` lists: current facts (or, with `history`, every value ever held)."""
     if not history:
-        return current_facts(sql, None, kind)
-    return sql.exec(
-        f"SELECT {FACT_FIELDS}, superseded_at FROM facts WHERE kind LIKE ? ORDER BY id", kind or "%"
+        return as_facts(current_facts(sql, None, kind))
+    return as_facts(
+        sql.exec(f"SELECT {FACT_FIELDS}, superseded_at FROM facts WHERE kind LIKE ? ORDER BY id", kind or "%")
     )
 
 

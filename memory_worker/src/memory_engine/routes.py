@@ -149,7 +149,7 @@ def _topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
 
 
 def _start_topic(ctx: Ctx, a: Args) -> wire.TopicAnswer:
-    return _c(start_topic(ctx.memory.sql, ctx.memory.now()))
+    return start_topic(ctx.memory.sql, ctx.memory.now())
 
 
 def _c(value: object) -> Any:
@@ -190,7 +190,7 @@ SEARCH: Route[None, wire.SearchAnswer] = Route(
 FACTS: Route[None, wire.FactsAnswer] = Route(
     name="facts", method="GET", path=CHATS + "/facts",
     summary="Current facts and notes (superseded ones too with history=1).",
-    answer=wire.FactsAnswer, run=lambda c, a: _c(c.memory.facts(**a)),
+    answer=wire.FactsAnswer, run=lambda c, a: c.memory.facts(**a),
     effects=READ, query=wire.FactsQuery, args=route_args.facts,
 )
 SUMMARY: Route[None, wire.SummaryAnswer] = Route(
@@ -207,7 +207,7 @@ USAGE: Route[None, wire.UsageAnswer] = Route(
 STATS: Route[None, wire.StatsAnswer] = Route(
     name="stats", method="GET", path=CHATS + "/stats",
     summary="Message and fact counts, the mode, the last prompt.",
-    answer=wire.StatsAnswer, run=lambda c, a: _c(c.memory.stats()), effects=READ,
+    answer=wire.StatsAnswer, run=lambda c, a: c.memory.stats(), effects=READ,
 )
 SETTINGS: Route[None, wire.SettingsAnswer] = Route(
     name="settings", method="GET", path=CHATS + "/settings", summary="The chat's settings: mode and persona.",
