@@ -462,10 +462,10 @@ class ChatMemory:
         """Delete the oldest summarized messages past the retention cap, at most `limit`; how many went."""
         return forgetting.apply_retention(self, limit)
 
-    def forget_author(self, author_id: str) -> dict[str, Any]:
+    def forget_author(self, author_id: str) -> wire.ForgetAuthorAnswer:
         """Forget one person: messages, facts, usage attribution; the summary is rebuilt."""
         return forgetting.forget_author(self, author_id)
 
-    def forget_chat(self) -> dict[str, Any]:
+    def forget_chat(self) -> wire.ForgetChatAnswer:
         """Delete everything this chat remembers."""
         return forgetting.forget_chat(self)

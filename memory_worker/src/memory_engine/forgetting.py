@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from . import chat_state, reminders
+from . import chat_state, reminders, wire
 from .compaction import archive_backlog
 from .retrieval import drop_counts, unindex_messages
 from .storage import SqlStorage
@@ -44,7 +44,7 @@ def new_epoch(memory: ChatMemory) -> None:
     memory.set_state("summary_epoch", memory.now() + ":" + str(newest))
 
 
-def forget_author(memory: ChatMemory, author_id: str) -> dict[str, Any]:
+def forget_author(memory: ChatMemory, author_id: str) -> wire.ForgetAuthorAnswer:
     """Forget one person: their messages and the replies to them, facts, `/why`; the summary is rebuilt.
 
     Replies to other people stay. The index is merged afterwards so that no segment keeps a
@@ -55,7 +55,7 @@ def forget_author(memory: ChatMemory, author_id: str) -> dict[str, Any]:
     # Theirs (whatever the role: imports may carry system lines), and the bot's answers to them.
     where = "author_id = ? OR reply_to_author_id = ?"
 
-    def run() -> dict[str, Any]:
+    def run() -> wire.ForgetAuthorAnswer:
         unindex_messages(sql, where, author_id, author_id)
         gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
         facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
@@ -81,7 +81,7 @@ def merge_index(sql: SqlStorage) -> None:
     sql.exec("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
 
 
-def forget_chat(memory: ChatMemory) -> dict[str, Any]:
+def forget_chat(memory: ChatMemory) -> wire.ForgetChatAnswer:
     """Delete everything this chat remembers; `deleted` says whether there was anything."""
     sql = memory.sql
     kept = sql.exec(

@@ -263,13 +263,13 @@ FORGET_FACT: Route[None, wire.ForgetFactAnswer] = Route(
 FORGET_AUTHOR: Route[None, wire.ForgetAuthorAnswer] = Route(
     name="forget_author", method="DELETE", path=CHATS + "/authors/{author_id}",
     summary="Forget one person: their messages, the replies to them, their facts.",
-    answer=wire.ForgetAuthorAnswer, run=lambda c, a: _c(c.memory.forget_author(**a)),
+    answer=wire.ForgetAuthorAnswer, run=lambda c, a: c.memory.forget_author(**a),
     # Forgetting someone resets the summary mark: all that remains is un-summarized again.
     effects=Kind(grows=True, forgets=True), args=route_args.forget_author,
 )
 FORGET_CHAT: Route[None, wire.ForgetChatAnswer] = Route(
     name="forget_chat", method="DELETE", path=CHATS, summary="Forget the whole chat.",
-    answer=wire.ForgetChatAnswer, run=lambda c, a: _c(c.memory.forget_chat()),
+    answer=wire.ForgetChatAnswer, run=lambda c, a: c.memory.forget_chat(),
     effects=Kind(forgets=True, erases_chat=True),
 )
 
