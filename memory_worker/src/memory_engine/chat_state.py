@@ -152,7 +152,7 @@ def author_usage_rows(sql: SqlStorage, author_id: str) -> list[dict[str, Any]]:
     )
 
 
-def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> dict[str, Any]:
+def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> wire.AuthorUsage:
     """Today's (UTC `day`) user messages and model calls/cost of one author, and the chat's
     user messages today: what daily caps are checked against. Counts include the message
     of the turn being answered; imported history is not counted (it was not sent today)."""

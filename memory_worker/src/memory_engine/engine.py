@@ -370,11 +370,11 @@ class ChatMemory:
 
         return self.sql.transaction(record)
 
-    def usage_today(self) -> dict[str, dict[str, Any]]:
+    def usage_today(self) -> dict[str, wire.TierUsage]:
         """Today's (UTC) calls, errors, tokens and cost per tier."""
         return usage_on(self.sql, self.now()[:10])
 
-    def usage(self, recent: int = 20, author_id: str | None = None) -> dict[str, Any]:
+    def usage(self, recent: int = 20, author_id: str | None = None) -> wire.UsageAnswer:
         """All-time totals per tier and the most recent model calls; with `author_id`, also
         that person's usage today (`today_author`, the shape of a turn's `usage_today_author`)."""
         day = self.now()[:10]

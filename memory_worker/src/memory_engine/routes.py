@@ -201,7 +201,7 @@ SUMMARY: Route[None, wire.SummaryAnswer] = Route(
 USAGE: Route[None, wire.UsageAnswer] = Route(
     name="usage", method="GET", path=CHATS + "/usage",
     summary="routerUsage totals per tier, today's, the recent calls (and one person's day).",
-    answer=wire.UsageAnswer, run=lambda c, a: _c(c.memory.usage(**a)),
+    answer=wire.UsageAnswer, run=lambda c, a: c.memory.usage(**a),
     effects=READ, query=wire.AuthorQuery, args=route_args.usage,
 )
 STATS: Route[None, wire.StatsAnswer] = Route(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from . import wire
 from .storage import SqlStorage
 
 USAGE_ROWS_KEPT = 2000
@@ -65,7 +66,7 @@ def record_usage(
         sql.exec("DELETE FROM router_usage WHERE id <= ?", newest - USAGE_ROWS_KEPT)
 
 
-def tier_totals(sql: SqlStorage, where: str = "", *params: Any) -> dict[str, dict[str, Any]]:
+def tier_totals(sql: SqlStorage, where: str = "", *params: Any) -> dict[str, wire.TierUsage]:
     """Calls, errors, tokens and cost per tier over the daily rows selected by `where`."""
     rows = sql.exec(f"SELECT tier, {_TOTALS} FROM usage_daily {where} GROUP BY tier ORDER BY tier", *params)
     return {
@@ -80,12 +81,12 @@ def tier_totals(sql: SqlStorage, where: str = "", *params: Any) -> dict[str, dic
     }
 
 
-def usage_on(sql: SqlStorage, day: str) -> dict[str, dict[str, Any]]:
+def usage_on(sql: SqlStorage, day: str) -> dict[str, wire.TierUsage]:
     """The totals per tier of one UTC day (YYYY-MM-DD)."""
     return tier_totals(sql, "WHERE day = ?", day)
 
 
-def usage_report(sql: SqlStorage, day: str, recent: int = 20) -> dict[str, Any]:
+def usage_report(sql: SqlStorage, day: str, recent: int = 20) -> wire.UsageAnswer:
     """All-time totals per tier, the totals of `day`, and the most recent model calls."""
     rows = sql.exec(
         "SELECT ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error "
@@ -94,4 +95,7 @@ def usage_report(sql: SqlStorage, day: str, recent: int = 20) -> dict[str, Any]:
     )
     for r in rows:
         r["ok"] = bool(r["ok"])
-    return {"tiers": tier_totals(sql), "today": usage_on(sql, day), "recent": rows}
+    # The one cast for usage rows: the SELECT above fixes their keys, SQLite their types
+    # (`ok`, stored as 0/1, is made a bool just before).
+    recent_rows = cast(list[wire.UsageRow], rows)
+    return {"tiers": tier_totals(sql), "today": usage_on(sql, day), "recent": recent_rows}

@@ -11,7 +11,7 @@ it as a plain JSON answer (no streaming body to adapt in the Durable Object).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from . import reminders, wire
@@ -93,7 +93,7 @@ def export_header(
     now: str,
     settings: wire.SettingsAnswer,
     summary: Callable[[], wire.SummaryAnswer],
-    usage: Callable[[], dict[str, Any]],
+    usage: Callable[[], Mapping[str, object]],
 ) -> wire.ExportPage:
     """Everything but the messages: metadata, settings, facts and notes with history, usage."""
     upto = int(sql.exec("SELECT COALESCE(MAX(id), 0) AS n FROM messages")[0]["n"])
@@ -126,7 +126,7 @@ def export_header(
     }
     if author_id is None:
         out["summary"] = summary()
-        out["usage"] = usage()
+        out["usage"] = dict(usage())
     else:
         out["usage"] = {"days": author_usage_rows(sql, author_id)}
     return out
@@ -142,7 +142,7 @@ def export_page(
     limit: int,
     settings: Callable[[], wire.SettingsAnswer],
     summary: Callable[[], wire.SummaryAnswer],
-    usage: Callable[[], dict[str, Any]],
+    usage: Callable[[], Mapping[str, object]],
 ) -> wire.ExportPage:
     """One page of the export: the header and first messages, or (with `after`) more messages."""
 
