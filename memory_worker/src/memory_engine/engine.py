@@ -298,10 +298,10 @@ class ChatMemory:
 
     # -- retrieval ---------------------------------------------------------------------
 
-    def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
+    def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[wire.ScoredMessage]:
         return ranked_messages(self.sql, query, k, exclude)
 
-    def search(self, query: str, k: int = RETRIEVE_K) -> dict[str, Any]:
+    def search(self, query: str, k: int = RETRIEVE_K) -> wire.SearchAnswer:
         """Rank older messages as `turn` does, excluding nothing and recording nothing."""
         return {"results": self._retrieve(query, k, set())}
 
@@ -322,7 +322,7 @@ class ChatMemory:
         author_id: str = "",
         reply_to_message_id: str | None = None,
         reply_to_author_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> wire.ReplyAnswer:
         """Record one model attempt: the assistant message (when it has text) and a usage row.
 
         The message remembers whose message it answers (`reply_to_author_id`, else the author
@@ -331,14 +331,18 @@ class ChatMemory:
         """
         ts = self.now()
 
-        def record() -> dict[str, Any]:
+        def record() -> wire.ReplyAnswer:
             if message_id is not None:
                 seen = self.sql.exec(
                     "SELECT 1 AS x FROM router_usage WHERE message_id = ? LIMIT 1", message_id
                 )
                 existing = self._find_by_message_id(message_id)
                 if seen or existing:
-                    return {"message_id": message_id, "id": existing and existing["id"], "duplicate": True}
+                    return {
+                        "message_id": message_id,
+                        "id": existing["id"] if existing else None,
+                        "duplicate": True,
+                    }
             new_id = None
             # A failed attempt with text is a stream cut off midway: the user saw that text,
             # so memory keeps it too.

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
+from . import wire
 from .storage import SqlStorage, rows_of
 from .text import MONTHS, fts_query, query_groups, tokens
 
@@ -344,12 +345,17 @@ def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[i
     return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude)]
 
 
-def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[dict[str, Any]]:
+def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[wire.ScoredMessage]:
     """The k best matches for `query` as messages (MESSAGE_COLUMNS) with their `score`, best first."""
-    return [
-        dict(zip(MESSAGE_COLUMNS, row, strict=True), score=round(score, 6))
-        for row, score in ranked_rows(sql, query, k, exclude)
-    ]
+    # The one cast for scored messages: the rows are the SELECT of MESSAGE_COLUMNS (Message's
+    # keys, typed by the `messages` table) and the score is added here.
+    return cast(
+        list[wire.ScoredMessage],
+        [
+            dict(zip(MESSAGE_COLUMNS, row, strict=True), score=round(score, 6))
+            for row, score in ranked_rows(sql, query, k, exclude)
+        ],
+    )
 
 
 def ranked_rows(

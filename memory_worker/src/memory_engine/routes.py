@@ -178,13 +178,13 @@ TURN: Route[wire.TurnRequest, wire.TurnAnswer] = Route(
 REPLY: Route[wire.ReplyRequest, wire.ReplyAnswer] = Route(
     name="reply", method="POST", path=CHATS + "/reply",
     summary="Record one model attempt: the assistant message when ok, one routerUsage row.",
-    answer=wire.ReplyAnswer, run=lambda c, a: _c(c.memory.reply(**a)),
+    answer=wire.ReplyAnswer, run=lambda c, a: c.memory.reply(**a),
     effects=Kind(grows=True), body=wire.ReplyRequest, args=route_args.reply,
 )
 SEARCH: Route[None, wire.SearchAnswer] = Route(
     name="search", method="GET", path=CHATS + "/search",
     summary="Retrieve older messages as a turn does, recording nothing.",
-    answer=wire.SearchAnswer, run=lambda c, a: _c(c.memory.search(a["query"], a["k"])),
+    answer=wire.SearchAnswer, run=lambda c, a: c.memory.search(a["query"], a["k"]),
     effects=READ, query=wire.SearchQuery, args=route_args.search,
 )
 FACTS: Route[None, wire.FactsAnswer] = Route(
