@@ -458,7 +458,7 @@ class ChatMemory:
 
     # -- bulk import and forgetting ----------------------------------------------------
 
-    def import_messages(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def import_messages(self, messages: list[dict[str, Any]]) -> wire.ImportAnswer:
         """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
         return imports.import_messages(self, messages)
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from . import wire
 from .compaction import IMPORT_TAIL, archive_backlog
 from .forgetting import RETENTION_STEP
 from .retrieval import index_messages
@@ -34,12 +35,12 @@ _INSERT = (
 )
 
 
-def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> wire.ImportAnswer:
     """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
     now = memory.now()
     rows = [_row(m, now) for m in messages]
 
-    def run() -> dict[str, int]:
+    def run() -> wire.ImportAnswer:
         stored = list(_stored(memory.sql, rows))
         answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
         for new_id, i in stored:
