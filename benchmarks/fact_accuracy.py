@@ -173,8 +173,9 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     return {"p": p, "r": r, "f1": f, "tp": tp, "fp": fp, "fn": fn}
 
 
-def baseline_module(ref: str) -> types.ModuleType:
-    """The extractor as it is at `ref` (all its facts*.py modules), loaded as a temporary package."""
+def baseline_module(ref: str, package_name: str = "baseline_facts") -> types.ModuleType:
+    """The extractor as it is at `ref` (all its facts*.py modules), loaded as the temporary
+    package `package_name` (a distinct name per ref when several are loaded side by side)."""
     listed = subprocess.run(
         ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
         capture_output=True,
@@ -182,7 +183,7 @@ def baseline_module(ref: str) -> types.ModuleType:
         check=True,
     ).stdout.split()
     tmp = Path(tempfile.mkdtemp(prefix="facts_baseline_"))
-    package = tmp / "baseline_facts"
+    package = tmp / package_name
     package.mkdir()
     (package / "__init__.py").write_text("", encoding="utf-8")
     for path in listed:
@@ -193,7 +194,7 @@ def baseline_module(ref: str) -> types.ModuleType:
             ).stdout
             (package / name).write_text(source, encoding="utf-8")
     sys.path.insert(0, str(tmp))
-    return importlib.import_module("baseline_facts.facts")
+    return importlib.import_module(f"{package_name}.facts")
 
 
 def _row(name: str, s: dict[str, float]) -> str:

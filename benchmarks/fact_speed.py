@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fact_speed.py [--passes 5] [--baseline-ref REF ...] [--data PATH]
 
-Loads the five `facts*.py` modules as they are at REF (default: the last commit before the
+Loads the `facts*.py` modules as they are at REF (default: the last commit before the
 speed work, 99c3e8c) into a temporary package beside the current engine, runs both
 extractors over every LoCoMo dev turn (`conversation.session_N[*].text`), several passes
 interleaved, and prints the best time per message of each, their ratio, and the number of
@@ -16,51 +16,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "memory_worker" / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-ENGINE = "memory_worker/src/memory_engine"
-MODULES = ("facts", "facts_clauses", "facts_rules", "facts_prefs", "facts_lexicon")  # at 99c3e8c
+from fact_accuracy import baseline_module  # noqa: E402  # one loader of a ref's extractor
+
 LOCOMO = Path("/work/shared/locomo/locomo-dev.json")
 LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"
-
-
-def baseline_package(ref: str, package: str = "facts_reference") -> types.ModuleType:
-    """The extractor's modules as they are at `ref`, imported as a temporary package `package`."""
-    tmp = Path(tempfile.mkdtemp(prefix="facts_ref_"))
-    pkg = tmp / package
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("", encoding="utf-8")
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    names = [
-        Path(p).stem for p in listed if Path(p).name.startswith("facts") and p.endswith(".py")
-    ] or MODULES
-    for name in names:
-        source = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{ref}:{ENGINE}/{name}.py"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        (pkg / f"{name}.py").write_text(source, encoding="utf-8")
-    sys.path.insert(0, str(tmp))
-    import importlib
-
-    return importlib.import_module(f"{package}.facts")
 
 
 def locomo_turns(path: Path = LOCOMO) -> list[str]:
@@ -104,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from memory_engine import facts
 
-    olds = [baseline_package(ref, f"facts_reference_{i}") for i, ref in enumerate(refs)]
+    olds = [baseline_module(ref, f"facts_reference_{i}") for i, ref in enumerate(refs)]
     old = olds[-1]
     turns = locomo_turns(args.data)
     lines = LABELLED.read_text(encoding="utf-8").splitlines()
