@@ -107,13 +107,9 @@ def asks_what_i_missed(text: str) -> bool:
     return bool(_WHAT_DID_I_MISS.match(text.strip()))
 
 
-def _one(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _quote(text: str) -> str:
+def _quote(text: str, limit: int = QUOTE_CHARS) -> str:
     one_line = " ".join(text.split())
-    return one_line if len(one_line) <= QUOTE_CHARS else one_line[: QUOTE_CHARS - 1].rstrip() + "…"
+    return one_line if len(one_line) <= limit else one_line[: limit - 1].rstrip() + "…"
 
 
 def _weight(text: str) -> int:
@@ -152,18 +148,18 @@ def model_messages(answer: CatchupAnswer, asker: str, asker_id: str) -> list[dic
     """The light tier's messages: the instruction, then the others' messages quoted as data."""
     who = defang(one_line(asker)) or "the asker"
     mark = _mark(answer).replace("your", "their")
+    others = _others(answer, asker_id)
     lines: list[str] = []
     used = 0
-    for m in reversed(_others(answer, asker_id)):  # the newest first, within the budget
-        text = _one(m["text"])
-        text = text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1].rstrip() + "…"
+    for m in reversed(others):  # the newest first, within the budget
+        text = _quote(m["text"], LINE_CHARS)
         line = f"[{m['ts'][:16].replace('T', ' ')}] {one_line(m['author'] or 'someone')}: {text}"
         if lines and used + len(line) > MODEL_CHARS:
             break
         lines.append(line)
         used += len(line) + 1
     lines.reverse()
-    shown = len(answer["messages"]) if len(lines) == len(_others(answer, asker_id)) else len(lines)
+    shown = len(answer["messages"]) if len(lines) == len(others) else len(lines)
     if answer["total"] > shown:
         lines.insert(0, f"(the last {shown} of {answer['total']} messages)")
     return [
