@@ -120,6 +120,11 @@ class MemoryRoutes:
         body: wire.ImportRequest = {"messages": list(messages)}
         return await self.call(routes.IMPORT, chat, body=body)
 
+    async def import_encoded(self, chat: str, body: bytes) -> wire.ImportAnswer:
+        """`import_messages` of a request body already encoded as JSON (`{"messages": [...]}`)."""
+        request: wire.ImportRequest = _json.loads(body)
+        return await self.call(routes.IMPORT, chat, body=request)
+
     async def forget_author(self, chat: str, author_id: str) -> wire.ForgetAuthorAnswer:
         """Forget one person's messages and facts in a chat."""
         return await self.call(routes.FORGET_AUTHOR, chat, path={"author_id": author_id})
@@ -199,6 +204,7 @@ class MemoryClient(MemoryRoutes):
 
 
 _RETRY_LATER = frozenset({401, 403, 404, 408, 429})
+_JSON_BODY = {"Content-Type": "application/json"}
 
 
 class HttpMemoryClient(MemoryClient):
@@ -252,19 +258,37 @@ class HttpMemoryClient(MemoryClient):
     ) -> R:
         """Send one route over HTTP; its answer."""
         params = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        return await self._send(route, route_path(route, chat, path), params, json=body)
+
+    async def import_encoded(self, chat: str, body: bytes) -> wire.ImportAnswer:
+        """POST the encoded body as it is: the importer encodes its batches while checking the file."""
+        return await self._send(routes.IMPORT, route_path(routes.IMPORT, chat), {}, encoded=body)
+
+    async def _send(
+        self,
+        route: Route[Any, R],
+        path: str,
+        params: dict[str, str],
+        *,
+        json: Any = None,
+        encoded: bytes | None = None,
+    ) -> R:
         # encoded=True: the path is quoted already and must reach the worker as it is.
-        url = yarl.URL(self._base_url + route_path(route, chat, path), encoded=True)
+        url = yarl.URL(self._base_url + path, encoded=True)
+        headers = None if encoded is None else _JSON_BODY
         try:
-            async with self._http().request(route.method, url, json=body, params=params or None) as resp:
+            async with self._http().request(
+                route.method, url, json=json, data=encoded, params=params or None, headers=headers
+            ) as resp:
                 status = resp.status
                 raw = await resp.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:  # refused, reset, timeout
             raise MemoryUnavailable(f"{type(exc).__name__}: {exc}") from exc
         try:
-            data = _json.loads(raw) if raw else None
+            answer = _json.loads(raw) if raw else None
         except ValueError:
-            data = None
-        return answer_of(route, status, data, raw)
+            answer = None
+        return answer_of(route, status, answer, raw)
 
 
 def answer_of(route: Route[Any, R], status: int, data: Any, raw: bytes = b"") -> R:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
+import orjson
 
 MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
@@ -27,7 +29,7 @@ class ExportError(ValueError):
         super().__init__(f"{where}: {what}")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Record:
     """One message for `POST /import`, under the chat key it belongs to."""
 
@@ -53,6 +55,10 @@ class Record:
         if self.reply_to_message_id:
             body["reply_to_message_id"] = self.reply_to_message_id
         return body
+
+    def encoded(self) -> bytes:
+        """`body()` as JSON (UTF-8, as `json.dumps(ensure_ascii=False)` writes it, less the spaces)."""
+        return orjson.dumps(self.body())
 
 
 @dataclass
@@ -81,15 +87,30 @@ def clean(text: str, max_bytes: int) -> str:
 def utc_iso(dt: datetime) -> str:
     """The memory worker's timestamp format: ISO-8601 UTC with milliseconds and a Z."""
     dt = dt.astimezone(UTC)
+    if 1000 <= dt.year <= 9999:  # isoformat: a third of strftime's cost (and the same text)
+        return dt.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def unix_iso(seconds: int) -> str:
-    """`utc_iso` of a Unix time in whole seconds (isoformat: a third of strftime's cost)."""
-    dt = datetime.fromtimestamp(seconds, UTC)
-    if not 1000 <= dt.year <= 9999:  # where isoformat and strftime write the year differently
-        return utc_iso(dt)
-    return dt.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    """`utc_iso` of a Unix time in whole seconds (the date worked out once a day: a message's
+    own part is three table look-ups, a tenth of `utc_iso`'s cost)."""
+    day, rest = divmod(seconds, 86400)
+    if not _FIRST_DAY <= day <= _LAST_DAY:  # outside years 1000-9999: written as utc_iso writes them
+        return utc_iso(datetime.fromtimestamp(seconds, UTC))
+    hour, rest = divmod(rest, 3600)
+    minute, second = divmod(rest, 60)
+    return f"{_date(day)}T{_TWO[hour]}:{_TWO[minute]}:{_TWO[second]}.000Z"
+
+
+_EPOCH = date(1970, 1, 1).toordinal()
+_FIRST_DAY, _LAST_DAY = date(1000, 1, 1).toordinal() - _EPOCH, date(9999, 12, 31).toordinal() - _EPOCH
+_TWO = [f"{n:02d}" for n in range(60)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _date(day: int) -> str:
+    return date.fromordinal(day + _EPOCH).isoformat()
 
 
 def message_records(
@@ -112,6 +133,8 @@ def message_records(
 def field(path: Path, where: str, name: str, value: str) -> str:
     """`value`, when the memory API takes it as an id (at most MAX_FIELD_BYTES), else an ExportError:
     the worker would refuse it in the middle of the import."""
+    if value.isascii() and len(value) <= MAX_FIELD_BYTES:  # nearly every id: no encoding needed
+        return value
     if len(value.encode("utf-8", "replace")) > MAX_FIELD_BYTES:
         raise ExportError(path, f"{where}: `{name}` is over {MAX_FIELD_BYTES} bytes")
     return value

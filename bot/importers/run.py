@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TextIO, cast
+from typing import IO, Any, TextIO
 
 from memory_engine import wire
 from tqdm import tqdm
@@ -108,12 +107,13 @@ def check(
 ) -> Plan:
     """Pass 1: read and validate every selected chat; what would be imported. Raises ExportError.
 
-    With `spool`, each record to send is written there as a line of JSON, `[chat key, body]`,
-    and `null` after each chat.
+    With `spool`, the records to send are written there as the bodies of `POST /import`,
+    ready to send: batches of at most BATCH_MESSAGES (and about BATCH_BYTES) per chat key, in order.
     """
     if not path.exists():
         raise ExportError(path, "no such file or folder")
     plan, seen = Plan(), []
+    batches = None if spool is None else _Batches(spool)
     big = path.is_file() and path.stat().st_size > 4 * 1024 * 1024
     with _bar(progress if progress is not None else (None if big else False), None, "checking") as bar:
         for source in READERS[platform](path, scope):
@@ -128,80 +128,92 @@ def check(
                     f"warning: {source.label} is the private chat of {person} with the bot ({source.key}); "
                     "its messages become the bot's memory of that person"
                 )
+            counts, n = plan.messages, 0
             for n, record in enumerate(source.records(), 1):
                 if record is None:
                     plan.empty += 1
+                    continue
+                key = record.key
+                if key in counts:
+                    counts[key] += 1
                 else:
-                    plan.messages[record.key] = plan.messages.get(record.key, 0) + 1
-                    plan.names[record.key] = source.name
-                    if spool is not None:
-                        spool.write(_dumps([record.key, record.body()]).encode())
-                        spool.write(b"\n")
-                if n % 1000 == 0:
+                    counts[key] = 1
+                    plan.names[key] = source.name
+                if batches is not None:
+                    batches.add(key, record.encoded())
+                if not n % 1000:
                     bar.update(1000)
-            if spool is not None:
-                spool.write(b"null\n")  # the end of a chat: pass 2 sends what it holds
+            bar.update(n % 1000)
+            if batches is not None:
+                batches.flush()  # the end of a chat: what it holds goes now (memory stays flat)
     if chat is not None and not plan.chosen:
         listed = "; ".join(seen[:20]) + (" ..." if len(seen) > 20 else "")
         raise ExportError(path, f"no chat {chat!r} in this export; it holds: {listed or 'no chats'}")
     return plan
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+class _Batches:
+    """The spool of pass 1: each batch as a line `key count size` and then `size` bytes, the
+    JSON body of one `POST /import`, built from each message's JSON (pass 2 only sends it)."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self.spool = spool
+        self.parts: dict[str, list[bytes]] = {}
+        self.sizes: dict[str, int] = {}
+
+    def add(self, key: str, message: bytes) -> None:
+        parts = self.parts.get(key)
+        if parts is None:
+            parts = self.parts[key] = []
+            self.sizes[key] = 0
+        parts.append(message)
+        self.sizes[key] += len(message) + 1
+        if len(parts) >= BATCH_MESSAGES or self.sizes[key] >= BATCH_BYTES:
+            self._write(key)
+
+    def flush(self) -> None:
+        for key in list(self.parts):
+            self._write(key)
+
+    def _write(self, key: str) -> None:
+        parts = self.parts.pop(key)
+        del self.sizes[key]
+        body = b'{"messages":[' + b",".join(parts) + b"]}"
+        self.spool.write(f"{key} {len(parts)} {len(body)}\n".encode())
+        self.spool.write(body)
 
 
-def _spooled(spool: IO[bytes]) -> Iterator[tuple[str, dict[str, Any], int] | None]:
-    """(chat key, body, size in bytes) of each record pass 1 spooled, in order; None after a chat."""
+def _spooled(spool: IO[bytes]) -> Iterator[tuple[str, int, bytes]]:
+    """(chat key, messages, encoded body) of each batch pass 1 spooled, in order."""
     spool.seek(0)
-    for line in spool:
-        record = json.loads(line)
-        yield None if record is None else (record[0], record[1], len(line))
+    while line := spool.readline():
+        key, count, size = line.split()
+        yield key.decode(), int(count), spool.read(int(size))
 
 
 async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: bool | None) -> ImportReport:
-    """Pass 2: send the checked records of `spool` in batches per chat key, one batch in flight."""
+    """Pass 2: send the batches of `spool`, one in flight while the next is read."""
     report = ImportReport(empty=plan.empty, private_left_out=plan.private_left_out)
     started = time.perf_counter()
-    buffers: dict[str, list[dict[str, Any]]] = {}
-    sizes: dict[str, int] = {}
     show = progress if progress is not None else (None if plan.total >= PROGRESS_MIN else False)
     with _bar(show, plan.total, "importing", leave=True) as bar:
         in_flight: asyncio.Task[None] | None = None
 
-        async def store(key: str, batch: list[dict[str, Any]]) -> None:
-            answer = await _import_batch(memory, key, batch)
+        async def store(key: str, count: int, body: bytes) -> None:
+            answer = await _import_batch(memory, key, body)
             report.imported += int(answer.get("imported", 0))
             report.skipped += int(answer.get("skipped", 0))
             report.chats[key] = report.chats.get(key, 0) + int(answer.get("imported", 0))
-            bar.update(len(batch))
-
-        async def flush(key: str) -> None:
-            # Batches go in order (ids grow with them), one at a time; the next one is read
-            # while the worker stores this one.
-            nonlocal in_flight
-            batch = buffers.pop(key, [])
-            sizes.pop(key, None)
-            if in_flight is not None:
-                await in_flight
-                in_flight = None
-            if batch:
-                in_flight = asyncio.ensure_future(store(key, batch))
-                await asyncio.sleep(0)  # let it start sending
+            bar.update(count)
 
         try:
-            for record in _spooled(spool):
-                if record is None:  # a chat's end: its buffers go now (memory stays flat)
-                    for key in list(buffers):
-                        await flush(key)
-                    continue
-                key, body, size = record
-                buffers.setdefault(key, []).append(body)
-                sizes[key] = sizes.get(key, 0) + size
-                if len(buffers[key]) >= BATCH_MESSAGES or sizes[key] >= BATCH_BYTES:
-                    await flush(key)
-            for key in list(buffers):
-                await flush(key)
+            # Batches go in order (ids grow with them), one at a time; the next one is read
+            # while the worker stores this one.
+            for key, count, body in _spooled(spool):
+                if in_flight is not None:
+                    await in_flight
+                in_flight = asyncio.ensure_future(store(key, count, body))
+                await asyncio.sleep(0)  # let it start sending
             if in_flight is not None:
                 await in_flight
         finally:
@@ -213,13 +225,10 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
     return report
 
 
-async def _import_batch(memory: MemoryClient, key: str, batch: list[dict[str, Any]]) -> wire.ImportAnswer:
-    # Record.body() is the import route's message (role is one of the API's roles).
-    bodies = [cast(wire.ImportedMessage, body) for body in batch]
-
+async def _import_batch(memory: MemoryClient, key: str, body: bytes) -> wire.ImportAnswer:
     async def send() -> wire.ImportAnswer:
         try:
-            return await memory.import_messages(key, bodies)
+            return await memory.import_encoded(key, body)
         except MemoryRefused as err:
             raise ImportFailed(f"the memory worker refused a batch for {key}: {err.error}") from err
         except MemoryUnavailable as err:

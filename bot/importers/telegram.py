@@ -183,34 +183,33 @@ def convert(
     own_ids: bool = True,
 ) -> Record | None:
     """One exported message as a Record; None for service messages and empty ones."""
-    message_id = require(m.get("id"), int, path, where, "id")
+    message_id = m.get("id")
+    if type(message_id) is not int:  # (a bool is no id)
+        message_id = require(message_id, int, path, where, "id")
     ts = _timestamp(path, where, m)
-    kind = m.get("type", "message")
-    if kind != "message":
+    if m.get("type", "message") != "message":
         return None  # "service" (joins, pins, calls...) and "unsupported"
     text = render(m)
-    if not text.strip():
+    if not text or text.isspace():  # (`not text.strip()`, without the copy)
         return None
     from_id = m.get("from_id")
-    author_id = _peer_id(from_id) if isinstance(from_id, str) else None
+    author_id = _peer_id(from_id) if type(from_id) is str else None
     # Without a sender (old channel posts) the live adapter names the chat itself.
-    author_id = author_id or str(chat_id)
+    chat = str(chat_id)
+    author_id = author_id or chat
     sender = m.get("from")
-    author = sender if isinstance(sender, str) and sender else DELETED if from_id else str(chat_id)
-    user = author_id if author_id != str(chat_id) else None
-    role = "assistant" if bot_id is not None and author_id == str(bot_id) else "user"
+    author = sender if type(sender) is str and sender else DELETED if from_id else chat
     reply_to = m.get("reply_to_message_id")
-    # the same numbering as the message ids (a bool is no id)
-    answers = "" if type(reply_to) is not int else str(reply_to) if own_ids else f"export:{reply_to}"
     return Record(
-        key=telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope),
-        message_id=field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
-        text=clean(text, MAX_TEXT_BYTES),
-        author=_author(author),
-        author_id=field(path, where, "from_id", author_id),
-        ts=ts,
-        role=role,
-        reply_to_message_id=answers,
+        _key(chat_id, private, author_id if author_id != chat else None, scope),
+        field(path, where, "id", str(message_id) if own_ids else f"export:{message_id}"),
+        clean(text, MAX_TEXT_BYTES),
+        _author(author),
+        field(path, where, "from_id", author_id),
+        ts,
+        "assistant" if bot_id is not None and author_id == str(bot_id) else "user",
+        # the same numbering as the message ids (a bool is no id)
+        "" if type(reply_to) is not int else str(reply_to) if own_ids else f"export:{reply_to}",
     )
 
 
@@ -221,6 +220,11 @@ def _author(name: str) -> str:
 
 
 _peer_id = functools.lru_cache(maxsize=4096)(telegram_peer_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(chat_id: int, private: bool, user: str | None, scope: str) -> str:
+    return telegram_chat_key(chat_id, private=private, user_id=user, memory_scope=scope)
 
 
 def _timestamp(path: Path, where: str, m: dict[str, Any]) -> str:
@@ -240,7 +244,7 @@ def _timestamp(path: Path, where: str, m: dict[str, Any]) -> str:
 
 def flatten(text: Any) -> str:
     """Telegram's `text` (a string, or a list of strings and entities) as plain text."""
-    if isinstance(text, str):
+    if type(text) is str:
         return text
     if not isinstance(text, list):
         return ""
@@ -256,9 +260,18 @@ def flatten(text: Any) -> str:
     return "".join(parts)
 
 
+# The fields of a message that make a marker: one look at its keys tells a message without any.
+_MARKED = frozenset(
+    {"forwarded_from", "photo", "media_type", "file", "file_name", "poll", "contact_information"}
+    | {"location_information"}
+)
+
+
 def render(m: dict[str, Any]) -> str:
     """The words of a message: markers for forwarding and media, then the flattened text."""
     words = flatten(m.get("text")).strip()
+    if _MARKED.isdisjoint(m):
+        return words
     marks = []
     if m.get("forwarded_from"):
         marks.append(f"[forwarded from {m['forwarded_from']}]")
