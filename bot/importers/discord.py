@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -83,28 +84,48 @@ def _source(path: Path, scope: str) -> Source:
 
 def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: str) -> Record | None:
     """One exported message as a Record; None for system messages, bots and empty ones."""
-    message_id = str(require(m.get("id"), (str, int), path, where, "id"))
+    message_id = m.get("id")
+    message_id = message_id if type(message_id) is str else str(require(message_id, (str, int), path, where, "id"))
     stamp = require(m.get("timestamp"), str, path, where, "timestamp")
     try:
-        ts = utc_iso(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
+        ts = _utc(stamp)
     except ValueError:
         raise ExportError(path, f"{where}: `timestamp` is not an ISO-8601 time") from None
-    author = require(m.get("author"), dict, path, where, "author")
-    author_id = str(require(author.get("id"), (str, int), path, f"{where}.author", "id"))
+    author = m.get("author")
+    if type(author) is not dict:
+        author = require(author, dict, path, where, "author")
+    author_id = author.get("id")
+    author_id = author_id if type(author_id) is str else str(require(author_id, (str, int), path, f"{where}.author", "id"))
     if m.get("type", "Default") not in KEPT_TYPES or author.get("isBot"):
         return None  # joins, pins, calls, thread starts; other bots (the live bot skips them too)
     text = render(m)
-    if not text.strip():
+    if not text or text.isspace():  # (`not text.strip()`, without the copy)
         return None
     name = author.get("nickname") or author.get("name") or author_id
     return Record(
-        key=discord_chat_key(channel_id, author_id, memory_scope=scope),
-        message_id=field(path, where, "id", message_id),
-        text=clean(text, MAX_TEXT_BYTES),
-        author=clean(one_line(str(name)), MAX_FIELD_BYTES),
-        author_id=field(path, where, "author.id", author_id),
-        ts=ts,
+        _key(channel_id, author_id, scope),
+        field(path, where, "id", message_id),
+        clean(text, MAX_TEXT_BYTES),
+        _name(name if type(name) is str else str(name)),
+        field(path, where, "author.id", author_id),
+        ts,
     )
+
+
+# An export's timestamps share their offset, its people write many messages each: worked out once.
+@functools.lru_cache(maxsize=4096)
+def _name(name: str) -> str:
+    return clean(one_line(name), MAX_FIELD_BYTES)
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(channel_id: str, author_id: str, scope: str) -> str:
+    return discord_chat_key(channel_id, author_id, memory_scope=scope)
+
+
+def _utc(stamp: str) -> str:
+    """An ISO-8601 time (DiscordChatExporter writes the exporter's offset) as the memory's UTC form."""
+    return utc_iso(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
 
 
 def render(m: dict[str, Any]) -> str:
