@@ -128,7 +128,8 @@ def message_records(
         record = convert(where, message)
         if record is not None and record.key not in keys:
             if not CHAT_KEY.fullmatch(record.key):
-                raise ExportError(path, f"{where}: its chat key {record.key[:60]!r} is not one the memory takes")
+                what = f"its chat key {record.key[:60]!r} is not one the memory takes"
+                raise ExportError(path, f"{where}: {what}")
             keys.add(record.key)
         yield record
 

@@ -85,7 +85,8 @@ def _source(path: Path, scope: str) -> Source:
 def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: str) -> Record | None:
     """One exported message as a Record; None for system messages, bots and empty ones."""
     message_id = m.get("id")
-    message_id = message_id if type(message_id) is str else str(require(message_id, (str, int), path, where, "id"))
+    if type(message_id) is not str:
+        message_id = str(require(message_id, (str, int), path, where, "id"))
     stamp = require(m.get("timestamp"), str, path, where, "timestamp")
     try:
         ts = _utc(stamp)
@@ -95,7 +96,8 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
     if type(author) is not dict:
         author = require(author, dict, path, where, "author")
     author_id = author.get("id")
-    author_id = author_id if type(author_id) is str else str(require(author_id, (str, int), path, f"{where}.author", "id"))
+    if type(author_id) is not str:
+        author_id = str(require(author_id, (str, int), path, f"{where}.author", "id"))
     if m.get("type", "Default") not in KEPT_TYPES or author.get("isBot"):
         return None  # joins, pins, calls, thread starts; other bots (the live bot skips them too)
     text = render(m)
