@@ -1,6 +1,6 @@
 """Import throughput of `chatbot import telegram`, and backup time for many small chats.
 
-    .venv/bin/python benchmarks/import_throughput.py [--messages 200000] [--chats 10000]
+    .venv/bin/python benchmarks/import_throughput.py [--messages 200000] [--chats 10000] [--compare main]
 
 1. Writes a Telegram Desktop export of one supergroup with N messages (plain and rich
    text, replies, media, service messages, 40 authors), then imports it end to end over
@@ -44,6 +44,8 @@ from bot.importers import run
 from bot.importers.telegram import sources
 from memory_worker.backup import backup
 from memory_worker.local import ChatStore, EmbeddedMemoryHost
+
+ROOT = Path(__file__).resolve().parent.parent
 
 WORDS = [
     "trail",
@@ -136,8 +138,9 @@ async def import_end_to_end(export: Path, data: Path, env: dict[str, str] | None
 
 
 @contextmanager
-def served(data: Path) -> Iterator[dict[str, str]]:
-    """`chatbot memory serve` on a free port in its own process; the env that points an import at it."""
+def served(data: Path, host: dict[str, float] | None = None) -> Iterator[dict[str, str]]:
+    """`chatbot memory serve` on a free port in its own process; the env that points an import at
+    it. `host["cpu"]`: its CPU seconds, once it has stopped."""
     token = secrets.token_urlsafe(16)
     chatbot = Path(sys.executable).with_name("chatbot")
     args = [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)]
@@ -153,7 +156,56 @@ def served(data: Path) -> Iterator[dict[str, str]]:
         yield {"MEMORY_URL": found.group(1), "MEMORY_API_TOKEN": token}
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        _, _, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0  # reaped above
+        if host is not None:
+            host["cpu"] = usage.ru_utime + usage.ru_stime
+
+
+# The import to a running host, in a child: its wall and CPU seconds measured inside it.
+CLIENT = """
+import asyncio, io, os, sys, time
+from pathlib import Path
+from bot.config import settings_from
+from bot.importers import run
+wall, cpu = time.perf_counter(), time.process_time()
+report = asyncio.run(run.import_export(
+    "telegram", Path(sys.argv[1]), settings_from({}, dict(os.environ)), Path(sys.argv[2]),
+    out=io.StringIO(), progress=False,
+))
+print(report.imported, report.skipped, time.perf_counter() - wall, time.process_time() - cpu)
+print(run.__file__, file=sys.stderr)
+"""
+
+
+def import_child(export: Path, root: Path, name: str, tree: Path | None) -> tuple[float, float, float, int]:
+    """`chatbot import` (of `tree`, else this checkout) to a fresh `chatbot memory serve`:
+    wall s, client CPU s, host CPU s, messages imported."""
+    host: dict[str, float] = {}
+    with served(root / f"{name}-host", host) as env:
+        path = [str(tree), str(tree / "memory_worker" / "src")] if tree else []
+        child_env = dict(os.environ, **env, PYTHONPATH=os.pathsep.join([*path, str(ROOT)]))
+        out = subprocess.run(
+            [sys.executable, "-c", CLIENT, str(export), str(root / f"{name}-client")],
+            env=child_env,
+            cwd=tree or ROOT,
+            capture_output=True,
+            text=True,
+        )
+    if out.returncode:
+        raise RuntimeError(f"the import failed: {out.stderr[-2000:]}")
+    imported, _, wall, cpu = out.stdout.split()
+    assert out.stderr.strip().startswith(str(tree or ROOT)), out.stderr  # the client asked for
+    return float(wall), float(cpu), host["cpu"], int(imported)
+
+
+@contextmanager
+def archived(ref: str) -> Iterator[Path]:
+    """The files of `ref` in a temporary folder (`git archive`: no worktree is registered)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
 
 
 def timed(fn):  # type: ignore[no-untyped-def]
@@ -209,6 +261,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--chats", type=int, default=10_000)
+    ap.add_argument("--compare", metavar="REF", help="also import with REF's client (git archive)")
+    ap.add_argument("--served-only", action="store_true", help="only the imports to a running host")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -225,35 +279,46 @@ def main() -> None:
         plan, check_s, check_cpu = timed(
             lambda: run.check("telegram", export, chat=None, scope="chat", progress=None)
         )
-        print("importing end to end, against a running local host ...", file=sys.stderr)
-        with served(root / "served") as env:
-            report, served_s, served_cpu = timed(
-                lambda: asyncio.run(import_end_to_end(export, root / "client", env))
-            )
-        print("importing end to end, embedded ...", file=sys.stderr)
-        embedded, e2e_s, e2e_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
-        print("importing prebuilt batches ...", file=sys.stderr)
-        raw_s = asyncio.run(import_prebuilt(export, root / "raw"))
-        second, again_s, again_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
-
         n = plan.total
-        print(f"\nimport of a {args.messages}-message Telegram export ({size:.0f} MB, {n} with words)")
-        print(f"{'what':<50} {'seconds':>8} {'messages/s':>11} {'vs served':>9} {'our cpu s':>9}")
-        rows = [
-            ("chatbot import, end to end, to a running host", served_s, served_cpu),
-            ("chatbot import, end to end, embedded host", e2e_s, e2e_cpu),
-            ("  baseline: POST /import of prebuilt batches", raw_s, None),
-            ("  baseline: check pass alone (ijson)", check_s, check_cpu),
-            ("  baseline: json.load of the file", load_s, load_cpu),
-            ("second import, embedded (over 50k: see the note)", again_s, again_cpu),
+        print("importing end to end, against a running local host ...", file=sys.stderr)
+        served_s, served_cpu, host_cpu, imported = import_child(export, root, "this", None)
+        assert imported == n, (imported, n)
+        rows: list[tuple[str, float, float | None, float | None]] = [
+            ("chatbot import to a running chatbot memory serve", served_s, served_cpu, host_cpu),
         ]
-        for what, s, cpu in rows:
-            used = f"{cpu:9.1f}" if cpu is not None else f"{'-':>9}"
-            print(f"{what:<50} {s:8.1f} {n / s:11,.0f} {s / served_s:9.2f} {used}")
-        print(
-            f"imported {report.imported} (embedded: {embedded.imported}), skipped {report.skipped}; "
-            f"second run imported {second.imported}"
-        )
+        if args.compare:
+            print(f"the same with the client of {args.compare} ...", file=sys.stderr)
+            with archived(args.compare) as tree:
+                ref_s, ref_cpu, ref_host, ref_imported = import_child(export, root, "ref", tree)
+            assert ref_imported == n, (ref_imported, n)
+            rows.append((f"  the same, {args.compare}'s client", ref_s, ref_cpu, ref_host))
+        if not args.served_only:
+            print("importing end to end, embedded ...", file=sys.stderr)
+            embedded, e2e_s, e2e_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
+            print("importing prebuilt batches ...", file=sys.stderr)
+            raw_s = asyncio.run(import_prebuilt(export, root / "raw"))
+            second, again_s, again_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
+            rows += [
+                ("chatbot import, embedded host (one process)", e2e_s, e2e_cpu, None),
+                ("  baseline: POST /import of prebuilt batches", raw_s, None, None),
+            ]
+        rows += [
+            ("  baseline: check pass alone (ijson)", check_s, check_cpu, None),
+            ("  baseline: json.load of the file", load_s, load_cpu, None),
+        ]
+        if not args.served_only:
+            rows.append(("second import, embedded (over 50k: see the note)", again_s, again_cpu, None))
+
+        print(f"\nimport of a {args.messages}-message Telegram export ({size:.0f} MB, {n} with words)")
+        head = f"{'what':<50} {'seconds':>8} {'messages/s':>11} {'vs served':>9}"
+        print(f"{head} {'client cpu s':>12} {'us/msg':>7} {'host cpu s':>10}")
+        for what, sec, cpu, host in rows:
+            used = f"{cpu:12.2f} {cpu / n * 1e6:7.1f}" if cpu is not None else f"{'-':>12} {'-':>7}"
+            hosted = f"{host:10.1f}" if host is not None else f"{'-':>10}"
+            print(f"{what:<50} {sec:8.1f} {n / sec:11,.0f} {sec / served_s:9.2f} {used} {hosted}")
+        if args.served_only:
+            return
+        print(f"imported {imported} (embedded: {embedded.imported}); second run imported {second.imported}")
         if second.imported:
             # Retention keeps the newest 50,000 rows by row id: their message ids are forgotten,
             # so a repeat of a bigger chat adds the dropped ones back (and drops the others).
