@@ -2,11 +2,12 @@
 
 Pass 1 reads every selected chat (streamed: memory stays flat however big the file) and
 refuses the file at the first malformed message, before anything is sent, so a broken file
-imports nothing. What it read is spooled, one converted record a line, to an unnamed
-temporary file (gone when the import ends, or if it dies); pass 2 sends each chat's records
-from there through `POST /v1/chats/{chat}/import`, reading the next batch while the memory
-worker stores the one before. Message ids come from the export, so a second run, or a run
-after an interrupted one, skips what is already stored.
+imports nothing. What it read is spooled to an unnamed temporary file (gone when the import
+ends, or if it dies) as the bodies of `POST /v1/chats/{chat}/import`, ready to send: each
+message encoded once, batches per chat key. Pass 2 only sends them, one in flight while the
+next is read, so the memory worker is never left waiting for the client. Message ids come
+from the export, so a second run, or a run after an interrupted one, skips what is already
+stored.
 """
 
 from __future__ import annotations
