@@ -396,3 +396,31 @@ async def test_a_chat_the_worker_would_refuse_fails_the_dry_run_and_imports_noth
         with pytest.raises(ExportError, match=rf"chats\.list\[{later}\]\): messages\[0\]: `from_id` is over"):
             await imported(mem, bad, dry_run=dry)
     assert stored_messages(mem.data_dir, "telegram:-4455") == []
+
+
+def test_batches_stay_within_the_bytes_bound_whatever_the_text(monkeypatch, tmp_path):
+    # Escapes and non-ASCII text make a batch's JSON bigger than its guessed size: it is split.
+    monkeypatch.setattr(run, "BATCH_BYTES", 600)
+    monkeypatch.setattr(run, "MAX_MESSAGE_JSON", 100)
+    texts = ["\x01" * 60, "日本語" * 30, "plain words", 'a "quoted" \\ word\n' * 5, "é" * 90, "x"]
+    messages = [
+        {
+            "id": i,
+            "type": "message",
+            "date_unixtime": str(1700000000 + i),
+            "from": "A",
+            "from_id": "user1",
+            "text": t,
+        }
+        for i, t in enumerate(texts * 3, 1)
+    ]
+    export = tmp_path / "result.json"
+    export.write_text(json.dumps({"name": "g", "type": "private_supergroup", "id": 7, "messages": messages}))
+    with open(tmp_path / "spool", "w+b") as spool:
+        plan = run.check("telegram", export, chat=None, scope="chat", progress=False, spool=spool)
+        batches = list(run._spooled(spool))
+    sent = [m for _, count, body in batches for m in json.loads(body)["messages"]]
+    assert [m["text"] for m in sent] == [m["text"].strip() for m in messages] and plan.total == len(messages)
+    assert len(batches) > 3
+    for _, count, body in batches:
+        assert count == 1 or len(body) <= 600 + 100, (count, len(body))

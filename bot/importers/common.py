@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
-import orjson
 
 MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
@@ -55,10 +54,6 @@ class Record:
         if self.reply_to_message_id:
             body["reply_to_message_id"] = self.reply_to_message_id
         return body
-
-    def encoded(self) -> bytes:
-        """`body()` as JSON (UTF-8, as `json.dumps(ensure_ascii=False)` writes it, less the spaces)."""
-        return orjson.dumps(self.body())
 
 
 @dataclass

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+import orjson
 from memory_engine import wire
 from tqdm import tqdm
 
@@ -30,7 +31,7 @@ from bot.chat.memory import HttpMemoryClient, MemoryClient, MemoryRefused, Memor
 from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
 from bot.importers import discord, telegram
-from bot.importers.common import ExportError, Source
+from bot.importers.common import MAX_TEXT_BYTES, ExportError, Record, Source
 from bot.importers.where import where_lines
 
 READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
@@ -41,6 +42,8 @@ READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
 # about 8% less work in process); the bytes bound keeps a request far below the API's 32 MiB.
 BATCH_MESSAGES = 5000
 BATCH_BYTES = 4 * 1024 * 1024
+SIZE_OF_THE_REST = 120  # a message's JSON besides its text and author: names, ids, time
+MAX_MESSAGE_JSON = 6 * MAX_TEXT_BYTES + 6 * 1024  # every character escaped as \u00XX
 IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
 # A batch the worker did not take is sent again after 0.5 s, 2 s and 8 s.
 RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
@@ -141,7 +144,7 @@ def check(
                     counts[key] = 1
                     plan.names[key] = source.name
                 if batches is not None:
-                    batches.add(key, record.encoded())
+                    batches.add(record)
                 if not n % 1000:
                     bar.update(1000)
             bar.update(n % 1000)
@@ -155,32 +158,38 @@ def check(
 
 class _Batches:
     """The spool of pass 1: each batch as a line `key count size` and then `size` bytes, the
-    JSON body of one `POST /import`, built from each message's JSON (pass 2 only sends it)."""
+    JSON body of one `POST /import`, encoded in one call (pass 2 only sends it)."""
 
     def __init__(self, spool: IO[bytes]) -> None:
         self.spool = spool
-        self.parts: dict[str, list[bytes]] = {}
+        self.bodies: dict[str, list[dict[str, str]]] = {}
         self.sizes: dict[str, int] = {}
 
-    def add(self, key: str, message: bytes) -> None:
-        parts = self.parts.get(key)
-        if parts is None:
-            parts = self.parts[key] = []
+    def add(self, record: Record) -> None:
+        key = record.key
+        bodies = self.bodies.get(key)
+        if bodies is None:
+            bodies = self.bodies[key] = []
             self.sizes[key] = 0
-        parts.append(message)
-        self.sizes[key] += len(message) + 1
-        if len(parts) >= BATCH_MESSAGES or self.sizes[key] >= BATCH_BYTES:
-            self._write(key)
+        bodies.append(record.body())
+        # Its JSON's size when the text needs no escapes (a close guess: `_write` checks it).
+        self.sizes[key] += len(record.text) + len(record.author) + SIZE_OF_THE_REST
+        if len(bodies) >= BATCH_MESSAGES or self.sizes[key] >= BATCH_BYTES:
+            self._write(key, self.bodies.pop(key))
 
     def flush(self) -> None:
-        for key in list(self.parts):
-            self._write(key)
+        for key in list(self.bodies):
+            self._write(key, self.bodies.pop(key))
 
-    def _write(self, key: str) -> None:
-        parts = self.parts.pop(key)
-        del self.sizes[key]
-        body = b'{"messages":[' + b",".join(parts) + b"]}"
-        self.spool.write(f"{key} {len(parts)} {len(body)}\n".encode())
+    def _write(self, key: str, bodies: list[dict[str, str]]) -> None:
+        self.sizes.pop(key, None)
+        body = orjson.dumps({"messages": bodies})
+        if len(body) > BATCH_BYTES + MAX_MESSAGE_JSON and len(bodies) > 1:  # escapes, non-ASCII text
+            half = len(bodies) // 2
+            self._write(key, bodies[:half])
+            self._write(key, bodies[half:])
+            return
+        self.spool.write(f"{key} {len(bodies)} {len(body)}\n".encode())
         self.spool.write(body)
 
 
