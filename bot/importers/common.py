@@ -155,6 +155,7 @@ _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a whole JSON string, escap
 # many escaped quotes.
 _STRING_OR_OPEN = re.compile(_STRING.pattern + rb'|("[\s\S]*)')
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
+_NOT_QUOTE_OR_BRACKET = bytes(c for c in range(256) if c not in b'[]{}"')
 _OPENS = frozenset(b"[{")
 
 
@@ -214,11 +215,13 @@ class _Guarded:
         if b'\\"' in buf:  # escaped quotes (rare): the linear way
             parts = _STRING_OR_OPEN.split(buf)  # between strings; [1::2]: the open one, or None
             outside, self.open_string = b"".join(parts[::2]), (parts[-2] or b"") if len(parts) > 1 else b""
+            brackets = outside.translate(None, _NOT_BRACKET)
         else:  # every quote opens or closes a string: between them, strings and the rest alternate
-            parts = buf.split(b'"')  # (2.5x faster than removing the strings with a regex)
-            outside = b"".join(parts[::2])
-            self.open_string = b'"' + parts[-1] if len(parts) % 2 == 0 else b""  # an odd count: one is open
-        for bracket in outside.translate(None, _NOT_BRACKET):
+            # Of the quotes and brackets alone (5x faster than removing the strings with a regex).
+            parts = buf.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')
+            brackets = b"".join(parts[::2])
+            self.open_string = buf[buf.rfind(b'"') :] if len(parts) % 2 == 0 else b""  # an odd count: open
+        for bracket in brackets:
             if bracket in _OPENS:
                 self.depth += 1
                 if self.depth > MAX_DEPTH:
