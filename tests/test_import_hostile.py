@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 
 import pytest
 
@@ -102,3 +103,51 @@ async def test_dry_run_and_the_real_import_refuse_alike(tmp_path):
     for dry in (True, False):  # refused before the memory is ever contacted
         with pytest.raises(ExportError, match="nested more than"):
             await import_export("telegram", bad, settings, tmp_path, dry_run=dry, out=io.StringIO())
+
+
+def _deepest(data: bytes) -> int:
+    """The deepest nesting outside strings, read byte by byte (slow and plain)."""
+    depth, deepest, in_string, escaped = 0, 0, False, False
+    for byte in data:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+PIECES = ['"a[b"', '"{{"', '"}]"', '"x\\\\"', '"q\\"["', '"\\\\\\"]"', '"é{"', "[", "]", "1"]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64])
+def test_the_guard_follows_the_nesting_outside_strings_wherever_chunks_are_cut(monkeypatch, tmp_path, chunk):
+    """Strings are found by splitting at quotes, or by a regex when a chunk holds an escaped
+    quote: brackets inside them never count, whichever way and wherever a chunk ends."""
+    monkeypatch.setattr(common, "CHUNK", chunk)
+    rnd = random.Random(chunk)
+    path = tmp_path / "result.json"
+    for case in range(120):
+        pool = [p for p in PIECES if case % 2 or "\\" not in p]  # half: no escaped quote at all
+        depth = rnd.randint(MAX_DEPTH - 8, MAX_DEPTH - 2)  # near the limit: some cross it
+        body = ["["] * depth
+        for _ in range(rnd.randint(1, 60)):
+            piece = rnd.choice(pool)
+            if (piece == "]" and depth == 0) or (piece == "[" and depth > MAX_DEPTH):
+                continue
+            depth += (piece == "[") - (piece == "]")
+            if body and body[-1] not in ("[", ",") and piece != "]":
+                body.append(",")
+            body.append(piece)
+        messages = "[" + "".join(body) + "]" * depth + "]"
+        data = ('{"messages": ' + messages + "}").encode()
+        path.write_bytes(data)
+        if _deepest(data) > MAX_DEPTH:
+            with pytest.raises(ExportError, match="nested more than"):
+                list(common.stream_items(path, "messages.item"))
+        else:
+            assert list(common.stream_items(path, "messages.item")) == json.loads(data)["messages"]
