@@ -114,7 +114,7 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
     )
 
 
-# An export's timestamps share their offset, its people write many messages each: worked out once.
+# Each person writes many messages: their names and chat keys are worked out once.
 @functools.lru_cache(maxsize=4096)
 def _name(name: str) -> str:
     return clean(one_line(name), MAX_FIELD_BYTES)
