@@ -291,9 +291,9 @@ def storage_error(err: BaseException) -> Response | None:
 
 
 def json_body(response: Response) -> bytes:
-    """The answer as UTF-8 JSON, by orjson: a turn's 9 KB answer took the stdlib's encoder 0.2 ms
-    of the request's CPU, orjson's a tenth of that. What orjson refuses (an int past 64 bits)
-    is encoded as the Worker does (`Response.body`)."""
+    """The answer as UTF-8 JSON, by orjson: a turn's 9 KB answer took the stdlib's encoder 0.28 ms
+    of the request's CPU, orjson 0.05 ms. What orjson refuses (an int past 64 bits) is encoded
+    as the Worker does (`Response.body`)."""
     try:
         return orjson.dumps(response.payload, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
