@@ -26,7 +26,7 @@ from .facts_clauses import (
 )
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
-from .facts_patterns import LiteralIndex, lazy
+from .facts_patterns import LiteralIndex, has_digit, lazy
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -62,24 +62,28 @@ _CHAT_WORDS = (
     *("pls", "please", "started", "began", "hired", "mynameis", "its", "xx", *sorted(DIET_WORDS)),
 )
 _CHAT_GATE = lazy(r"\b(?:" + "|".join(_CHAT_WORDS) + r"|allerg\w*|fav\w*|nam\w*|it'?s|\d+)\b|\n|:", 0)
-# For ASCII text, the plain words of _MAY_BE_ABOUT_ME and _CHAT_GATE are looked up among the
-# text's words (runs of [a-z0-9_] of the lower-cased text, cut out by one bytes.translate): most
-# chat holds none of them, and this says so in ~1 us where the two searches took ~10 us. Their
-# other alternatives are tested by the literal each of their matches holds.
+# For ASCII text, _MAY_BE_ABOUT_ME or _CHAT_GATE matches exactly when: the text holds "\n" or ":";
+# or one of their plain words is one of its words (runs of [a-z0-9_] of the lower-cased text, cut
+# out by one bytes.translate); or one of their other alternatives matches, which needs "'" (it's),
+# "fav", "nam", "allerg" or a word of digits. Most chat holds none of these: this says so in ~1 us
+# where the two searches took ~10 us.
 _GATE_WORDS = frozenset(w.encode() for w in _ABOUT_ME_WORDS + _CHAT_WORDS)
-_GATE_LITERALS = ("\n", ":", "'", "fav", "nam", "allerg")  # it's, fav..., nam..., allerg..., \n, :
+_GATE_LITERALS = ("'", "fav", "nam", "allerg")  # it's, fav..., nam..., allerg...
 _NOT_WORD = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == 95) else 32 for c in range(256))
-_DIGIT = lazy(r"\d", 0)
 
 
 def _may_state_facts(low: str) -> bool:
-    """False only when lower-cased ASCII `low` holds no match of _MAY_BE_ABOUT_ME nor _CHAT_GATE."""
+    """True exactly when lower-cased ASCII `low` holds a match of _MAY_BE_ABOUT_ME or _CHAT_GATE."""
+    if "\n" in low or ":" in low:
+        return True
+    raw = low.encode()
+    words = raw.translate(_NOT_WORD).split()
+    if not _GATE_WORDS.isdisjoint(words):
+        return True  # a whole word of one of the two patterns' plain alternatives
     for literal in _GATE_LITERALS:
         if literal in low:
-            return True
-    if not _GATE_WORDS.isdisjoint(low.encode().translate(_NOT_WORD).split()):
-        return True
-    return _DIGIT.search(low) is not None  # a number is a word of _CHAT_GATE
+            return _MAY_BE_ABOUT_ME.search(low) is not None or _CHAT_GATE.search(low) is not None
+    return has_digit(low) and any(map(bytes.isdigit, words))  # \b\d+\b
 
 
 _QUOTED_SELF = lazy(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
@@ -180,6 +184,10 @@ def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
     """
     text = text[:MAX_TEXT]
     changes: list[FactChange] = []
+    if text.isascii() and not ('"' in text or ":" in text or "\n" in text or "=" in text):
+        low = text.lower()  # most messages: what _sentence_facts would find out first, told here
+        if not _may_state_facts(low) and "xx" not in low:
+            return _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
     if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
         kept = []
         for line in text.split("\n"):
@@ -207,9 +215,7 @@ def _sentence_facts(text: str) -> list[FactChange]:
         text = _QUOTED_SELF.sub('"..."', text)
     ascii_text = text.isascii()
     low = text.lower()
-    if ascii_text and (
-        not _may_state_facts(low) or (not _MAY_BE_ABOUT_ME.search(low) and not _CHAT_GATE.search(low))
-    ):
+    if ascii_text and not _may_state_facts(low):
         return []  # (outside ASCII, quotes and emoji change before sentences are cut)
     changes: list[FactChange] = []
     parts = sentences(text)
@@ -255,6 +261,8 @@ def _sentence_facts(text: str) -> list[FactChange]:
 
 def _finish(changes: list[FactChange], corrected: bool) -> list[FactChange]:
     """Keys spelled one way, "I'm from X" dropped when the message says where they live, no repeats."""
+    if not changes:
+        return changes
     lived = any(c.key == "location" and c.remove_from is None for c in changes)
     out: list[FactChange] = []
     for c in changes:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from .facts_clauses import ADV, I_, FactChange, folded, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
-from .facts_patterns import lazy, rx
+from .facts_patterns import has_digit, lazy, rx
 from .facts_rules import after_job, take_job, take_org, take_place
 
 __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subject", "signoff"]
@@ -152,7 +152,6 @@ _INTRO_REST = lazy(
     r"they/them|male|female|nb|m|f)\b",
     re.I,
 )
-_DIGIT = lazy(r"\d", 0)
 _AGE_PHRASE = lazy(
     r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI(?:'m|\s+am)\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
     r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*y/?o\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
@@ -170,7 +169,8 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     """Name and age from the short forms of an introduction (`first`: the message's first sentence)."""
     out: list[FactChange] = []
     low = sentence.lower()
-    if not first and "short" not in low and not _DIGIT.search(low):
+    digit = has_digit(sentence)  # _NAME_AGE and _AGE_PHRASE need one (the same answer on `low`)
+    if not first and "short" not in low and not digit:
         return out  # only the first sentence introduces; "X for short" and ages anywhere
     fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
     m = _LOWER_INTRO.match(sentence) if _LOWER_INTRO.gate_passes(fold) else None
@@ -190,7 +190,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     short = _FOR_SHORT.search(sentence) if _FOR_SHORT.gate_passes(fold) else None
     if short and is_name_word(short.group("n")):
         out.append(FactChange("name", short.group("n")))
-    if first:
+    if first and digit:
         na = _NAME_AGE.match(sentence) if _NAME_AGE.gate_passes(fold) else None
         # "im nico, 31": a lower-case name only after "I'm", and never a word that is no name
         lower = bool(na and na.group("n") and na.group("n")[0].islower())
@@ -215,7 +215,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
                 place = take_place(rest, allow_lower=False)
                 if place:
                     out.append(FactChange("location", place))
-    ap = _AGE_PHRASE.search(sentence) if _AGE_PHRASE.gate_passes(fold) else None
+    ap = _AGE_PHRASE.search(sentence) if digit and _AGE_PHRASE.gate_passes(fold) else None
     if ap and 0 < int(ap.group("age")) <= 120:
         out.append(FactChange("age", ap.group("age")))
     return out

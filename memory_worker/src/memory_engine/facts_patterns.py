@@ -12,7 +12,17 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["LazyRe", "LiteralIndex", "Rx", "gate_search", "lazy", "required_literals", "required_words", "rx"]
+__all__ = [
+    "LazyRe",
+    "LiteralIndex",
+    "Rx",
+    "gate_search",
+    "has_digit",
+    "lazy",
+    "required_literals",
+    "required_words",
+    "rx",
+]
 
 
 class LazyRe:
@@ -142,6 +152,17 @@ class LiteralIndex:
 
 
 _WORDY = re.compile(r"\w+").fullmatch
+_DIGIT = re.compile(r"\d")
+_DIGIT_MARK = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))  # ASCII digits to "0", the rest to " "
+
+
+def has_digit(text: str) -> bool:
+    """True when `text` holds a character re's \\d matches (for ASCII, one translate: no scan in re)."""
+    if text.isascii():
+        return b"0" in text.encode().translate(_DIGIT_MARK)
+    return _DIGIT.search(text) is not None
+
+
 _NOTHING: frozenset[str] = frozenset()
 
 
