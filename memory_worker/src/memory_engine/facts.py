@@ -26,7 +26,7 @@ from .facts_clauses import (
 )
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
-from .facts_patterns import LiteralIndex, has_digit, lazy
+from .facts_patterns import LiteralIndex, has_digit, lazy, word_runs
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -51,7 +51,6 @@ _ABOUT_ME = lazy(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|
 _ABOUT_ME_FOLDED = lazy(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b", 0)
 _ABOUT_ME_WORDS = ("i", "my", "me", "we", "our", "name", "here", "this", "im", "ive", "pronouns")
 _MAY_BE_ABOUT_ME = lazy(r"(?=[imwonhtfp])\b(?:" + "|".join(_ABOUT_ME_WORDS) + r"|it's|fav\w*)\b", 0)
-_WORD_RUN = lazy(r"\w+", 0)
 _ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this", "allergy"))  # one-word terms
 # Chat leaves the subject out ("moved to Lisbon", "vegan since 2019", "Pedro, 35"): these words
 # can open a fact without "I" or "my".
@@ -70,6 +69,20 @@ _CHAT_GATE = lazy(r"\b(?:" + "|".join(_CHAT_WORDS) + r"|allerg\w*|fav\w*|nam\w*|
 _GATE_WORDS = frozenset(w.encode() for w in _ABOUT_ME_WORDS + _CHAT_WORDS)
 _GATE_LITERALS = ("'", "fav", "nam", "allerg")  # it's, fav..., nam..., allerg...
 _NOT_WORD = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == 95) else 32 for c in range(256))
+
+
+_ABOUT_ME_RUNS = frozenset(_ABOUT_ME_WORDS)
+
+
+def _about_me(sentence: str) -> bool:
+    """_MAY_BE_ABOUT_ME.search(folded(sentence)), told from the words of ASCII text where it can be."""
+    low = folded(sentence)
+    if not sentence.isascii() or "it's" in low:
+        return _MAY_BE_ABOUT_ME.search(low) is not None
+    runs = word_runs(low)  # a plain word of the pattern is one of them; fav\w* starts one
+    if not _ABOUT_ME_RUNS.isdisjoint(runs):
+        return True
+    return "fav" in low and any(run.startswith("fav") for run in runs)
 
 
 def _may_state_facts(low: str) -> bool:
@@ -219,7 +232,10 @@ def _sentence_facts(text: str) -> list[FactChange]:
         return []  # (outside ASCII, quotes and emoji change before sentences are cut)
     changes: list[FactChange] = []
     parts = sentences(text)
+    all_short = True  # every part before this one has at most two words
     for index, sentence in enumerate(parts):
+        if index:
+            all_short = all_short and len(parts[index - 1].split()) <= 2
         if is_question(sentence):
             # "just moved to Cork, know anyone here?": the statement before the question counts
             head, _, tail = sentence.rpartition(", ")
@@ -232,16 +248,16 @@ def _sentence_facts(text: str) -> list[FactChange]:
         intro = (
             index == 0
             or (index == 1 and any(c.key == "name" for c in changes))
-            or all(len(p.split()) <= 2 for p in parts[:index])  # "Hey! Priyanka here, ..."
+            or all_short  # "Hey! Priyanka here, ...": every sentence before it is short
         )
         introduced = intro_facts(sentence, first=intro)  # after the sentence's rules: "X for short" wins
-        if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
+        if not _about_me(sentence) and "allergy" not in sentence.lower():
             changes.extend(introduced)
             continue
         for clause in clauses(sentence):
             low = folded(clause)
             # Without "I", "my"... only "it's" or "fav..." can be about the speaker.
-            runs = _WORD_RUN.findall(low)
+            runs = word_runs(low)
             about = not _ABOUT_WORDS.isdisjoint(runs)
             if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                 continue

@@ -38,6 +38,7 @@ _BARE_VERB = lazy(
 )
 _OPENING_VERBS = frozenset([*_VERBS_I.split("|"), *_VERBS_IM.split("|"), "been"])
 _WORDS = lazy(r"[\w-]+", 0)
+_WORD_DASH = str.maketrans({c: chr(c) if chr(c).isalnum() or chr(c) in "_-" else " " for c in range(128)})
 _SEGMENT = lazy(r"(,\s+|:\s+)", 0)
 _BARE_JOB = lazy(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
@@ -76,10 +77,12 @@ _BARE_FAV = lazy(r"^\W*(?=(?:fav|fave|favou?rite)\s+\w+(?:\s+\w+)?\s+(?:is|are)\
 
 def restore_subject(sentence: str) -> str:
     """The sentence with "I" put back where chat leaves it out ("love hiking, hate crowds")."""
-    if _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
-        sentence = "my " + sentence.lstrip()
     low = sentence.lower()
-    if _OPENING_VERBS.isdisjoint(_WORDS.findall(low)) and not (
+    if "fav" in low and _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
+        sentence = "my " + sentence.lstrip()  # (re.I matches f, a, v only where lower() has them)
+        low = sentence.lower()
+    words = low.translate(_WORD_DASH).split() if low.isascii() else _WORDS.findall(low)
+    if _OPENING_VERBS.isdisjoint(words) and not (
         (" at " in low or " for " in low or " with " in low) and _BARE_JOB.match(sentence)
     ):
         return sentence  # no verb that opens a statement without "I", anywhere

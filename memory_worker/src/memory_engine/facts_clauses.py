@@ -21,7 +21,7 @@ from .facts_lexicon import (
     TIME_UNITS,
     TIME_WORDS,
 )
-from .facts_patterns import LiteralIndex, Rx, lazy
+from .facts_patterns import LiteralIndex, Rx, lazy, word_runs
 
 # Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
 # (found by trying every code point): "ım" matches the chat spelling "im".
@@ -118,7 +118,6 @@ _BREAK_GATE = lazy(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensi
     0,
 )
 _STARTS_I = lazy(r"\W*i\b", re.I)
-_WORD_RUN = lazy(r"\w+", 0)
 
 
 def _repeats_a_word(runs: list[str]) -> bool:
@@ -192,7 +191,7 @@ def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
     low = folded(sentence)
-    first_runs = _WORD_RUN.findall(low)
+    first_runs = word_runs(low)
     runs: list[str] | None = first_runs
     if _repeats_a_word(first_runs):
         sentence = _STUTTER.sub(r"\1", sentence)

@@ -22,6 +22,7 @@ __all__ = [
     "required_literals",
     "required_words",
     "rx",
+    "word_runs",
 ]
 
 
@@ -154,6 +155,24 @@ class LiteralIndex:
 _WORDY = re.compile(r"\w+").fullmatch
 _DIGIT = re.compile(r"\d")
 _DIGIT_MARK = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))  # ASCII digits to "0", the rest to " "
+
+
+_RUNS = re.compile(r"\w+").findall
+# For ASCII text re's \w is [A-Za-z0-9_]: its runs are what is left after every other character
+# becomes a space (str.translate has a fast path for ASCII: ~2.5x faster than findall).
+_WORD_CHARS = str.maketrans({c: (chr(c) if chr(c).isalnum() or c == 95 else " ") for c in range(128)})
+_last_runs: tuple[str, list[str]] = ("", [])
+
+
+def word_runs(text: str) -> list[str]:
+    """re.findall(r"\\w+", text) (the last text's answer is remembered: callers in a row ask for it)."""
+    global _last_runs
+    last, runs = _last_runs  # one tuple: a thread reads a consistent pair
+    if last == text:
+        return runs
+    runs = text.translate(_WORD_CHARS).split() if text.isascii() else _RUNS(text)
+    _last_runs = (text, runs)
+    return runs
 
 
 def has_digit(text: str) -> bool:
