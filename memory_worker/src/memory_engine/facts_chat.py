@@ -94,12 +94,12 @@ def restore_subject(sentence: str) -> str:
 
 # -- spelling of the triggers ----------------------------------------------------------------
 
-_FIXES = (
-    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
-    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
-    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
-    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
-    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
+_FIXES = (  # each with the strings one of which its every match holds (in folded text)
+    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is", ("my",)),
+    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's ", ("names",)),
+    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is ", ("name",)),
+    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1", ("he", "hi")),
+    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me", ("call",)),
 )
 
 
@@ -108,8 +108,12 @@ def normalise(sentence: str) -> str:
     low = sentence.lower()
     if "nam" not in low and "hey" not in low and "call" not in low and "mane" not in low:
         return sentence
-    for pattern, repl in _FIXES:
-        sentence = pattern.sub(repl, sentence)
+    fold = folded(sentence)
+    for pattern, repl, needs in _FIXES:
+        if any(need in fold for need in needs):
+            fixed = pattern.sub(repl, sentence)
+            if fixed != sentence:
+                sentence, fold = fixed, folded(fixed)
     return sentence
 
 

@@ -45,6 +45,12 @@ _INVERTED = lazy(
     r"does|did|is|are|was|were|can|could|would|will|should|have|has|am)\b))",
     re.I,
 )
+_INVERTED_WORDS = (
+    *("so", "and", "but", "hey", "ok", "okay", "um", "well", "wait", "also", "do", "does", "did", "am", "is"),
+    *("are", "was", "were", "can", "could", "would", "will", "shall", "should", "may", "might", "have"),
+    *("has", "had", "must", "what", "where", "when", "who", "whom", "whose", "which", "why", "how"),
+)
+_INVERTED_OPENINGS = frozenset(w[:2] for w in _INVERTED_WORDS)
 _SUBJECT = r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|he|she|they|it|you|there|our|his|her|their)\b"
 _CLAUSE_BREAK = lazy(
     r"(?=[\s(),:])\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
@@ -117,6 +123,26 @@ _BREAK_GATE = lazy(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensi
     r"|[,:]\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r"|\s(?:and|so|or)\s+" + _SUBJECT,
     0,
 )
+_BREAK_WORDS = frozenset(
+    ("but", "because", "although", "though", "whereas", "while", "yet", "except", "cause", "cuz")
+)
+_AND_SO_OR = frozenset(("and", "so", "or"))
+_SUBJECT_WORDS = frozenset(
+    ("i", "my", "we", "he", "she", "they", "it", "you", "there", "our", "his", "her", "their")
+)
+
+
+def _may_break(low: str, runs: list[str]) -> bool:
+    """False when folded `low` (its runs of \\w: `runs`) holds no match of _BREAK_GATE: each of its
+    alternatives needs "(", ")", "-", or one of its words as a whole word (a subject after a
+    comma, a colon or and/so/or)."""
+    if "(" in low or ")" in low or "-" in low or not _BREAK_WORDS.isdisjoint(runs):
+        return True
+    return ("," in low or ":" in low or not _AND_SO_OR.isdisjoint(runs)) and not _SUBJECT_WORDS.isdisjoint(
+        runs
+    )
+
+
 _STARTS_I = lazy(r"\W*i\b", re.I)
 
 
@@ -184,7 +210,11 @@ def sentences(text: str) -> list[str]:
 
 def is_question(sentence: str) -> bool:
     """True for a question: ends with "?", or starts like one ("do I", "where is")."""
-    return bool(_QUESTION_END.search(sentence) or _INVERTED.match(sentence.strip(" \"'*_-")))
+    if "?" in sentence and _QUESTION_END.search(sentence):
+        return True
+    start = sentence.strip(" \"'*_-")
+    # every match of _INVERTED opens with two ASCII letters of these (folded: re.I's ASCII matches)
+    return folded(start[:2]) in _INVERTED_OPENINGS and _INVERTED.match(start) is not None
 
 
 def clauses(sentence: str) -> list[str]:
@@ -206,7 +236,7 @@ def clauses(sentence: str) -> list[str]:
     if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
         low, runs = folded(sentence), None
-    if not _BREAK_GATE.search(low):
+    if not _may_break(low, word_runs(low) if runs is None else runs) or not _BREAK_GATE.search(low):
         sentence = sentence.strip(" ,")
         return [sentence] if sentence else []
     return [part for c in _CLAUSE_BREAK.split(sentence) if c and (part := c.strip(" ,"))]
