@@ -45,6 +45,18 @@ _BARE_JOB = lazy(
 )
 
 
+_NOT_WORD_ASCII = "".join(chr(c) for c in range(128) if not (chr(c).isalnum() or c == 95))
+_AT_FOR_WITH = frozenset(("at", "for", "with"))
+
+
+def _may_be_bare_job(text: str) -> bool:
+    """False when _BARE_JOB cannot match: in ASCII text, "at", "for" or "with" must be one of the
+    first four words after the leading non-word characters (at most three words of a job before it)."""
+    if not text.isascii():
+        return True
+    return not _AT_FOR_WITH.isdisjoint(text.lstrip(_NOT_WORD_ASCII).lower().split(None, 4)[:4])
+
+
 _GERUND_SUBJECT = lazy(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
 _VAGUE_OBJECT = lazy(
     r"^\W*(?:love|adore|enjoy|hate|detest)\s+(?:the|this|that|it|these|those|your|his|her|their|how|when|"
@@ -62,7 +74,7 @@ def _restore_one(part: str) -> str:
     if m:
         subject = "I " if m.group("i") else "I'm " if m.group("im") else "I've "
         return part[: m.start("lead")] + subject + part[m.start("lead") :]
-    job = _BARE_JOB.match(part)
+    job = _BARE_JOB.match(part) if _may_be_bare_job(part) else None
     if (
         job
         and job.group("head").lower() in JOBS
@@ -83,10 +95,12 @@ def restore_subject(sentence: str) -> str:
         low = sentence.lower()
     words = low.translate(_WORD_DASH).split() if low.isascii() else _WORDS.findall(low)
     if _OPENING_VERBS.isdisjoint(words) and not (
-        (" at " in low or " for " in low or " with " in low) and _BARE_JOB.match(sentence)
+        (" at " in low or " for " in low or " with " in low)
+        and _may_be_bare_job(sentence)
+        and _BARE_JOB.match(sentence)
     ):
         return sentence  # no verb that opens a statement without "I", anywhere
-    parts = _SEGMENT.split(sentence)
+    parts = _SEGMENT.split(sentence) if "," in sentence or ":" in sentence else [sentence]
     if _OTHER_SUBJECT.match(sentence):  # "My kids, Mia and Noah, love pizza": theirs
         return "".join([_restore_one(parts[0]), *parts[1:]]) if len(parts) > 1 else sentence
     return "".join(p if i % 2 else _restore_one(p) for i, p in enumerate(parts))
@@ -310,8 +324,15 @@ def _profile_value(key: str, value: str) -> list[FactChange]:
     return [FactChange(key, i) for i in items if len(i.split()) <= 4]
 
 
+# A line's label, lower-cased, is one of _LABELS: the line's first word starts with that label's.
+_LABEL_STARTS = tuple(sorted({label.split()[0] for label in _LABELS}))
+
+
 def profile_facts(line: str) -> list[FactChange] | None:
     """The facts of one profile-card line ("Age: 26"), or None when it is no such line."""
+    words = line.split(None, 1)
+    if not words or not words[0].lower().startswith(_LABEL_STARTS):
+        return None  # no label of _LABELS can open it (the patterns below would find none)
     m = _LABEL_COLON.match(line) or _LABEL.match(line)
     if not m:
         return None
