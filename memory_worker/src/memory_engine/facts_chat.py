@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from .facts_clauses import ADV, I_, FactChange, folded, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
-from .facts_patterns import has_digit, lazy, rx
+from .facts_patterns import LazyRe, LiteralIndex, has_digit, lazy, rx, word_runs
 from .facts_rules import after_job, take_job, take_org, take_place
 
 __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subject", "signoff"]
@@ -180,6 +180,23 @@ _AGE_PHRASE = lazy(
 )
 
 
+_INTRO_GATED = (_LOWER_INTRO, _HERE_INTRO, _THIS_IS, _FULL_THEN_SHORT, _FOR_SHORT)
+_intro_index: list[LiteralIndex] = []  # their literals, indexed on first use (not at import)
+
+
+def _intro_literals(fold: str) -> frozenset[str]:
+    """Which literals of the intro patterns folded text `fold` holds (one look-up per word)."""
+    if not _intro_index:
+        _intro_index.append(LiteralIndex(frozenset(w for p in _INTRO_GATED for w in p.literals or ())))
+    return _intro_index[0].scan(fold, word_runs(fold))[0]
+
+
+def _holds(pattern: LazyRe, present: frozenset[str]) -> bool:
+    """The pattern's gate (LazyRe.gate_passes) told from the literals `_intro_literals` found."""
+    gate = pattern.literal_set
+    return gate is None or not gate.isdisjoint(present)
+
+
 def _lower_name(name: str) -> str | None:
     if name.lower() in NOT_NAMES or name.lower().endswith("'s") or len(name) < 2:
         return None
@@ -194,21 +211,22 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     if not first and "short" not in low and not digit:
         return out  # only the first sentence introduces; "X for short" and ages anywhere
     fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
-    m = _LOWER_INTRO.match(sentence) if _LOWER_INTRO.gate_passes(fold) else None
+    present = _intro_literals(fold)
+    m = _LOWER_INTRO.match(sentence) if _holds(_LOWER_INTRO, present) else None
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))
     for pattern in (_HERE_INTRO, _THIS_IS) if first else ():
-        h = pattern.match(sentence) if pattern.gate_passes(fold) else None
+        h = pattern.match(sentence) if _holds(pattern, present) else None
         if h and all(is_name_word(w) for w in h.group("n").split()) and h.group("n").lower() != "bob":
             out.append(FactChange("name", h.group("n")))
     if (
         first
-        and _FULL_THEN_SHORT.gate_passes(fold)
+        and _holds(_FULL_THEN_SHORT, present)
         and (full := _FULL_THEN_SHORT.match(sentence))
         and is_name_word(full.group("n"))
     ):
         out.append(FactChange("name", full.group("n")))
-    short = _FOR_SHORT.search(sentence) if _FOR_SHORT.gate_passes(fold) else None
+    short = _FOR_SHORT.search(sentence) if _holds(_FOR_SHORT, present) else None
     if short and is_name_word(short.group("n")):
         out.append(FactChange("name", short.group("n")))
     if first and digit:

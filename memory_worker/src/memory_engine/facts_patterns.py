@@ -131,28 +131,44 @@ class LiteralIndex:
 
     MAX_WORDS = 50_000  # remembered words (a host reads chat for months: bounded)
 
-    def __init__(self, literals: frozenset[str]) -> None:
+    def __init__(
+        self,
+        literals: frozenset[str],
+        bits: dict[str, int] | None = None,
+        word_bits: dict[str, int] | None = None,
+    ) -> None:
         self.literals = literals
         self._wordy = tuple(sorted(w for w in literals if _WORDY(w)))
         self._other = tuple(sorted(w for w in literals if not _WORDY(w)))
-        self._words: dict[str, frozenset[str]] = {}
+        # `scan`'s marks: a literal's bits count where the text holds it, a word's where it is a word
+        self._bits, self._word_bits = bits or {}, word_bits or {}
+        self._runs: dict[str, tuple[frozenset[str], int]] = {}
 
-    def present(self, low: str, runs: list[str]) -> frozenset[str]:
-        """The literals in folded text `low`, whose runs of \\w (re `\\w+`) are `runs`."""
-        words = self._words
+    def scan(self, low: str, runs: list[str]) -> tuple[frozenset[str], int]:
+        """The literals in folded text `low`, whose runs of \\w (re `\\w+`) are `runs` (the same
+        answer as `in`), and the OR of the bits of those literals and of the words in `runs`
+        (one look-up per word: what each word holds and marks is remembered)."""
+        cache = self._runs
         out: set[str] = set()
+        mask = 0
         for run in runs:
-            held = words.get(run)
-            if held is None:
-                if len(words) >= self.MAX_WORDS:
-                    words.clear()
-                held = words[run] = frozenset(w for w in self._wordy if w in run) or _NOTHING
-            if held:
-                out |= held
+            info = cache.get(run)
+            if info is None:
+                if len(cache) >= self.MAX_WORDS:
+                    cache.clear()
+                held = frozenset(w for w in self._wordy if w in run) or _NOTHING
+                marks = self._word_bits.get(run, 0)
+                for literal in held:
+                    marks |= self._bits.get(literal, 0)
+                info = cache[run] = (held, marks)
+            if info[0]:
+                out |= info[0]
+            mask |= info[1]
         for literal in self._other:
             if literal in low:
                 out.add(literal)
-        return frozenset(out)
+                mask |= self._bits.get(literal, 0)
+        return frozenset(out), mask
 
 
 _WORDY = re.compile(r"\w+").fullmatch
