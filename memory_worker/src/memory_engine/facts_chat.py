@@ -134,6 +134,7 @@ def normalise(sentence: str) -> str:
 # -- short intros: "hi im yuki", "Farid here, ...", "Pedro, 35, ...", "X for short" -------------
 
 _GREET = r"(?:(?:hi|hey|hello|hiya|yo|heya|sup|ok|all|everyone|guys|folks|y'all|there)[\s,!.]+)*"
+_GREET_FIRST = frozenset(re.findall(r"\w+", g)[0] for g in _GREET[6:].split(")")[0].split("|"))
 _NAME_W = r"[^\W\d_][\w'\-]*"
 _LOWER_INTRO = lazy(
     r"^\W*"
@@ -212,7 +213,10 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
         return out  # only the first sentence introduces; "X for short" and ages anywhere
     fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
     present = _intro_literals(fold)
-    m = _LOWER_INTRO.match(sentence) if _holds(_LOWER_INTRO, present) else None
+    runs = word_runs(fold)  # (remembered from _intro_literals)
+    # _LOWER_INTRO opens with a greeting: its first word (y'all: "y") is the text's first run of \w
+    lower = runs and runs[0] in _GREET_FIRST and _holds(_LOWER_INTRO, present)
+    m = _LOWER_INTRO.match(sentence) if lower else None
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))
     for pattern in (_HERE_INTRO, _THIS_IS) if first else ():
