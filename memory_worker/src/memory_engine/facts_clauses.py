@@ -207,7 +207,7 @@ _ABBREV_ENDS = tuple(a[:-1] for a in _ABBREV_NEEDS)  # "mr", "e.g": each with it
 
 
 def _has_abbreviation(low: str) -> bool:
-    """has_any(low, _ABBREV_NEEDS): the words before each "." (few) instead of 14 scans."""
+    """has_any(low, _ABBREV_NEEDS): the letters before each "." (few) instead of 14 scans."""
     at = low.find(".")
     while at >= 0:
         if low[max(0, at - 6) : at].endswith(_ABBREV_ENDS):
