@@ -2,8 +2,9 @@
 
 The rows go in with one INSERT per chunk (`json_each` over the chunk as one JSON text: no
 statement per message, and no more bound parameters than a Durable Object takes), and are
-indexed with one more statement for the whole batch (`retrieval.index_messages`). Only facts
-cost work per message, and most messages state none (the extractor's cheap gates say so).
+indexed with one more statement: for the batch, or, when the batch says more follow, for
+the whole import once its last batch comes (`pending_index`). Only facts cost work per
+message, and most messages state none (the extractor's cheap gates say so).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import wire
 from .compaction import IMPORT_TAIL, archive_backlog
 from .forgetting import RETENTION_STEP
-from .retrieval import index_messages
+from .pending_index import add_pending, build_pending, forget_clean
 from .storage import SqlStorage, rows_of
 
 if TYPE_CHECKING:
@@ -35,10 +36,17 @@ _INSERT = (
 )
 
 
-def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> wire.ImportAnswer:
-    """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
+def import_messages(
+    memory: ChatMemory, messages: list[dict[str, Any]], more: bool = False
+) -> wire.ImportAnswer:
+    """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
+
+    With `more` (more batches of the same import follow) the rows are indexed with the
+    import's last batch, or before anything reads the index, whichever comes first.
+    """
     now = memory.now()
     rows = [_row(m, now) for m in messages]
+    forget_clean(memory.sql)
 
     def run() -> wire.ImportAnswer:
         stored = list(_stored(memory.sql, rows))
@@ -51,14 +59,17 @@ def import_messages(memory: ChatMemory, messages: list[dict[str, Any]]) -> wire.
                 answers.append((new_id, m["reply_to_message_id"]))
         if stored:
             first_id, last_id = stored[0][0], stored[-1][0]
-            # One statement for the batch: ids in [first, last] are all this import's,
-            # since one chat runs one request at a time.
-            index_messages(memory.sql, first_id, last_id)
+            # Ids in [first, last] are all this import's, since one chat runs one request at
+            # a time: they are indexed below in one statement, or with the import's last batch.
+            add_pending(memory.sql, first_id, last_id)
             attribute_replies(memory.sql, first_id, last_id, answers)
             # Old history is archived, not summarized: only the import's newest tail costs
             # a summarizer call.
             archive_backlog(memory, batches=1, max_messages=IMPORT_TAIL)
+            # Before the index is built: the rows the cap deletes now are never indexed.
             memory.apply_retention(limit=max(len(stored), RETENTION_STEP))
+        if not more:
+            build_pending(memory.sql)
         return {"imported": len(stored), "skipped": len(messages) - len(stored)}
 
     return memory.sql.transaction(run)
