@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -205,11 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                 mark = "ok " if r["right"] else "BAD"
                 print(f"{mark} [{r['chat']}] {r['question']}\n      -> {r['answer']}")
     finally:
-        if args.baseline_ref:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "tree")],
-                capture_output=True,
-            )
+        # `_checkout` extracts an archive (no worktree is registered): the folder is all there is.
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
