@@ -9,15 +9,17 @@ the local host's SqliteStorage, in memory or on a file (the crash cases reopen i
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from memory_engine import ChatMemory, retrieval
 from memory_engine.pending_index import PENDING
 
-from memory_worker.local import SqliteStorage
+from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.support import ids_of
 
 LISTING = "SELECT rowid, body, author, context_before, context_after, date FROM messages_fts ORDER BY rowid"
@@ -229,3 +231,25 @@ def test_repeated_batches_stay_idempotent_by_message_id():
     m.import_messages(history(20, start=300), more=True)
     assert m.import_messages(history(20, start=300)) == {"imported": 0, "skipped": 20}
     assert pending_of(m) is None and len(listing(m)) == 110
+
+
+async def test_the_local_host_indexes_an_import_left_idle(tmp_path):
+    # A client that stops sending after a batch with `more`: the host indexes what it stored
+    # once the import has been idle (index_idle_s; 30 s by default), before any read asks.
+    async with EmbeddedMemoryHost(tmp_path, summarizer=None) as host:
+        assert host.host is not None
+        headers = {"authorization": f"Bearer {host.token}"}
+        async with httpx.AsyncClient(base_url=host.url, headers=headers) as http:
+            host.host.index_idle_s = 3600.0
+            body = {"messages": history(40), "more": True}
+            assert (await http.post("/v1/chats/c1/import", json=body)).status_code == 200
+            memory = host.host.store.open("c1")
+            assert pending_of(memory) == "1:40" and listing(memory) == []
+            host.host.index_idle_s = 0.0  # the next batch with `more` is the last one sent
+            body = {"messages": history(10, start=40), "more": True}
+            assert (await http.post("/v1/chats/c1/import", json=body)).status_code == 200
+            deadline = asyncio.get_running_loop().time() + 30
+            while pending_of(memory) is not None:
+                assert asyncio.get_running_loop().time() < deadline, "the idle import was never indexed"
+                await asyncio.sleep(0.01)  # polls the host's background work, bounded by the deadline
+            assert len(listing(memory)) == 50 and listing(memory) == rebuilt(memory)
