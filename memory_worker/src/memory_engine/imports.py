@@ -10,7 +10,7 @@ message, and most messages state none (the extractor's cheap gates say so).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import wire
@@ -103,6 +103,10 @@ def _chunks(rows: list[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
 
 def _stored(sql: SqlStorage, rows: list[tuple[Any, ...]]) -> Iterator[tuple[int, int]]:
     """Insert the rows; (new id, index in `rows`) of each one stored, in order (a known message_id is not)."""
+    many = getattr(sql, "many", None)
+    if many is not None:
+        yield from _stored_many(sql, many, rows)
+        return
     for start, end in _chunks(rows):
         returned = sorted(rows_of(sql, _INSERT, json.dumps(rows[start:end], ensure_ascii=False)))
         # The stored rows are the chunk's rows in order, less those whose message_id was known:
@@ -113,6 +117,48 @@ def _stored(sql: SqlStorage, rows: list[tuple[Any, ...]]) -> Iterator[tuple[int,
                 i += 1
             yield int(new_id), i
             i += 1
+
+
+def _stored_many(
+    sql: SqlStorage, many: Callable[[str, list[tuple[Any, ...]]], None], rows: list[tuple[Any, ...]]
+) -> Iterator[tuple[int, int]]:
+    """`_stored` through a storage that runs one statement over many rows (`many(query, rows)`).
+
+    The local host's sqlite3 `executemany` binds each row's values as they are: no JSON text
+    to write and parse again (14 -> 10 us a row). It returns no rows, so the repeats are
+    looked up first (one statement), and the new ids follow from the AUTOINCREMENT counter:
+    a chat runs one request at a time, so they are the counter's next ones, in order.
+    """
+    ids = [row[5] for row in rows if row[5] is not None]
+    known = set()
+    if ids:
+        found = rows_of(
+            sql,
+            "SELECT message_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?))",
+            json.dumps(ids, ensure_ascii=False),
+        )
+        known = {message_id for (message_id,) in found}
+    kept: list[int] = []
+    for i, row in enumerate(rows):
+        if row[5] is not None:
+            if row[5] in known:
+                continue
+            known.add(row[5])  # a repeat inside the batch is skipped, as ON CONFLICT would
+        kept.append(i)
+    if not kept:
+        return
+    first = _counter(sql) + 1
+    many(f"INSERT INTO messages({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", [rows[i] for i in kept])
+    if _counter(sql) != first + len(kept) - 1:
+        raise RuntimeError("message ids were not assigned in order")  # never: one writer per chat
+    for n, i in enumerate(kept):
+        yield first + n, i
+
+
+def _counter(sql: SqlStorage) -> int:
+    """The newest id the messages table ever gave (its AUTOINCREMENT counter; 0 before any)."""
+    found = rows_of(sql, "SELECT seq FROM sqlite_sequence WHERE name = 'messages'")
+    return int(found[0][0]) if found else 0
 
 
 def attribute_replies(sql: SqlStorage, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:
