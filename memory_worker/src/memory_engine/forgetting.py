@@ -8,7 +8,7 @@ from . import chat_state, reminders, wire
 from .compaction import archive_backlog
 from .pending_index import pending
 from .retrieval import drop_counts, unindex_messages, unindex_upto
-from .storage import SqlStorage
+from .storage import SqlStorage, rows_of
 
 if TYPE_CHECKING:
     from .engine import ChatMemory
@@ -35,7 +35,7 @@ def apply_retention(memory: ChatMemory, limit: int = RETENTION_STEP) -> int:
     last = sql.exec("SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT 1 OFFSET ?", upto, excess - 1)
     cut = int(last[0]["id"]) if last else upto
     unindex_upto(sql, cut, pending(sql))
-    rows = sql.exec("DELETE FROM messages WHERE id <= ? RETURNING id", cut)
+    rows = rows_of(sql, "DELETE FROM messages WHERE id <= ? RETURNING id", cut)  # tuples: no dict a row
     return len(rows)
 
 
