@@ -13,7 +13,7 @@ and ranks the whole index: it must not pay for the import's index). Two ways of 
   its end (issue 22); an older host ignores the field.
 - `each`: no field, every batch indexed as it comes (what a client unaware of it sends).
 
-    .venv/bin/python benchmarks/import_server.py [--messages 200000] [--compare main] [--modes more,each]
+    .venv/bin/python benchmarks/import_server.py [--messages 200000] [--compare main|DIR] [--modes more,each]
 """
 
 from __future__ import annotations
@@ -148,7 +148,9 @@ def main() -> None:
     """Build the batches, run each checkout and way of sending, print the figures."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000)
-    ap.add_argument("--compare", default="main", help="a ref to measure beside this checkout ('' for none)")
+    ap.add_argument(
+        "--compare", default="main", help="a ref, or a folder holding a checkout, to measure beside this one"
+    )
     ap.add_argument("--modes", default="more,each")
     args = ap.parse_args()
     modes = args.modes.split(",")
@@ -170,7 +172,9 @@ def main() -> None:
         }
         trees = [("this checkout", ROOT)]
         if args.compare:
-            trees.append((args.compare, checkout(args.compare, work / "compare")))
+            given = Path(args.compare)
+            other = given if given.is_dir() else checkout(args.compare, work / "compare")
+            trees.append((args.compare if not given.is_dir() else given.name, other))
         rows = []
         for name, root in trees:
             for mode in modes:
