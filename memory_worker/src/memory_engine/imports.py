@@ -1,10 +1,12 @@
 """Bulk import: old history in one transaction, a few statements per batch, archived but for its tail.
 
 The rows go in with one INSERT per chunk (`json_each` over the chunk as one JSON text: no
-statement per message, and no more bound parameters than a Durable Object takes), and are
-indexed with one more statement: for the batch, or, when the batch says more follow, for
-the whole import once its last batch comes (`pending_index`). Only facts cost work per
-message, and most messages state none (the extractor's cheap gates say so).
+statement per message, and no more bound parameters than a Durable Object takes), or with
+one statement over every row's values where the storage offers `many` (the local host's
+`executemany`: no JSON to write and parse). They are indexed with one more statement: for
+the batch, or, when the batch says more follow, for the whole import once its last batch
+comes (`pending_index`). Only facts cost work per message, and most messages state none
+(the extractor's cheap gates say so).
 """
 
 from __future__ import annotations
