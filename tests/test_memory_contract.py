@@ -365,6 +365,11 @@ async def test_an_import_with_more_to_come_is_searchable_at_once_and_indexed_onc
     assert (await mem.ok("POST", path, {"messages": first + more, "more": False}))["skipped"] == 5
     found = await mem.search("t2", "heron", k=9)
     assert sorted(r["message_id"] for r in found) == ["p0", "p1", "p2", "q0", "q1"]
+    # An empty last batch is a valid end (an import whose size is a multiple of its batches).
+    last = [{"text": "the heron is back", "message_id": "r0"}]
+    assert (await mem.ok("POST", path, {"messages": last, "more": True}))["imported"] == 1
+    assert await mem.ok("POST", path, {"messages": [], "more": False}) == {"imported": 0, "skipped": 0}
+    assert len(await mem.search("t2", "heron", k=9)) == 6
 
 
 # -- text is data --------------------------------------------------------------------------

@@ -231,6 +231,10 @@ def test_repeated_batches_stay_idempotent_by_message_id():
     m.import_messages(history(20, start=300), more=True)
     assert m.import_messages(history(20, start=300)) == {"imported": 0, "skipped": 20}
     assert pending_of(m) is None and len(listing(m)) == 110
+    # An empty last batch (the import's size was a multiple of the batch size) closes it too.
+    m.import_messages(history(20, start=400), more=True)
+    assert m.import_messages([]) == {"imported": 0, "skipped": 0}
+    assert pending_of(m) is None and len(listing(m)) == 130
 
 
 async def test_the_local_host_indexes_an_import_left_idle(tmp_path):
