@@ -19,6 +19,7 @@ a message scores for a word once, by its best-matching form (see `_forms_once`).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
 from typing import Any, cast
@@ -64,6 +65,12 @@ SCORE_BUDGET = 3000
 MAX_SCORED_TERMS = 8
 # A term in this many rows or more is "common" (see `_select`).
 COUNT_CAP = 300
+# Each turn's words reach FTS5 as a new small segment, and its automerge folds them in only
+# slowly: after 300 turns a 10k chat's index had 18 segments, and a query reads each one (the
+# ranking and the term counts took 1.9 ms a turn, 1.5 ms with the 4 a merge left). So each
+# compaction (every ~20 messages, off the turn) asks FTS5 for this many pages of merge work:
+# 3.5 ms there folded those 18 into 4 (`merge_segments`).
+MERGE_PAGES = 500
 
 # A query term: a word, or a word and its other forms (OR-ed alternatives).
 Term = str | tuple[str, ...]
@@ -266,6 +273,25 @@ def _cost(rows: int, terms: int) -> int:
     return rows * (terms + 2)
 
 
+@functools.cache
+def _counts(n: int) -> str:
+    """The statement counting `n` terms' rows up to COUNT_CAP each, one column per term.
+
+    Its text depends on `n` alone, so the storage's prepared-statement cache finds it again
+    (named by the terms' positions in the query, it was a new text almost every turn).
+    """
+    return "SELECT " + ", ".join(
+        f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+        f"LIMIT {COUNT_CAP})) AS c{i}"  # named: a storage may key its rows by column
+        for i in range(n)
+    )
+
+
+def merge_segments(sql: SqlStorage) -> None:
+    """Fold the index's small segments together, for a bounded amount of work (MERGE_PAGES)."""
+    sql.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('merge', ?)", MERGE_PAGES)
+
+
 def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
     """The query's most selective terms within SCORE_BUDGET, and the rowid above which to score.
 
@@ -280,16 +306,7 @@ def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
     unknown = [n for n, q in enumerate(queries) if q not in common]
     counts = [COUNT_CAP] * len(terms)
     if unknown:
-        row = rows_of(
-            sql,
-            "SELECT "
-            + ", ".join(
-                f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-                f"LIMIT {COUNT_CAP})) AS c{n}"  # named: a storage may key its rows by column
-                for n in unknown
-            ),
-            *(queries[n] for n in unknown),
-        )[0]
+        row = rows_of(sql, _counts(len(unknown)), *(queries[n] for n in unknown))[0]
         for n, count in zip(unknown, row, strict=True):
             counts[n] = int(count)
             if counts[n] >= COUNT_CAP:
