@@ -257,3 +257,17 @@ async def test_the_local_host_indexes_an_import_left_idle(tmp_path):
                 assert asyncio.get_running_loop().time() < deadline, "the idle import was never indexed"
                 await asyncio.sleep(0.01)  # polls the host's background work, bounded by the deadline
             assert len(listing(memory)) == 50 and listing(memory) == rebuilt(memory)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 37, 149, 150])
+def test_retention_unindexes_like_the_general_unindex(cut):
+    # unindex_upto (retention) against unindex_messages("id <= ?"), the path it replaced.
+    a, b = chat(), chat()
+    for m in (a, b):
+        m.import_messages(history(150, seed=8))
+    retrieval.unindex_upto(a.sql, cut)
+    retrieval.unindex_messages(b.sql, "id <= ?", cut)
+    for m in (a, b):
+        m.sql.exec("DELETE FROM messages WHERE id <= ?", cut)
+    assert listing(a) == listing(b) == rebuilt(a)
+    assert len(listing(a)) == 150 - cut
