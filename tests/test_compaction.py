@@ -197,6 +197,28 @@ async def test_messages_arriving_during_a_compaction_stay_unsummarized(tmp_path)
             gate.set()
 
 
+async def test_a_backlog_grown_during_a_compaction_gets_the_next_one_by_itself(tmp_path):
+    # The turns that arrive while a compaction runs leave its alarm alone (it is running);
+    # when it ends, it finds the backlog still past the threshold and sets the next one.
+    async with FakeOpenAI() as fake:
+        gate = asyncio.Event()
+
+        def slow(req):
+            return summary_echo(req) if gate.is_set() else Answer(text=summary_echo(req).text, delay=0.5)
+
+        fake.responder = slow
+        async with host_with(fake, tmp_path) as (host, client):
+            await say(client, 26)
+            await fake.wait_requests(1)
+            await say(client, 30, start=26)  # 56 kept, 21 summarized by the first: 35 > 25
+            gate.set()
+            done = await wait_until(lambda: _compactions(client, 2), timeout=10)
+            assert done["summarized_upto"] > 21
+            inner = host.host
+            assert inner is not None
+            assert await wait_until(lambda: inner.alarms.count() == 0, timeout=10)  # caught up
+
+
 async def test_a_restart_with_a_pending_compaction_runs_it(tmp_path):
     async with FakeOpenAI(default=Hang()) as fake:
         async with host_with(fake, tmp_path, timeout=60) as (_host, client):

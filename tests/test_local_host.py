@@ -18,6 +18,7 @@ import httpx
 import pytest
 from memory_engine import Operation, Request, parse
 from memory_engine.compaction import SummarizerError, offline_summary
+from memory_engine.http_base import Response
 from memory_engine.operations import OPERATIONS, kind, names
 from memory_engine.settings import retention_setting
 
@@ -325,3 +326,12 @@ async def test_health_answers_while_the_engine_loads_and_api_requests_wait_for_i
         if not entering.done():
             await entering
         await embedded.__aexit__(None, None, None)
+
+
+def test_answers_are_the_workers_json_and_what_orjson_refuses_still_is():
+    payload = {"text": "é \u2028 😀", "scores": [0.5, 1e-06], "none": None, "big": 2**70}
+    body = server.json_body(Response(200, payload))  # an int past 64 bits: the engine's encoder
+    assert json.loads(body) == payload
+    del payload["big"]
+    body = server.json_body(Response(200, payload))
+    assert json.loads(body) == json.loads(Response(200, payload).body())

@@ -20,6 +20,7 @@ from .backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS, doubling, retry_after_s
 from .compaction_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from .compaction_facts import clean_facts, split_reply
 from .offline_summary import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
+from .retrieval import merge_segments
 
 if TYPE_CHECKING:
     from .engine import ChatMemory
@@ -202,6 +203,7 @@ def commit(memory: ChatMemory, job: Job, summary: str, facts: Iterable[tuple[str
         memory.set_state("summary_updated_at", memory.now())
         memory.set_state("compaction_failures", "0")
         memory.apply_retention()
+        merge_segments(memory.sql)  # the turns' small index segments: off the turn path
         return True
 
     return memory.sql.transaction(run)

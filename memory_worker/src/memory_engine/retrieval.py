@@ -19,6 +19,7 @@ a message scores for a word once, by its best-matching form (see `_forms_once`).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Sequence
 from typing import Any, cast
@@ -64,6 +65,12 @@ SCORE_BUDGET = 3000
 MAX_SCORED_TERMS = 8
 # A term in this many rows or more is "common" (see `_select`).
 COUNT_CAP = 300
+# Each turn's words reach FTS5 as a new small segment, and its automerge folds them in only
+# slowly: after 300 turns a 10k chat's index had 18 segments, and a query reads each one (the
+# ranking and the term counts took 1.9 ms a turn, 1.5 ms with the 4 a merge left). So each
+# compaction (every ~20 messages, off the turn) asks FTS5 for this many pages of merge work:
+# 3.5 ms there folded those 18 into 4 (`merge_segments`).
+MERGE_PAGES = 500
 
 # A query term: a word, or a word and its other forms (OR-ed alternatives).
 Term = str | tuple[str, ...]
@@ -209,11 +216,16 @@ def link_previous(sql: SqlStorage, message_id: int) -> None:
     )
 
 
-def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
+def unindex_messages(
+    sql: SqlStorage, where: str, *params: object, pending: tuple[int, int] | None = None
+) -> None:
     """Remove from the index the messages selected by `where`, and their words from every neighbour.
 
     Call it before the rows are deleted from `messages`. Each survivor that had a removed
     message among its neighbours is indexed again with its nearest surviving neighbours.
+    Rows in the `pending` id range (lo, hi) are not in the index yet (an import defers
+    them): none is removed or indexed again, and their neighbours' words are read when
+    they are indexed (`imports.build_pending`).
     """
     span = sql.exec(f"SELECT MIN(id) AS lo, MAX(id) AS hi FROM messages WHERE {where}", *params)
     if not span or span[0]["lo"] is None:
@@ -222,7 +234,10 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
     hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
     drop_counts(sql)
-    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE {where})", *params)
+    # Pending rows have no index row: the bounds are our own integers, written in.
+    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    gone = f"SELECT id FROM messages WHERE ({where}){indexed}"
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN ({gone})", *params)
     # Survivors of [lo, hi] in id order, each marked when one of its old neighbours is gone.
     marked = (
         f"(SELECT id, text, author, ts, hit FROM (SELECT id, text, author, ts, g, "
@@ -232,13 +247,49 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
         f"FROM messages WHERE id >= ? AND id <= ?) "
         f"WINDOW o AS (ORDER BY id)) WHERE NOT g)"
     )
-    rows = _index_rows(marked, "hit")
+    rows = _index_rows(marked, "hit" + indexed)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", *params, lo, hi)
     sql.exec(_INSERT + rows, *params, lo, hi)
 
 
+def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = None) -> None:
+    """`unindex_messages(sql, "id <= ?", cut, pending=pending)` for the oldest rows (retention), cheaper.
+
+    Only the first TURNS_BEFORE survivors had a removed message among their neighbours, so
+    only they are indexed again, from a window of a few rows instead of one over every row
+    that goes (38 ms an import batch past the cap).
+    """
+    drop_counts(sql)
+    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE id <= ?{indexed})", cut)
+    window = f"(SELECT *, 1 AS hit FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE + TURNS_AFTER})"
+    keep = f"id IN (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE}){indexed}"
+    rows = _index_rows(window, keep)
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", cut, cut)
+    sql.exec(_INSERT + rows, cut, cut)
+
+
 def _cost(rows: int, terms: int) -> int:
     return rows * (terms + 2)
+
+
+@functools.cache
+def _counts(n: int) -> str:
+    """The statement counting `n` terms' rows up to COUNT_CAP each, one column per term.
+
+    Its text depends on `n` alone, so the storage's prepared-statement cache finds it again
+    (named by the terms' positions in the query, it was a new text almost every turn).
+    """
+    return "SELECT " + ", ".join(
+        f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
+        f"LIMIT {COUNT_CAP})) AS c{i}"  # named: a storage may key its rows by column
+        for i in range(n)
+    )
+
+
+def merge_segments(sql: SqlStorage) -> None:
+    """Fold the index's small segments together, for a bounded amount of work (MERGE_PAGES)."""
+    sql.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('merge', ?)", MERGE_PAGES)
 
 
 def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
@@ -255,16 +306,7 @@ def _select(sql: SqlStorage, terms: Sequence[Term]) -> tuple[list[Term], int]:
     unknown = [n for n, q in enumerate(queries) if q not in common]
     counts = [COUNT_CAP] * len(terms)
     if unknown:
-        row = rows_of(
-            sql,
-            "SELECT "
-            + ", ".join(
-                f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
-                f"LIMIT {COUNT_CAP})) AS c{n}"  # named: a storage may key its rows by column
-                for n in unknown
-            ),
-            *(queries[n] for n in unknown),
-        )[0]
+        row = rows_of(sql, _counts(len(unknown)), *(queries[n] for n in unknown))[0]
         for n, count in zip(unknown, row, strict=True):
             counts[n] = int(count)
             if counts[n] >= COUNT_CAP:
