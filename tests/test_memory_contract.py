@@ -352,6 +352,26 @@ async def test_import_keeps_ts_and_order(mem):
     assert [m["message_id"] for m in got["recent"]] == [m["message_id"] for m in msgs]
 
 
+async def test_an_import_with_more_to_come_is_searchable_at_once_and_indexed_once(mem):
+    # `more`: more batches follow, the index is built with the last; a read never waits for it.
+    first = [{"text": f"the heron nests by pier {i}", "message_id": f"p{i}"} for i in range(3)]
+    path = "/v1/chats/t2/import"
+    assert (await mem.ok("POST", path, {"messages": first, "more": True}))["imported"] == 3
+    assert sorted(r["message_id"] for r in await mem.search("t2", "heron", k=9)) == ["p0", "p1", "p2"]
+    status, data = await mem.call("POST", path, {"messages": first, "more": "yes"})
+    assert status == 400 and "more" in data["error"]
+    more = [{"text": f"a heron over the dam {i}", "message_id": f"q{i}"} for i in range(2)]
+    assert (await mem.ok("POST", path, {"messages": more, "more": True}))["imported"] == 2
+    assert (await mem.ok("POST", path, {"messages": first + more, "more": False}))["skipped"] == 5
+    found = await mem.search("t2", "heron", k=9)
+    assert sorted(r["message_id"] for r in found) == ["p0", "p1", "p2", "q0", "q1"]
+    # An empty last batch is a valid end (an import whose size is a multiple of its batches).
+    last = [{"text": "the heron is back", "message_id": "r0"}]
+    assert (await mem.ok("POST", path, {"messages": last, "more": True}))["imported"] == 1
+    assert await mem.ok("POST", path, {"messages": [], "more": False}) == {"imported": 0, "skipped": 0}
+    assert len(await mem.search("t2", "heron", k=9)) == 6
+
+
 # -- text is data --------------------------------------------------------------------------
 
 FTS_SYNTAX = [

@@ -53,6 +53,10 @@ ENGINE_MODULES = (
     "memory_worker.local.handover",
 )
 access_log = logging.getLogger("memory_worker.access")
+# An import that said more batches follow, and then sent none for this long (a client that
+# crashed or gave up), has its stored rows indexed in the background, so the chat's next
+# turn does not pay for it (it would index them first otherwise: nothing is unsearchable).
+INDEX_IDLE_S = 30.0
 
 
 class MemoryHost:
@@ -95,6 +99,10 @@ class MemoryHost:
         self._loaded = asyncio.Event()  # set by `start`, also when loading failed (`_load_error`)
         self._load_error: BaseException | None = None
         self.started = time.monotonic()
+        self.index_idle_s = INDEX_IDLE_S
+        self._index_timers: dict[str, asyncio.TimerHandle] = {}
+        self._index_tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     @property
     def version(self) -> str:
@@ -180,9 +188,37 @@ class MemoryHost:
                 self.store.checkpoint(chat)
             if effects.grows:
                 self.scheduler.after_write(chat, memory)
+            if op.name == "import":
+                self._index_later(chat, more=bool(op.args.get("more")))
             if op.name in REMINDER_WRITES:
                 self.scheduler.after_reminders(chat, memory)
             return response
+
+    def _index_later(self, chat: str, more: bool) -> None:
+        """After an import batch: index what it left pending once the import is idle (see INDEX_IDLE_S)."""
+        timer = self._index_timers.pop(chat, None)
+        if timer is not None:
+            timer.cancel()
+        if more:
+            loop = asyncio.get_running_loop()
+            self._index_timers[chat] = loop.call_later(self.index_idle_s, self._index_idle, chat)
+
+    def _index_idle(self, chat: str) -> None:
+        self._index_timers.pop(chat, None)
+        task = asyncio.ensure_future(self._build_index(chat))
+        self._index_tasks.add(task)
+        task.add_done_callback(self._index_tasks.discard)
+
+    async def _build_index(self, chat: str) -> None:
+        from memory_engine.pending_index import ensure_indexed
+
+        async with self.store.lock(chat):  # as a request: never inside another's transaction
+            if self._closed or not self.store.exists(chat):
+                return
+            try:
+                ensure_indexed(self.store.open(chat).sql)
+            except (sqlite3.Error, OSError) as err:  # the chat's next read indexes them
+                log.warning("could not index an idle import chat=%s: %s", chat, err)
 
     def app(self) -> web.Application:
         """The aiohttp application: one catch-all route into `respond`."""
@@ -254,6 +290,12 @@ class MemoryHost:
 
     def close(self) -> None:
         """Close every chat database and the alarm table."""
+        self._closed = True
+        for timer in self._index_timers.values():
+            timer.cancel()
+        self._index_timers.clear()
+        for task in self._index_tasks:
+            task.cancel()
         self.store.close()
         self.alarms.close()
         if isinstance(self.summarize, OfflineSummarizer):

@@ -73,6 +73,10 @@ class SqliteStorage:
         cursor.row_factory = None
         return cursor.execute(query, params).fetchall()
 
+    def many(self, query: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run one statement once per row of values (an import's rows: no JSON to write and parse)."""
+        self.conn.executemany(query, rows)
+
     def transaction(self, fn: Callable[[], T]) -> T:
         """Run `fn` inside BEGIN IMMEDIATE ... COMMIT (nested calls join the outer one)."""
         if self.conn.in_transaction:

@@ -15,6 +15,7 @@ from . import chat_state, forgetting, imports, turns, wire
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
 from .notes import asks_about_the_past, current_facts, facts_view
+from .pending_index import ensure_indexed
 from .prompt import render_prompt
 from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, ranked_messages
 from .storage import SqlStorage, migrate
@@ -283,6 +284,7 @@ class ChatMemory:
                 "usage_today_author": usage_author,
             }
 
+        ensure_indexed(self.sql)  # what an import left pending, once (nothing after that)
         return self.sql.transaction(build)
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
@@ -303,6 +305,7 @@ class ChatMemory:
 
     def search(self, query: str, k: int = RETRIEVE_K) -> wire.SearchAnswer:
         """Rank older messages as `turn` does, excluding nothing and recording nothing."""
+        ensure_indexed(self.sql)
         return {"results": self._retrieve(query, k, set())}
 
     # -- replies and usage -------------------------------------------------------------
@@ -372,6 +375,7 @@ class ChatMemory:
             mid = message_id if message_id is not None else (str(new_id) if new_id else None)
             return {"message_id": mid, "id": new_id}
 
+        ensure_indexed(self.sql)
         return self.sql.transaction(record)
 
     def usage_today(self) -> dict[str, wire.TierUsage]:
@@ -458,9 +462,12 @@ class ChatMemory:
 
     # -- bulk import and forgetting ----------------------------------------------------
 
-    def import_messages(self, messages: list[dict[str, Any]]) -> wire.ImportAnswer:
-        """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history."""
-        return imports.import_messages(self, messages)
+    def import_messages(self, messages: list[dict[str, Any]], more: bool = False) -> wire.ImportAnswer:
+        """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
+
+        With `more`, their index is built with the last batch (`more` False) or before a read.
+        """
+        return imports.import_messages(self, messages, more)
 
     def apply_retention(self, limit: int = forgetting.RETENTION_STEP) -> int:
         """Delete the oldest summarized messages past the retention cap, at most `limit`; how many went."""

@@ -26,7 +26,7 @@ from .facts_clauses import (
 )
 from .facts_corrections import correction_of, corrections_within, looks_like_correction
 from .facts_health import DIET_WORDS, health, languages
-from .facts_patterns import LiteralIndex, lazy
+from .facts_patterns import LiteralIndex, has_digit, lazy, word_runs
 from .facts_prefs import favorites, kin, preferences
 from .facts_rules import age, dates_and_pronouns, names, names_here, names_i_am, places, work
 
@@ -51,7 +51,6 @@ _ABOUT_ME = lazy(r"\b(?:i|i'm|i've|my|me|we|we're|we've|our|name|here|this|it's|
 _ABOUT_ME_FOLDED = lazy(r"(?=[imwonhtf])\b(?:i|my|me|we|our|name|here|this|it's|fav\w*)\b", 0)
 _ABOUT_ME_WORDS = ("i", "my", "me", "we", "our", "name", "here", "this", "im", "ive", "pronouns")
 _MAY_BE_ABOUT_ME = lazy(r"(?=[imwonhtfp])\b(?:" + "|".join(_ABOUT_ME_WORDS) + r"|it's|fav\w*)\b", 0)
-_WORD_RUN = lazy(r"\w+", 0)
 _ABOUT_WORDS = frozenset(("i", "my", "me", "we", "our", "name", "here", "this", "allergy"))  # one-word terms
 # Chat leaves the subject out ("moved to Lisbon", "vegan since 2019", "Pedro, 35"): these words
 # can open a fact without "I" or "my".
@@ -62,24 +61,61 @@ _CHAT_WORDS = (
     *("pls", "please", "started", "began", "hired", "mynameis", "its", "xx", *sorted(DIET_WORDS)),
 )
 _CHAT_GATE = lazy(r"\b(?:" + "|".join(_CHAT_WORDS) + r"|allerg\w*|fav\w*|nam\w*|it'?s|\d+)\b|\n|:", 0)
-# For ASCII text, the plain words of _MAY_BE_ABOUT_ME and _CHAT_GATE are looked up among the
-# text's words (runs of [a-z0-9_] of the lower-cased text, cut out by one bytes.translate): most
-# chat holds none of them, and this says so in ~1 us where the two searches took ~10 us. Their
-# other alternatives are tested by the literal each of their matches holds.
+# For ASCII text, _MAY_BE_ABOUT_ME or _CHAT_GATE matches exactly when: the text holds "\n" or ":";
+# or one of their plain words is one of its words (runs of [a-z0-9_] of the lower-cased text, cut
+# out by one bytes.translate); or one of their other alternatives matches, which needs "'" (it's),
+# "fav", "nam", "allerg" or a word of digits. Most chat holds none of these: this says so in ~1 us
+# where the two searches took ~10 us.
 _GATE_WORDS = frozenset(w.encode() for w in _ABOUT_ME_WORDS + _CHAT_WORDS)
-_GATE_LITERALS = ("\n", ":", "'", "fav", "nam", "allerg")  # it's, fav..., nam..., allerg..., \n, :
+_GATE_LITERALS = ("'", "fav", "nam", "allerg")  # it's, fav..., nam..., allerg...
 _NOT_WORD = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == 95) else 32 for c in range(256))
-_DIGIT = lazy(r"\d", 0)
+
+
+# Letters and "_" kept; what opens another path (a quote, colon, newline, "=", "'", a digit)
+# marked \v (a space to bytes.split); every other character a space.
+_FAST_WORDS = bytes(
+    11 if chr(c) in "\"':\n=0123456789" else c if chr(c).isascii() and (chr(c).isalpha() or c == 95) else 32
+    for c in range(256)
+)
+
+
+def _states_nothing(low: str) -> bool:
+    """True for most messages: lower-cased ASCII `low` has no quote, colon, newline, "=", "'" or
+    digit (profile lines, sign-offs, quotes, "it's", numbers take the other path) and none of the
+    words of _MAY_BE_ABOUT_ME or _CHAT_GATE, nor "fav", "nam", "allerg" or "xx" (a sign-off):
+    then the extractor finds nothing (_may_state_facts is False). One translate and one split."""
+    marked = low.encode().translate(_FAST_WORDS)
+    if b"\v" in marked or "xx" in low or "fav" in low or "nam" in low or "allerg" in low:
+        return False
+    return _GATE_WORDS.isdisjoint(marked.split())
+
+
+_ABOUT_ME_RUNS = frozenset(_ABOUT_ME_WORDS)
+
+
+def _about_me(sentence: str) -> bool:
+    """_MAY_BE_ABOUT_ME.search(folded(sentence)), told from the words of ASCII text where it can be."""
+    low = folded(sentence)
+    if not sentence.isascii() or "it's" in low:
+        return _MAY_BE_ABOUT_ME.search(low) is not None
+    runs = word_runs(low)  # a plain word of the pattern is one of them; fav\w* starts one
+    if not _ABOUT_ME_RUNS.isdisjoint(runs):
+        return True
+    return "fav" in low and any(run.startswith("fav") for run in runs)
 
 
 def _may_state_facts(low: str) -> bool:
-    """False only when lower-cased ASCII `low` holds no match of _MAY_BE_ABOUT_ME nor _CHAT_GATE."""
+    """True exactly when lower-cased ASCII `low` holds a match of _MAY_BE_ABOUT_ME or _CHAT_GATE."""
+    if "\n" in low or ":" in low:
+        return True
+    raw = low.encode()
+    words = raw.translate(_NOT_WORD).split()
+    if not _GATE_WORDS.isdisjoint(words):
+        return True  # a whole word of one of the two patterns' plain alternatives
     for literal in _GATE_LITERALS:
         if literal in low:
-            return True
-    if not _GATE_WORDS.isdisjoint(low.encode().translate(_NOT_WORD).split()):
-        return True
-    return _DIGIT.search(low) is not None  # a number is a word of _CHAT_GATE
+            return _MAY_BE_ABOUT_ME.search(low) is not None or _CHAT_GATE.search(low) is not None
+    return has_digit(low) and any(map(bytes.isdigit, words))  # \b\d+\b
 
 
 _QUOTED_SELF = lazy(r"[\"\u201c]\s*(?:i|i'm|im|i've|my)\b[^\"\u201d]*[\"\u201d]", re.I)
@@ -160,7 +196,7 @@ def _gated() -> list[tuple[Rule, _Gate | None]]:
                     _bits[fragment] = _bits.get(fragment, 0) | 1 << i
                 literals.update(pattern.literals or ())
         _always.append(always)
-        _index.append(LiteralIndex(frozenset(literals)))
+        _index.append(LiteralIndex(frozenset(literals), _bits, _word_bits))
     return _gates
 
 
@@ -180,6 +216,8 @@ def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
     """
     text = text[:MAX_TEXT]
     changes: list[FactChange] = []
+    if text.isascii() and _states_nothing(text.lower()):
+        return _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
     if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
         kept = []
         for line in text.split("\n"):
@@ -207,13 +245,14 @@ def _sentence_facts(text: str) -> list[FactChange]:
         text = _QUOTED_SELF.sub('"..."', text)
     ascii_text = text.isascii()
     low = text.lower()
-    if ascii_text and (
-        not _may_state_facts(low) or (not _MAY_BE_ABOUT_ME.search(low) and not _CHAT_GATE.search(low))
-    ):
+    if ascii_text and not _may_state_facts(low):
         return []  # (outside ASCII, quotes and emoji change before sentences are cut)
     changes: list[FactChange] = []
     parts = sentences(text)
+    all_short = True  # every part before this one has at most two words
     for index, sentence in enumerate(parts):
+        if index:
+            all_short = all_short and len(parts[index - 1].split()) <= 2
         if is_question(sentence):
             # "just moved to Cork, know anyone here?": the statement before the question counts
             head, _, tail = sentence.rpartition(", ")
@@ -226,25 +265,21 @@ def _sentence_facts(text: str) -> list[FactChange]:
         intro = (
             index == 0
             or (index == 1 and any(c.key == "name" for c in changes))
-            or all(len(p.split()) <= 2 for p in parts[:index])  # "Hey! Priyanka here, ..."
+            or all_short  # "Hey! Priyanka here, ...": every sentence before it is short
         )
         introduced = intro_facts(sentence, first=intro)  # after the sentence's rules: "X for short" wins
-        if not _MAY_BE_ABOUT_ME.search(folded(sentence)) and "allergy" not in sentence.lower():
+        if not _about_me(sentence) and "allergy" not in sentence.lower():
             changes.extend(introduced)
             continue
         for clause in clauses(sentence):
             low = folded(clause)
             # Without "I", "my"... only "it's" or "fav..." can be about the speaker.
-            runs = _WORD_RUN.findall(low)
+            runs = word_runs(low)
             about = not _ABOUT_WORDS.isdisjoint(runs)
             if not about and not (("fav" in low or "it's" in low) and _ABOUT_ME_FOLDED.search(low)):
                 continue
             gated = _gated()
-            called = _always[0]
-            for literal in clause_literals(clause, low, runs, _index[0]):
-                called |= _bits.get(literal, 0)
-            for word in runs:
-                called |= _word_bits.get(word, 0)
+            called = _always[0] | clause_literals(clause, low, runs, _index[0])
             while called:  # lowest bit first: the rules run in their order, those whose gate is there
                 bit = called & -called
                 changes.extend(gated[bit.bit_length() - 1][0](clause))
@@ -255,6 +290,8 @@ def _sentence_facts(text: str) -> list[FactChange]:
 
 def _finish(changes: list[FactChange], corrected: bool) -> list[FactChange]:
     """Keys spelled one way, "I'm from X" dropped when the message says where they live, no repeats."""
+    if not changes:
+        return changes
     lived = any(c.key == "location" and c.remove_from is None for c in changes)
     out: list[FactChange] = []
     for c in changes:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from .facts_clauses import ADV, I_, FactChange, folded, is_name_word, title, triggers
 from .facts_health import DIET_WORDS, allergy_items, diet_value, language_items
 from .facts_lexicon import JOBS, NOT_NAMES
-from .facts_patterns import lazy, rx
+from .facts_patterns import LazyRe, LiteralIndex, has_digit, lazy, rx, word_runs
 from .facts_rules import after_job, take_job, take_org, take_place
 
 __all__ = ["doings", "intro_facts", "normalise", "profile_facts", "restore_subject", "signoff"]
@@ -38,10 +38,23 @@ _BARE_VERB = lazy(
 )
 _OPENING_VERBS = frozenset([*_VERBS_I.split("|"), *_VERBS_IM.split("|"), "been"])
 _WORDS = lazy(r"[\w-]+", 0)
+_WORD_DASH = str.maketrans({c: chr(c) if chr(c).isalnum() or chr(c) in "_-" else " " for c in range(128)})
 _SEGMENT = lazy(r"(,\s+|:\s+)", 0)
 _BARE_JOB = lazy(
     r"^\W*(?P<job>(?:[\w\-]+\s+){0,2}?(?P<head>[\w\-]+))\s+(?:at|for|with)\s+(?=(?-i:[A-Z0-9]))", re.I
 )
+
+
+_NOT_WORD_ASCII = "".join(chr(c) for c in range(128) if not (chr(c).isalnum() or c == 95))
+_AT_FOR_WITH = frozenset(("at", "for", "with"))
+
+
+def _may_be_bare_job(text: str) -> bool:
+    """False when _BARE_JOB cannot match: in ASCII text, "at", "for" or "with" must be one of the
+    first four words after the leading non-word characters (at most three words of a job before it)."""
+    if not text.isascii():
+        return True
+    return not _AT_FOR_WITH.isdisjoint(text.lstrip(_NOT_WORD_ASCII).lower().split(None, 4)[:4])
 
 
 _GERUND_SUBJECT = lazy(r"\s(?:is|was|sucks|seems|can\s+be|must\s+be|gets|makes)\b", re.I)
@@ -61,7 +74,7 @@ def _restore_one(part: str) -> str:
     if m:
         subject = "I " if m.group("i") else "I'm " if m.group("im") else "I've "
         return part[: m.start("lead")] + subject + part[m.start("lead") :]
-    job = _BARE_JOB.match(part)
+    job = _BARE_JOB.match(part) if _may_be_bare_job(part) else None
     if (
         job
         and job.group("head").lower() in JOBS
@@ -76,14 +89,18 @@ _BARE_FAV = lazy(r"^\W*(?=(?:fav|fave|favou?rite)\s+\w+(?:\s+\w+)?\s+(?:is|are)\
 
 def restore_subject(sentence: str) -> str:
     """The sentence with "I" put back where chat leaves it out ("love hiking, hate crowds")."""
-    if _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
-        sentence = "my " + sentence.lstrip()
     low = sentence.lower()
-    if _OPENING_VERBS.isdisjoint(_WORDS.findall(low)) and not (
-        (" at " in low or " for " in low or " with " in low) and _BARE_JOB.match(sentence)
+    if "fav" in low and _BARE_FAV.match(sentence):  # "favourite colour is grey": whose else
+        sentence = "my " + sentence.lstrip()  # (re.I matches f, a, v only where lower() has them)
+        low = sentence.lower()
+    words = low.translate(_WORD_DASH).split() if low.isascii() else _WORDS.findall(low)
+    if _OPENING_VERBS.isdisjoint(words) and not (
+        (" at " in low or " for " in low or " with " in low)
+        and _may_be_bare_job(sentence)
+        and _BARE_JOB.match(sentence)
     ):
         return sentence  # no verb that opens a statement without "I", anywhere
-    parts = _SEGMENT.split(sentence)
+    parts = _SEGMENT.split(sentence) if "," in sentence or ":" in sentence else [sentence]
     if _OTHER_SUBJECT.match(sentence):  # "My kids, Mia and Noah, love pizza": theirs
         return "".join([_restore_one(parts[0]), *parts[1:]]) if len(parts) > 1 else sentence
     return "".join(p if i % 2 else _restore_one(p) for i, p in enumerate(parts))
@@ -91,12 +108,12 @@ def restore_subject(sentence: str) -> str:
 
 # -- spelling of the triggers ----------------------------------------------------------------
 
-_FIXES = (
-    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is"),
-    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's "),
-    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is "),
-    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1"),
-    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me"),
+_FIXES = (  # each with the strings one of which its every match holds (in folded text)
+    (lazy(r"\bmy\s*(?:nmae|nam|nme|naem|mane|namr)\s*(?:is|s)\b|\bmynameis\b", re.I), "my name is", ("my",)),
+    (lazy(r"(^|\bmy\s+|[.!,]\s*)names\s+(?=[^\W\d_])", re.I), r"\1name's ", ("names",)),
+    (lazy(r"^(\W*)(?:name\s+is)\s+", re.I), r"\1my name is ", ("name",)),
+    (lazy(r"\b(hey|hi|hello)y*\b", re.I), r"\1", ("he", "hi")),
+    (lazy(r"\b(?:ppl|people|everyone|everybody|friends|they)\s+call\s+me\b", re.I), "call me", ("call",)),
 )
 
 
@@ -105,14 +122,19 @@ def normalise(sentence: str) -> str:
     low = sentence.lower()
     if "nam" not in low and "hey" not in low and "call" not in low and "mane" not in low:
         return sentence
-    for pattern, repl in _FIXES:
-        sentence = pattern.sub(repl, sentence)
+    fold = folded(sentence)
+    for pattern, repl, needs in _FIXES:
+        if any(need in fold for need in needs):
+            fixed = pattern.sub(repl, sentence)
+            if fixed != sentence:
+                sentence, fold = fixed, folded(fixed)
     return sentence
 
 
 # -- short intros: "hi im yuki", "Farid here, ...", "Pedro, 35, ...", "X for short" -------------
 
 _GREET = r"(?:(?:hi|hey|hello|hiya|yo|heya|sup|ok|all|everyone|guys|folks|y'all|there)[\s,!.]+)*"
+_GREET_FIRST = frozenset(re.findall(r"\w+", g)[0] for g in _GREET[6:].split(")")[0].split("|"))
 _NAME_W = r"[^\W\d_][\w'\-]*"
 _LOWER_INTRO = lazy(
     r"^\W*"
@@ -152,12 +174,28 @@ _INTRO_REST = lazy(
     r"they/them|male|female|nb|m|f)\b",
     re.I,
 )
-_DIGIT = lazy(r"\d", 0)
 _AGE_PHRASE = lazy(
     r"(?:^|\bas\s+an?\s+|^\W*being\s+|\bI(?:'m|\s+am)\s+an?\s+|^\W*age\s+)(?P<age>\d{1,2})"
     r"(?:\s*-?\s*(?:year|yr)s?\s*-?\s*old|\s*y/?o\b|(?=\s+here\b)|(?=\s+doesn't|\s+doesnt))",
     re.I,
 )
+
+
+_INTRO_GATED = (_LOWER_INTRO, _HERE_INTRO, _THIS_IS, _FULL_THEN_SHORT, _FOR_SHORT)
+_intro_index: list[LiteralIndex] = []  # their literals, indexed on first use (not at import)
+
+
+def _intro_literals(fold: str) -> frozenset[str]:
+    """Which literals of the intro patterns folded text `fold` holds (one look-up per word)."""
+    if not _intro_index:
+        _intro_index.append(LiteralIndex(frozenset(w for p in _INTRO_GATED for w in p.literals or ())))
+    return _intro_index[0].scan(fold, word_runs(fold))[0]
+
+
+def _holds(pattern: LazyRe, present: frozenset[str]) -> bool:
+    """The pattern's gate (LazyRe.gate_passes) told from the literals `_intro_literals` found."""
+    gate = pattern.literal_set
+    return gate is None or not gate.isdisjoint(present)
 
 
 def _lower_name(name: str) -> str | None:
@@ -170,27 +208,32 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
     """Name and age from the short forms of an introduction (`first`: the message's first sentence)."""
     out: list[FactChange] = []
     low = sentence.lower()
-    if not first and "short" not in low and not _DIGIT.search(low):
+    digit = has_digit(sentence)  # _NAME_AGE and _AGE_PHRASE need one (the same answer on `low`)
+    if not first and "short" not in low and not digit:
         return out  # only the first sentence introduces; "X for short" and ages anywhere
     fold = folded(sentence)  # each pattern is tried only when its literals are there (derived)
-    m = _LOWER_INTRO.match(sentence) if _LOWER_INTRO.gate_passes(fold) else None
+    present = _intro_literals(fold)
+    runs = word_runs(fold)  # (remembered from _intro_literals)
+    # _LOWER_INTRO opens with a greeting: its first word (y'all: "y") is the text's first run of \w
+    lower = runs and runs[0] in _GREET_FIRST and _holds(_LOWER_INTRO, present)
+    m = _LOWER_INTRO.match(sentence) if lower else None
     if m and (name := _lower_name(m.group("n"))):
         out.append(FactChange("name", name))
     for pattern in (_HERE_INTRO, _THIS_IS) if first else ():
-        h = pattern.match(sentence) if pattern.gate_passes(fold) else None
+        h = pattern.match(sentence) if _holds(pattern, present) else None
         if h and all(is_name_word(w) for w in h.group("n").split()) and h.group("n").lower() != "bob":
             out.append(FactChange("name", h.group("n")))
     if (
         first
-        and _FULL_THEN_SHORT.gate_passes(fold)
+        and _holds(_FULL_THEN_SHORT, present)
         and (full := _FULL_THEN_SHORT.match(sentence))
         and is_name_word(full.group("n"))
     ):
         out.append(FactChange("name", full.group("n")))
-    short = _FOR_SHORT.search(sentence) if _FOR_SHORT.gate_passes(fold) else None
+    short = _FOR_SHORT.search(sentence) if _holds(_FOR_SHORT, present) else None
     if short and is_name_word(short.group("n")):
         out.append(FactChange("name", short.group("n")))
-    if first:
+    if first and digit:
         na = _NAME_AGE.match(sentence) if _NAME_AGE.gate_passes(fold) else None
         # "im nico, 31": a lower-case name only after "I'm", and never a word that is no name
         lower = bool(na and na.group("n") and na.group("n")[0].islower())
@@ -215,7 +258,7 @@ def intro_facts(sentence: str, first: bool) -> list[FactChange]:
                 place = take_place(rest, allow_lower=False)
                 if place:
                     out.append(FactChange("location", place))
-    ap = _AGE_PHRASE.search(sentence) if _AGE_PHRASE.gate_passes(fold) else None
+    ap = _AGE_PHRASE.search(sentence) if digit and _AGE_PHRASE.gate_passes(fold) else None
     if ap and 0 < int(ap.group("age")) <= 120:
         out.append(FactChange("age", ap.group("age")))
     return out
@@ -303,8 +346,15 @@ def _profile_value(key: str, value: str) -> list[FactChange]:
     return [FactChange(key, i) for i in items if len(i.split()) <= 4]
 
 
+# A line's label, lower-cased, is one of _LABELS: the line's first word starts with that label's.
+_LABEL_STARTS = tuple(sorted({label.split()[0] for label in _LABELS}))
+
+
 def profile_facts(line: str) -> list[FactChange] | None:
     """The facts of one profile-card line ("Age: 26"), or None when it is no such line."""
+    words = line.split(None, 1)
+    if not words or not words[0].lower().startswith(_LABEL_STARTS):
+        return None  # no label of _LABELS can open it (the patterns below would find none)
     m = _LABEL_COLON.match(line) or _LABEL.match(line)
     if not m:
         return None

@@ -21,7 +21,7 @@ from .facts_lexicon import (
     TIME_UNITS,
     TIME_WORDS,
 )
-from .facts_patterns import LiteralIndex, Rx, lazy
+from .facts_patterns import LiteralIndex, Rx, lazy, word_runs
 
 # Letters that re.IGNORECASE matches to an ASCII letter although str.lower() does not map them to it
 # (found by trying every code point): "ım" matches the chat spelling "im".
@@ -35,7 +35,13 @@ _EMOJI_BREAK = lazy(
 _ABBREV = lazy(r"\b(Mr|Mrs|Ms|Dr|St|Prof|Jr|Sr|Mt|vs|etc|approx|e\.g|i\.e)\.", re.I)
 # Each split pattern starts with a lookahead for the characters every match starts with: the same
 # matches, found about twice as fast.
-_SENTENCE_END = lazy(r"(?=[\s\"')\];])(?:(?<=[.!?])[\"')\]]*\s+|\n+|;\s*)", 0)
+# `fast` forms open with a character class (re then skips to the places that can start a match in
+# its own loop); their lookbehinds tell the branch the class's character opens: the same matches.
+_SENTENCE_END = lazy(
+    r"(?=[\s\"')\];])(?:(?<=[.!?])[\"')\]]*\s+|\n+|;\s*)",
+    0,
+    fast=r"[\s\"')\];](?:(?<=[.!?][\s\"')\]])(?:(?<=[\"')\]])[\"')\]]*\s+|(?<=\s)\s*)|(?<=\n)\n*|(?<=;)\s*)",
+)
 _QUESTION_END = lazy(r"\?[\s\"')\]\W]*$", 0)
 _INVERTED = lazy(
     r"^(?:(?:so|and|but|hey|ok|okay|um|well|wait|also)[,\s]+)*"
@@ -45,6 +51,12 @@ _INVERTED = lazy(
     r"does|did|is|are|was|were|can|could|would|will|should|have|has|am)\b))",
     re.I,
 )
+_INVERTED_WORDS = (
+    *("so", "and", "but", "hey", "ok", "okay", "um", "well", "wait", "also", "do", "does", "did", "am", "is"),
+    *("are", "was", "were", "can", "could", "would", "will", "shall", "should", "may", "might", "have"),
+    *("has", "had", "must", "what", "where", "when", "who", "whom", "whose", "which", "why", "how"),
+)
+_INVERTED_OPENINGS = frozenset(w[:2] for w in _INVERTED_WORDS)
 _SUBJECT = r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|he|she|they|it|you|there|our|his|her|their)\b"
 _CLAUSE_BREAK = lazy(
     r"(?=[\s(),:])\s*(?:[()]|\s-\s|,?\s+(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s+"
@@ -116,9 +128,30 @@ _BREAK_GATE = lazy(  # _CLAUSE_BREAK's matches, less its lookbehinds: case-sensi
     r"[()]|\s-\s|\s(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s"
     r"|[,:]\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r"|\s(?:and|so|or)\s+" + _SUBJECT,
     0,
+    fast=r"[()\s,:](?:(?<=[()])|(?<=\s)(?:-\s|(?:but|because|although|though|whereas|while|yet|except|cause|cuz)\s"
+    r"|(?:and|so|or)\s+" + _SUBJECT + r")|(?<=[,:])\s*(?:(?:and|so|or)\s+)?" + _SUBJECT + r")",
 )
+_BREAK_WORDS = frozenset(
+    ("but", "because", "although", "though", "whereas", "while", "yet", "except", "cause", "cuz")
+)
+_AND_SO_OR = frozenset(("and", "so", "or"))
+_SUBJECT_WORDS = frozenset(
+    ("i", "my", "we", "he", "she", "they", "it", "you", "there", "our", "his", "her", "their")
+)
+
+
+def _may_break(low: str, runs: list[str]) -> bool:
+    """False when folded `low` (its runs of \\w: `runs`) holds no match of _BREAK_GATE: each of its
+    alternatives needs "(", ")", "-", or one of its words as a whole word (a subject after a
+    comma, a colon or and/so/or)."""
+    if "(" in low or ")" in low or "-" in low or not _BREAK_WORDS.isdisjoint(runs):
+        return True
+    return ("," in low or ":" in low or not _AND_SO_OR.isdisjoint(runs)) and not _SUBJECT_WORDS.isdisjoint(
+        runs
+    )
+
+
 _STARTS_I = lazy(r"\W*i\b", re.I)
-_WORD_RUN = lazy(r"\w+", 0)
 
 
 def _repeats_a_word(runs: list[str]) -> bool:
@@ -170,13 +203,26 @@ def _emoji_break(m: re.Match[str]) -> str:
     return " " if not before or before[-1].lower() in _OPEN_WORDS else "\n"
 
 
+_ABBREV_ENDS = tuple(a[:-1] for a in _ABBREV_NEEDS)  # "mr", "e.g": each with its "." after it
+
+
+def _has_abbreviation(low: str) -> bool:
+    """has_any(low, _ABBREV_NEEDS): the letters before each "." (few) instead of 14 scans."""
+    at = low.find(".")
+    while at >= 0:
+        if low[max(0, at - 6) : at].endswith(_ABBREV_ENDS):
+            return True
+        at = low.find(".", at + 1)
+    return False
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a message, with their final punctuation."""
     if not text.isascii():  # quotes, dashes and emoji are all outside ASCII
         # An emoji between words ends a thought ("Ben here 👋 moved to Oslo"): a sentence break.
         text = _EMOJI_BREAK.sub(_emoji_break, text.translate(_QUOTES))
         text = _EMOJI.sub(" ", text)
-    if "." in text and has_any(folded(text), _ABBREV_NEEDS):
+    if "." in text and _has_abbreviation(folded(text)):
         text = _ABBREV.sub(lambda m: m.group(1) + "\x01", text)
     if "\x01" in text:
         return [s.replace("\x01", ".").strip() for s in _SENTENCE_END.split(text) if s.strip()]
@@ -185,14 +231,18 @@ def sentences(text: str) -> list[str]:
 
 def is_question(sentence: str) -> bool:
     """True for a question: ends with "?", or starts like one ("do I", "where is")."""
-    return bool(_QUESTION_END.search(sentence) or _INVERTED.match(sentence.strip(" \"'*_-")))
+    if "?" in sentence and _QUESTION_END.search(sentence):
+        return True
+    start = sentence.strip(" \"'*_-")
+    # every match of _INVERTED opens with two ASCII letters of these (folded: re.I's ASCII matches)
+    return folded(start[:2]) in _INVERTED_OPENINGS and _INVERTED.match(start) is not None
 
 
 def clauses(sentence: str) -> list[str]:
     """The clauses of one sentence: split at conjunctions and at a comma before a new subject."""
     sentence = sentence.rstrip(".!? ")
     low = folded(sentence)
-    first_runs = _WORD_RUN.findall(low)
+    first_runs = word_runs(low)
     runs: list[str] | None = first_runs
     if _repeats_a_word(first_runs):
         sentence = _STUTTER.sub(r"\1", sentence)
@@ -207,7 +257,7 @@ def clauses(sentence: str) -> list[str]:
     if ("and" in low or "but" in low) and has_any(low, _ELIDED_VERBS) and _STARTS_I.match(sentence):
         sentence = _ELIDED.sub(r"\1 I ", sentence)
         low, runs = folded(sentence), None
-    if not _BREAK_GATE.search(low):
+    if not _may_break(low, word_runs(low) if runs is None else runs) or not _BREAK_GATE.search(low):
         sentence = sentence.strip(" ,")
         return [sentence] if sentence else []
     return [part for c in _CLAUSE_BREAK.split(sentence) if c and (part := c.strip(" ,"))]
@@ -330,15 +380,16 @@ _last_fold: _Fold = ("", "", None, frozenset(), frozenset())
 # the index's literals and its words, when known
 
 
-def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex) -> frozenset[str]:
-    """The literals of `index` that `clause` (folded: `low`, its runs of \\w: `runs`) holds.
+def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex) -> int:
+    """The OR of the bits `index` gives the literals and words that `clause` (folded: `low`, its
+    runs of \\w: `runs`) holds (LiteralIndex.scan).
 
-    `triggers` reuses them, and the words, as its patterns' gates.
+    `triggers` reuses the literals found, and the words, as its patterns' gates.
     """
     global _last_fold
-    present = index.present(low, runs)
+    present, mask = index.scan(low, runs)
     _last_fold = (clause, low, present, index.literals, frozenset(runs))
-    return present
+    return mask
 
 
 def triggers(clause: str, pattern: Rx) -> list[re.Match[str]]:

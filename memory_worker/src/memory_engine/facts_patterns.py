@@ -12,7 +12,19 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["LazyRe", "LiteralIndex", "Rx", "gate_search", "lazy", "required_literals", "required_words", "rx"]
+__all__ = [
+    "LazyRe",
+    "LiteralIndex",
+    "Rx",
+    "alternation",
+    "gate_search",
+    "has_digit",
+    "lazy",
+    "required_literals",
+    "required_words",
+    "rx",
+    "word_runs",
+]
 
 
 class LazyRe:
@@ -32,15 +44,17 @@ class LazyRe:
     split: Callable[..., list[str]]
     sub: Callable[..., str]
 
-    def __init__(self, source: str, flags: int = re.I) -> None:
-        self.source, self.flags = source, flags
+    def __init__(self, source: str, flags: int = re.I, fast: str | None = None) -> None:
+        # `fast`: the same pattern written to run faster (see `alternation`), what is compiled;
+        # the gates are read from `source`
+        self.source, self.flags, self.fast = source, flags, fast
 
     @property
     def compiled(self) -> re.Pattern[str]:
         """The compiled pattern (compiled once, when first needed)."""
         compiled: re.Pattern[str] | None = self.__dict__.get("_compiled")
         if compiled is None:
-            compiled = self.__dict__["_compiled"] = re.compile(self.source, self.flags)
+            compiled = self.__dict__["_compiled"] = re.compile(self.fast or self.source, self.flags)
             for name in _METHODS:
                 self.__dict__[name] = getattr(compiled, name)
         return compiled
@@ -117,49 +131,128 @@ class LiteralIndex:
 
     MAX_WORDS = 50_000  # remembered words (a host reads chat for months: bounded)
 
-    def __init__(self, literals: frozenset[str]) -> None:
+    def __init__(
+        self,
+        literals: frozenset[str],
+        bits: dict[str, int] | None = None,
+        word_bits: dict[str, int] | None = None,
+    ) -> None:
         self.literals = literals
         self._wordy = tuple(sorted(w for w in literals if _WORDY(w)))
         self._other = tuple(sorted(w for w in literals if not _WORDY(w)))
-        self._words: dict[str, frozenset[str]] = {}
+        # `scan`'s marks: a literal's bits count where the text holds it, a word's where it is a word
+        self._bits, self._word_bits = bits or {}, word_bits or {}
+        self._runs: dict[str, tuple[frozenset[str], int]] = {}
 
-    def present(self, low: str, runs: list[str]) -> frozenset[str]:
-        """The literals in folded text `low`, whose runs of \\w (re `\\w+`) are `runs`."""
-        words = self._words
+    def scan(self, low: str, runs: list[str]) -> tuple[frozenset[str], int]:
+        """The literals in folded text `low`, whose runs of \\w (re `\\w+`) are `runs` (the same
+        answer as `in`), and the OR of the bits of those literals and of the words in `runs`
+        (one look-up per word: what each word holds and marks is remembered)."""
+        cache = self._runs
         out: set[str] = set()
+        mask = 0
         for run in runs:
-            held = words.get(run)
-            if held is None:
-                if len(words) >= self.MAX_WORDS:
-                    words.clear()
-                held = words[run] = frozenset(w for w in self._wordy if w in run) or _NOTHING
-            if held:
-                out |= held
+            info = cache.get(run)
+            if info is None:
+                if len(cache) >= self.MAX_WORDS:
+                    cache.clear()
+                held = frozenset(w for w in self._wordy if w in run) or _NOTHING
+                marks = self._word_bits.get(run, 0)
+                for literal in held:
+                    marks |= self._bits.get(literal, 0)
+                info = cache[run] = (held, marks)
+            if info[0]:
+                out |= info[0]
+            mask |= info[1]
         for literal in self._other:
             if literal in low:
                 out.add(literal)
-        return frozenset(out)
+                mask |= self._bits.get(literal, 0)
+        return frozenset(out), mask
 
 
 _WORDY = re.compile(r"\w+").fullmatch
+_DIGIT = re.compile(r"\d")
+_DIGIT_MARK = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))  # ASCII digits to "0", the rest to " "
+
+
+_RUNS = re.compile(r"\w+").findall
+# For ASCII text re's \w is [A-Za-z0-9_]: its runs are what is left after every other character
+# becomes a space (str.translate has a fast path for ASCII: ~2.5x faster than findall).
+_WORD_CHARS = str.maketrans({c: (chr(c) if chr(c).isalnum() or c == 95 else " ") for c in range(128)})
+_last_runs: tuple[str, list[str]] = ("", [])
+
+
+def word_runs(text: str) -> list[str]:
+    """re.findall(r"\\w+", text) (the last text's answer is remembered: callers in a row ask for it)."""
+    global _last_runs
+    last, runs = _last_runs  # one tuple: a thread reads a consistent pair
+    if last == text:
+        return runs
+    runs = text.translate(_WORD_CHARS).split() if text.isascii() else _RUNS(text)
+    _last_runs = (text, runs)
+    return runs
+
+
+def has_digit(text: str) -> bool:
+    """True when `text` holds a character re's \\d matches (for ASCII, one translate: no scan in re)."""
+    if text.isascii():
+        return b"0" in text.encode().translate(_DIGIT_MARK)
+    return _DIGIT.search(text) is not None
+
+
 _NOTHING: frozenset[str] = frozenset()
 
 
 _CHANCE = (1.0, 1.0, 1.0, 0.3, 0.1, 0.03)  # how often a literal of this length is there by chance
 
 
-def lazy(pattern: str, flags: int = re.I) -> LazyRe:
+def lazy(pattern: str, flags: int = re.I, fast: str | None = None) -> LazyRe:
     """A helper pattern (not a trigger: it gates nothing), compiled on first use."""
-    return LazyRe(pattern, flags)
+    return LazyRe(pattern, flags, fast)
 
 
-def rx(pattern: str, first: str = "") -> Rx:
+def rx(pattern: str, first: str = "", fast: str | None = None) -> Rx:
     """A case-insensitive rule pattern, compiled lazily.
 
     `first`: the letters every match starts with; a lookahead for them lets the engine pass over
-    the other positions at once (about twice as fast, the same matches).
+    the other positions at once (about twice as fast, the same matches). `fast`: the same
+    pattern written to run faster (compiled instead of `pattern`, whose gates still count).
     """
-    return Rx(f"(?=[{first}])(?:{pattern})" if first else pattern)
+    if first:
+        return Rx(f"(?=[{first}])(?:{pattern})", fast=f"(?=[{first}])(?:{fast})" if fast else None)
+    return Rx(pattern, fast=fast)
+
+
+def alternation(words: list[str]) -> str:
+    """A regex that matches as "|".join(map(re.escape, words)) does, the same alternative first,
+    written as a tree of shared prefixes: re tries alternatives one by one, so a list of 200
+    words costs 200 tries at every place; the tree costs a few.
+
+    Two alternatives may only trade places when they can never both match at one place: the
+    words must be lower-case (their first characters then differ under re.I too, as for any
+    pattern of them), and an empty alternative (a word that ends here) keeps its place among
+    the others, which are grouped by their first character only between two empty ones.
+    """
+    if any(w != w.lower() for w in words):
+        raise ValueError("alternation() takes lower-case words")
+    branches: list[str] = []
+    group: dict[str, list[str]] = {}
+
+    def close() -> None:
+        for first, rests in group.items():
+            inner = alternation(rests)
+            branches.append(re.escape(first) + (f"(?:{inner})" if "|" in inner else inner))
+        group.clear()
+
+    for word in words:
+        if not word:
+            close()
+            branches.append("")
+        else:
+            group.setdefault(word[0], []).append(word[1:])
+    close()
+    return "|".join(branches)
 
 
 def required_literals(source: str, flags: int = re.I) -> tuple[str, ...] | None:

@@ -29,7 +29,7 @@ from .facts_lexicon import (
     VAGUE_START,
     VAGUE_VALUES,
 )
-from .facts_patterns import lazy, rx
+from .facts_patterns import alternation, lazy, rx
 
 # -- preferences and favourites ------------------------------------------------------------
 
@@ -231,20 +231,30 @@ def favorites(clause: str) -> Iterator[FactChange]:
 
 # -- pets and family -----------------------------------------------------------------------
 
-_KIN = "|".join(re.escape(k) for k in sorted([*SPECIES, *RELATIONS], key=len, reverse=True))
+_KIN_LIST = sorted([*SPECIES, *RELATIONS], key=len, reverse=True)
+_KIN = "|".join(re.escape(k) for k in _KIN_LIST)
+_KIN_TREE = alternation(_KIN_LIST)  # the same matches; about 200 words tried as a tree of prefixes
 # The first word of each pet or relative ("golden" retriever, "half"-brother): one is in every match.
 _KIN_WORDS = tuple(sorted({k.replace("-", " ").split()[0] for k in [*SPECIES, *RELATIONS]}))
-_MY_KIN = rx(
-    r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
+_MY_KIN_SOURCE = (
+    r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>KIN)"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
-    r"(?=(?-i:[^\W\d_a-z]))",
+    r"(?=(?-i:[^\W\d_a-z]))"
+)
+_MY_KIN = rx(
+    _MY_KIN_SOURCE.replace("KIN", _KIN),
     first="mo",
+    fast=_MY_KIN_SOURCE.replace("KIN", _KIN_TREE),
+)
+_HAVE_KIN_SOURCE = (
+    r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
+    r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>KIN)"
+    r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])"
 )
 _HAVE_KIN = rx(
-    r"\b(?:" + I_ + r"|we)(?:'ve|\s+have)?\s+" + ADV + r"(?:have|got|have\s+got|adopted|own)\s+"
-    r"(?:a|an|one|two|three|four|five|\d)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>" + _KIN + r")"
-    r"(?:\s*[,:]\s*|\s+(?:named|called)\s+)(?=[^\W\d_])",
+    _HAVE_KIN_SOURCE.replace("KIN", _KIN),
     first="iw",
+    fast=_HAVE_KIN_SOURCE.replace("KIN", _KIN_TREE),
 )
 _NAME_LIST = lazy(r"\s*(?:,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)", 0)
 
@@ -268,17 +278,20 @@ def _kin_names(rest: str, plural: bool) -> list[str]:
 
 
 def kin(clause: str) -> Iterator[FactChange]:
+    # the triggers first (gated, rarely there), then the words that make them past
+    found = [m for pattern in (_MY_KIN, _HAVE_KIN) for m in triggers(clause, pattern)]
+    if not found:
+        return
     if any(w in GONE_WORDS for w in re.findall(r"[a-z]+", clause.lower())) or re.search(
         r"\bpassed\s+away\b", clause, re.I
     ):
         return
-    for pattern in (_MY_KIN, _HAVE_KIN):
-        for m in triggers(clause, pattern):
-            adj = m.group("adj").split()
-            if any(a in GONE_WORDS or a in DETERMINERS for a in adj):
-                continue
-            kin = m.group("kin").lower()
-            key, label = ("pets", SPECIES[kin]) if kin in SPECIES else ("family", RELATIONS[kin])
-            plural = label != kin or kin.endswith("s")
-            for name in _kin_names(clause[m.end() :], plural):
-                yield FactChange(key, f"{name} ({label})")
+    for m in found:
+        adj = m.group("adj").split()
+        if any(a in GONE_WORDS or a in DETERMINERS for a in adj):
+            continue
+        kin = m.group("kin").lower()
+        key, label = ("pets", SPECIES[kin]) if kin in SPECIES else ("family", RELATIONS[kin])
+        plural = label != kin or kin.endswith("s")
+        for name in _kin_names(clause[m.end() :], plural):
+            yield FactChange(key, f"{name} ({label})")

@@ -11,6 +11,7 @@ from .facts_clauses import (
     WORD,
     FactChange,
     clean,
+    folded,
     is_capitalised,
     is_name_word,
     strip_leading,
@@ -122,8 +123,20 @@ def names_i_am(clause: str) -> Iterator[FactChange]:
             yield FactChange("name", name)
 
 
+def _may_be_here(clause: str) -> bool:
+    """False when _HERE cannot match: it ends the clause with "here", "speaking", or a word after
+    "this is"/"it's" (told on folded text, whose ASCII letters are those re.I matches)."""
+    if "\n" in clause:  # $ also matches before a final newline
+        return True
+    low = folded(clause)
+    if low.endswith(("here", "speaking")):
+        return True
+    parts = low.rsplit(None, 1)
+    return len(parts) == 2 and parts[0].endswith(("is", "it's"))
+
+
 def names_here(clause: str) -> Iterator[FactChange]:
-    here = _HERE.match(clause)
+    here = _HERE.match(clause) if _may_be_here(clause) else None
     # "Ren here", "hi, this is Carlos speaking": a sign-off or a greeting makes it the speaker
     if here and (here.group("b") or clause.lower().endswith(("speaking", "here")) or _GREETED.match(clause)):
         name = here.group("a") or here.group("b")

@@ -216,11 +216,16 @@ def link_previous(sql: SqlStorage, message_id: int) -> None:
     )
 
 
-def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
+def unindex_messages(
+    sql: SqlStorage, where: str, *params: object, pending: tuple[int, int] | None = None
+) -> None:
     """Remove from the index the messages selected by `where`, and their words from every neighbour.
 
     Call it before the rows are deleted from `messages`. Each survivor that had a removed
     message among its neighbours is indexed again with its nearest surviving neighbours.
+    Rows in the `pending` id range (lo, hi) are not in the index yet (an import defers
+    them): none is removed or indexed again, and their neighbours' words are read when
+    they are indexed (`imports.build_pending`).
     """
     span = sql.exec(f"SELECT MIN(id) AS lo, MAX(id) AS hi FROM messages WHERE {where}", *params)
     if not span or span[0]["lo"] is None:
@@ -229,7 +234,10 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
     hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
     drop_counts(sql)
-    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE {where})", *params)
+    # Pending rows have no index row: the bounds are our own integers, written in.
+    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    gone = f"SELECT id FROM messages WHERE ({where}){indexed}"
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN ({gone})", *params)
     # Survivors of [lo, hi] in id order, each marked when one of its old neighbours is gone.
     marked = (
         f"(SELECT id, text, author, ts, hit FROM (SELECT id, text, author, ts, g, "
@@ -239,9 +247,26 @@ def unindex_messages(sql: SqlStorage, where: str, *params: object) -> None:
         f"FROM messages WHERE id >= ? AND id <= ?) "
         f"WINDOW o AS (ORDER BY id)) WHERE NOT g)"
     )
-    rows = _index_rows(marked, "hit")
+    rows = _index_rows(marked, "hit" + indexed)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", *params, lo, hi)
     sql.exec(_INSERT + rows, *params, lo, hi)
+
+
+def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = None) -> None:
+    """`unindex_messages(sql, "id <= ?", cut, pending=pending)` for the oldest rows (retention), cheaper.
+
+    Only the first TURNS_BEFORE survivors had a removed message among their neighbours, so
+    only they are indexed again, from a window of a few rows instead of one over every row
+    that goes (38 ms an import batch past the cap).
+    """
+    drop_counts(sql)
+    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE id <= ?{indexed})", cut)
+    window = f"(SELECT *, 1 AS hit FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE + TURNS_AFTER})"
+    keep = f"id IN (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE}){indexed}"
+    rows = _index_rows(window, keep)
+    sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", cut, cut)
+    sql.exec(_INSERT + rows, cut, cut)
 
 
 def _cost(rows: int, terms: int) -> int:

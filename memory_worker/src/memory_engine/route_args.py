@@ -178,9 +178,13 @@ def add_note(call: Call) -> Args:
 
 def import_messages(call: Call) -> Args:
     """`POST .../import`."""
-    messages = call.body().get("messages")
+    body = call.body()
+    messages = body.get("messages")
     if not isinstance(messages, list):
         raise ApiError(400, "messages must be a list")
+    more = body.get("more", False)
+    if not isinstance(more, bool):
+        raise ApiError(400, "more must be true or false")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -202,4 +206,4 @@ def import_messages(call: Call) -> Args:
             )
         except ApiError as err:
             raise ApiError(err.status, f"messages[{i}]: {err.message}") from None
-    return {"messages": out}
+    return {"messages": out, "more": more}

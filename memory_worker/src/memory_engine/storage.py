@@ -250,6 +250,17 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE INDEX reminder_dispatch_open ON reminder_dispatch(due_at) WHERE done_at IS NULL",
         ],
     ),
+    (
+        9,
+        "no index of messages by (author_id, ts): unread since the daily counters (6); every row paid for it",
+        [
+            # Its one reader was the caps' scan of a person's messages of the day (migration 6
+            # replaced it with counters). A message's lookups by author use messages_author
+            # (in id order, which the newest-first reads want); each insert and delete of a
+            # message kept this one up to date for nothing: 2-4 us a row of an import.
+            "DROP INDEX IF EXISTS messages_author_ts",
+        ],
+    ),
 ]
 
 

@@ -160,9 +160,15 @@ class SettingsRequest(TypedDict):
 
 
 class ImportRequest(TypedDict):
-    """A bulk history import."""
+    """A batch of a bulk history import; `more: true` on each batch but the last: indexed once, at the end.
+
+    Without `more` the batch's messages (and those of earlier batches sent with it) are
+    indexed before the answer; with it, they are stored and indexed by the last batch, or
+    before anything reads the index, whichever comes first.
+    """
 
     messages: list[ImportedMessage]
+    more: NotRequired[bool]
 
 
 class NoteRequest(TypedDict):

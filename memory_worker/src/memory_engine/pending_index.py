@@ -1,0 +1,84 @@
+"""Deferred indexing: the rows an import stored and has not indexed yet, and building their index.
+
+A batch of an import that says more batches follow (`more`) stores its rows and facts but
+leaves them out of the full-text index: the id range it stored is kept in the chat's state
+(`index_pending` = "lo:hi"), and the index of whatever is still there is built once, in one
+statement, by the import's last batch. Once is cheaper than per batch: FTS5 buffers one big
+insert into one segment (fewer merges), and the rows the retention cap deletes during the
+import are never indexed, so never unindexed either (26 of 120 us an imported message at
+200k, with the 50k cap). Until then the retention and the forgetting leave the pending rows
+out of the index's work (`retrieval.unindex_messages`' `pending`), and anything that reads or
+extends the index first builds it (`ensure_indexed`): a crash between batches, or a client
+that never sends its last one, never leaves a message unsearchable. The rows are indexed
+from the archive as it is then, so each one's neighbours are exactly those a live index
+would give it (tests/test_pending_index.py).
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import suppress
+
+from .retrieval import index_messages
+from .storage import SqlStorage
+
+PENDING = "index_pending"
+
+# The open databases known to have nothing pending: a turn then reads no state for it. Only
+# an import makes rows pending, and it drops its database from here first.
+_CLEAN: weakref.WeakSet[SqlStorage] = weakref.WeakSet()
+
+
+def pending(sql: SqlStorage) -> tuple[int, int] | None:
+    """The (lo, hi) ids of the rows an import stored without indexing them, or None."""
+    rows = sql.exec("SELECT value FROM state WHERE key = ?", PENDING)
+    if not rows or not rows[0]["value"]:
+        return None
+    lo, _, hi = str(rows[0]["value"]).partition(":")
+    return int(lo), int(hi)
+
+
+def add_pending(sql: SqlStorage, first_id: int, last_id: int) -> None:
+    """Mark the rows first_id..last_id as stored and not indexed (after those already pending)."""
+    forget_clean(sql)
+    span = pending(sql)
+    lo = span[0] if span else first_id
+    sql.exec(
+        "INSERT INTO state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        PENDING,
+        f"{lo}:{last_id}",
+    )
+
+
+def build_pending(sql: SqlStorage) -> bool:
+    """Index the pending rows that are still stored, in one statement; True when any were pending."""
+    span = pending(sql)
+    if span is None:
+        return False
+    lo, hi = span
+    # The retention or a forgetting may have deleted the first ones: the window starts at
+    # the oldest left, and the message before it gains its words (as a live index links it).
+    first = sql.exec("SELECT MIN(id) AS id FROM messages WHERE id >= ? AND id <= ?", lo, hi)[0]["id"]
+    if first is not None:
+        index_messages(sql, int(first), hi)
+    sql.exec("DELETE FROM state WHERE key = ?", PENDING)
+    return True
+
+
+def ensure_indexed(sql: SqlStorage) -> None:
+    """Build what an import left pending, in its own transaction; call it before reading the index.
+
+    Costs nothing once the database is known to have nothing pending. Call it outside any
+    transaction: the database is marked as clean only once the build has committed.
+    """
+    if sql in _CLEAN:  # False for a storage that cannot be weakly referenced
+        return
+    sql.transaction(lambda: build_pending(sql))
+    with suppress(TypeError):  # a storage that cannot be weakly referenced: its state is read each time
+        _CLEAN.add(sql)
+
+
+def forget_clean(sql: SqlStorage) -> None:
+    """Say that the database may have pending rows again (an import is about to store some)."""
+    with suppress(TypeError):  # one that cannot be weakly referenced was never added
+        _CLEAN.discard(sql)
