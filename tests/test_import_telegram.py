@@ -18,6 +18,7 @@ from bot.importers import run
 from bot.importers.common import ExportError, clean
 from bot.importers.run import ImportFailed, import_export
 from tests.support import TOKEN, local_memory, stored_messages
+from tests.support.memory import InProcessMemory
 
 EXPORTS = Path(__file__).parent / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"
@@ -424,3 +425,33 @@ def test_batches_stay_within_the_bytes_bound_whatever_the_text(monkeypatch, tmp_
     assert len(batches) > 3
     for _, count, body in batches:
         assert count == 1 or len(body) <= 600 + 100, (count, len(body))
+
+
+class _RecordingMemory(InProcessMemory):
+    """The engine in process, keeping each import body as it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[tuple[str, dict]] = []
+
+    async def import_encoded(self, chat: str, body: bytes):
+        self.bodies.append((chat, json.loads(body)))
+        return await super().import_encoded(chat, body)
+
+
+async def test_every_batch_but_a_chats_last_says_more(monkeypatch, tmp_path):
+    monkeypatch.setattr(run, "BATCH_MESSAGES", 4)
+    with open(tmp_path / "spool", "w+b") as spool:
+        plan = run.check("telegram", GROUP, chat=None, scope="user", progress=False, spool=spool)
+        async with _RecordingMemory() as memory:
+            report = await run.send(spool, memory, plan, progress=False)
+            stored = {chat: (await memory.stats(chat))["total_messages"] for chat in plan.messages}
+            hits = await memory.search(GROUP_KEY + ":222", "summit view")  # indexed by the last batch
+    assert report.imported == 18 and stored == plan.messages
+    assert hits and hits[0]["message_id"] == "8"
+    last: dict[str, int] = {}
+    for i, (chat, _) in enumerate(memory.bodies):
+        last[chat] = i
+    assert len(last) == 4 and len(memory.bodies) > len(last)  # Ana, Ben, a deleted account, the chat
+    for i, (chat, body) in enumerate(memory.bodies):
+        assert body.get("more", False) is (i != last[chat]), (i, chat)

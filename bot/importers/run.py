@@ -47,6 +47,7 @@ MAX_MESSAGE_JSON = 6 * MAX_TEXT_BYTES + 6 * 1024  # every character escaped as \
 IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
 # A batch the worker did not take is sent again after 0.5 s, 2 s and 8 s.
 RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
+MORE = b',"more":true}'  # the end of a batch that is not its chat's last (wire.ImportRequest)
 PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
 
 
@@ -64,6 +65,7 @@ class Plan:
     private_left_out: int = 0  # private chats, not asked for
     names: dict[str, str] = field(default_factory=dict)  # chat key -> the exported chat's name
     warnings: list[str] = field(default_factory=list)  # private chats asked for: whose memory
+    batches: dict[str, int] = field(default_factory=dict)  # chat key -> batches spooled
 
     @property
     def total(self) -> int:
@@ -117,7 +119,7 @@ def check(
     if not path.exists():
         raise ExportError(path, "no such file or folder")
     plan, seen = Plan(), []
-    batches = None if spool is None else _Batches(spool)
+    batches = None if spool is None else _Batches(spool, plan.batches)
     big = path.is_file() and path.stat().st_size > 4 * 1024 * 1024
     with _bar(progress if progress is not None else (None if big else False), None, "checking") as bar:
         for source in READERS[platform](path, scope):
@@ -160,8 +162,8 @@ class _Batches:
     """The spool of pass 1: each batch as a line `key count size` and then `size` bytes, the
     JSON body of one `POST /import`, encoded in one call (pass 2 only sends it)."""
 
-    def __init__(self, spool: IO[bytes]) -> None:
-        self.spool = spool
+    def __init__(self, spool: IO[bytes], counts: dict[str, int]) -> None:
+        self.spool, self.counts = spool, counts  # counts: batches written per chat key
         self.bodies: dict[str, list[dict[str, str]]] = {}
         self.sizes: dict[str, int] = {}
 
@@ -191,6 +193,7 @@ class _Batches:
             return
         self.spool.write(f"{key} {len(bodies)} {len(body)}\n".encode())
         self.spool.write(body)
+        self.counts[key] = self.counts.get(key, 0) + 1
 
 
 def _spooled(spool: IO[bytes]) -> Iterator[tuple[str, int, bytes]]:
@@ -218,8 +221,13 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
 
         try:
             # Batches go in order (ids grow with them), one at a time; the next one is read
-            # while the worker stores this one.
+            # while the worker stores this one. Each but a chat's last says `more`: the
+            # worker indexes what the chat imported once, with its last batch.
+            sent: dict[str, int] = {}
             for key, count, body in _spooled(spool):
+                sent[key] = sent.get(key, 0) + 1
+                if sent[key] < plan.batches.get(key, 0):
+                    body = body[:-1] + MORE  # (the body ends with "}")
                 if in_flight is not None:
                     await in_flight
                 in_flight = asyncio.ensure_future(store(key, count, body))
