@@ -208,6 +208,22 @@ def test_forgetting_a_person_with_pending_rows_leaves_nothing_of_theirs():
     assert ids_of(deferred, "quixotic") == []
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_forgetting_a_person_indexes_each_survivor_as_a_fresh_index_would(seed):
+    # Whoever goes (the newest messages among theirs), each survivor keeps its two nearest
+    # surviving messages before it and the one after as context.
+    m = chat()
+    m.import_messages(history(40, seed=seed))
+    rnd = random.Random(seed)
+    for i in range(6):  # live turns and answers after the import: the tail a forgetting cuts
+        who = rnd.choice(["ann", "bob", "cy"])
+        m.turn(f"{rnd.choice(WORDS)} live {i}", author=who.title(), author_id=who, message_id=f"t{seed}-{i}")
+        if rnd.random() < 0.5:
+            m.reply(f"answer {i}", tier="light", model="x", message_id=f"r{seed}-{i}")
+    m.forget_author(rnd.choice(["ann", "bob", "cy"]))
+    assert listing(m) == rebuilt(m)
+
+
 def test_forgetting_the_chat_drops_the_pending_rows_for_good(tmp_path):
     m = chat(tmp_path / "chat.sqlite3")
     vault = {"role": "user", "text": "the vault opens at dawn", "message_id": "v"}

@@ -230,7 +230,15 @@ def unindex_messages(
     span = sql.exec(f"SELECT MIN(id) AS lo, MAX(id) AS hi FROM messages WHERE {where}", *params)
     if not span or span[0]["lo"] is None:
         return
-    lo = _window_start(sql, int(span[0]["lo"]))
+    # The survivors indexed again reach TURNS_AFTER before the first removed message, and each
+    # needs its own TURNS_BEFORE before it: the window starts that many messages back (two
+    # back, as for new rows, left the survivor before a forgotten tail one turn short).
+    back = sql.exec(
+        "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?",
+        int(span[0]["lo"]),
+        TURNS_BEFORE + TURNS_AFTER,
+    )
+    lo = int(back[-1]["id"]) if back else int(span[0]["lo"])
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
     hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
     drop_counts(sql)
