@@ -242,7 +242,10 @@ async def over_http(
                 while done < n:
                     batch = corpus.take(min(IMPORT_BATCH, n - done), f"h{n}")
                     started = time.perf_counter()
-                    async with http.post(f"/v1/chats/{chat}/import", json={"messages": batch}) as r:
+                    # `more` on all but the last batch, as `chatbot import` sends it: the
+                    # index is built once, with the last one.
+                    body = {"messages": batch, "more": done + len(batch) < n}
+                    async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
                         r.raise_for_status()
                         answer = await r.json()
                     import_s += time.perf_counter() - started
