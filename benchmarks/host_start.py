@@ -59,6 +59,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve_checkout(root: Path, data: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`chatbot memory serve` of the checkout `root` on `data`, on a free port: (the process, the port)."""
+    port = _free_port()
+    env = dict(
+        os.environ,
+        MEMORY_API_TOKEN=TOKEN,
+        PYTHONPATH=os.pathsep.join([str(root), str(root / "memory_worker" / "src")]),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "memory", "serve", "--port", str(port), "--data", str(data)],
+        env=env,
+        cwd=root,  # `-m` puts the working folder first on sys.path: it must be the checkout measured
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, port
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a running process used so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -121,17 +139,8 @@ def host_first_health(data: Path, root: Path = ROOT) -> tuple[float, float, floa
     """Seconds from spawning `chatbot memory serve` (of the checkout `root`) to its first 200 on
     /health, and to the 200 of a first turn sent right after it (the engine at work); and the
     CPU seconds the host had used when /health answered (its engine thread's so far included)."""
-    port = _free_port()
-    path = os.pathsep.join([str(root), str(root / "memory_worker" / "src")])
-    env = dict(os.environ, MEMORY_API_TOKEN=TOKEN, PYTHONPATH=path)
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "memory", "serve", "--port", str(port), "--data", str(data)],
-        env=env,
-        cwd=root,  # `-m` puts the working folder first on sys.path: it must be the checkout measured
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = serve_checkout(root, data)
     try:
         while not _healthy(port):
             if proc.poll() is not None:

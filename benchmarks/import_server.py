@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -35,13 +33,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from host_start import cpu_s
+from host_start import TOKEN, cpu_s, serve_checkout
 from import_throughput import write_export
 
 from bot.importers.telegram import sources
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "bench-token-0123456789abcdef"
 CHAT = "telegram:-1001555000111"
 BATCH = 5000
 
@@ -79,12 +76,6 @@ def checkout(ref: str, dest: Path) -> Path:
     return dest
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _call(conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None = None) -> dict:
     headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
     conn.request(method, path, body=body, headers=headers)
@@ -97,19 +88,7 @@ def _call(conn: http.client.HTTPConnection, method: str, path: str, body: bytes 
 
 def run(root: Path, data: Path, bodies: list[bytes]) -> Figures:
     """Serve `root`'s host on `data`, post the bodies, then one turn and one search; the figures."""
-    port = _free_port()
-    env = dict(
-        os.environ,
-        MEMORY_API_TOKEN=TOKEN,
-        PYTHONPATH=os.pathsep.join([str(root), str(root / "memory_worker" / "src")]),
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "memory", "serve", "--port", str(port), "--data", str(data)],
-        env=env,
-        cwd=root,  # `-m` puts the working folder first on sys.path: it must be the checkout measured
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = serve_checkout(root, data)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     try:
         deadline = time.monotonic() + 60
