@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import wire
 from .compaction import IMPORT_TAIL, archive_backlog
 from .forgetting import RETENTION_STEP
-from .pending_index import add_pending, build_pending, forget_clean
+from .pending_index import add_pending, build_pending
 from .storage import SqlStorage, rows_of
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ def import_messages(
     """
     now = memory.now()
     rows = [_row(m, now) for m in messages]
-    forget_clean(memory.sql)
 
     def run() -> wire.ImportAnswer:
         stored = list(_stored(memory.sql, rows))

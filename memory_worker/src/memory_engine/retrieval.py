@@ -242,8 +242,7 @@ def unindex_messages(
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
     hi = int(after[0]["id"]) if after else int(span[0]["hi"]) + 3
     drop_counts(sql)
-    # Pending rows have no index row: the bounds are our own integers, written in.
-    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    indexed = _not_pending(pending)
     gone = f"SELECT id FROM messages WHERE ({where}){indexed}"
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN ({gone})", *params)
     # Survivors of [lo, hi] in id order, each marked when one of its old neighbours is gone.
@@ -260,6 +259,14 @@ def unindex_messages(
     sql.exec(_INSERT + rows, *params, lo, hi)
 
 
+def _not_pending(pending: tuple[int, int] | None) -> str:
+    """A condition (" AND ...") leaving out the rows an import left pending: they have no index row.
+
+    The bounds are our own integers, written in.
+    """
+    return f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+
+
 def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = None) -> None:
     """`unindex_messages(sql, "id <= ?", cut, pending=pending)` for the oldest rows (retention), cheaper.
 
@@ -268,7 +275,7 @@ def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = No
     that goes (38 ms an import batch past the cap).
     """
     drop_counts(sql)
-    indexed = f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
+    indexed = _not_pending(pending)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE id <= ?{indexed})", cut)
     window = f"(SELECT *, 1 AS hit FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE + TURNS_AFTER})"
     keep = f"id IN (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE}){indexed}"
