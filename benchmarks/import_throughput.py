@@ -191,19 +191,23 @@ print(run.__file__, file=sys.stderr)
 
 # The check pass alone (pass 1 with its spool: read, validate, encode), in a child.
 CHECK = """
-import sys, tempfile, time
+import hashlib, sys, tempfile, time
 from pathlib import Path
 from bot.importers import run
 wall, cpu = time.perf_counter(), time.process_time()
 with tempfile.TemporaryFile() as spool:
     plan = run.check("telegram", Path(sys.argv[1]), chat=None, scope="chat", progress=False, spool=spool)
-print(plan.total, time.perf_counter() - wall, time.process_time() - cpu)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    spool.seek(0)
+    print(plan.total, wall, cpu, hashlib.sha256(spool.read()).hexdigest())
 print(run.__file__, file=sys.stderr)
 """
+SPOOLS: set[str] = set()  # the digests of every spool written: one, or the checkouts differ
 
 
 def check_child(export: Path, tree: Path | None) -> tuple[float, float]:
-    """Pass 1 of `chatbot import` (of `tree`, else this checkout) with its spool: wall s, CPU s."""
+    """Pass 1 of `chatbot import` (of `tree`, else this checkout) with its spool: wall s, CPU s.
+    The spool's bytes must be the same for every checkout (SPOOLS)."""
     path = [str(tree), str(tree / "memory_worker" / "src")] if tree else []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(ROOT)]))
     out = subprocess.run(
@@ -212,7 +216,8 @@ def check_child(export: Path, tree: Path | None) -> tuple[float, float]:
     if out.returncode:
         raise RuntimeError(f"the check failed: {out.stderr[-2000:]}")
     assert out.stderr.strip().startswith(str(tree or ROOT)), out.stderr
-    _, wall, cpu = out.stdout.split()
+    _, wall, cpu, digest = out.stdout.split()
+    SPOOLS.add(digest)
     return float(wall), float(cpu)
 
 
@@ -337,6 +342,7 @@ def main() -> None:
                 for _ in range(3):
                     mine.append(check_child(export, None))
                     theirs.append(check_child(export, tree))
+            assert len(SPOOLS) == 1, "the spools differ"  # the same bodies, byte for byte
             (m_s, m_cpu), (t_s, t_cpu) = min(mine), min(theirs)
             rows.append(("  check pass (pass 1 + spool), fastest of 3", m_s, m_cpu, None))
             rows.append((f"  check pass, {args.compare}'s, fastest of 3", t_s, t_cpu, None))

@@ -49,7 +49,9 @@ MAX_MESSAGE_JSON = 6 * MAX_TEXT_BYTES + 6 * 1024  # every character escaped as \
 IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
 # A batch the worker did not take is sent again after 0.5 s, 2 s and 8 s.
 RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
-MORE = b',"more":true}'  # the end of a batch that is not its chat's last (wire.ImportRequest)
+# The end of a batch that is not its chat's last (wire.ImportRequest): more follow, and how many
+# messages (the worker need not store the rows its retention cap deletes before the end).
+MORE = b',"more":true,"remaining":%d}'
 PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
 
 
@@ -243,13 +245,16 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
 
         try:
             # Batches go in order (ids grow with them), one at a time; the next one is read
-            # while the worker stores this one. Each but a chat's last says `more`: the
-            # worker indexes what the chat imported once, with its last batch.
+            # while the worker stores this one. Each but a chat's last says `more` (the
+            # worker indexes what the chat imported once, with its last batch) and how
+            # many messages of the chat follow (`remaining`).
             sent: dict[str, int] = {}
+            left = dict(plan.messages)  # messages of each chat not sent yet
             for key, count, body in _spooled(spool):
                 sent[key] = sent.get(key, 0) + 1
+                left[key] -= count
                 if sent[key] < plan.batches.get(key, 0):
-                    body = body[:-1] + MORE  # (the body ends with "}")
+                    body = body[:-1] + MORE % left[key]  # (the body ends with "}")
                 if in_flight is not None:
                     await in_flight
                 in_flight = asyncio.ensure_future(store(key, count, body))

@@ -146,17 +146,17 @@ class ChatMemory:
         author_id: str,
         source: int,
         ts: str,
-        said_before: Callable[[], str | None] | None = None,
+        said_before: str | bool | None = True,
     ) -> None:
         """Record what the rules extract from one user message about its author.
 
-        `said_before`: the author's previous message, when the caller knows it better than
-        the archive (an import that did not store its rows).
+        `said_before`: the author's previous message (None: none), when the caller knows it
+        better than the archive (an import that did not store its rows); True: look it up.
         """
         previous = None
-        if looks_like_correction(text) and said_before is not None:
-            previous = said_before()
-        elif looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+        if said_before is not True and looks_like_correction(text):
+            previous = said_before or None
+        elif said_before is True and looks_like_correction(text):  # "sorry, Osaka": their last message
             rows = self.sql.exec(
                 "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
                 "ORDER BY id DESC LIMIT 1",

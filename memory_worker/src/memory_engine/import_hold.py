@@ -137,16 +137,22 @@ def _batch(
     # Facts in order, as they are applied once the batch's rows are in (an earlier message
     # of the same author, when it is still there, is what a correction corrects).
     follows: list[tuple[int, str] | None] = []  # the newest user message before each one
+    ids, said, apply_facts = s.ids, s.said, memory.apply_facts
     for k, (role, author, author_id, text, ts, message_id, _) in enumerate(rows):
         new_id = first + k
-        s.ids[message_id] = (new_id, author_id)
+        ids[message_id] = (new_id, author_id)
         follows.append(s.last_user)
         if role == "user":
-            said = _said_before(s, author_id, gone)
-            memory.apply_facts(text, author, author_id, new_id, ts, said_before=said)
-            s.said[author_id] = (new_id, text)
+            before = said.get(author_id)  # their previous message, if it is still there
+            previous = before[1] if before is not None and before[0] > gone else None
+            apply_facts(text, author, author_id, new_id, ts, previous)
+            said[author_id] = (new_id, text)
             s.last_user = (new_id, author_id)
-        s.recent.append((new_id, len(text.split("\0", 1)[0])))  # SQLite's length() stops at a NUL
+    # (id, length) of the newest rows: SQLite's length() stops at a NUL
+    s.recent.extend(
+        (first + k, len(row[3]) if "\0" not in row[3] else row[3].index("\0"))
+        for k, row in enumerate(rows[-_NEWEST:], len(rows) - min(len(rows), _NEWEST))
+    )
     out = []
     for k, (m, row) in enumerate(zip(messages, rows, strict=True)):
         answers = row[6]
@@ -190,14 +196,6 @@ def _batch(
     return {"imported": len(rows), "skipped": 0}
 
 
-def _said_before(s: _Session, author_id: str, gone: int) -> Callable[[], str | None]:
-    def said() -> str | None:
-        before = s.said.get(author_id)
-        return before[1] if before is not None and before[0] > gone else None
-
-    return said
-
-
 def _archive_and_retain(memory: ChatMemory, s: _Session, last: int, stored: int) -> int:
     """`archive_backlog` and `apply_retention` after a batch, as the archive without the hold has
     them (its rows: every id after the cut up to `last`); the new cut."""
@@ -217,16 +215,25 @@ def _archive_and_retain(memory: ChatMemory, s: _Session, last: int, stored: int)
 
 def _numbers(rows: list[tuple[Any, ...]]) -> tuple[str, list[int]] | None:
     """The prefix and the increasing numbers of the batch's message_ids, or None."""
+    mids = [row[5] or "" for row in rows]
+    bare = "".join(mids)
+    if bare.isdecimal() and bare.isascii() and all(mids) and all(m[0] != "0" for m in mids):  # most: numbers
+        plain = list(map(int, mids))
+        return ("", plain) if all(map(int.__lt__, plain, plain[1:])) else None
     prefix: str | None = None
     numbers: list[int] = []
     for row in rows:
-        found = _MESSAGE_ID.fullmatch(row[5] or "")
-        if found is None or (prefix is not None and found[1] != prefix):
+        mid = row[5] or ""
+        if mid.isdecimal() and mid.isascii() and (mid[0] != "0" or mid == "0"):  # most: a bare number
+            found_prefix, number = "", int(mid)
+        else:
+            found = _MESSAGE_ID.fullmatch(mid)
+            if found is None:
+                return None
+            found_prefix, number = found[1], int(found[2])
+        if (prefix is not None and found_prefix != prefix) or (numbers and number <= numbers[-1]):
             return None
-        number = int(found[2])
-        if numbers and number <= numbers[-1]:
-            return None
-        prefix = found[1]
+        prefix = found_prefix
         numbers.append(number)
     return (prefix, numbers) if prefix is not None else None
 
