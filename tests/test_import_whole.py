@@ -96,3 +96,18 @@ def test_the_item_limit_holds_when_read_whole(tmp_path, monkeypatch):
     for whole in (False, True):
         kind, said = outcome("telegram", bad, tmp_path, whole, monkeypatch)
         assert kind == "refused" and b"messages[0] is bigger than 65536 bytes" in said
+
+
+def test_a_file_of_tiny_values_is_streamed_not_parsed_whole(tmp_path, monkeypatch):
+    """`{}` is 2 bytes of JSON and ~70 in memory: such a file would take far more than 7x."""
+    monkeypatch.setattr(common, "WHOLE_MEMORY_BYTES", 10_000_000)  # (the 600 KB file: ~28 MB parsed)
+    tiny = tmp_path / "result.json"
+    tiny.write_bytes(
+        b'{"name": "g", "type": "private_supergroup", "id": 7, "messages": [' + b"{}," * 200_000 + b"{}]}"
+    )
+    assert common._whole(tiny, "messages.item") is None
+    genuine = tmp_path / "genuine.json"
+    genuine.write_bytes(EXPORTS.joinpath("telegram_supergroup.json").read_bytes())
+    assert common._whole(genuine, "messages.item") is not None
+    streamed = outcome("telegram", tiny, tmp_path, False, monkeypatch)
+    assert streamed[0] == "refused" and outcome("telegram", tiny, tmp_path, True, monkeypatch) == streamed
