@@ -99,13 +99,14 @@ def cut(messages: list[dict[str, Any]], sizes: list[int]) -> list[list[dict[str,
     return parts
 
 
-def true_hints(parts: list[list[dict[str, Any]]]) -> list[int | None]:
+def true_hints(parts: list[list[dict[str, Any]]], last: int | None = 0) -> list[int | None]:
+    """Each batch's `remaining`; the last one's is `last` (`chatbot import` sends none there)."""
     left = sum(len(p) for p in parts)
     out: list[int | None] = []
     for part in parts:
         left -= len(part)
         out.append(left)
-    return out
+    return [*out[:-1], last]
 
 
 def same(parts, hints, stop=None, before=None, cap=CAP) -> dict[str, Any]:
@@ -128,19 +129,20 @@ def same(parts, hints, stop=None, before=None, cap=CAP) -> dict[str, Any]:
 @pytest.mark.parametrize("cap", [CAP, 12])  # 12: fewer than the archive leaves un-summarized
 def test_the_hinted_import_keeps_exactly_what_the_plain_one_does(seed, sizes, cap):
     parts = cut(history(500 + seed * 37, seed), sizes)
-    kept = same(parts, true_hints(parts), cap=cap)
+    kept = same(parts, true_hints(parts, last=None if seed % 2 else 0), cap=cap)
     assert len(kept["messages"]) <= 30 + cap and kept["facts"]  # the cap cut it, facts outlive it
 
 
-def test_the_hint_saves_the_rows_the_cap_deletes():
+@pytest.mark.parametrize("last", [0, None])
+def test_the_hint_saves_the_rows_the_cap_deletes(last):
     parts = cut(history(400, 1), [20])
     m, writes = chat(), []
     rows = "INSERT INTO messages("
     m.sql.conn.set_trace_callback(lambda s: writes.append(s) if s.startswith(rows) else None)
-    send(m, parts, true_hints(parts))
+    send(m, parts, true_hints(parts, last))
     inserted = len(writes)  # executemany traces once per row
-    assert inserted <= CAP + 20, inserted  # the kept rows (and a batch), not 400
-    assert dump(m) == same(parts, true_hints(parts))
+    assert inserted <= CAP, inserted  # the kept rows, not 400
+    assert dump(m) == same(parts, true_hints(parts, last))
 
 
 @pytest.mark.parametrize("stop", [1, 3, 9, 14])

@@ -88,7 +88,7 @@ def take(
         continues = (
             session is not None
             and (session.next_id, session.cut) == (hold["next"], hold["cut"])
-            and remaining is not None
+            and (remaining is not None or not more)  # (the last batch need not say 0)
             and numbers is not None
             and numbers[0] == session.prefix
             and numbers[1][0] > session.number
