@@ -1,6 +1,6 @@
 """`chatbot import telegram|discord PATH`: check the whole export, then send it in batches.
 
-Pass 1 reads every selected chat (a file of up to 128 MB parsed whole by orjson, a bigger one
+Pass 1 reads every selected chat (a file of up to 64 MB parsed whole by orjson, a bigger one
 streamed: memory stays bounded however big the file; the same records and refusals) and
 refuses the file at the first malformed message, before anything is sent, so a broken file
 imports nothing. What it read is spooled to an unnamed temporary file (gone when the import
