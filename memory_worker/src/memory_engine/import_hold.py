@@ -185,7 +185,8 @@ def _batch(
             blobs.append([lo, hi])
     held_rows = [row for row in out if row[0] < keep_from and row[0] > s.cut]
     if held_rows:
-        memory.set_state(f"{HELD}{held_rows[0][0]}", json.dumps(held_rows, ensure_ascii=False))
+        blob = json.dumps(held_rows, ensure_ascii=False, check_circular=False, separators=(",", ":"))
+        memory.set_state(f"{HELD}{held_rows[0][0]}", blob)
         blobs.append([held_rows[0][0], held_rows[-1][0]])
     s.next_id, s.number = last + 1, numbers[-1]
     memory.set_state(HOLD, json.dumps({"next": s.next_id, "cut": s.cut, "blobs": blobs}))
