@@ -228,3 +228,42 @@ async def test_over_http_the_hinted_import_equals_the_plain_one(tmp_path):
             dumps.append(seen)
     assert dumps[0] == dumps[1]
     assert len(dumps[1][0]["results"]) > 10 and dumps[1][3]["total_messages"] == CAP
+
+
+def test_a_batch_that_fails_midway_and_is_sent_again_changes_nothing():
+    """The transaction rolls back what the batch did; the hold's memory of it is not trusted."""
+
+    def said(i: int, who: str, text: str, role: str = "user") -> dict[str, Any]:
+        m = {"role": role, "text": text, "author": who.title(), "author_id": who, "message_id": f"h{i}"}
+        return m | {"ts": f"2021-03-0{1 + i % 9}T10:00:00.000Z"}
+
+    messages = [said(i, "dee", f"trail summit w{i}") for i in range(300)]
+    messages[240] = said(240, "ann", "I live in Lisbon")
+    messages[249] = said(249, "bob", "who is coming")
+    messages[250] = said(250, "", "noted", role="assistant")  # answers bob, the last before it
+    messages[251] = said(251, "ann", "sorry, Osaka")  # corrects 240
+    messages[260] = said(260, "ann", "I like tea")
+    messages[265] = said(265, "cy", "the ferry at nine")  # the batch fails here, once
+    parts = cut(messages, [25])  # batch 10 is 250-274, kept by the cap of 60
+    hints = true_hints(parts, last=None)
+    dumps = []
+    for with_hint in (False, True):
+        m = chat()
+        for n, part in enumerate(parts):
+            more, remaining = n < len(parts) - 1, hints[n] if with_hint else None
+            if n == 10:
+                real = m.apply_facts
+
+                def failing(text, *args, real=real):
+                    if text == "the ferry at nine":
+                        raise OSError("disk full")  # what a host can meet midway
+                    return real(text, *args)
+
+                m.apply_facts = failing  # type: ignore[method-assign]
+                with pytest.raises(OSError):
+                    m.import_messages(part, more=more, remaining=remaining)
+                del m.apply_facts
+            m.import_messages(part, more=more, remaining=remaining)  # the client sends it again
+        dumps.append(dump(m))
+    assert dumps[1] == dumps[0] and len(dumps[0]["messages"]) == CAP
+    assert ("ann", "location", "Osaka") in [(f[2], f[3], f[4]) for f in dumps[0]["facts"]]

@@ -67,6 +67,7 @@ class _Session:
     said: dict[str, tuple[int, str]] = field(default_factory=dict)  # author_id -> their newest (id, text)
     ids: dict[str, tuple[int, str]] = field(default_factory=dict)  # message_id -> (id, author_id)
     last_user: tuple[int, str] | None = None  # (id, author_id) of the newest user message
+    busy: bool = False  # a batch is being taken: still True after one that failed (rolled back)
 
 
 _SESSIONS: weakref.WeakKeyDictionary[SqlStorage, _Session] = weakref.WeakKeyDictionary()
@@ -87,6 +88,7 @@ def take(
     if hold is not None:
         continues = (
             session is not None
+            and not session.busy  # (what a failed batch left in it was rolled back in the database)
             and (session.next_id, session.cut) == (hold["next"], hold["cut"])
             and (remaining is not None or not more)  # (the last batch need not say 0)
             and numbers is not None
@@ -132,6 +134,7 @@ def _batch(
 ) -> wire.ImportAnswer:
     """One batch of a hold: as `imports.import_messages` stores it, less the rows to hold."""
     sql, first = memory.sql, s.next_id
+    s.busy = True
     last = first + len(rows) - 1
     gone = s.cut  # the import without the hold has deleted the rows up to here, none after
     # Facts in order, as they are applied once the batch's rows are in (an earlier message
@@ -188,7 +191,7 @@ def _batch(
         blob = json.dumps(held_rows, ensure_ascii=False, check_circular=False, separators=(",", ":"))
         memory.set_state(f"{HELD}{held_rows[0][0]}", blob)
         blobs.append([held_rows[0][0], held_rows[-1][0]])
-    s.next_id, s.number = last + 1, numbers[-1]
+    s.next_id, s.number, s.busy = last + 1, numbers[-1], False
     memory.set_state(HOLD, json.dumps({"next": s.next_id, "cut": s.cut, "blobs": blobs}))
     if not more:  # its end: what would still be there is written (nothing, when the hint was right)
         _SESSIONS.pop(sql, None)
