@@ -9,9 +9,11 @@ Both are thin shells over `memory_engine`, which holds every rule:
   on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
   `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
 - Compaction runs from the object's alarm: a call that leaves too much un-summarized
-  history sets an alarm (when none is pending) and returns; `alarm` runs one compaction
-  and schedules the next try with the delay the engine asks for. The summarizer talks to
-  its endpoint through the runtime's `fetch`.
+  history sets the alarm to now (unless one is pending sooner, or in a backoff) and
+  returns; `alarm` runs one compaction and schedules the next try with the delay the
+  engine asks for. A call while the alarm runs leaves the alarm alone (the rule of the
+  local host's scheduler). The summarizer talks to its endpoint through the runtime's
+  `fetch`.
 
 Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 `tests/fakes/workers/`.
@@ -31,7 +33,7 @@ from urllib.parse import urlsplit
 from memory_engine import ChatMemory, execute, parse, reminders
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
-from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
+from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
 from memory_engine.http_api import JSON_HEADERS
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
@@ -210,6 +212,7 @@ class ChatMemorySQLite(DurableObject):
         super().__init__(ctx, env)
         self._memory: ChatMemory | None = None
         self._summarize: Summarize | None = None
+        self._alarm_running = False  # calls may run while the alarm awaits its summarizer
 
     def memory(self) -> ChatMemory:
         """The chat's ChatMemory, built (and its schema migrated) on first use."""
@@ -262,12 +265,22 @@ class ChatMemorySQLite(DurableObject):
                 await storage.deleteAlarm()
                 await storage.deleteAll()
                 self._memory = None
-            elif effects.grows and alarm_needed(memory) and _is_null(await storage.getAlarm()):
-                await storage.setAlarm(_now_ms())
+            elif effects.grows and not self._alarm_running and alarm_needed(memory):
+                # While the alarm runs, a write has nothing to add: when it ends it sets the
+                # next one from what is left then (`on_alarm`). Before, each turn during a
+                # compaction read the alarm and set it again.
+                await self._compaction_now(memory)
             if name in REMINDER_WRITES:
                 await self._alarm_by(reminders.next_alarm_ms(memory.sql))
         except Exception:
             log.exception("could not schedule compaction after %s", name)
+
+    async def _compaction_now(self, memory: ChatMemory) -> None:
+        """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
+        now = _now_ms()
+        current = await self.ctx.storage.getAlarm()
+        if _is_null(current) or (int(current) > now and not backing_off(memory)):
+            await self.ctx.storage.setAlarm(now)
 
     async def _alarm_by(self, at: int | None) -> None:
         """Make the object's one alarm ring no later than `at` (compaction and reminders share it)."""
@@ -279,6 +292,13 @@ class ChatMemorySQLite(DurableObject):
 
     async def alarm(self, alarm_info: Any = None) -> None:
         """Hand due reminders to the dispatch object, run a due compaction; set the next alarm."""
+        self._alarm_running = True
+        try:
+            await self._alarm()
+        finally:
+            self._alarm_running = False
+
+    async def _alarm(self) -> None:
         memory = self.memory()
         try:
             reminder_at = await self._hand_over(memory)
