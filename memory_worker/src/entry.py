@@ -37,15 +37,17 @@ from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_
 from memory_engine.http_api import JSON_HEADERS
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
-from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch, python_to_rpc
+from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from js import Array as _JsArray
+    from js import Headers as _JsHeaders
+    from js import Response as _JsResponse
     from pyodide.ffi import create_proxy, to_js
     from pyodide.ffi import jsnull as _JSNULL
 except ImportError:  # pragma: no cover - only outside a Worker without the test fake
     _JSNULL = None
-    _JsArray = None
+    _JsArray = _JsHeaders = _JsResponse = None
 
     def create_proxy(obj: Any) -> Any:
         """Outside Pyodide a callable needs no proxy."""
@@ -182,27 +184,35 @@ async def post_with_fetch(
         return await go()
 
 
-def _sdk_request(request: Any) -> Request:
-    # Depending on the runtime, handlers receive the SDK Request or the bare JS one.
-    return request if hasattr(request, "js_object") else Request(request)
+def _js_request(request: Any) -> Any:
+    """The JS Request a handler was given (the runtime may hand over the SDK's wrapper of it)."""
+    return request.js_object if isinstance(request, Request) else request
 
 
-def _method(request: Request) -> str:
-    try:
-        method = request.method
-    except KeyError:  # the SDK only knows HTTPMethod's names; let the router say 405
-        return str(request.js_object.method)
-    return str(getattr(method, "value", method))
+# Requests and answers cross as the JS objects themselves: the SDK's Request and Response
+# wrappers (headers as an `email` message, signature checks, a second wrapper around a
+# stub's answer) cost about as much CPU on Pyodide as the engine's SQL of a turn.
+async def _api_request(request: Any) -> ApiRequest:
+    """The engine's view of a JS Request: method, path, query, the Authorization header, body.
 
-
-async def _api_request(request: Request) -> ApiRequest:
+    The engine reads no other header (`http_api.authorized`); fetching only that one saves
+    walking every header across the boundary.
+    """
     url = urlsplit(request.url)
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return ApiRequest(_method(request), url.path or "/", url.query, headers, await request.bytes())
+    authorization = request.headers.get("authorization")
+    headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
+    body = (await request.arrayBuffer()).to_bytes()
+    return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
 
 
-def _response(answer: ApiResponse) -> Response:
-    return Response(answer.body(), status=answer.status, headers=dict(JSON_HEADERS))
+_JSON_HEADERS: list[Any] = []  # the JS Headers of every answer, made on first use
+
+
+def _response(answer: ApiResponse) -> Any:
+    """The engine's answer as a JS Response (its JSON body copied once, as bytes)."""
+    if not _JSON_HEADERS:
+        _JSON_HEADERS.append(_JsHeaders.new(to_js([list(item) for item in JSON_HEADERS.items()])))
+    return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])
 
 
 class ChatMemorySQLite(DurableObject):
@@ -237,9 +247,9 @@ class ChatMemorySQLite(DurableObject):
             )
         return self._summarize
 
-    async def fetch(self, request: Any) -> Response:
-        """Answer one API call forwarded by the Worker."""
-        op = parse(await _api_request(_sdk_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
+    async def fetch(self, request: Any) -> Any:
+        """Answer one API call forwarded by the Worker (a JS Response)."""
+        op = parse(await _api_request(_js_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
@@ -337,13 +347,15 @@ class ChatMemorySQLite(DurableObject):
 class Default(WorkerEntrypoint):
     """The Worker: health, refusals, and forwarding to the chat's Durable Object."""
 
-    async def fetch(self, request: Any) -> Response:
-        """Answer `/health` and refusals here; send valid calls to the chat's object."""
-        request = _sdk_request(request)
+    async def fetch(self, request: Any) -> Any:
+        """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
+        request = _js_request(request)
         forward = request.clone()  # the object gets its own unread copy of the body
         op = parse(await _api_request(request), _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         namespace = self.env.CHAT_MEMORY
-        stub = namespace.get(namespace.idFromName(op.chat_key))
+        # The JS stub under the SDK's wrapper: its answer is passed on as it is, where the
+        # SDK's `fetch` would wrap it twice (pyodide's FetchResponse, then its Response).
+        stub = python_to_rpc(namespace.get(namespace.idFromName(op.chat_key)))
         return await stub.fetch(forward)
