@@ -350,12 +350,15 @@ class Default(WorkerEntrypoint):
     async def fetch(self, request: Any) -> Any:
         """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
         request = _js_request(request)
-        forward = request.clone()  # the object gets its own unread copy of the body
-        op = parse(await _api_request(request), _var(self.env, "MEMORY_API_TOKEN") or "")
+        api = await _api_request(request)
+        op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         namespace = self.env.CHAT_MEMORY
         # The JS stub under the SDK's wrapper: its answer is passed on as it is, where the
         # SDK's `fetch` would wrap it twice (pyodide's FetchResponse, then its Response).
         stub = python_to_rpc(namespace.get(namespace.idFromName(op.chat_key)))
-        return await stub.fetch(forward)
+        # The body already read goes along as bytes: a clone() of the request before reading
+        # it would tee its stream, which cost more than the copy.
+        body = to_js(api.body) if api.body else None
+        return await stub.fetch(request.url, method=api.method, headers=request.headers, body=body)

@@ -382,9 +382,10 @@ class DurableObjectStub(JsProxy):
         object.__setattr__(self, "_ns", namespace)
         object.__setattr__(self, "_obj_id", obj_id)
 
-    def fetch(self, input: Any, init: Any = None) -> Any:
-        """Deliver a request to the object's fetch; a promise of a JS Response."""
-        return self._ns._deliver(self._obj_id, input, init or {})
+    def fetch(self, input: Any, init: Any = None, **options: Any) -> Any:
+        """Deliver a request to the object's fetch; a promise of a JS Response (keyword
+        arguments are the init object, as Pyodide passes them)."""
+        return self._ns._deliver(self._obj_id, input, init or options)
 
 
 class DurableObjectNamespace(JsProxy):
