@@ -3,8 +3,8 @@
 Both are thin shells over `memory_engine`, which holds every rule:
 
 - `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) itself
-  with the shared `parse`, and forwards a valid call, body untouched, to the chat's own
-  Durable Object (`env.CHAT_MEMORY`, one object per chat key).
+  with the shared `parse`, and forwards a valid call, with the body it read, to the chat's
+  own Durable Object (`env.CHAT_MEMORY`, one object per chat key).
 - `ChatMemorySQLite.fetch` parses again (the object trusts no caller) and runs `execute`
   on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
   `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
@@ -119,6 +119,9 @@ class DurableObjectSql:
     def __init__(self, storage: Any):
         self._storage = python_to_rpc(storage)  # the JS object under the SDK's wrapper
         self._sql = self._storage.sql
+        # The JS functions called per statement, looked up once (a lookup crosses into JS).
+        self._exec = self._sql.exec
+        self._array_from = _JsArray.from_
         self._depth = 0
         self._fn: Callable[[], Any] | None = None
         self._outcome: dict[str, Any] = {}
@@ -128,14 +131,14 @@ class DurableObjectSql:
 
     def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one statement with `ctx.storage.sql.exec`; every row as a plain dict."""
-        cursor = self._sql.exec(query, *map(_to_sql, params))
+        cursor = self._exec(query, *map(_to_sql, params))
         return [_plain_dict(row) for row in cursor.toArray().to_py()]
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run one statement; every row as a tuple in column order (`cursor.raw()`)."""
-        cursor = self._sql.exec(query, *map(_to_sql, params))
+        cursor = self._exec(query, *map(_to_sql, params))
         # workerd's raw() is a bare iterator: Array.from drains it in JS, one crossing.
-        return [tuple(_plain(row)) for row in _JsArray.from_(cursor.raw()).to_py()]
+        return [tuple(_plain(row)) for row in self._array_from(cursor.raw()).to_py()]
 
     def _run(self) -> None:
         fn, self._fn = self._fn, None
