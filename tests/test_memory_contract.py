@@ -738,8 +738,7 @@ async def test_worker_state_survives_object_restart(worker):
 
 # -- the Worker only: compaction from the Durable Object's alarm -----------------------------
 
-from aiohttp import web  # noqa: E402
-
+from tests.fakes.gated_summarizer import GatedSummarizer  # noqa: E402
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError  # noqa: E402
 from tests.fakes.workers.runtime import now_ms  # noqa: E402
 
@@ -926,39 +925,8 @@ async def test_pending_alarm_survives_a_restart(compacting):
     assert (await w.ok("GET", "/v1/chats/rs/summary"))["compactions"] == 1
 
 
-class GatedSummarizer:
-    """An OpenAI-compatible endpoint that answers only when the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.arrived = asyncio.Event()
-        self.gate = asyncio.Event()
-        self.url = ""
-        self._runner: web.AppRunner | None = None
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        await request.read()
-        self.arrived.set()
-        await self.gate.wait()
-        return web.json_response({"choices": [{"message": {"role": "assistant", "content": SUMMARY}}]})
-
-    async def __aenter__(self) -> GatedSummarizer:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.gate.set()
-        assert self._runner is not None
-        await self._runner.cleanup()
-
-
 async def test_messages_arriving_during_compaction_are_kept(compacting):
-    async with GatedSummarizer() as gated:
+    async with GatedSummarizer(SUMMARY) as gated:
         w = await compacting(SUMMARY_BASE_URL=gated.url)
         await _say(w, "dc", 30)
         alarm = asyncio.create_task(w.runtime.run_alarms())
@@ -983,7 +951,7 @@ async def test_a_backlog_grown_during_a_compaction_gets_the_next_one_by_itself(c
     # The local host's rule on the Durable Object: the turns that arrive while the alarm
     # runs leave the alarm alone; when the alarm ends, it finds the backlog still past the
     # threshold and sets the next one itself.
-    async with GatedSummarizer() as gated:
+    async with GatedSummarizer(SUMMARY) as gated:
         w = await compacting(SUMMARY_BASE_URL=gated.url)
         rt = w.runtime
         await _say(w, "bg", 30)
