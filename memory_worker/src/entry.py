@@ -204,7 +204,8 @@ async def _api_request(request: Any) -> ApiRequest:
     url = urlsplit(request.url)
     authorization = request.headers.get("authorization")
     headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
-    body = (await request.arrayBuffer()).to_bytes()
+    # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
+    body = b"" if _is_null(request.body) else (await request.arrayBuffer()).to_bytes()
     return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
 
 
