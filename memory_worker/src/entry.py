@@ -41,13 +41,12 @@ from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_r
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from js import Array as _JsArray
-    from js import Headers as _JsHeaders
     from js import Response as _JsResponse
     from pyodide.ffi import create_proxy, to_js
     from pyodide.ffi import jsnull as _JSNULL
 except ImportError:  # pragma: no cover - only outside a Worker without the test fake
     _JSNULL = None
-    _JsArray = _JsHeaders = _JsResponse = None
+    _JsArray = _JsResponse = None
 
     def create_proxy(obj: Any) -> Any:
         """Outside Pyodide a callable needs no proxy."""
@@ -209,13 +208,15 @@ async def _api_request(request: Any) -> ApiRequest:
     return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
 
 
-_JSON_HEADERS: list[Any] = []  # the JS Headers of every answer, made on first use
+# The headers of every answer as a JS array of pairs, converted on first use: a plain value,
+# not an object of one request (a Response copies it).
+_JSON_HEADERS: list[Any] = []
 
 
 def _response(answer: ApiResponse) -> Any:
     """The engine's answer as a JS Response (its JSON body copied once, as bytes)."""
     if not _JSON_HEADERS:
-        _JSON_HEADERS.append(_JsHeaders.new(to_js([list(item) for item in JSON_HEADERS.items()])))
+        _JSON_HEADERS.append(to_js([list(item) for item in JSON_HEADERS.items()]))
     return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])
 
 

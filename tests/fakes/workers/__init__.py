@@ -78,7 +78,6 @@ def _pyodide_modules() -> dict[str, types.ModuleType]:
     pyodide.__version__ = "0.28.2"
     js = types.ModuleType("js")  # the JS globals entry.py uses
     js.Array = types.SimpleNamespace(from_=_js.array_from)
-    js.Headers = types.SimpleNamespace(new=_js.JsHeaders)
     js.Response = types.SimpleNamespace(new=_js.JsResponse.new)
     return {"pyodide": pyodide, "pyodide.ffi": ffi, "js": js}
 
