@@ -73,11 +73,16 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def prefill(http: Any, corpus: Corpus, chat: str, n: int, label: str) -> float:
-    """Import n messages into one chat, wait for its background compaction; messages/s."""
+def batches_of(corpus: Corpus, n: int, prefix: str) -> list[list[dict[str, Any]]]:
+    """n messages of the corpus in import batches."""
+    return [corpus.take(min(IMPORT_BATCH, n - done), prefix) for done in range(0, n, IMPORT_BATCH)]
+
+
+async def prefill(http: Any, chat: str, batches: list[list[dict[str, Any]]], label: str) -> float:
+    """Import the batches into one chat, wait for its background compaction; messages/s."""
     done, import_s = 0, 0.0
-    while done < n:
-        batch = corpus.take(min(IMPORT_BATCH, n - done), f"{label}{n}")
+    n = sum(len(batch) for batch in batches)
+    for batch in batches:
         started = time.perf_counter()
         async with http.post(f"/v1/chats/{chat}/import", json={"messages": batch}) as r:
             r.raise_for_status()
@@ -172,7 +177,8 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
                 chats = {k: f"bench:{k}-{n}" for k in urls}
                 results: dict[str, dict[str, Any]] = {}
                 for key in urls:
-                    results[key] = {"import_rate": await prefill(sessions[key], corpus, chats[key], n, key)}
+                    batches = batches_of(corpus, n, f"{key}{n}")
+                    results[key] = {"import_rate": await prefill(sessions[key], chats[key], batches, key)}
                 for key in urls:
                     # Alone: the local host's CPU is this process's (its aiohttp client included,
                     # an upper bound for the host); Node's from /proc.
