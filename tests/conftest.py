@@ -157,8 +157,8 @@ def people(tg):
 
 @pytest.fixture
 async def discord_bot(fake_discord, openai, world, tmp_path):
-    """The Discord adapter on the real router (embedded memory host), connected to the fake Discord."""
-    from tests.support import discord_on_router
+    """The Discord adapter on the real pipeline (embedded memory host), connected to the fake Discord."""
+    from tests.support import discord_on_pipeline
 
-    async with discord_on_router(fake_discord, openai, world, tmp_path) as client:
+    async with discord_on_pipeline(fake_discord, openai, world, tmp_path) as client:
         yield client

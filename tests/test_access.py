@@ -23,7 +23,7 @@ HOUR = 3600.0
 async def guarded(
     tmp_path, users=(), chats=(), owners=()
 ) -> AsyncIterator[tuple[Pipeline, FakeOpenAI, list[float]]]:
-    """A router whose access lists are given, on a clock the test moves."""
+    """A pipeline whose access lists are given, on a clock the test moves."""
     now = [1000.0]
     async with FakeOpenAI(default=Echo()) as fake:
         settings = replace(
@@ -31,29 +31,29 @@ async def guarded(
             access=AccessSettings(frozenset(users), frozenset(chats)),
             admin_user_ids=frozenset(owners),
         )
-        async with build_pipeline(settings, tmp_path, options=FAST) as router:
-            router.access = AccessPolicy(settings.access, settings.admin_user_ids, clock=lambda: now[0])
-            yield router, fake, now
+        async with build_pipeline(settings, tmp_path, options=FAST) as pipeline:
+            pipeline.access = AccessPolicy(settings.access, settings.admin_user_ids, clock=lambda: now[0])
+            yield pipeline, fake, now
 
 
-async def kept(router: Pipeline, chat: str) -> int:
-    return int((await router.memory.stats(chat))["total_messages"])
+async def kept(pipeline: Pipeline, chat: str) -> int:
+    return int((await pipeline.memory.stats(chat))["total_messages"])
 
 
 async def test_a_stranger_gets_one_refusal_an_hour_and_nothing_of_theirs_is_kept(tmp_path):
-    async with guarded(tmp_path, users={"u1"}) as (router, fake, now):
+    async with guarded(tmp_path, users={"u1"}) as (pipeline, fake, now):
         eve = dict(
             chat="telegram:999", author="eve", author_id="u9", admin=True, platform="telegram"
         )  # her DM
-        first = await router.handle(msg("My name is Eve and I live in Oslo.", **eve))
-        again = await router.handle(msg("hello? anyone?", **eve))
-        streamed = [p async for p in router.stream(msg("still nothing?", **eve))]
-        command = await router.command(msg("/facts", **eve), "facts", "")
+        first = await pipeline.handle(msg("My name is Eve and I live in Oslo.", **eve))
+        again = await pipeline.handle(msg("hello? anyone?", **eve))
+        streamed = [p async for p in pipeline.stream(msg("still nothing?", **eve))]
+        command = await pipeline.command(msg("/facts", **eve), "facts", "")
         now[0] += HOUR + 1
-        next_hour = await router.handle(msg("and now?", **eve))
-        allowed = await router.handle(msg("hi, it's Ada", author_id="u1"))
-        assert await kept(router, "telegram:999") == 0
-        assert await router.memory.facts("telegram:999") == []
+        next_hour = await pipeline.handle(msg("and now?", **eve))
+        allowed = await pipeline.handle(msg("hi, it's Ada", author_id="u1"))
+        assert await kept(pipeline, "telegram:999") == 0
+        assert await pipeline.memory.facts("telegram:999") == []
     assert first.text == REFUSAL and again.text == "" and streamed == []
     assert command.text == REFUSAL  # a command asks directly: refused each time, and runs nothing
     assert next_hour.text == REFUSAL
@@ -63,31 +63,31 @@ async def test_a_stranger_gets_one_refusal_an_hour_and_nothing_of_theirs_is_kept
 
 
 async def test_in_a_group_only_allowed_people_are_recorded_and_strangers_chatter_gets_no_refusal(tmp_path):
-    async with guarded(tmp_path, users={"u1"}) as (router, fake, _):
+    async with guarded(tmp_path, users={"u1"}) as (pipeline, fake, _):
         group = dict(chat="telegram:-100777", platform="telegram")
-        await router.record(msg("Ada's chatter", author_id="u1", addressed=False, **group))
-        await router.record(msg("Eve's chatter", author_id="u9", addressed=False, **group))
-        quiet = await router.handle(msg("Eve again", author_id="u9", addressed=False, **group))
-        asked = await router.handle(msg("@bot who am I?", author_id="u9", **group))
-        found = await router.memory.search("telegram:-100777", "chatter", k=5)
+        await pipeline.record(msg("Ada's chatter", author_id="u1", addressed=False, **group))
+        await pipeline.record(msg("Eve's chatter", author_id="u9", addressed=False, **group))
+        quiet = await pipeline.handle(msg("Eve again", author_id="u9", addressed=False, **group))
+        asked = await pipeline.handle(msg("@bot who am I?", author_id="u9", **group))
+        found = await pipeline.memory.search("telegram:-100777", "chatter", k=5)
     assert [m["text"] for m in found] == ["Ada's chatter"]
     assert quiet.text == "" and asked.text == REFUSAL and not fake.requests
 
 
 async def test_a_listed_chat_lets_everyone_in_it_and_owners_are_allowed_everywhere(tmp_path):
-    async with guarded(tmp_path, chats={"-100777"}, owners={"42"}) as (router, fake, _):
-        in_group = await router.handle(
+    async with guarded(tmp_path, chats={"-100777"}, owners={"42"}) as (pipeline, fake, _):
+        in_group = await pipeline.handle(
             msg("hello group", chat="telegram:-100777", author_id="u9", platform="telegram")
         )
-        per_user_scope = await router.handle(
+        per_user_scope = await pipeline.handle(
             msg("hi", chat="telegram:-100777:u9", author_id="u9", platform="telegram")
         )
-        dm = await router.handle(msg("hello me", chat="telegram:u9", author_id="u9", platform="telegram"))
-        owner = await router.handle(
+        dm = await pipeline.handle(msg("hello me", chat="telegram:u9", author_id="u9", platform="telegram"))
+        owner = await pipeline.handle(
             msg("owner here", chat="telegram:42", author_id="42", platform="telegram")
         )
         # A platform admin of some other group is not an owner: anyone can make a group.
-        group_admin = await router.handle(
+        group_admin = await pipeline.handle(
             msg(
                 "I run my own group", chat="telegram:-100888", author_id="u8", admin=True, platform="telegram"
             )
@@ -98,10 +98,10 @@ async def test_a_listed_chat_lets_everyone_in_it_and_owners_are_allowed_everywhe
 
 
 async def test_no_lists_means_everyone_and_the_console_is_always_allowed(tmp_path):
-    async with guarded(tmp_path) as (router, fake, _):
-        answer = await router.handle(msg("anyone may talk", author_id="whoever", platform="telegram"))
-    async with guarded(tmp_path, users={"u1"}) as (router, _, _):
-        console = await router.handle(
+    async with guarded(tmp_path) as (pipeline, fake, _):
+        answer = await pipeline.handle(msg("anyone may talk", author_id="whoever", platform="telegram"))
+    async with guarded(tmp_path, users={"u1"}) as (pipeline, _, _):
+        console = await pipeline.handle(
             msg("the operator at the terminal", author_id="ops", platform="console")
         )
     assert answer.text == "echo: ada: anyone may talk" and len(fake.requests) == 1
@@ -136,8 +136,8 @@ async def test_over_telegram_a_stranger_reads_one_refusal_and_the_owner_is_answe
         }
         settings = default_config_settings(env)
         async with (
-            build_pipeline(settings, tmp_path, options=FAST) as router,
-            running_bot(router, settings, tg),
+            build_pipeline(settings, tmp_path, options=FAST) as pipeline,
+            running_bot(pipeline, settings, tg),
         ):
             tg.send(eve_dm, eve, "hi, I found your bot")
             tg.send(eve_dm, eve, "hello??")
@@ -145,7 +145,7 @@ async def test_over_telegram_a_stranger_reads_one_refusal_and_the_owner_is_answe
             tg.send(alice_dm, alice, "hi, it's me")
             await tg.wait_for_message(alice_dm["id"])
             [refusal, start] = await tg.wait_for_message(eve_dm["id"], count=2)
-            eve_kept = await router.memory.stats(f"telegram:{eve['id']}")
+            eve_kept = await pipeline.memory.stats(f"telegram:{eve['id']}")
     # One chat's updates are handled in order: the /start answer means "hello??" was handled, silently.
     assert refusal["text"] == REFUSAL and start["text"] == REFUSAL and len(tg.bot_messages(eve_dm["id"])) == 2
     assert eve_kept["total_messages"] == 0

@@ -23,7 +23,7 @@ async def test_catchup_on_a_busy_group_says_who_decided_asked_and_when(tg, tmp_p
     alice, bob, carol = tg.user(1, "Alice"), tg.user(2, "Bob"), tg.user(3, "Carol")
     group = tg.group(-100500)
     settings = settings_for(tg)
-    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, tmp_path) as pipeline, running_bot(pipeline, settings, tg):
         tg.send(group, alice, "I'll be offline for a bit, see you later")
         said = [
             (bob, "The weather is nice today"),
@@ -37,7 +37,7 @@ async def test_catchup_on_a_busy_group_says_who_decided_asked_and_when(tg, tmp_p
             tg.send(group, who, text)
 
         async def recorded() -> bool:
-            return (await router.memory.stats("telegram:-100500"))["total_messages"] == 7
+            return (await pipeline.memory.stats("telegram:-100500"))["total_messages"] == 7
 
         await wait_until(recorded, timeout=30, what="the 7 group messages recorded")
         digest = (await ask(tg, group, alice, f"{BOT} what did I miss?"))["text"]
@@ -63,7 +63,7 @@ async def test_catchup_on_an_empty_group_says_nothing_new(tg, tmp_path):
     alice = tg.user(1, "Alice")
     group = tg.group(-100501)
     settings = settings_for(tg)
-    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
+    async with running_pipeline(settings, tmp_path) as pipeline, running_bot(pipeline, settings, tg):
         answer = (await ask(tg, group, alice, "/catchup"))["text"]
     assert answer == "Nothing new here in the last day."
 
@@ -72,8 +72,8 @@ async def test_catchup_works_on_imported_history(tg, tmp_path):
     alice = tg.user(1, "Alice")
     chat = tg.private_chat(alice)
     settings = settings_for(tg)
-    async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
-        await router.memory.client.import_messages(
+    async with running_pipeline(settings, tmp_path) as pipeline, running_bot(pipeline, settings, tg):
+        await pipeline.memory.client.import_messages(
             "telegram:1",
             [
                 {"text": "I'm off to bed", "author": "Alice", "author_id": "1", "message_id": "i1"},

@@ -21,10 +21,10 @@ SAID = [
 WRITTEN = "Carol decided: camping at the lake, Saturday 9:00. Bob asks you to bring the tent."
 
 
-async def _chatter(router) -> None:
-    await router.record(msg("off for a bit", author="Ada", author_id="u1", message_id="m0"))
+async def _chatter(pipeline) -> None:
+    await pipeline.record(msg("off for a bit", author="Ada", author_id="u1", message_id="m0"))
     for i, (who, uid, text) in enumerate(SAID, 1):
-        await router.record(msg(text, author=who, author_id=uid, message_id=f"m{i}", admin=False))
+        await pipeline.record(msg(text, author=who, author_id=uid, message_id=f"m{i}", admin=False))
 
 
 def _asker():
@@ -34,11 +34,11 @@ def _asker():
 async def test_the_light_tier_writes_the_digest_in_one_recorded_call(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN, prompt_tokens=300, completion_tokens=40)) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await _chatter(router)
-        result = await router.command(_asker(), "catchup", "")
-        usage = await router.memory.usage("test:chat")
+        await _chatter(pipeline)
+        result = await pipeline.command(_asker(), "catchup", "")
+        usage = await pipeline.memory.usage("test:chat")
     assert result.text == WRITTEN
     assert fake.models_called() == [MODELS["light"]]  # exactly one call, to the cheapest tier
     request = fake.requests[0]
@@ -58,11 +58,11 @@ async def test_the_light_tier_writes_the_digest_in_one_recorded_call(tmp_path):
 async def test_a_failed_call_gives_the_extractive_digest_and_is_recorded(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(500)) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await _chatter(router)
-        result = await router.command(_asker(), "catchup", "")
-        usage = await router.memory.usage("test:chat")
+        await _chatter(pipeline)
+        result = await pipeline.command(_asker(), "catchup", "")
+        usage = await pipeline.memory.usage("test:chat")
     assert len(fake.requests) == 1  # no retry: the extractive digest is the fallback
     assert result.text.startswith("3 messages from 2 people since your last message")
     assert "Decided:" in result.text
@@ -72,10 +72,10 @@ async def test_a_failed_call_gives_the_extractive_digest_and_is_recorded(tmp_pat
 async def test_offline_gives_the_extractive_digest_without_a_call(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN)) as fake,
-        running_pipeline(make_settings(fake.url, api_key=None), tmp_path) as router,
+        running_pipeline(make_settings(fake.url, api_key=None), tmp_path) as pipeline,
     ):
-        await _chatter(router)
-        result = await router.command(_asker(), "catchup", "")
+        await _chatter(pipeline)
+        result = await pipeline.command(_asker(), "catchup", "")
     assert fake.requests == []
     assert result.text.startswith("3 messages from 2 people since your last message")
 
@@ -83,9 +83,9 @@ async def test_offline_gives_the_extractive_digest_without_a_call(tmp_path):
 async def test_over_a_daily_cap_gives_the_extractive_digest_without_a_call(tmp_path):
     async with FakeOpenAI(default=Answer(WRITTEN)) as fake:
         settings = replace(make_settings(fake.url), limits=LimitSettings(chat_messages_per_day=2))
-        async with running_pipeline(settings, tmp_path) as router:
-            await _chatter(router)
-            result = await router.command(_asker(), "catchup", "")
+        async with running_pipeline(settings, tmp_path) as pipeline:
+            await _chatter(pipeline)
+            result = await pipeline.command(_asker(), "catchup", "")
     assert fake.requests == []
     assert result.text.startswith("3 messages from 2 people")
 
@@ -93,9 +93,9 @@ async def test_over_a_daily_cap_gives_the_extractive_digest_without_a_call(tmp_p
 async def test_nothing_new_calls_no_model(tmp_path):
     async with (
         FakeOpenAI(default=Answer(WRITTEN)) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        result = await router.command(_asker(), "catchup", "")
+        result = await pipeline.command(_asker(), "catchup", "")
     assert fake.requests == []
     assert result.text == "Nothing new here in the last day."
 
@@ -113,12 +113,12 @@ async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(
             "TELEGRAM_API_BASE_URL": tg.base_url,
         }
         settings = default_config_settings(env)
-        async with running_pipeline(settings, tmp_path) as router, running_bot(router, settings, tg):
+        async with running_pipeline(settings, tmp_path) as pipeline, running_bot(pipeline, settings, tg):
             tg.send(group, alice, "back later")
             tg.send(group, bob, "Alice, can you bring the tent on Saturday?")
 
             async def recorded() -> bool:
-                return (await router.memory.stats("telegram:-100600"))["total_messages"] == 2
+                return (await pipeline.memory.stats("telegram:-100600"))["total_messages"] == 2
 
             await wait_until(recorded, what="both messages recorded")
             answer = (await ask(tg, group, alice, "@memo_test_bot what did I miss?"))["text"]

@@ -71,11 +71,11 @@ def test_scripted_forget_asks_then_confirms(tmp_path):
 async def test_console_adapter_in_process_with_a_model(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
         out = io.StringIO()
         stdin = io.StringIO("hello there\n\n/tier heavy\nanother one\n/quit\nnever read\n")
-        status = await run_console(router, "console:ada", stdin=stdin, stdout=out, interactive=False)
+        status = await run_console(pipeline, "console:ada", stdin=stdin, stdout=out, interactive=False)
         assert status == 0
         assert out.getvalue().split("\n\n")[:-1] == [
             "model says: hello there",
@@ -88,11 +88,11 @@ async def test_console_adapter_in_process_with_a_model(tmp_path):
 async def test_console_interactive_streams_with_prompts(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="streamed: ")) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
         out = io.StringIO()
         status = await run_console(
-            router,
+            pipeline,
             "console:ada",
             stdin=io.StringIO("hi there friend\n"),
             stdout=out,
@@ -166,9 +166,9 @@ def test_interactive_chat_on_a_terminal_answers_and_ctrl_c_exits_at_once(tmp_pat
 async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tmp_path):
     async with (
         FakeOpenAI(default=Echo(prefix="model says: ")) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        session = ConsoleSession(router, "console:bob")
+        session = ConsoleSession(pipeline, "console:bob")
         await session.answer("my dog Biscuit loves the beach at Nazaré")
         await session.answer("tell me about the beach")
         assert "Biscuit" in await session.answer("/why")

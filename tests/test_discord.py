@@ -28,17 +28,17 @@ from tests.support.discord import PNG
 
 
 @pytest.fixture
-def router() -> RecordingDiscordService:
+def pipeline() -> RecordingDiscordService:
     """The in-test ChatService."""
     return RecordingDiscordService()
 
 
 @pytest.fixture
 async def bot(
-    fake_discord: FakeDiscord, world: World, router: RecordingDiscordService
+    fake_discord: FakeDiscord, world: World, pipeline: RecordingDiscordService
 ) -> AsyncIterator[adapter.DiscordBot]:
     """The client running against the fake with default settings."""
-    async with running_client(router, discord_settings_for(fake_discord, world)) as client:
+    async with running_client(pipeline, discord_settings_for(fake_discord, world)) as client:
         yield client
 
 
@@ -82,28 +82,28 @@ async def test_login_identify_asks_for_message_content_and_syncs_commands_global
     assert bot.get_guild(int(world.guild["id"])) is not None
 
 
-async def test_dev_guild_sync_goes_to_that_guild_only(fake_discord, world, router):
+async def test_dev_guild_sync_goes_to_that_guild_only(fake_discord, world, pipeline):
     settings = discord_settings_for(fake_discord, world, dev_guild_id=world.guild["id"])
-    async with running_client(router, settings):
+    async with running_client(pipeline, settings):
         puts = fake_discord.calls_to("PUT", rf"/applications/\d+/guilds/{world.guild['id']}/commands")
         assert len(puts) == 1 and len(puts[0].json) == len(ADMIN_NAMES) + len(EVERYONE_NAMES)
         assert not fake_discord.calls_to("PUT", r"/applications/\d+/commands")
         # Commands copied to the guild still run (the tree finds them by the guild id).
         iid = await fake_discord.invoke("help", world.member, world.general)
         await fake_discord.wait_for(lambda: fake_discord.responses(iid))
-        assert router.commands[-1][1] == "help"
+        assert pipeline.commands[-1][1] == "help"
 
 
-async def test_failed_command_sync_is_logged_and_the_bot_still_chats(fake_discord, world, router, caplog):
+async def test_failed_command_sync_is_logged_and_the_bot_still_chats(fake_discord, world, pipeline, caplog):
     fake_discord.fail_next(lambda c: c.method == "PUT", how="403")
-    async with running_client(router, discord_settings_for(fake_discord, world)):
+    async with running_client(pipeline, discord_settings_for(fake_discord, world)):
         await fake_discord.user_says(world.dm, world.member, "still there?")
         await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert "slash command sync failed" in caplog.text
 
 
-async def test_serve_runs_until_cancelled(fake_discord, world, router):
-    task = asyncio.create_task(adapter.serve(router, discord_settings_for(fake_discord, world)))
+async def test_serve_runs_until_cancelled(fake_discord, world, pipeline):
+    task = asyncio.create_task(adapter.serve(pipeline, discord_settings_for(fake_discord, world)))
     await fake_discord.wait_for(lambda: fake_discord.identifies)
     await fake_discord.user_says(world.dm, world.member, "hi via serve")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
@@ -113,38 +113,38 @@ async def test_serve_runs_until_cancelled(fake_discord, world, router):
     assert fake_discord.sent_to(world.dm)[0].json["content"] == "echo: hi via serve"
 
 
-async def test_a_rejected_token_says_so(fake_discord, world, router):
+async def test_a_rejected_token_says_so(fake_discord, world, pipeline):
     settings = discord_settings_for(fake_discord, world)
     settings = replace(settings, discord=replace(settings.discord, token="not-the-token"))
     with pytest.raises(RuntimeError, match="rejected DISCORD_BOT_TOKEN"):
-        await asyncio.wait_for(adapter.serve(router, settings), 10)
+        await asyncio.wait_for(adapter.serve(pipeline, settings), 10)
 
 
-async def test_a_disabled_message_content_intent_says_how_to_enable_it(fake_discord, world, router):
+async def test_a_disabled_message_content_intent_says_how_to_enable_it(fake_discord, world, pipeline):
     fake_discord.message_content_enabled = False
     with pytest.raises(RuntimeError, match="Message Content Intent"):
-        await asyncio.wait_for(adapter.serve(router, discord_settings_for(fake_discord, world)), 10)
+        await asyncio.wait_for(adapter.serve(pipeline, discord_settings_for(fake_discord, world)), 10)
 
 
-async def test_serve_without_token_says_what_is_missing(fake_discord, world, router):
+async def test_serve_without_token_says_what_is_missing(fake_discord, world, pipeline):
     settings = replace(discord_settings_for(fake_discord, world), discord=DiscordSettings())
     with pytest.raises(RuntimeError, match="DISCORD_BOT_TOKEN"):
-        await adapter.serve(router, settings)
+        await adapter.serve(pipeline, settings)
 
 
 # ---- messages --------------------------------------------------------------------------------
 
 
-async def test_dm_round_trip_shows_typing_while_answering(fake_discord, world, router, bot):
+async def test_dm_round_trip_shows_typing_while_answering(fake_discord, world, pipeline, bot):
     typing_path = rf"/channels/{world.dm['id']}/typing"
 
     async def typing_seen(_message):  # the answer is only ready once typing was shown
         await fake_discord.wait_for(lambda: fake_discord.calls_to("POST", typing_path))
 
-    router.before_answer = typing_seen
+    pipeline.before_answer = typing_seen
     sent = await fake_discord.user_says(world.dm, world.member, "hello bot")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
-    (incoming,) = router.handled
+    (incoming,) = pipeline.handled
     assert incoming.chat_key == f"discord:{world.dm['id']}"
     assert (incoming.text, incoming.author_id, incoming.message_id) == (
         "hello bot",
@@ -160,11 +160,11 @@ async def test_dm_round_trip_shows_typing_while_answering(fake_discord, world, r
 
 
 async def test_guild_channel_answers_mentions_and_replies_and_records_the_rest(
-    fake_discord, world, router, bot
+    fake_discord, world, pipeline, bot
 ):
     ch = world.general
     await fake_discord.user_says(ch, world.member, "just chatting")
-    await router.wait_for(lambda: router.recorded)
+    await pipeline.wait_for(lambda: pipeline.recorded)
     mention = await fake_discord.user_says(
         ch, world.member, f"{fake_discord.mention(fake_discord.bot)} what is up?", mentions=[fake_discord.bot]
     )
@@ -175,13 +175,13 @@ async def test_guild_channel_answers_mentions_and_replies_and_records_the_rest(
     await fake_discord.user_says(ch, world.member, "and more?", reply_to=answer)
     await fake_discord.wait_for(lambda: len(fake_discord.sent_to(ch)) == 2)
     await fake_discord.user_says(ch, world.admin, "replying to bob", reply_to=mention)
-    await router.wait_for(lambda: len(router.recorded) == 2)
+    await pipeline.wait_for(lambda: len(pipeline.recorded) == 2)
 
-    assert [m.text for m in router.handled] == ["what is up?", "and more?"]
-    assert [m.text for m in router.recorded] == ["just chatting", "replying to bob"]
-    assert all(not m.addressed for m in router.recorded)
-    assert all(m.chat_key == f"discord:{ch['id']}" for m in router.handled + router.recorded)
-    assert [m.is_admin for m in router.recorded] == [False, True]  # the Admin role has manage_guild
+    assert [m.text for m in pipeline.handled] == ["what is up?", "and more?"]
+    assert [m.text for m in pipeline.recorded] == ["just chatting", "replying to bob"]
+    assert all(not m.addressed for m in pipeline.recorded)
+    assert all(m.chat_key == f"discord:{ch['id']}" for m in pipeline.handled + pipeline.recorded)
+    assert [m.is_admin for m in pipeline.recorded] == [False, True]  # the Admin role has manage_guild
     first = fake_discord.sent_to(ch)[0].json
     assert first["content"] == "echo: what is up?"
     assert str(first["message_reference"]["message_id"]) == mention["id"]
@@ -195,27 +195,29 @@ def _last_bot_message(fake_discord: FakeDiscord, channel: dict) -> dict:
     ][-1]
 
 
-async def test_other_mentions_become_names_and_threads_have_their_own_chat(fake_discord, world, router, bot):
+async def test_other_mentions_become_names_and_threads_have_their_own_chat(
+    fake_discord, world, pipeline, bot
+):
     text = f"{fake_discord.mention(fake_discord.bot)} say hi to {fake_discord.mention(world.admin)}"
     await fake_discord.user_says(world.thread, world.member, text, mentions=[fake_discord.bot, world.admin])
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.thread))
-    (incoming,) = router.handled
+    (incoming,) = pipeline.handled
     assert incoming.text == "say hi to @Alice"
     assert incoming.chat_key == f"discord:{world.thread['id']}"
 
 
-async def test_mentioning_the_bots_role_counts_as_a_mention(fake_discord, world, router, bot):
+async def test_mentioning_the_bots_role_counts_as_a_mention(fake_discord, world, pipeline, bot):
     role = fake_discord.bot_role(world.guild)
     await fake_discord.user_says(
         world.general, world.member, f"<@&{role['id']}> are you there?", mention_roles=[role]
     )
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.general))
-    assert [(m.text, m.addressed) for m in router.handled] == [("are you there?", True)]
+    assert [(m.text, m.addressed) for m in pipeline.handled] == [("are you there?", True)]
 
 
-async def test_recording_can_be_turned_off(fake_discord, world, router):
+async def test_recording_can_be_turned_off(fake_discord, world, pipeline):
     settings = replace(discord_settings_for(fake_discord, world), record_group_messages=False)
-    async with running_client(router, settings):
+    async with running_client(pipeline, settings):
         await fake_discord.user_says(world.general, world.member, "chatter")
         await fake_discord.user_says(
             world.general,
@@ -224,31 +226,33 @@ async def test_recording_can_be_turned_off(fake_discord, world, router):
             mentions=[fake_discord.bot],
         )
         await fake_discord.wait_for(lambda: fake_discord.sent_to(world.general))
-    assert router.recorded == [] and [m.text for m in router.handled] == ["hi"]
+    assert pipeline.recorded == [] and [m.text for m in pipeline.handled] == ["hi"]
 
 
-async def test_per_user_memory_scope_keys_chats_by_user(fake_discord, world, router):
+async def test_per_user_memory_scope_keys_chats_by_user(fake_discord, world, pipeline):
     settings = replace(discord_settings_for(fake_discord, world), memory_scope="user")
-    async with running_client(router, settings):
+    async with running_client(pipeline, settings):
         await fake_discord.user_says(world.general, world.member, "chatter")
-        await router.wait_for(lambda: router.recorded)
-    assert router.recorded[0].chat_key == f"discord:{world.general['id']}:{world.member['id']}"
+        await pipeline.wait_for(lambda: pipeline.recorded)
+    assert pipeline.recorded[0].chat_key == f"discord:{world.general['id']}:{world.member['id']}"
 
 
-async def test_admin_user_ids_make_an_admin_in_guilds(fake_discord, world, router, bot):
+async def test_admin_user_ids_make_an_admin_in_guilds(fake_discord, world, pipeline, bot):
     await fake_discord.user_says(world.general, world.owner_listed, "hi")
     await fake_discord.user_says(world.general, world.member, "hi")
-    await router.wait_for(lambda: len(router.recorded) == 2)
-    admin_by_author = {m.author_id: m.is_admin for m in router.recorded}
+    await pipeline.wait_for(lambda: len(pipeline.recorded) == 2)
+    admin_by_author = {m.author_id: m.is_admin for m in pipeline.recorded}
     assert admin_by_author == {world.owner_listed["id"]: True, world.member["id"]: False}
 
 
-async def test_a_5000_character_answer_is_split_into_parts_of_at_most_2000(fake_discord, world, router, bot):
+async def test_a_5000_character_answer_is_split_into_parts_of_at_most_2000(
+    fake_discord, world, pipeline, bot
+):
     sentence = "This sentence is part of a very long answer. "
     paragraphs = ["".join([sentence] * 10).strip() for _ in range(11)]
     long = "\n\n".join(paragraphs)
     assert 4900 < len(long) <= 5200
-    router.answer = lambda m: long
+    pipeline.answer = lambda m: long
     await fake_discord.user_says(
         world.general,
         world.member,
@@ -271,7 +275,7 @@ async def test_discord_refuses_over_2000_characters(fake_discord, world, bot):
     assert info.value.status == 400 and info.value.code == 50035
 
 
-async def test_a_failed_send_is_retried_once_with_the_same_nonce(fake_discord, world, router, bot, caplog):
+async def test_a_failed_send_is_retried_once_with_the_same_nonce(fake_discord, world, pipeline, bot, caplog):
     fake_discord.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how="disconnect")
     await fake_discord.user_says(world.dm, world.member, "are you there")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
@@ -282,12 +286,12 @@ async def test_a_failed_send_is_retried_once_with_the_same_nonce(fake_discord, w
 
 
 async def test_a_send_failing_past_the_budget_is_logged_and_the_bot_carries_on(
-    fake_discord, world, router, caplog
+    fake_discord, world, pipeline, caplog
 ):
     is_post = lambda c: c.method == "POST" and c.path.endswith("/messages")  # noqa: E731
     fake_discord.fail_next(is_post, how="disconnect", times=2)
     async with running_client(
-        router, discord_settings_for(fake_discord, world, send_budget_s=0.0)
+        pipeline, discord_settings_for(fake_discord, world, send_budget_s=0.0)
     ):  # no budget: one retry only
         await fake_discord.user_says(world.dm, world.member, "first")
         await fake_discord.wait_for(
@@ -299,7 +303,7 @@ async def test_a_send_failing_past_the_budget_is_logged_and_the_bot_carries_on(
     assert "failed 2 times in a row; giving up" in caplog.text
 
 
-async def test_rate_limits_are_waited_out_by_discord_py(fake_discord, world, router, bot):
+async def test_rate_limits_are_waited_out_by_discord_py(fake_discord, world, pipeline, bot):
     fake_discord.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how="429")
     await fake_discord.user_says(world.dm, world.member, "busy?")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
@@ -307,22 +311,22 @@ async def test_rate_limits_are_waited_out_by_discord_py(fake_discord, world, rou
     assert statuses == [429, 200]
 
 
-async def test_a_chat_service_failure_gets_an_apology_not_silence(fake_discord, world, router, bot, caplog):
+async def test_a_chat_service_failure_gets_an_apology_not_silence(fake_discord, world, pipeline, bot, caplog):
     def broken(message):
         raise RuntimeError("boom")
 
-    router.answer = broken
+    pipeline.answer = broken
     await fake_discord.user_says(world.dm, world.member, "hello?")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     assert "Sorry" in fake_discord.sent_to(world.dm)[0].json["content"]
     assert "chat service failed" in caplog.text
 
 
-async def test_odd_events_cause_no_errors(fake_discord, world, router, bot, caplog):
+async def test_odd_events_cause_no_errors(fake_discord, world, pipeline, bot, caplog):
     caplog.set_level(logging.ERROR)
     ch = world.general
     some = await fake_discord.user_says(ch, world.member, "a message to react to")
-    await router.wait_for(lambda: router.recorded)
+    await pipeline.wait_for(lambda: pipeline.recorded)
     reaction = {
         "user_id": world.member["id"],
         "channel_id": ch["id"],
@@ -349,17 +353,19 @@ async def test_odd_events_cause_no_errors(fake_discord, world, router, bot, capl
     await fake_discord.user_says(world.dm, fake_discord.make_user("otherbot", bot=True), "beep")
     await fake_discord.dispatch("SOME_FUTURE_EVENT", {"x": 1})
     await fake_discord.user_says(world.dm, world.member, "still alive?")
-    await fake_discord.wait_for(lambda: len(router.handled) >= 2 and len(fake_discord.sent_to(world.dm)) >= 2)
-    # A picture without text is for the router to read (issue 14); the rest is dropped quietly.
-    assert [(m.text, [p.kind for p in m.media]) for m in router.handled] == [
+    await fake_discord.wait_for(
+        lambda: len(pipeline.handled) >= 2 and len(fake_discord.sent_to(world.dm)) >= 2
+    )
+    # A picture without text is for the pipeline to read (issue 14); the rest is dropped quietly.
+    assert [(m.text, [p.kind for p in m.media]) for m in pipeline.handled] == [
         ("", ["photo"]),
         ("still alive?", []),
     ]
-    assert len(router.recorded) == 1
+    assert len(pipeline.recorded) == 1
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-async def test_attachments_with_text_are_passed_as_kinds(fake_discord, world, router, bot):
+async def test_attachments_with_text_are_passed_as_kinds(fake_discord, world, pipeline, bot):
     photo = {
         "id": fake_discord.snowflake(),
         "filename": "cat.png",
@@ -370,14 +376,14 @@ async def test_attachments_with_text_are_passed_as_kinds(fake_discord, world, ro
     }
     await fake_discord.user_says(world.dm, world.member, "look at my cat", attachments=[photo])
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
-    assert router.handled[0].attachments == ("photo",)
+    assert pipeline.handled[0].attachments == ("photo",)
 
 
 # ---- reconnecting ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("abort", [True, False], ids=["tcp-cut", "close-4000"])
-async def test_reconnect_and_resume_after_the_gateway_drops(fake_discord, world, router, bot, abort):
+async def test_reconnect_and_resume_after_the_gateway_drops(fake_discord, world, pipeline, bot, abort):
     await fake_discord.user_says(world.dm, world.member, "before")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
     session = fake_discord.session_id
@@ -386,17 +392,17 @@ async def test_reconnect_and_resume_after_the_gateway_drops(fake_discord, world,
     await fake_discord.wait_for(lambda: fake_discord.resumes)
     assert fake_discord.resumes[0]["session_id"] == session and len(fake_discord.identifies) == 1
     await fake_discord.wait_for(lambda: len(fake_discord.sent_to(world.dm)) == 2)
-    assert [m.text for m in router.handled] == ["before", "while you were away"]
+    assert [m.text for m in pipeline.handled] == ["before", "while you were away"]
 
 
-async def test_a_session_that_cannot_resume_identifies_again(fake_discord, world, router, bot):
+async def test_a_session_that_cannot_resume_identifies_again(fake_discord, world, pipeline, bot):
     fake_discord.session_id = "forgotten"  # the server lost the session: RESUME gets INVALID_SESSION
     await fake_discord.drop_gateway(code=4000)
     await fake_discord.wait_for(lambda: len(fake_discord.identifies) == 2, timeout=15)
     await wait_until(lambda: bot.is_ready(), timeout=15)
     await fake_discord.user_says(world.dm, world.member, "new session")
     await fake_discord.wait_for(lambda: fake_discord.sent_to(world.dm))
-    assert router.handled[-1].text == "new session"
+    assert pipeline.handled[-1].text == "new session"
 
 
 # ---- slash commands --------------------------------------------------------------------------
@@ -408,12 +414,12 @@ def _answer(fake_discord: FakeDiscord, iid: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("name", ADMIN_NAMES)
-async def test_admin_commands_run_for_admins_ephemerally(fake_discord, world, router, bot, name):
+async def test_admin_commands_run_for_admins_ephemerally(fake_discord, world, pipeline, bot, name):
     iid = await fake_discord.invoke(name, world.admin, world.general)
     await fake_discord.wait_for(
         lambda: fake_discord.final_message(iid) and not fake_discord.final_message(iid)["flags"] & 128
     )
-    incoming, called, _ = router.commands[-1]
+    incoming, called, _ = pipeline.commands[-1]
     assert called == name and incoming.is_admin
     assert incoming.chat_key == f"discord:{world.general['id']}"
     message = fake_discord.final_message(iid)
@@ -422,63 +428,63 @@ async def test_admin_commands_run_for_admins_ephemerally(fake_discord, world, ro
 
 
 @pytest.mark.parametrize("name", ADMIN_NAMES)
-async def test_admin_commands_refuse_members_ephemerally(fake_discord, world, router, bot, name):
+async def test_admin_commands_refuse_members_ephemerally(fake_discord, world, pipeline, bot, name):
     iid = await fake_discord.invoke(name, world.member, world.general)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     body, message = _answer(fake_discord, iid)
     assert body["type"] == 4 and body["data"]["flags"] & EPHEMERAL
     assert message["content"] == f"Sorry, /{name} is only for admins of this chat."
-    assert router.commands == []  # refused before the router is asked: nothing revealed
+    assert pipeline.commands == []  # refused before the pipeline is asked: nothing revealed
 
 
 @pytest.mark.parametrize("name", ["facts", "forget", "mode"])
-async def test_admin_user_ids_and_dm_users_may_run_admin_commands(fake_discord, world, router, bot, name):
+async def test_admin_user_ids_and_dm_users_may_run_admin_commands(fake_discord, world, pipeline, bot, name):
     in_guild = await fake_discord.invoke(name, world.owner_listed, world.general)
     in_dm = await fake_discord.invoke(name, world.member, world.dm)
     await fake_discord.wait_for(
         lambda: fake_discord.final_message(in_guild) and fake_discord.final_message(in_dm)
     )
-    assert [m.is_admin for m, _, _ in router.commands] == [True, True]
-    assert router.commands[1][0].chat_key == f"discord:{world.dm['id']}"
+    assert [m.is_admin for m, _, _ in pipeline.commands] == [True, True]
+    assert pipeline.commands[1][0].chat_key == f"discord:{world.dm['id']}"
 
 
 @pytest.mark.parametrize("name", EVERYONE_NAMES)
-async def test_everyone_commands_run_for_members(fake_discord, world, router, bot, name):
+async def test_everyone_commands_run_for_members(fake_discord, world, pipeline, bot, name):
     iid = await fake_discord.invoke(name, world.member, world.general)
     await fake_discord.wait_for(  # a slow one (/export) is deferred first: wait for its answer
         lambda: fake_discord.final_message(iid) and not fake_discord.final_message(iid)["flags"] & 128
     )
-    incoming, called, _ = router.commands[-1]
+    incoming, called, _ = pipeline.commands[-1]
     assert called == name and not incoming.is_admin and incoming.author_id == world.member["id"]
     _body, message = _answer(fake_discord, iid)
     assert message["flags"] & EPHEMERAL and message["content"] == f"{name} done"
 
 
-async def test_forgetme_forgets_the_caller_in_this_chat(fake_discord, world, router, bot):
+async def test_forgetme_forgets_the_caller_in_this_chat(fake_discord, world, pipeline, bot):
     iid = await fake_discord.invoke("forgetme", world.member, world.thread)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
-    incoming, name, args = router.commands[-1]
+    incoming, name, args = pipeline.commands[-1]
     assert (name, args) == ("forgetme", "")
     assert incoming.author_id == world.member["id"] and incoming.chat_key == f"discord:{world.thread['id']}"
 
 
-async def test_mode_passes_the_choice(fake_discord, world, router, bot):
+async def test_mode_passes_the_choice(fake_discord, world, pipeline, bot):
     iid = await fake_discord.invoke("mode", world.admin, world.general, {"mode": "full"})
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
-    assert router.commands[-1][1:] == ("mode", "full")
+    assert pipeline.commands[-1][1:] == ("mode", "full")
     assert fake_discord.final_message(iid)["content"] == "mode done full"
 
 
-async def test_forget_and_tier_take_their_option(fake_discord, world, router, bot):
+async def test_forget_and_tier_take_their_option(fake_discord, world, pipeline, bot):
     forget = await fake_discord.invoke("forget", world.admin, world.general, {"confirm": "yes"})
     tier = await fake_discord.invoke("tier", world.member, world.general, {"name": "heavy"})
     await fake_discord.wait_for(
         lambda: fake_discord.final_message(forget) and fake_discord.final_message(tier)
     )
-    assert sorted(c[1:] for c in router.commands) == [("forget", "yes"), ("tier", "heavy")]
+    assert sorted(c[1:] for c in pipeline.commands) == [("forget", "yes"), ("tier", "heavy")]
 
 
-async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world, router, bot):
+async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world, pipeline, bot):
     iid = await fake_discord.invoke("usage", world.admin, world.general)
     await fake_discord.wait_for(lambda: fake_discord.interactions[iid].get("edits"))
     body, message = _answer(fake_discord, iid)
@@ -488,9 +494,9 @@ async def test_usage_defers_then_shows_the_table_and_the_png(fake_discord, world
     assert "standard 3" in message["content"] and message["attachments"][0]["filename"] == "usage.png"
 
 
-async def test_a_command_result_with_a_file_attaches_it(fake_discord, world, router, bot):
+async def test_a_command_result_with_a_file_attaches_it(fake_discord, world, pipeline, bot):
     export = File("export.json", b'{"messages": []}', "application/json")
-    router.results["summary"] = CommandResult("Your data:", files=(export,))
+    pipeline.results["summary"] = CommandResult("Your data:", files=(export,))
     iid = await fake_discord.invoke("summary", world.admin, world.general)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     message = fake_discord.final_message(iid)
@@ -499,19 +505,19 @@ async def test_a_command_result_with_a_file_attaches_it(fake_discord, world, rou
 
 
 async def test_a_slow_command_is_deferred_before_discord_gives_up(
-    fake_discord, world, router, bot, monkeypatch
+    fake_discord, world, pipeline, bot, monkeypatch
 ):
     monkeypatch.setattr(adapter, "DEFER_AFTER_S", 0.05)
-    router.command_delay = asyncio.Event()
+    pipeline.command_delay = asyncio.Event()
     iid = await fake_discord.invoke("summary", world.admin, world.general)
     await fake_discord.wait_for(lambda: fake_discord.responses(iid))
-    assert fake_discord.responses(iid)[0].json["type"] == 5  # acknowledged while the router still works
-    router.command_delay.set()
+    assert fake_discord.responses(iid)[0].json["type"] == 5  # acknowledged while the pipeline still works
+    pipeline.command_delay.set()
     await fake_discord.wait_for(lambda: fake_discord.interactions[iid].get("edits"))
     assert fake_discord.final_message(iid)["content"] == "summary done"
 
 
-async def test_forget_asks_with_a_button_and_the_click_confirms(fake_discord, world, router, bot):
+async def test_forget_asks_with_a_button_and_the_click_confirms(fake_discord, world, pipeline, bot):
     iid = await fake_discord.invoke("forget", world.admin, world.general)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     question = fake_discord.final_message(iid)
@@ -521,16 +527,16 @@ async def test_forget_asks_with_a_button_and_the_click_confirms(fake_discord, wo
 
     stranger = await fake_discord.click(question, button["custom_id"], world.member)
     await fake_discord.wait_for(lambda: fake_discord.responses(stranger))
-    assert [n for _, n, _ in router.commands] == ["forget"]  # nobody else can confirm
+    assert [n for _, n, _ in pipeline.commands] == ["forget"]  # nobody else can confirm
 
     click = await fake_discord.click(question, button["custom_id"], world.admin)
     await fake_discord.wait_for(lambda: fake_discord.responses(click))
-    assert router.commands[-1][1:] == ("forget", "yes") and router.commands[-1][0].is_admin
+    assert pipeline.commands[-1][1:] == ("forget", "yes") and pipeline.commands[-1][0].is_admin
     assert fake_discord.responses(click)[0].json["type"] == 7  # the question is replaced by the answer
     assert question["content"] == "forget done yes" and question["components"] == []
 
 
-async def test_a_failing_confirmation_says_sorry(fake_discord, world, router, bot, caplog):
+async def test_a_failing_confirmation_says_sorry(fake_discord, world, pipeline, bot, caplog):
     iid = await fake_discord.invoke("forget", world.admin, world.general)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     question = fake_discord.final_message(iid)
@@ -538,7 +544,7 @@ async def test_a_failing_confirmation_says_sorry(fake_discord, world, router, bo
     async def broken(message, name, args):
         raise RuntimeError("boom")
 
-    router.command = broken
+    pipeline.command = broken
     click = await fake_discord.click(
         question, question["components"][0]["components"][0]["custom_id"], world.admin
     )
@@ -548,9 +554,9 @@ async def test_a_failing_confirmation_says_sorry(fake_discord, world, router, bo
     assert "confirmation '/forget yes' failed" in caplog.text
 
 
-async def test_a_long_command_answer_continues_in_followups(fake_discord, world, router, bot):
+async def test_a_long_command_answer_continues_in_followups(fake_discord, world, pipeline, bot):
     long = "\n\n".join(["word " * 300] * 3)
-    router.command = _fixed(router.command, CommandResult(text=long))
+    pipeline.command = _fixed(pipeline.command, CommandResult(text=long))
     iid = await fake_discord.invoke("help", world.member, world.general)
     await fake_discord.wait_for(lambda: fake_discord.interactions[iid].get("followups"))
     parts = [fake_discord.final_message(iid)["content"]] + [
@@ -568,11 +574,11 @@ def _fixed(command, result: CommandResult):
     return fixed
 
 
-async def test_a_failing_command_says_sorry(fake_discord, world, router, bot, caplog):
+async def test_a_failing_command_says_sorry(fake_discord, world, pipeline, bot, caplog):
     async def broken(message, name, args):
         raise RuntimeError("boom")
 
-    router.command = broken
+    pipeline.command = broken
     iid = await fake_discord.invoke("help", world.member, world.general)
     await fake_discord.wait_for(lambda: fake_discord.final_message(iid))
     assert "Sorry" in fake_discord.final_message(iid)["content"]

@@ -28,7 +28,7 @@ from tests.support import (
 
 async def test_dm_round_trip_with_typing_and_memory(fake_discord, openai, world, discord_bot):
     await fake_discord.user_says(world.dm, world.member, "My name is Ada and I live in Paris.")
-    # The router tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
+    # The pipeline tells the model who speaks ("Bob: ..."); the echo shows the words arrived.
     await answered(fake_discord, world.dm, "My name is Ada and I live in Paris.")
     order = [c.path for c in fake_discord.calls if c.path.startswith(f"/channels/{world.dm['id']}/")]
     assert order[0].endswith("/typing") and "/messages" in order[-1]
@@ -180,7 +180,7 @@ async def test_a_broken_stream_keeps_the_text_and_says_it_was_cut_off(
 async def test_streaming_off_answers_in_whole_messages(fake_discord, openai, world, tmp_path):
     on = discord_e2e_settings(fake_discord, openai, world)
     settings = replace(on, discord=replace(on.discord, streaming=False))
-    async with build_pipeline(settings, tmp_path) as router, running_client(router, settings):
+    async with build_pipeline(settings, tmp_path) as pipeline, running_client(pipeline, settings):
         await fake_discord.user_says(world.dm, world.member, "One whole message please.")
         await answered(fake_discord, world.dm, "One whole message please.")
     assert not fake_discord.calls_to("PATCH", rf"/channels/{world.dm['id']}/messages/\d+")
@@ -203,8 +203,8 @@ async def test_app_serve_path_runs_the_bot(fake_discord, openai, world, tmp_path
     settings = discord_e2e_settings(fake_discord, openai, world)
 
     async def main() -> None:  # what bot.app.run_discord does, minus the process-level loop
-        async with build_pipeline(settings, tmp_path) as router:
-            await adapter.serve(router, settings)
+        async with build_pipeline(settings, tmp_path) as pipeline:
+            await adapter.serve(pipeline, settings)
 
     task = asyncio.create_task(main())
     try:

@@ -22,15 +22,15 @@ def fast_pace(monkeypatch):
 
 
 @pytest.fixture
-def router() -> RecordingDiscordService:
+def pipeline() -> RecordingDiscordService:
     """The in-test ChatService."""
     return RecordingDiscordService()
 
 
 @pytest.fixture
-async def bot(fake_discord, world, router) -> AsyncIterator[adapter.DiscordBot]:
+async def bot(fake_discord, world, pipeline) -> AsyncIterator[adapter.DiscordBot]:
     """The client with streaming on."""
-    async with running_client(router, discord_settings_for(fake_discord, world, streaming=True)) as client:
+    async with running_client(pipeline, discord_settings_for(fake_discord, world, streaming=True)) as client:
         yield client
 
 
@@ -42,7 +42,7 @@ def edits_of(fake_discord, channel) -> dict[str, list]:
     return by_message
 
 
-async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discord, world, router, bot):
+async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discord, world, pipeline, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -50,7 +50,7 @@ async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discor
         await go_on.wait()  # the model is still thinking: only the first sentence exists
         yield "Here is the rest of the answer."
 
-    router.streamer = pieces
+    pipeline.streamer = pieces
     await fake_discord.user_says(world.dm, world.member, "hi")
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
     assert fake_discord.shown(world.dm) == ["Hello there."]
@@ -62,7 +62,7 @@ async def test_first_sentence_is_shown_before_the_answer_is_finished(fake_discor
     assert fake_discord.calls_to("POST", rf"/channels/{world.dm['id']}/typing")
 
 
-async def test_a_few_words_wait_for_more_before_the_first_message(fake_discord, world, router, bot):
+async def test_a_few_words_wait_for_more_before_the_first_message(fake_discord, world, pipeline, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -70,16 +70,16 @@ async def test_a_few_words_wait_for_more_before_the_first_message(fake_discord, 
         await go_on.wait()
         yield ", that depends."
 
-    router.streamer = pieces
+    pipeline.streamer = pieces
     await fake_discord.user_says(world.dm, world.member, "hi")
-    await router.wait_for(lambda: router.handled)
+    await pipeline.wait_for(lambda: pipeline.handled)
     assert fake_discord.shown(world.dm) == []  # "Well" alone would flicker; nothing is sent yet
     go_on.set()
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm) == ["Well, that depends."])
     assert len(fake_discord.sent_to(world.dm)) == 1 and not edits_of(fake_discord, world.dm)
 
 
-async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord, world, router, bot):
+async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord, world, pipeline, bot):
     words = (f"word{i}" for i in itertools.count())
     sentences = [" ".join(next(words) for _ in range(12)) + "." for _ in range(100)]
     full = " ".join(sentences)
@@ -90,7 +90,7 @@ async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord,
             yield sentence + " "
             await asyncio.sleep(0.01)  # the model's own pace: about a second in all
 
-    router.streamer = pieces
+    pipeline.streamer = pieces
     await fake_discord.user_says(
         world.general,
         world.member,
@@ -111,7 +111,7 @@ async def test_a_long_stream_is_paced_split_and_loses_no_character(fake_discord,
     assert str(first["message_reference"]["message_id"])  # the first part replies to the question
 
 
-async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_discord, world, router, bot):
+async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_discord, world, pipeline, bot):
     go_on = asyncio.Event()
 
     async def pieces(message):
@@ -119,7 +119,7 @@ async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_dis
         await go_on.wait()
         yield "And the last one arrives later."
 
-    router.streamer = pieces
+    pipeline.streamer = pieces
     fake_discord.fail_next(lambda c: c.method == "PATCH", how="429")
     await fake_discord.user_says(world.dm, world.member, "hi")
     await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
@@ -131,12 +131,12 @@ async def test_a_429_on_an_edit_delays_but_does_not_lose_the_final_text(fake_dis
     ] == [429, 200]
 
 
-async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, world, router, bot, caplog):
+async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, world, pipeline, bot, caplog):
     async def pieces(message):
         yield "Part of an answer. "
         raise RuntimeError("the chat service broke")
 
-    router.streamer = pieces
+    pipeline.streamer = pieces
     await fake_discord.user_says(world.dm, world.member, "hi")
     await fake_discord.wait_for(
         lambda: fake_discord.shown(world.dm) and "Sorry" in fake_discord.shown(world.dm)[-1]
@@ -145,8 +145,8 @@ async def test_a_stream_that_fails_keeps_the_text_and_apologises(fake_discord, w
     assert "chat service stream failed" in caplog.text
 
 
-async def test_streaming_off_sends_whole_answers(fake_discord, world, router):
-    async with running_client(router, discord_settings_for(fake_discord, world, streaming=False)):
+async def test_streaming_off_sends_whole_answers(fake_discord, world, pipeline):
+    async with running_client(pipeline, discord_settings_for(fake_discord, world, streaming=False)):
         await fake_discord.user_says(world.dm, world.member, "hi")
         await fake_discord.wait_for(lambda: fake_discord.shown(world.dm))
     assert fake_discord.shown(world.dm) == ["echo: hi"] and not edits_of(fake_discord, world.dm)

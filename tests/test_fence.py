@@ -91,13 +91,13 @@ async def test_the_console_prints_no_escape_sequence(tmp_path):
     evil = "\x1b]0;pwned\x07\x1b[2J\x1b[31mEve"
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
         # A name as it may be stored (an old row, another client): straight to the memory.
-        await router.memory.client.turn(
+        await pipeline.memory.client.turn(
             "console:grace", "my name is Eve and I live in Oslo", author=evil, author_id="e1", message_id="x1"
         )
-        session = ConsoleSession(router, "console:grace")
+        session = ConsoleSession(pipeline, "console:grace")
         await session.answer("what do you know?")
         shown = await session.answer("/facts") + await session.answer("/why")
     assert "Eve" in shown

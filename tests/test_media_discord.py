@@ -1,5 +1,5 @@
 """Voice and image attachments over the fake Discord (attachments served over HTTP), the fake
-OpenAI's /audio/transcriptions and image parts, the real router and the embedded memory host."""
+OpenAI's /audio/transcriptions and image parts, the real pipeline and the embedded memory host."""
 
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ def world(fake_discord: FakeDiscord) -> World:
 
 @contextlib.asynccontextmanager
 async def bot(fake_discord: FakeDiscord, openai: FakeOpenAI, data_dir, **tables) -> AsyncIterator[Pipeline]:
-    """The shipped config (vision tiers) on the fakes; the router, to look into memory."""
+    """The shipped config (vision tiers) on the fakes; the pipeline, to look into memory."""
     tables.setdefault("discord", {"streaming": False})
     settings = default_config_settings(discord_env(fake_discord, openai), **tables)
-    async with build_pipeline(settings, data_dir, options=FAST) as router, running_client(router, settings):
-        yield router
+    async with (
+        build_pipeline(settings, data_dir, options=FAST) as pipeline,
+        running_client(pipeline, settings),
+    ):
+        yield pipeline
 
 
 async def answers(fake_discord: FakeDiscord, channel: dict, count: int) -> list[str]:
@@ -44,10 +47,10 @@ async def test_a_voice_message_attachment_is_transcribed_answered_and_searchable
     voice = fake_discord.files.attachment(
         world.dm, "voice-message.ogg", VOICE, "audio/ogg", duration_secs=4.2
     )
-    async with bot(fake_discord, openai, tmp_path) as router:
+    async with bot(fake_discord, openai, tmp_path) as pipeline:
         await fake_discord.user_says(world.dm, world.member, "", attachments=[voice])
         [answer] = await answers(fake_discord, world.dm, 1)
-        found = await router.memory.search(f"discord:{world.dm['id']}", "when is the dentist?")
+        found = await pipeline.memory.search(f"discord:{world.dm['id']}", "when is the dentist?")
     heard = openai.transcriptions[0]
     assert (
         heard.data == VOICE
@@ -80,10 +83,10 @@ async def test_an_image_attachment_reaches_a_vision_tier_and_is_remembered(
     big = image_bytes(2000, 1000, "green")  # Discord sends the original: scaled to 1280 px for the model
     photo = fake_discord.files.attachment(world.dm, "garden.png", big, "image/png", width=2000, height=1000)
     openai.script(Answer("Image: A plain green lawn.\nLovely lawn!"))
-    async with bot(fake_discord, openai, tmp_path) as router:
+    async with bot(fake_discord, openai, tmp_path) as pipeline:
         await fake_discord.user_says(world.dm, world.member, "my garden this morning", attachments=[photo])
         [shown] = await answers(fake_discord, world.dm, 1)
-        found = await router.memory.search(f"discord:{world.dm['id']}", "garden lawn photo", k=5)
+        found = await pipeline.memory.search(f"discord:{world.dm['id']}", "garden lawn photo", k=5)
     [(mime, sent)] = openai.requests[0].images
     import io
 
@@ -100,7 +103,7 @@ async def test_a_guild_image_not_addressed_to_the_bot_is_recorded_without_a_mode
 ):
     ch = world.general
     photo = fake_discord.files.attachment(ch, "cake.png", image_bytes(), "image/png", width=64, height=48)
-    async with bot(fake_discord, openai, tmp_path) as router:
+    async with bot(fake_discord, openai, tmp_path) as pipeline:
         await fake_discord.user_says(ch, world.member, "birthday cake!", attachments=[photo])
         await fake_discord.user_says(
             ch,
@@ -109,7 +112,7 @@ async def test_a_guild_image_not_addressed_to_the_bot_is_recorded_without_a_mode
             mentions=[fake_discord.bot],
         )
         await answers(fake_discord, ch, 1)
-        found = await router.memory.search(f"discord:{ch['id']}", "birthday cake", k=5)
+        found = await pipeline.memory.search(f"discord:{ch['id']}", "birthday cake", k=5)
     assert "[photo] birthday cake!" in [m["text"] for m in found]
     assert len(openai.requests) == 1 and not openai.requests[0].images
     assert fake_discord.files.downloads == []

@@ -1,4 +1,4 @@
-"""The media helpers the router uses: the description line, images made ready for a model."""
+"""The media helpers the pipeline uses: the description line, images made ready for a model."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Voice messages and photos over the fake Bot API: getFile + downloads, the fake OpenAI's
-/audio/transcriptions and image parts, the real router and the embedded memory host."""
+/audio/transcriptions and image parts, the real pipeline and the embedded memory host."""
 
 from __future__ import annotations
 
@@ -35,11 +35,14 @@ def env_for(tg: FakeTelegram, openai: FakeOpenAI, key: bool = True) -> dict[str,
 async def bot(
     tg: FakeTelegram, openai: FakeOpenAI, data_dir, *, key: bool = True, streaming: bool = True, **tables
 ) -> AsyncIterator[Pipeline]:
-    """The shipped config (vision tiers) on the fakes; the router, for looking into memory."""
+    """The shipped config (vision tiers) on the fakes; the pipeline, for looking into memory."""
     tables.setdefault("telegram", {})["streaming"] = streaming
     settings = default_config_settings(env_for(tg, openai, key), **tables)
-    async with build_pipeline(settings, data_dir, options=FAST) as router, running_bot(router, settings, tg):
-        yield router
+    async with (
+        build_pipeline(settings, data_dir, options=FAST) as pipeline,
+        running_bot(pipeline, settings, tg),
+    ):
+        yield pipeline
 
 
 async def ask(tg: FakeTelegram, chat: dict, user: dict, text: str | None = None, **kw) -> dict:
@@ -64,9 +67,9 @@ async def test_a_voice_message_is_answered_from_its_transcript_and_found_later(
 ):
     dm = tg.private_chat(alice)
     openai.script_transcription(Transcript("My cat Biscuit loves sardines."))
-    async with bot(tg, openai, tmp_path, streaming=streaming) as router:
+    async with bot(tg, openai, tmp_path, streaming=streaming) as pipeline:
         answer = await ask(tg, dm, alice, media=tg.files.voice(VOICE, duration=4))
-        found = await router.memory.search(f"telegram:{dm['id']}", "what does Biscuit love?")
+        found = await pipeline.memory.search(f"telegram:{dm['id']}", "what does Biscuit love?")
         await ask(tg, dm, alice, "what does my cat love to eat, Biscuit?")
         why = await ask(tg, dm, alice, "/why")
     heard = openai.transcriptions[0]
@@ -109,12 +112,12 @@ async def test_a_failing_or_hanging_transcription_endpoint_is_told_and_the_bot_k
 ):
     dm = tg.private_chat(alice)
     openai.script_transcription(ServerError(500), Hang(), Transcript("third time lucky"))
-    async with bot(tg, openai, tmp_path, transcription={"timeout_s": 0.5}) as router:
+    async with bot(tg, openai, tmp_path, transcription={"timeout_s": 0.5}) as pipeline:
         failed = await ask(tg, dm, alice, media=tg.files.voice(VOICE))
         timed_out = await ask(tg, dm, alice, media=tg.files.voice(VOICE))
         typed = await ask(tg, dm, alice, "typed instead")
         third = await ask(tg, dm, alice, media=tg.files.voice(VOICE))
-        stats = await router.memory.stats(f"telegram:{dm['id']}")
+        stats = await pipeline.memory.stats(f"telegram:{dm['id']}")
     assert "couldn't transcribe" in failed["text"] and "HTTP 500" in failed["text"]
     assert "couldn't transcribe" in timed_out["text"] and "in time" in timed_out["text"]
     assert typed["text"] == "echo: Alice: typed instead"
@@ -147,7 +150,7 @@ async def test_a_photo_reaches_a_vision_tier_as_an_image_part_and_is_remembered(
     openai.script(
         Answer("Image: A blue square on a plain background.\nThat is a very blue picture!", chunk_size=5)
     )
-    async with bot(tg, openai, tmp_path, streaming=streaming) as router:
+    async with bot(tg, openai, tmp_path, streaming=streaming) as pipeline:
         tg.send(dm, alice, caption="look at my new painting", media=media)
         shown = await tg.wait_until(
             lambda: (
@@ -155,7 +158,7 @@ async def test_a_photo_reaches_a_vision_tier_as_an_image_part_and_is_remembered(
             )
         )
         later = await ask(tg, dm, alice, "what was in the photo I sent?")
-        found = await router.memory.search(f"telegram:{dm['id']}", "blue painting photo", k=5)
+        found = await pipeline.memory.search(f"telegram:{dm['id']}", "blue painting photo", k=5)
     sent = openai.requests[0]
     assert sent.images == [("image/png", best)]  # the largest size up to 1280 px, unchanged
     assert tg.files.downloads == ["photos/file_2.jpg"]
@@ -206,10 +209,10 @@ async def test_a_group_photo_not_addressed_to_the_bot_is_recorded_without_a_mode
     group = tg.group(-100555, "Friends")
     bob = tg.user(222, "Bob", "bob")
     media, _ = photo_sizes(tg)
-    async with bot(tg, openai, tmp_path) as router:
+    async with bot(tg, openai, tmp_path) as pipeline:
         tg.send(group, bob, caption="our new office", media=media)
         answer = await ask(tg, group, alice, "@memo_test_bot what did Bob share?")
-        found = await router.memory.search(f"telegram:{group['id']}", "office", k=5)
+        found = await pipeline.memory.search(f"telegram:{group['id']}", "office", k=5)
     assert [m["text"] for m in found if "office" in m["text"]] == ["[photo] our new office"]
     assert len(openai.requests) == 1 and not openai.requests[0].images  # only Alice's question
     assert "[photo] our new office" in openai.requests[0].text()

@@ -1,5 +1,5 @@
-"""The in-process memory of the router tests answers as the real host does (same engine,
-same checks, same refusals), so a router test on it shows what it would over HTTP."""
+"""The in-process memory of the pipeline tests answers as the real host does (same engine,
+same checks, same refusals), so a pipeline test on it shows what it would over HTTP."""
 
 from __future__ import annotations
 

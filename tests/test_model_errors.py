@@ -24,10 +24,10 @@ from tests.support.net import TcpGate
 async def test_refusals_name_what_to_check(tmp_path, caplog, status, expected):
     async with (
         FakeOpenAI(default=ServerError(status=status, message="no")) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as pipeline,
     ):
         with caplog.at_level(logging.WARNING, logger="bot.chat.model_errors"):
-            reply = await router.handle(msg("hello there, how are you doing today?"))
+            reply = await pipeline.handle(msg("hello there, how are you doing today?"))
         assert not reply.ok
         assert reply.text.startswith(APOLOGY)
         assert expected in reply.text
@@ -38,17 +38,17 @@ async def test_refusals_name_what_to_check(tmp_path, caplog, status, expected):
 async def test_streamed_answer_names_the_problem_too(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=401, message="bad key")) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as pipeline,
     ):
-        text = "".join([piece async for piece in router.stream(msg("hello there, what's new?"))])
+        text = "".join([piece async for piece in pipeline.stream(msg("hello there, what's new?"))])
         assert "check OPENAI_API_KEY" in text
 
 
 async def test_unreachable_endpoint_names_the_base_url(tmp_path):
     async with TcpGate() as gate:  # shut: nothing listens on its port
         url = f"{gate.url}/v1"
-        async with running_pipeline(make_settings(url, attempts=1), tmp_path, options=INSTANT) as router:
-            reply = await router.handle(msg("hello there, how are you doing today?"))
+        async with running_pipeline(make_settings(url, attempts=1), tmp_path, options=INSTANT) as pipeline:
+            reply = await pipeline.handle(msg("hello there, how are you doing today?"))
     assert f"could not reach {url}" in reply.text
     assert "check base_url in the tier's [tiers] table or OPENAI_BASE_URL" in reply.text
     assert "tiers standard, light, heavy: could not reach" in reply.text  # one endpoint: one line
@@ -57,9 +57,9 @@ async def test_unreachable_endpoint_names_the_base_url(tmp_path):
 async def test_non_admins_are_told_only_that_the_log_says_why(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=401)) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as pipeline,
     ):
-        reply = await router.handle(msg("hello there, how are you doing today?", admin=False))
+        reply = await pipeline.handle(msg("hello there, how are you doing today?", admin=False))
     assert CONFIG_TROUBLE in reply.text
     assert "OPENAI_API_KEY" not in reply.text
 
@@ -67,7 +67,7 @@ async def test_non_admins_are_told_only_that_the_log_says_why(tmp_path):
 async def test_transient_failures_get_the_plain_apology(tmp_path):
     async with (
         FakeOpenAI(default=ServerError(status=503)) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as router,
+        running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as pipeline,
     ):
-        reply = await router.handle(msg("hello there, how are you doing today?"))
+        reply = await pipeline.handle(msg("hello there, how are you doing today?"))
     assert reply.text == APOLOGY

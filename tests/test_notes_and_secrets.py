@@ -27,15 +27,15 @@ async def test_one_person_cannot_fill_every_note_slot(mem):
 async def test_a_configured_secret_a_user_types_is_neither_stored_nor_sent(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url, api_key=KEY), tmp_path) as router,
+        running_pipeline(make_settings(fake.url, api_key=KEY), tmp_path) as pipeline,
     ):
-        await router.handle(msg(f"oops, our key is {KEY} do not tell", message_id="m1"))
-        await router.record(msg(f"and again {KEY}", message_id="m2", addressed=False))
-        await router.command(msg("/remember", message_id="m3"), "remember", f"the key is {KEY}")
-        await router.handle(msg("what is our key?", message_id="m4"))
+        await pipeline.handle(msg(f"oops, our key is {KEY} do not tell", message_id="m1"))
+        await pipeline.record(msg(f"and again {KEY}", message_id="m2", addressed=False))
+        await pipeline.command(msg("/remember", message_id="m3"), "remember", f"the key is {KEY}")
+        await pipeline.handle(msg("what is our key?", message_id="m4"))
         sent = "\n".join(r.text() for r in fake.requests)
         assert "[redacted]" in sent and KEY not in sent
-        stored = await router.memory.search("test:chat", "key oops again", k=20)
-        notes = await router.memory.notes("test:chat")
+        stored = await pipeline.memory.search("test:chat", "key oops again", k=20)
+        notes = await pipeline.memory.notes("test:chat")
         kept = json.dumps([stored, notes])
         assert "[redacted]" in kept and KEY not in kept

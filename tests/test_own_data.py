@@ -1,4 +1,4 @@
-"""/export, /remember, /unremember, /forgetfact, /new through the router against the real local
+"""/export, /remember, /unremember, /forgetfact, /new through the pipeline against the real local
 memory host, and the console (a real `chatbot chat` subprocess) writing DIR/export-<chat>.json."""
 
 from __future__ import annotations
@@ -29,44 +29,44 @@ def exported(result: CommandResult) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def router(tmp_path):
+async def pipeline(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake, running_pipeline(make_settings(fake.url), tmp_path) as r:
         yield r
 
 
-async def run(router, who: dict[str, Any], name: str, args: str = "") -> CommandResult:
-    return await router.command(msg(f"/{name} {args}", **who), name, args)
+async def run(pipeline, who: dict[str, Any], name: str, args: str = "") -> CommandResult:
+    return await pipeline.command(msg(f"/{name} {args}", **who), name, args)
 
 
 # -- /remember, /unremember ----------------------------------------------------------------
 
 
-async def test_remember_lists_numbered_notes_in_every_prompt_and_unremember_removes_one(router):
-    assert "No notes in this chat yet" in (await run(router, ADA, "remember")).text
-    first = (await run(router, ADA, "remember", "Answer in French")).text
+async def test_remember_lists_numbered_notes_in_every_prompt_and_unremember_removes_one(pipeline):
+    assert "No notes in this chat yet" in (await run(pipeline, ADA, "remember")).text
+    first = (await run(pipeline, ADA, "remember", "Answer in French")).text
     assert first.startswith("Noted (#") and "every answer" in first
-    await run(router, BOB, "remember", "Bob is vegetarian")  # anyone may add one
-    again = (await run(router, ADA, "remember", "answer in french")).text
+    await run(pipeline, BOB, "remember", "Bob is vegetarian")  # anyone may add one
+    again = (await run(pipeline, ADA, "remember", "answer in french")).text
     assert again.startswith("I already keep that note")
-    listed = (await run(router, BOB, "remember")).text
+    listed = (await run(pipeline, BOB, "remember")).text
     notes = numbered(listed)
     assert list(notes) == ["Answer in French (from ada)", "Bob is vegetarian (from bob)"]
-    await router.handle(msg("what should we cook tonight?", **ADA))
-    why = (await run(router, ADA, "why")).text
+    await pipeline.handle(msg("what should we cook tonight?", **ADA))
+    why = (await run(pipeline, ADA, "why")).text
     assert '"Answer in French"' in why and '"Bob is vegetarian"' in why  # in the prompt, quoted
     french = notes["Answer in French (from ada)"]
-    refused = (await run(router, BOB, "unremember", str(french))).text
+    refused = (await run(pipeline, BOB, "unremember", str(french))).text
     assert (
         refused.startswith("Sorry, only admins")
-        and "Answer in French" in (await run(router, BOB, "remember")).text
+        and "Answer in French" in (await run(pipeline, BOB, "remember")).text
     )
-    gone = (await run(router, BOB, "unremember", f"#{notes['Bob is vegetarian (from bob)']}")).text
+    gone = (await run(pipeline, BOB, "unremember", f"#{notes['Bob is vegetarian (from bob)']}")).text
     assert gone.startswith("Removed #") and "Bob is vegetarian" in gone  # their own: no admin needed
-    assert "Removed" in (await run(router, ADA, "unremember", str(french))).text  # an admin: anyone's
-    await router.handle(msg("and tomorrow?", **ADA))
-    why = (await run(router, ADA, "why")).text
+    assert "Removed" in (await run(pipeline, ADA, "unremember", str(french))).text  # an admin: anyone's
+    await pipeline.handle(msg("and tomorrow?", **ADA))
+    why = (await run(pipeline, ADA, "why")).text
     assert "Answer in French" not in why and "Notes the chat asked" not in why
-    history = await router.memory.facts(CHAT, history=True, kind="note")
+    history = await pipeline.memory.facts(CHAT, history=True, kind="note")
     assert {n["value"] for n in history if n["superseded_at"]} == {"Answer in French", "Bob is vegetarian"}
 
 
@@ -82,50 +82,50 @@ async def test_remember_lists_numbered_notes_in_every_prompt_and_unremember_remo
         ("4242", "There is no note #4242 here. /remember lists them"),
     ],
 )
-async def test_unremember_answers_bad_numbers_clearly(router, args, expect):
-    await run(router, ADA, "remember", "keep me")
-    assert (await run(router, ADA, "unremember", args)).text.startswith(expect)
-    assert len(await router.memory.notes(CHAT)) == 1
+async def test_unremember_answers_bad_numbers_clearly(pipeline, args, expect):
+    await run(pipeline, ADA, "remember", "keep me")
+    assert (await run(pipeline, ADA, "unremember", args)).text.startswith(expect)
+    assert len(await pipeline.memory.notes(CHAT)) == 1
 
 
-async def test_a_note_too_long_is_refused_with_the_limit(router):
-    answer = (await run(router, ADA, "remember", "x" * 501)).text
+async def test_a_note_too_long_is_refused_with_the_limit(pipeline):
+    answer = (await run(pipeline, ADA, "remember", "x" * 501)).text
     assert answer.startswith("I can't keep that note") and "500" in answer
-    assert await router.memory.notes(CHAT) == []
+    assert await pipeline.memory.notes(CHAT) == []
 
 
 # -- /facts, /forgetfact -------------------------------------------------------------------
 
 
-async def test_facts_are_numbered_and_forgetfact_removes_own_ones_or_anyones_for_admins(router):
-    await router.handle(msg("my name is Ada and I live in Lisbon", **ADA))
-    await router.handle(msg("my name is Bob and I live in Porto", **BOB))
-    facts = numbered((await run(router, ADA, "facts")).text)
+async def test_facts_are_numbered_and_forgetfact_removes_own_ones_or_anyones_for_admins(pipeline):
+    await pipeline.handle(msg("my name is Ada and I live in Lisbon", **ADA))
+    await pipeline.handle(msg("my name is Bob and I live in Porto", **BOB))
+    facts = numbered((await run(pipeline, ADA, "facts")).text)
     assert {"name: Ada", "location: Lisbon", "name: Bob", "location: Porto"} <= set(facts)
-    mine = (await run(router, BOB, "forgetfact")).text  # no number: their own facts, numbered
+    mine = (await run(pipeline, BOB, "forgetfact")).text  # no number: their own facts, numbered
     assert numbered(mine) == {"location: Porto": facts["location: Porto"], "name: Bob": facts["name: Bob"]}
     assert "Ada" not in mine and "Lisbon" not in mine
 
-    refused = (await run(router, BOB, "forgetfact", str(facts["location: Lisbon"]))).text
+    refused = (await run(pipeline, BOB, "forgetfact", str(facts["location: Lisbon"]))).text
     assert (
         refused
         == f"Sorry, only admins can remove a fact of someone else; #{facts['location: Lisbon']} is not yours."
     )
-    assert "Lisbon" in (await run(router, ADA, "facts")).text  # untouched
-    own = (await run(router, BOB, "forgetfact", str(facts["location: Porto"]))).text
+    assert "Lisbon" in (await run(pipeline, ADA, "facts")).text  # untouched
+    own = (await run(pipeline, BOB, "forgetfact", str(facts["location: Porto"]))).text
     assert own.startswith(f"Removed #{facts['location: Porto']} location: Porto") and "history" in own
-    by_admin = (await run(router, ADA, "forgetfact", str(facts["name: Bob"]))).text
+    by_admin = (await run(pipeline, ADA, "forgetfact", str(facts["name: Bob"]))).text
     assert by_admin.startswith("Removed") and "Bob" in by_admin
-    assert (await run(router, ADA, "forgetfact", str(facts["name: Bob"]))).text.startswith(
+    assert (await run(pipeline, ADA, "forgetfact", str(facts["name: Bob"]))).text.startswith(
         "There is no fact #"
     )
 
-    after = (await run(router, ADA, "facts")).text
+    after = (await run(pipeline, ADA, "facts")).text
     assert "Porto" not in after and "name: Bob" not in after and "Lisbon" in after
-    history = (await run(router, ADA, "facts", "history")).text
+    history = (await run(pipeline, ADA, "facts", "history")).text
     assert "location: Porto (until " in history and "#" + str(facts["location: Porto"]) not in history
-    await router.handle(msg("where does everyone live?", **ADA))
-    why = (await run(router, ADA, "why")).text
+    await pipeline.handle(msg("where does everyone live?", **ADA))
+    why = (await run(pipeline, ADA, "why")).text
     assert '"Lisbon"' in why and "Porto" not in prompt_section(why, "Known facts")
 
 
@@ -138,50 +138,50 @@ async def test_facts_are_numbered_and_forgetfact_removes_own_ones_or_anyones_for
         ("777", "There is no fact #777 here."),
     ],
 )
-async def test_forgetfact_answers_bad_numbers_clearly(router, args, expect):
-    await router.handle(msg("my name is Ada", **ADA))
-    assert (await run(router, BOB, "forgetfact", args)).text.startswith(expect)
-    assert len(await router.memory.facts(CHAT, kind="fact")) == 1
+async def test_forgetfact_answers_bad_numbers_clearly(pipeline, args, expect):
+    await pipeline.handle(msg("my name is Ada", **ADA))
+    assert (await run(pipeline, BOB, "forgetfact", args)).text.startswith(expect)
+    assert len(await pipeline.memory.facts(CHAT, kind="fact")) == 1
 
 
-async def test_forgetfact_of_a_note_points_to_unremember(router):
-    await run(router, ADA, "remember", "meetings are on Tuesdays")
-    (note,) = await router.memory.notes(CHAT)
-    answer = (await run(router, ADA, "forgetfact", str(note["id"]))).text
+async def test_forgetfact_of_a_note_points_to_unremember(pipeline):
+    await run(pipeline, ADA, "remember", "meetings are on Tuesdays")
+    (note,) = await pipeline.memory.notes(CHAT)
+    answer = (await run(pipeline, ADA, "forgetfact", str(note["id"]))).text
     assert answer == f"#{note['id']} is a note, not a fact: /unremember {note['id']} removes it."
-    assert len(await router.memory.notes(CHAT)) == 1
-    assert "meetings" not in (await run(router, ADA, "facts")).text  # /facts lists facts, not notes
+    assert len(await pipeline.memory.notes(CHAT)) == 1
+    assert "meetings" not in (await run(pipeline, ADA, "facts")).text  # /facts lists facts, not notes
 
 
 # -- /new ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["new", "reset"])
-async def test_new_starts_a_topic_seen_through_why(router, name):
-    await router.handle(msg("my name is Ada and the launch is on Friday", **ADA))
-    await router.handle(msg("we talked about the rocket engine", **ADA))
-    started = (await run(router, ADA, name)).text
+async def test_new_starts_a_topic_seen_through_why(pipeline, name):
+    await pipeline.handle(msg("my name is Ada and the launch is on Friday", **ADA))
+    await pipeline.handle(msg("we talked about the rocket engine", **ADA))
+    started = (await run(pipeline, ADA, name)).text
     assert started.startswith("New topic")
-    why = (await run(router, ADA, "why")).text  # before any new answer: said under the old prompt
+    why = (await run(pipeline, ADA, "why")).text  # before any new answer: said under the old prompt
     assert "New topic since " in why and "(/new)" in why
-    await router.handle(msg("totally different: how do I bake bread?", **ADA))
-    why = (await run(router, ADA, "why")).text
+    await pipeline.handle(msg("totally different: how do I bake bread?", **ADA))
+    why = (await run(pipeline, ADA, "why")).text
     recent = prompt_section(why, "Recent messages")
     assert "(new topic started " in why and "New topic since" not in why  # said once
     assert "rocket engine" not in recent and "launch is on Friday" not in recent
     assert 'name = "Ada"' in why  # facts stay
-    found = await router.memory.search(CHAT, "rocket engine")
+    found = await pipeline.memory.search(CHAT, "rocket engine")
     assert any("rocket engine" in m["text"] for m in found)  # search stays
 
 
 # -- /export -------------------------------------------------------------------------------
 
 
-async def test_export_then_forgetme_then_export_holds_nothing_of_theirs(router):
-    await router.handle(msg("my name is Bob and I have a dog called Rex", **BOB))
-    await router.handle(msg("my name is Ada", **ADA))
-    await run(router, BOB, "remember", "Bob's birthday party is on May 3")
-    first = await run(router, BOB, "export")
+async def test_export_then_forgetme_then_export_holds_nothing_of_theirs(pipeline):
+    await pipeline.handle(msg("my name is Bob and I have a dog called Rex", **BOB))
+    await pipeline.handle(msg("my name is Ada", **ADA))
+    await run(pipeline, BOB, "remember", "Bob's birthday party is on May 3")
+    first = await run(pipeline, BOB, "export")
     assert first.private and [f.name for f in first.files] == ["export.json"]
     assert first.files[0].mime == "application/json" and first.text.startswith(
         "Your data in this chat: 2 messages"
@@ -197,37 +197,37 @@ async def test_export_then_forgetme_then_export_holds_nothing_of_theirs(router):
     assert [n["value"] for n in data["notes"]] == ["Bob's birthday party is on May 3"]
     assert all(f["updated_at"] for f in data["facts"]) and all(m["ts"] for m in data["messages"])
 
-    await run(router, BOB, "forgetme")
-    second = await run(router, BOB, "export")
+    await run(pipeline, BOB, "forgetme")
+    second = await run(pipeline, BOB, "export")
     assert second.text == own_data.NOTHING_OF_YOURS
     empty = exported(second)
     assert empty["messages"] == [] and empty["facts"] == [] and empty["notes"] == []
     assert "Bob" not in second.files[0].data.decode() and "Rex" not in second.files[0].data.decode()
-    assert exported(await run(router, ADA, "export"))["facts"][0]["value"] == "Ada"  # Ada keeps hers
+    assert exported(await run(pipeline, ADA, "export"))["facts"][0]["value"] == "Ada"  # Ada keeps hers
 
 
-async def test_export_keeps_the_history_of_a_removed_fact(router):
-    await router.handle(msg("I live in Lisbon", **ADA))
-    await router.handle(msg("I live in Porto now", **ADA))
-    (current,) = [f for f in await router.memory.facts(CHAT, kind="fact") if f["key"] == "location"]
-    await run(router, ADA, "forgetfact", str(current["id"]))
-    facts = exported(await run(router, ADA, "export"))["facts"]
+async def test_export_keeps_the_history_of_a_removed_fact(pipeline):
+    await pipeline.handle(msg("I live in Lisbon", **ADA))
+    await pipeline.handle(msg("I live in Porto now", **ADA))
+    (current,) = [f for f in await pipeline.memory.facts(CHAT, kind="fact") if f["key"] == "location"]
+    await run(pipeline, ADA, "forgetfact", str(current["id"]))
+    facts = exported(await run(pipeline, ADA, "export"))["facts"]
     locations = [(f["value"], bool(f["superseded_at"])) for f in facts if f["key"] == "location"]
     assert locations == [("Lisbon", True), ("Porto", True)]
 
 
-async def test_export_all_is_for_admins_and_follows_every_page(router):
+async def test_export_all_is_for_admins_and_follows_every_page(pipeline):
     history = [
         {"role": "user", "text": f"old message number {i}", "author": "carol", "author_id": "u3"}
         for i in range(1234)
     ]
-    await router.memory.import_messages(CHAT, history)
-    await router.handle(msg("my name is Bob", **BOB))
-    refused = await run(router, BOB, "export", "all")
+    await pipeline.memory.import_messages(CHAT, history)
+    await pipeline.handle(msg("my name is Bob", **BOB))
+    refused = await run(pipeline, BOB, "export", "all")
     assert refused.text.startswith("Sorry, /export all is only for admins") and not refused.files
-    unknown = await run(router, BOB, "export", "everything")
+    unknown = await run(pipeline, BOB, "export", "everything")
     assert unknown.text.startswith("I don't know /export everything") and not unknown.files
-    whole = await run(router, ADA, "export", "ALL")
+    whole = await run(pipeline, ADA, "export", "ALL")
     data = exported(whole)
     assert data["export"]["author_id"] is None and len(data["messages"]) == 1236  # three pages of 500
     assert [m["id"] for m in data["messages"]] == sorted(m["id"] for m in data["messages"])
@@ -235,15 +235,15 @@ async def test_export_all_is_for_admins_and_follows_every_page(router):
     assert whole.text.startswith("This chat's whole memory: 1236 messages")
 
 
-async def test_an_export_over_the_upload_limit_is_sent_gzipped(router, monkeypatch):
-    await router.handle(msg("my name is Ada " + "and more words " * 200, **ADA))
+async def test_an_export_over_the_upload_limit_is_sent_gzipped(pipeline, monkeypatch):
+    await pipeline.handle(msg("my name is Ada " + "and more words " * 200, **ADA))
     monkeypatch.setitem(own_data.UPLOAD_LIMIT, "console", 2000)
-    result = await run(router, ADA, "export")
+    result = await run(pipeline, ADA, "export")
     (file,) = result.files
     assert file.name == "export.json.gz" and file.mime == "application/gzip" and len(file.data) < 2000
     assert exported(result)["messages"][0]["text"].startswith("my name is Ada")
     monkeypatch.setitem(own_data.UPLOAD_LIMIT, "console", 50)
-    too_big = await run(router, ADA, "export")
+    too_big = await run(pipeline, ADA, "export")
     assert not too_big.files and "too big to send here" in too_big.text
 
 
@@ -333,7 +333,7 @@ async def test_export_json_is_valid_for_any_cut_of_pages():
 )
 async def test_with_the_memory_unreachable_each_command_says_so_and_sends_no_file(tmp_path, name, args):
     settings = make_settings(None, api_key=None, memory_url="http://127.0.0.1:9", memory_token="x" * 20)
-    async with running_pipeline(settings, tmp_path) as router:
-        result = await run(router, ADA, name, args)
+    async with running_pipeline(settings, tmp_path) as pipeline:
+        result = await run(pipeline, ADA, name, args)
     assert result.text == MEMORY_DOWN
     assert not result.files

@@ -21,11 +21,11 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
     async with FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url)
         # The real host: what survives the restart is what its files kept.
-        async with running_pipeline(settings, tmp_path, host=True) as router:
-            before = await router.handle(msg("hello there"))
-            set_it = await router.command(msg("/persona"), "persona", PIRATE)
-            await router.handle(msg("who are you?"))
-            why = await router.command(msg("/why"), "why", "")
+        async with running_pipeline(settings, tmp_path, host=True) as pipeline:
+            before = await pipeline.handle(msg("hello there"))
+            set_it = await pipeline.command(msg("/persona"), "persona", PIRATE)
+            await pipeline.handle(msg("who are you?"))
+            why = await pipeline.command(msg("/why"), "why", "")
         assert before.ok and PIRATE not in system_of(fake.requests[0])
         assert system_of(fake.requests[0]) == SYSTEM_INSTRUCTION  # the default: no persona
         assert PIRATE in set_it.text
@@ -35,12 +35,12 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
         assert f"Persona: {PIRATE}" in why.text
 
         # A new process on the same data: the worker kept the persona.
-        async with running_pipeline(settings, tmp_path, host=True) as router:
-            why_after_restart = await router.command(msg("/why"), "why", "")
-            shown = await router.command(msg("/persona"), "persona", "")
-            await router.handle(msg("still a pirate?"))
-            reset = await router.command(msg("/persona"), "persona", "reset")
-            await router.handle(msg("and now?"))
+        async with running_pipeline(settings, tmp_path, host=True) as pipeline:
+            why_after_restart = await pipeline.command(msg("/why"), "why", "")
+            shown = await pipeline.command(msg("/persona"), "persona", "")
+            await pipeline.handle(msg("still a pirate?"))
+            reset = await pipeline.command(msg("/persona"), "persona", "reset")
+            await pipeline.handle(msg("and now?"))
         assert f"Persona: {PIRATE}" in why_after_restart.text
         assert PIRATE in shown.text
         assert PIRATE in system_of(fake.requests[2])
@@ -52,12 +52,12 @@ async def test_a_persona_reaches_the_model_shows_in_why_and_survives_a_restart(t
 async def test_persona_is_for_admins_and_bounded(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        member = await router.command(msg("/persona", admin=False, author_id="u2"), "persona", "Be rude.")
-        too_long = await router.command(msg("/persona"), "persona", "x" * 2001)
-        none_yet = await router.command(msg("/persona"), "persona", "")
-        await router.handle(msg("hi"))
+        member = await pipeline.command(msg("/persona", admin=False, author_id="u2"), "persona", "Be rude.")
+        too_long = await pipeline.command(msg("/persona"), "persona", "x" * 2001)
+        none_yet = await pipeline.command(msg("/persona"), "persona", "")
+        await pipeline.handle(msg("hi"))
     assert member.text == refused("persona")
     assert "2001" in too_long.text and "2000" in too_long.text
     assert "No persona" in none_yet.text
@@ -68,10 +68,10 @@ async def test_system_prompt_comes_from_the_config_and_one_chat_persona_stays_in
     own = "You are Memo, the family's assistant. Keep answers under three sentences."
     async with FakeOpenAI(default=Echo()) as fake:
         settings = replace(make_settings(fake.url), system_prompt=own)
-        async with running_pipeline(settings, tmp_path) as router:
-            await router.command(msg("/persona", chat="test:a"), "persona", PIRATE)
-            await router.handle(msg("hello from a", chat="test:a"))
-            await router.handle(msg("hello from b", chat="test:b"))
+        async with running_pipeline(settings, tmp_path) as pipeline:
+            await pipeline.command(msg("/persona", chat="test:a"), "persona", PIRATE)
+            await pipeline.handle(msg("hello from a", chat="test:a"))
+            await pipeline.handle(msg("hello from b", chat="test:b"))
     a, b = (system_of(r) for r in fake.requests)
     assert a.startswith(own) and b.startswith(own)
     assert PIRATE in a and PIRATE not in b

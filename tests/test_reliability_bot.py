@@ -49,9 +49,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecatio
 # ----------------------------------------------------------------------------- helpers
 
 
-async def memory_texts(router, chat: str, query: str) -> list[str]:
+async def memory_texts(pipeline, chat: str, query: str) -> list[str]:
     """Every stored message matching `query`, in the order the worker stored them."""
-    results = await router.memory.search(chat, query, k=20)
+    results = await pipeline.memory.search(chat, query, k=20)
     return [r["text"] for r in sorted(results, key=lambda r: r["id"])]
 
 
@@ -63,14 +63,14 @@ async def test_telegram_5xx_during_a_reply_delivers_it_once_when_back(tg, openai
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
     settings = telegram_settings(tg, openai, streaming=streaming)
-    async with telegram_bot(settings, tg, tmp_path) as router:
+    async with telegram_bot(settings, tg, tmp_path) as pipeline:
         tg.fail_next("sendMessage", 502, times=2)
         tg.fail_next("sendMessage", 500, times=1)
         tg.send(chat, alice, "hello while Telegram is down")
         await tg.wait_for_message(chat["id"], timeout=15)
         tg.send(chat, alice, "and once it is back")
         await tg.wait_for_message(chat["id"], count=2, timeout=15)
-        stats = await router.memory.stats(f"telegram:{chat['id']}")
+        stats = await pipeline.memory.stats(f"telegram:{chat['id']}")
     assert [c.status for c in tg.calls_to("sendMessage")] == [502, 502, 500, 200, 200]
     assert answers(tg, chat["id"]) == [
         "echo: Alice: hello while Telegram is down",
@@ -89,7 +89,7 @@ async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_whe
         settings = telegram_settings(
             tg, openai, base_url=f"http://127.0.0.1:{gate.port}/bot", streaming=False
         )
-        async with telegram_bot(settings, tg, tmp_path) as router:
+        async with telegram_bot(settings, tg, tmp_path) as pipeline:
             tg.send(chat, alice, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
             await gate.shut()  # Telegram is gone while the model writes: connections are refused
@@ -99,7 +99,7 @@ async def test_telegram_refusing_connections_during_a_reply_delivers_it_once_whe
             assert tg.bot_messages(chat["id"]) == []
             await gate.open()
             [answer] = await tg.wait_for_message(chat["id"], timeout=15)
-            stats = await router.memory.stats("telegram:111")
+            stats = await pipeline.memory.stats("telegram:111")
         await gate.close()
     assert answer["text"] == "the answer written during the outage"
     assert len(tg.calls_to("sendMessage", ok=True)) == 1  # delivered once
@@ -113,7 +113,7 @@ async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
     settings = telegram_settings(tg, openai, streaming=streaming, send_budget_s=0.6)
-    async with telegram_bot(settings, tg, tmp_path) as router:
+    async with telegram_bot(settings, tg, tmp_path) as pipeline:
         tg.fail_next("sendMessage", 502, times=1000)
         tg.send(chat, alice, "an answer nobody will see")
         await wait_until(
@@ -124,7 +124,7 @@ async def test_telegram_down_past_the_budget_logs_keeps_memory_and_goes_on(
         tg.faults.clear()  # Telegram is back
         tg.send(chat, alice, "are you still there?")
         [answer] = await tg.wait_for_message(chat["id"], timeout=15)
-        texts = await memory_texts(router, "telegram:111", "answer nobody see still there")
+        texts = await memory_texts(pipeline, "telegram:111", "answer nobody see still there")
     assert answer["text"] == "echo: Alice: are you still there?"
     # The conversation in memory is whole: the undelivered answer too, once.
     assert texts == [
@@ -159,13 +159,13 @@ async def test_discord_rest_outage_during_a_reply_delivers_it_once_when_back(
     world = World(fake)
     settings = discord_settings(fake, openai, streaming=streaming, send_budget_s=10.0)
     posts = lambda: fake.calls_to("POST", rf"/channels/{world.dm['id']}/messages")  # noqa: E731
-    async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
+    async with running_pipeline(settings, tmp_path) as pipeline, running_client(pipeline, settings):
         fake.fail_next(lambda c: c.method == "POST" and c.path.endswith("/messages"), how=how, times=4)
         await fake.user_says(world.dm, world.member, "hello while Discord is down")
         await fake.wait_for(
             lambda: fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"], timeout=15
         )
-        stats = await router.memory.stats(f"discord:{world.dm['id']}")
+        stats = await pipeline.memory.stats(f"discord:{world.dm['id']}")
     assert len(posts()) == 5 and len({c.json["nonce"] for c in posts()}) == 1  # one nonce: Discord keeps one
     assert all(c.json["enforce_nonce"] for c in posts())
     assert fake.shown(world.dm) == ["echo: Bob: hello while Discord is down"]  # delivered once
@@ -184,7 +184,7 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
         settings = replace(
             settings, discord=replace(settings.discord, api_base_url=f"http://127.0.0.1:{gate.port}/api/v10")
         )
-        async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
+        async with running_pipeline(settings, tmp_path) as pipeline, running_client(pipeline, settings):
             await fake.user_says(world.dm, world.member, "please answer through the outage")
             await openai.wait_requests(1, timeout=10)
             await gate.shut()  # Discord's REST API is gone while the model writes
@@ -192,7 +192,7 @@ async def test_discord_refusing_connections_during_a_reply_delivers_it_once_when
             assert fake.shown(world.dm) == []
             await gate.open()
             await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
-            stats = await router.memory.stats(f"discord:{world.dm['id']}")
+            stats = await pipeline.memory.stats(f"discord:{world.dm['id']}")
         await gate.close()
     assert fake.shown(world.dm) == ["the answer written during the outage"]  # delivered once
     assert len(fake.sent_to(world.dm)) == 1
@@ -209,13 +209,13 @@ async def test_discord_down_past_the_budget_logs_keeps_memory_and_goes_on(
     fake.fail_next(
         lambda c: down and c.method == "POST" and c.path.endswith("/messages"), how="503", times=1000
     )
-    async with running_pipeline(settings, tmp_path) as router, running_client(router, settings):
+    async with running_pipeline(settings, tmp_path) as pipeline, running_client(pipeline, settings):
         await fake.user_says(world.dm, world.member, "an answer nobody will see")
         await wait_until(lambda: "giving up on this part" in caplog.text, timeout=15, what="the give-up line")
         down = False
         await fake.user_says(world.dm, world.member, "are you still there?")
         await fake.wait_for(lambda: fake.shown(world.dm), timeout=15)
-        texts = await memory_texts(router, f"discord:{world.dm['id']}", "answer nobody see still there")
+        texts = await memory_texts(pipeline, f"discord:{world.dm['id']}", "answer nobody see still there")
     assert fake.shown(world.dm) == ["echo: Bob: are you still there?"]
     assert texts == [
         "an answer nobody will see",
@@ -255,16 +255,16 @@ async def test_every_tier_failing_in_turn_over_50_messages_answers_or_apologises
         fake.responder = rotating_faults
         settings = make_settings(fake.url, request_timeout_s=0.5, time_budget_s=5.0)
         # The back-offs are decided but not waited: 150 attempts stay quick.
-        async with running_pipeline(settings, tmp_path, options=INSTANT) as router:
+        async with running_pipeline(settings, tmp_path, options=INSTANT) as pipeline:
             replies: list[str] = []
             for i in range(50):
                 m = msg(f"message {i} about the weather", message_id=f"w{i}")
                 if i % 2:  # half streamed, half whole: both paths keep the count
-                    replies.append("".join([piece async for piece in router.stream(m)]))
+                    replies.append("".join([piece async for piece in pipeline.stream(m)]))
                 else:
-                    replies.append((await router.handle(m)).text)
-            usage = await router.memory.usage("test:chat")
-            stats = await router.memory.stats("test:chat")
+                    replies.append((await pipeline.handle(m)).text)
+            usage = await pipeline.memory.usage("test:chat")
+            stats = await pipeline.memory.stats("test:chat")
     answered = [i for i, r in enumerate(replies) if r == f"echo: message {i} about the weather"]
     apologised = [i for i, r in enumerate(replies) if r == APOLOGY]
     assert sorted(answered + apologised) == list(range(50))  # every message: an answer or the apology
@@ -291,27 +291,27 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
     try:
         async with telegram_bot(
             telegram_settings(tg, openai, memory_url=gate.url), tg, tmp_path / "bot"
-        ) as router:
+        ) as pipeline:
             for n in range(3):
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
-            assert len(router.outbox) == 0
+            assert len(pipeline.outbox) == 0
             await gate.shut()  # the worker goes away mid-conversation
             await worker.aclose()
             for n in range(3, 6):  # answers keep coming; the records wait in the outbox
                 tg.send(chat, alice, f"note {n}: the sky is blue")
                 await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
             # The last answer's record joins the outbox once its stream has ended.
-            await wait_until(lambda: len(router.outbox) == 6, timeout=15, what="6 records in the outbox")
+            await wait_until(lambda: len(pipeline.outbox) == 6, timeout=15, what="6 records in the outbox")
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as back:
                 await gate.open(port_of(back.url))  # the worker is back, at the address the bot knows
-                await wait_until(lambda: len(router.outbox) == 0, timeout=15, what="outbox replay")
+                await wait_until(lambda: len(pipeline.outbox) == 0, timeout=15, what="outbox replay")
                 for n in range(6, 8):
                     tg.send(chat, alice, f"note {n}: the sky is blue")
                     await tg.wait_for_message(chat["id"], count=n + 1, timeout=15)
-                stats = await router.memory.stats("telegram:111")
-                texts = await memory_texts(router, "telegram:111", "note sky blue")
-                usage = tier_totals(await router.memory.usage("telegram:111"))
+                stats = await pipeline.memory.stats("telegram:111")
+                texts = await memory_texts(pipeline, "telegram:111", "note sky blue")
+                usage = tier_totals(await pipeline.memory.usage("telegram:111"))
     finally:
         await worker.aclose()
         await gate.close()
@@ -434,15 +434,15 @@ async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_disc
     async with FakeOpenAI(default=Answer("Finished before the door closed.", delay=0.5)) as openai:
         settings = discord_settings(fake, openai, streaming=False, send_budget_s=5.0)
         stop = asyncio.Event()
-        async with running_pipeline(settings, tmp_path) as router:
-            serving = asyncio.create_task(adapter.serve(router, settings, stop=stop))
+        async with running_pipeline(settings, tmp_path) as pipeline:
+            serving = asyncio.create_task(adapter.serve(pipeline, settings, stop=stop))
             await fake.wait_for(lambda: fake.identifies, timeout=15)
             await fake.user_says(world.dm, world.member, "answer me before you go")
             await openai.wait_requests(1, timeout=10)
             stop.set()  # what SIGTERM does in `chatbot discord`
             async with asyncio.timeout(15):
                 await serving  # returns by itself: not cancelled
-            stats = await router.memory.stats(f"discord:{world.dm['id']}")
+            stats = await pipeline.memory.stats(f"discord:{world.dm['id']}")
     assert fake.shown(world.dm) == ["Finished before the door closed."]
     assert stats["total_messages"] == 2
 
@@ -454,10 +454,10 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
     caplog.set_level(logging.INFO)
     async with (
         FakeOpenAI(default=Echo()) as openai,
-        running_pipeline(make_settings(openai.url), tmp_path) as router,
+        running_pipeline(make_settings(openai.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("a private thought about cheese", chat="test:logs"))
-        await router.handle(msg("another private thought", chat="test:logs"))
+        await pipeline.handle(msg("a private thought about cheese", chat="test:logs"))
+        await pipeline.handle(msg("another private thought", chat="test:logs"))
     turns = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     assert len(turns) == 2 and turns[0].fields["request_id"] != turns[1].fields["request_id"]
     line = KeyValueFormatter("%(levelname)s %(name)s%(context)s %(message)s").format(turns[0])
@@ -527,8 +527,8 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
         url = host.url  # closed again: the worker is out of reach
     async with FakeOpenAI(default=Echo()) as openai:
         settings = make_settings(openai.url, memory_url=url, memory_token=MEMORY_TOKEN)
-        async with running_pipeline(settings, tmp_path / "bot") as router:
-            await router.handle(msg("hello without memory", chat="test:ctx"))
+        async with running_pipeline(settings, tmp_path / "bot") as pipeline:
+            await pipeline.handle(msg("hello without memory", chat="test:ctx"))
     [turn] = [r for r in caplog.records if r.getMessage().startswith("turn ")]
     request_id = turn.fields["request_id"]
     # The outbox replay in the background may warn too, under its own context.
@@ -548,9 +548,9 @@ async def test_a_tier_pausing_for_a_short_retry_after_gets_a_last_try_before_the
         fake.script(RateLimit(retry_after=0.3), RateLimit(retry_after=0.3), Echo(), model="m-standard")
         fake.script(ServerError(500), ServerError(500), model="m-light")
         fake.script(ServerError(500), ServerError(500), model="m-heavy")
-        async with running_pipeline(make_settings(fake.url, max_retry_wait_s=1.0), tmp_path) as router:
-            reply = await router.handle(msg("hello there, anyone?"))
-            usage = tier_totals(await router.memory.usage("test:chat"))
+        async with running_pipeline(make_settings(fake.url, max_retry_wait_s=1.0), tmp_path) as pipeline:
+            reply = await pipeline.handle(msg("hello there, anyone?"))
+            usage = tier_totals(await pipeline.memory.usage("test:chat"))
     assert reply.ok and reply.tier == "standard" and reply.text == "echo: hello there, anyone?"
     assert fake.models_called() == ["m-standard"] * 2 + ["m-light"] * 2 + ["m-heavy"] * 2 + ["m-standard"]
     assert usage == {"standard": (3, 2), "light": (2, 2), "heavy": (2, 2)}  # every attempt recorded

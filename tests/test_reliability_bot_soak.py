@@ -51,7 +51,7 @@ async def flap(mem_dir, gate: TcpGate, outages: int, up_s: float, down_s: float,
     return done
 
 
-async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path):
+async def test_soak_pipeline_50_chats_with_model_faults_and_memory_flaps(tmp_path):
     rng = random.Random(2026)
     mem_dir = tmp_path / "memory"
     gate = TcpGate()  # the worker's address; the hosts behind it come and go
@@ -62,12 +62,12 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
         settings = make_settings(fake.url, memory_url=url, memory_token=MEMORY_TOKEN, request_timeout_s=2.0)
         stop = asyncio.Event()
         flapping = asyncio.create_task(flap(mem_dir, gate, outages=5, up_s=0.5, down_s=0.5, stop=stop))
-        async with running_pipeline(settings, tmp_path / "bot") as router:
+        async with running_pipeline(settings, tmp_path / "bot") as pipeline:
 
             async def chat(c: int) -> list[str]:
                 return [
                     (
-                        await router.handle(
+                        await pipeline.handle(
                             msg(f"chat {c} turn {t} about tea", chat=f"soak:{c}", message_id=f"{c}-{t}")
                         )
                     ).text
@@ -79,13 +79,13 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
             outages = await flapping
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
                 await gate.open(port_of(host.url))
-                await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
+                await wait_until(lambda: len(pipeline.outbox) == 0, timeout=60, what="outbox replay")
                 totals = [
-                    int((await router.memory.stats(f"soak:{c}"))["total_messages"]) for c in range(CHATS)
+                    int((await pipeline.memory.stats(f"soak:{c}"))["total_messages"]) for c in range(CHATS)
                 ]
                 calls = 0
                 for c in range(CHATS):
-                    usage = await router.memory.usage(f"soak:{c}")
+                    usage = await pipeline.memory.usage(f"soak:{c}")
                     calls += sum(int(r["calls"]) for r in usage["tiers"].values())
     answered = [sum(r != APOLOGY for r in rs) for rs in replies]
     for c, rs in enumerate(replies):
@@ -94,7 +94,7 @@ async def test_soak_router_50_chats_with_model_faults_and_memory_flaps(tmp_path)
     assert totals == [TURNS + a for a in answered]  # every question and answer once, none doubled
     assert calls == len(fake.requests)  # one usage row per model attempt, replays included
     print(
-        f"\n[soak] router: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, "
+        f"\n[soak] pipeline: {CHATS * TURNS} turns, {len(fake.requests)} model attempts, "
         f"{outages} memory outages, "
         f"{sum(answered)} answered, {CHATS * TURNS - sum(answered)} apologies, 0 lost, 0 doubled"
     )
@@ -112,7 +112,7 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
         settings = telegram_settings(tg, openai, streaming=False, send_budget_s=30.0, memory_url=url)
         stop = asyncio.Event()
         flapping = asyncio.create_task(flap(mem_dir, gate, outages=1, up_s=1.5, down_s=1.0, stop=stop))
-        async with telegram_bot(settings, tg, tmp_path / "bot") as router:
+        async with telegram_bot(settings, tg, tmp_path / "bot") as pipeline:
             # A quarter of all sends fail with a 5xx, at random: an unreliable Bot API, not a dead one.
             injected = Counter()
             take_fault = tg._take_fault
@@ -133,9 +133,9 @@ async def test_soak_telegram_20_chats_with_bot_api_5xx_and_a_memory_outage(tmp_p
             outages = await flapping
             async with EmbeddedMemoryHost(mem_dir, token=MEMORY_TOKEN, port=0) as host:
                 await gate.open(port_of(host.url))
-                await wait_until(lambda: len(router.outbox) == 0, timeout=60, what="outbox replay")
+                await wait_until(lambda: len(pipeline.outbox) == 0, timeout=60, what="outbox replay")
                 totals = [
-                    int((await router.memory.stats(f"telegram:{r['id']}"))["total_messages"]) for r in rooms
+                    int((await pipeline.memory.stats(f"telegram:{r['id']}"))["total_messages"]) for r in rooms
                 ]
     failed = Counter(c.status for c in tg.calls_to("sendMessage", ok=False))
     for user, room in zip(users, rooms, strict=False):

@@ -47,23 +47,26 @@ def settings_for(tg, openai, send_budget_s: float = 10.0, **env: str):
 
 @contextlib.asynccontextmanager
 async def bot(tg, settings, data_dir, clock):
-    async with build_pipeline(settings, data_dir, clock=clock) as router, running_bot(router, settings, tg):
-        yield router
+    async with (
+        build_pipeline(settings, data_dir, clock=clock) as pipeline,
+        running_bot(pipeline, settings, tg),
+    ):
+        yield pipeline
 
 
 def reminders_seen(tg, chat_id: int) -> list[str]:
     return [m["text"] for m in tg.bot_messages(chat_id) if m.get("text", "").startswith("⏰")]
 
 
-async def dispatch_state(router) -> dict:
-    return await router.reminders.api.state()
+async def dispatch_state(pipeline) -> dict:
+    return await pipeline.reminders.api.state()
 
 
-async def settled(router, done: int) -> dict:
+async def settled(pipeline, done: int) -> dict:
     """Wait until the dispatch queue has `done` occurrences finished and none open."""
 
     async def check():
-        state = await dispatch_state(router)
+        state = await dispatch_state(pipeline)
         return state if state == {"open": 0, "done": done} else None
 
     return await wait_until(check, timeout=15, what=f"{done} reminders recorded as delivered")
@@ -73,7 +76,7 @@ async def test_set_list_cancel_and_deliver_once(tg, openai, tmp_path):
     clock = Clock()
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
-    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as pipeline:
         first = await ask(tg, chat, alice, "/remind in 20 minutes to take the bread out")
         assert first["text"].startswith(
             "OK, reminder #1: Tuesday 1 December 2026 at 12:20 (UTC): take the bread out"
@@ -89,9 +92,9 @@ async def test_set_list_cancel_and_deliver_once(tg, openai, tmp_path):
 
         clock.advance(minutes=20, seconds=1)
         await tg.wait_until(lambda: reminders_seen(tg, chat["id"]))
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
         clock.advance(days=2)  # the cancelled one's time passes too
-        [courier] = router.reminders.couriers
+        [courier] = pipeline.reminders.couriers
         assert await courier.tick() == 0
         assert "No reminders pending" in (await ask(tg, chat, alice, "/reminders"))["text"]
     assert reminders_seen(tg, chat["id"]) == ["⏰ Reminder for Alice: take the bread out"]
@@ -114,12 +117,12 @@ async def test_timezone_is_kept_as_a_fact_and_used(tg, openai, tmp_path):
     clock = Clock()
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
-    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as pipeline:
         assert "don't know the time zone" in (await ask(tg, chat, alice, "/timezone Mars/Base"))["text"]
         set_tz = await ask(tg, chat, alice, "/timezone Asia/Tokyo")
         assert set_tz["text"].startswith("Your time zone is now Asia/Tokyo (it is 21:00 there)")
         r = await ask(tg, chat, alice, "/remind tomorrow at 9 to call the bank")
-        facts = await router.memory.facts("telegram:111")
+        facts = await pipeline.memory.facts("telegram:111")
     assert r["text"] == "OK, reminder #1: Wednesday 2 December 2026 at 09:00 (Asia/Tokyo): call the bank"
     assert {(f["key"], f["value"]) for f in facts} >= {("timezone", "Asia/Tokyo")}
 
@@ -128,14 +131,14 @@ async def test_platform_429_and_5xx_at_delivery_are_retried_then_sent_once(tg, o
     clock = Clock()
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
-    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as pipeline:
         await ask(tg, chat, alice, "/remind in 5 minutes to stretch")
         before = len(tg.calls_to("sendMessage"))
         tg.fail_next("sendMessage", 502, times=2)
         tg.fail_next("sendMessage", 429, retry_after=1)
         clock.advance(minutes=6)
         await tg.wait_until(lambda: reminders_seen(tg, chat["id"]), timeout=20)
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
     assert [c.status for c in tg.calls_to("sendMessage")[before:]] == [502, 502, 429, 200]
     assert reminders_seen(tg, chat["id"]) == ["⏰ Reminder for Alice: stretch"]
 
@@ -144,16 +147,16 @@ async def test_an_outage_past_the_send_budget_keeps_the_reminder_for_later(tg, o
     clock = Clock()
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
-    async with bot(tg, settings_for(tg, openai, send_budget_s=0.5), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai, send_budget_s=0.5), tmp_path, clock) as pipeline:
         await ask(tg, chat, alice, "/remind in 5 minutes to stretch")
         tg.fail_next("sendMessage", 502, times=10_000)
         clock.advance(minutes=6)
         await wait_until(lambda: "not delivered" in caplog.text, timeout=20, what="a failed delivery")
-        assert await dispatch_state(router) == {"open": 1, "done": 0}  # kept
+        assert await dispatch_state(pipeline) == {"open": 1, "done": 0}  # kept
         tg.faults.clear()
-        clock.advance(seconds=router.settings.reminders.retry_s + 1)
+        clock.advance(seconds=pipeline.settings.reminders.retry_s + 1)
         await tg.wait_until(lambda: reminders_seen(tg, chat["id"]), timeout=20)
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
     # Within the 5 minutes of late_after_s: not marked late.
     assert reminders_seen(tg, chat["id"]) == ["⏰ Reminder for Alice: stretch"]
 
@@ -166,9 +169,9 @@ async def test_bot_down_at_the_due_time_sends_it_when_back_marked_late(tg, opena
     async with bot(tg, settings, tmp_path, clock):
         await ask(tg, chat, alice, "/remind in 10 minutes to call Bob")
     clock.advance(hours=3)  # the bot (and its embedded memory) is down through the due time
-    async with bot(tg, settings, tmp_path, clock) as router:
+    async with bot(tg, settings, tmp_path, clock) as pipeline:
         await tg.wait_until(lambda: reminders_seen(tg, chat["id"]), timeout=20)
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
     assert reminders_seen(tg, chat["id"]) == [
         "⏰ Reminder for Alice: call Bob\n(late: it was due Tuesday 1 December 2026 at 12:10 (UTC))"
     ]
@@ -178,7 +181,7 @@ async def test_recurring_reminder_fires_each_week_at_local_time_through_dst(tg, 
     clock = Clock(datetime(2027, 3, 17, 12, 0, tzinfo=UTC))  # Wednesday; Lisbon moves to WEST on 28 March
     alice = tg.user(111, "Alice")
     chat = tg.private_chat(alice)
-    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as pipeline:
         await ask(tg, chat, alice, "/timezone Europe/Lisbon")
         r = await ask(tg, chat, alice, "every Monday at 8 remind me to put the bins out")
         assert r["text"] == (
@@ -187,13 +190,13 @@ async def test_recurring_reminder_fires_each_week_at_local_time_through_dst(tg, 
         )
         clock.now = datetime(2027, 3, 22, 8, 0, 1, tzinfo=UTC)  # 08:00 WET
         await tg.wait_until(lambda: len(reminders_seen(tg, chat["id"])) == 1, timeout=20)
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
         listing = (await ask(tg, chat, alice, "/reminders"))["text"]
         assert "#1 Monday 29 March 2027 at 08:00 (Europe/Lisbon), every Monday at 08:00" in listing
         clock.now = datetime(2027, 3, 29, 7, 0, 1, tzinfo=UTC)  # 08:00 WEST is 07:00 UTC
         await tg.wait_until(lambda: len(reminders_seen(tg, chat["id"])) == 2, timeout=20)
-        await settled(router, done=1)  # acked rows are kept a day: last week's is purged
-        pending = await router.reminders.api.pending("telegram:111")
+        await settled(pipeline, done=1)  # acked rows are kept a day: last week's is purged
+        pending = await pipeline.reminders.api.pending("telegram:111")
     assert reminders_seen(tg, chat["id"]) == ["⏰ Reminder for Alice: put the bins out"] * 2
     assert [(r["sent_count"], r["due_at"]) for r in pending] == [
         (2, int(datetime(2027, 4, 5, 7, 0, tzinfo=UTC).timestamp() * 1000))
@@ -204,17 +207,17 @@ async def test_forgetme_removes_a_persons_reminders_and_only_theirs(tg, openai, 
     clock = Clock()
     alice, bob = tg.user(111, "Alice"), tg.user(222, "Bob")
     group = tg.group(-100777)
-    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as router:
+    async with bot(tg, settings_for(tg, openai), tmp_path, clock) as pipeline:
         await ask(tg, group, alice, "/remind in 30 minutes to water the plants")
         await ask(tg, group, bob, "/remind in 40 minutes to feed the cat")
         refused = (await ask(tg, group, bob, "/unremind 1"))["text"]
         assert refused == "Reminder #1 is someone else's: they or an admin can cancel it."
         await ask(tg, group, alice, "/forgetme")
         listing = (await ask(tg, group, bob, "/reminders"))["text"]
-        exported = await router.memory.client.export_page("telegram:-100777", author_id="111")
+        exported = await pipeline.memory.client.export_page("telegram:-100777", author_id="111")
         clock.advance(minutes=41)
         await tg.wait_until(lambda: reminders_seen(tg, group["id"]), timeout=20)
-        await settled(router, done=1)
+        await settled(pipeline, done=1)
     assert "feed the cat" in listing and "water the plants" not in listing
     assert exported["reminders"] == []
     assert reminders_seen(tg, group["id"]) == ["⏰ Reminder for Bob: feed the cat"]

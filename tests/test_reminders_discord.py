@@ -13,8 +13,8 @@ async def test_slash_remind_is_delivered_once_to_the_channel(fake_discord, opena
     settings = discord_e2e_settings(fake_discord, openai, world)
     channel = world.general
     async with (
-        build_pipeline(settings, tmp_path, clock=lambda: now[0]) as router,
-        running_client(router, settings),
+        build_pipeline(settings, tmp_path, clock=lambda: now[0]) as pipeline,
+        running_client(pipeline, settings),
     ):
         r = await slash(fake_discord, "remind", world.member, channel, text="in 5 minutes to stretch")
         assert r["content"].startswith("OK, reminder #1: Tuesday 1 December 2026 at 12:05 (UTC): stretch")
@@ -26,10 +26,10 @@ async def test_slash_remind_is_delivered_once_to_the_channel(fake_discord, opena
         await fake_discord.wait_for(reminded, timeout=20)
 
         async def settled() -> bool:
-            return await router.reminders.api.state() == {"open": 0, "done": 1}
+            return await pipeline.reminders.api.state() == {"open": 0, "done": 1}
 
         await wait_until(settled, timeout=15, what="the send recorded")
-        [courier] = router.reminders.couriers
+        [courier] = pipeline.reminders.couriers
         assert await courier.tick() == 0
     name = world.member.get("global_name") or world.member["username"]
     assert reminded() == [f"⏰ Reminder for {name}: stretch"]

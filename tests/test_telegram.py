@@ -113,7 +113,7 @@ async def test_typing_is_renewed_while_the_answer_is_made(tg, alice, streaming):
     async with running_bot(service, telegram_settings_for(tg, streaming), tg, typing_interval=0.05):
         tg.send(chat, alice, "think hard")
         await tg.wait_until(lambda: len(tg.calls_to("sendChatAction", chat["id"])) >= 3)
-        assert not tg.calls_to("sendMessage"), "answered before the router returned"
+        assert not tg.calls_to("sendMessage"), "answered before the pipeline returned"
         service.hold.set()
         await tg.wait_for_message(chat["id"])
         typing_calls = len(tg.calls_to("sendChatAction", chat["id"]))
@@ -321,7 +321,7 @@ async def test_non_text_in_groups_is_ignored_quietly(tg, alice, group):
         tg.send(group, alice, "@memo_test_bot ping")
         await tg.wait_for_message(group["id"])
     assert len(tg.calls_to("sendMessage")) == 1
-    # The voice goes to the router (which records nothing of a bare voice); the sticker is dropped.
+    # The voice goes to the pipeline (which records nothing of a bare voice); the sticker is dropped.
     assert [(m.text, [p.kind for p in m.media]) for m in service.recorded] == [("", ["voice"])]
 
 
@@ -339,7 +339,7 @@ async def test_admin_commands_for_a_group_admin_and_refused_for_a_member(tg, ali
         refused = (await tg.wait_for_message(group["id"], count=2))[1]
     assert ok["text"] == f"{name} for telegram:-100500 (auto)"
     assert refused["text"] == f"Sorry, /{name} is only for admins of this chat."
-    assert [c[1] for c in service.commands] == [name]  # the member's command never reached the router
+    assert [c[1] for c in service.commands] == [name]  # the member's command never reached the pipeline
     assert {c.params["user_id"] for c in tg.calls_to("getChatMember")} == {111, 222}
 
 
@@ -516,7 +516,7 @@ async def test_a_late_confirmation_asks_again_with_the_buttons(tg, alice):
     async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "/forget")
         [question] = await tg.wait_for_message(chat["id"])
-        service.forget_asked.clear()  # as if the router's 5 minutes had passed
+        service.forget_asked.clear()  # as if the pipeline's 5 minutes had passed
         tg.press(question, alice, question["reply_markup"]["inline_keyboard"][0][0]["callback_data"])
         await tg.wait_until(lambda: tg.calls_to("editMessageText"))
         tg.send(chat, alice, "ping")  # handled after the press (one chat, in order)

@@ -9,7 +9,7 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from tests.fakes.openai_server import Answer
-from tests.support import OWNER_ID, ask, bot_on_router
+from tests.support import OWNER_ID, ask, bot_on_pipeline
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -20,7 +20,7 @@ def prompt_of(request) -> str:
 
 
 async def test_private_round_trip_with_typing_and_memory(tg, openai, people, tmp_path):
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         answer = await ask(tg, people.alice_dm, people.alice, "My name is Ada and I live in Paris.")
         facts = await ask(tg, people.alice_dm, people.alice, "/facts")
     assert answer["text"].endswith("My name is Ada and I live in Paris.")
@@ -32,7 +32,7 @@ async def test_private_round_trip_with_typing_and_memory(tg, openai, people, tmp
 
 async def test_group_gating_records_chatter_and_answers_with_it(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(g, people.bob, "The secret code word is pineapple.")
         answer = await ask(tg, g, people.alice, "@memo_test_bot what is the code word?")
         assert len(openai.requests) == 1  # the chatter was recorded, not answered
@@ -50,7 +50,7 @@ async def test_a_9000_character_answer_arrives_in_valid_parts(tg, openai, people
     ]
     plain = long.replace("**", "")
     openai.script(Answer(long))
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(people.alice_dm, people.alice, "Tell me everything about memory please.")
         # Streamed: wait for the final render (formatted), not the first version of each part.
         parts = await tg.wait_until(
@@ -78,7 +78,7 @@ ADMIN_EXPECT = {
 @pytest.mark.parametrize("name", sorted(ADMIN_EXPECT))
 async def test_admin_command_as_admin_and_refused_for_member(tg, openai, people, tmp_path, name):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         ok = await ask(tg, g, people.alice, f"/{name} full")
         refused = await ask(tg, g, people.bob, f"/{name}@memo_test_bot full")
@@ -89,7 +89,7 @@ async def test_admin_command_as_admin_and_refused_for_member(tg, openai, people,
 
 async def test_usage_as_admin_is_a_table_and_a_chart_and_refused_for_member(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, g, people.alice, "@memo_test_bot hello")
         chart = await ask(tg, g, people.alice, "/usage")
         refused = await ask(tg, g, people.bob, "/usage")
@@ -101,7 +101,7 @@ async def test_usage_as_admin_is_a_table_and_a_chart_and_refused_for_member(tg, 
 
 async def test_forget_as_admin_with_the_button_erases_the_chat(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         refused = await ask(tg, g, people.bob, "/forget")
         question = await ask(tg, g, people.alice, "/forget")
@@ -116,7 +116,7 @@ async def test_forget_as_admin_with_the_button_erases_the_chat(tg, openai, peopl
 
 async def test_owner_from_admin_user_ids_is_admin_in_any_group(tg, openai, people, tmp_path):
     owner = tg.user(OWNER_ID, "Owner")
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         stats = await ask(tg, people.group, owner, "/memory")
     assert "messages kept" in stats["text"]
     assert not [c for c in tg.calls_to("getChatMember") if c.params["user_id"] == OWNER_ID]
@@ -124,7 +124,7 @@ async def test_owner_from_admin_user_ids_is_admin_in_any_group(tg, openai, peopl
 
 async def test_forgetme_forgets_the_sender_only(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(g, people.bob, "My name is Bob and I like sailing.")
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         before = await ask(tg, g, people.alice, "/facts")
@@ -137,7 +137,7 @@ async def test_forgetme_forgets_the_sender_only(tg, openai, people, tmp_path):
 
 async def test_a_429_from_the_bot_api_is_retried(tg, openai, people, tmp_path):
     tg.fail_next("sendMessage", 429, retry_after=1)
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         answer = await ask(tg, people.alice_dm, people.alice, "still there?")
     first, second = tg.calls_to("sendMessage")
     assert (first.status, second.status) == (429, 200) and second.at - first.at >= 1.0
@@ -146,7 +146,7 @@ async def test_a_429_from_the_bot_api_is_retried(tg, openai, people, tmp_path):
 
 
 async def test_non_text_updates(tg, openai, people, tmp_path):
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(people.group, people.bob, kind="sticker")
         polite = await ask(tg, people.alice_dm, people.alice, None, kind="sticker")
         captioned = await ask(
@@ -160,10 +160,10 @@ async def test_non_text_updates(tg, openai, people, tmp_path):
 
 
 async def test_restart_keeps_memory(tg, openai, people, tmp_path):
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, people.alice_dm, people.alice, "My name is Ada and my favourite colour is teal.")
     polls = len(tg.calls_to("getUpdates"))
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         assert len(tg.calls_to("getMe")) == 2 and len(tg.calls_to("getUpdates")) > polls
         await ask(tg, people.alice_dm, people.alice, "What is my favourite colour?")
         facts = await ask(tg, people.alice_dm, people.alice, "/facts")
@@ -216,7 +216,7 @@ async def test_the_chatbot_telegram_command_runs_and_stops_on_ctrl_c(tg, openai,
 
 async def test_forgetme_then_why_at_once_shows_nothing_of_the_forgotten_person(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(g, people.bob, "my dog Biscuit loves the beach at Nazaré")  # recorded, not answered
         await ask(tg, g, people.bob, "@memo_test_bot tell me about the beach")
         before = await ask(tg, g, people.alice, "/why")

@@ -1,4 +1,4 @@
-"""Issue 15 in Telegram, end to end (fake Bot API <-> PTB <-> adapter <-> router + embedded memory):
+"""Issue 15 in Telegram, end to end (fake Bot API <-> PTB <-> adapter <-> pipeline + embedded memory):
 /export as a document (in a group: to the asker's private chat only), /forgetme in between,
 /remember, /forgetfact and /new seen through /why, refusals and bad arguments."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from bot.adapters import telegram as tgad
 from bot.chat import own_data
-from tests.support import People, ask, bot_on_router, numbered, prompt_section
+from tests.support import People, ask, bot_on_pipeline, numbered, prompt_section
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -37,7 +37,7 @@ async def test_export_in_a_group_goes_to_the_private_chat_and_forgetme_empties_i
     tg, openai, people, tmp_path
 ):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(g, people.bob, "My name is Bob and I like sailing.")
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         said = await ask(tg, g, people.bob, "/export")
@@ -58,7 +58,7 @@ async def test_export_in_a_group_goes_to_the_private_chat_and_forgetme_empties_i
 
 async def test_export_for_someone_without_a_private_chat_sends_nothing_anywhere(tg, openai, people, tmp_path):
     carol = tg.user(333, "Carol", "carol")  # never pressed Start in a private chat with the bot
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(people.group, carol, "My name is Carol.")
         said = await ask(tg, people.group, carol, "/export")
     assert said["text"] == tgad.PRIVATE_FIRST.format(who="@memo_test_bot", command="export")
@@ -68,7 +68,7 @@ async def test_export_for_someone_without_a_private_chat_sends_nothing_anywhere(
 
 async def test_export_all_is_refused_to_members_and_sent_privately_to_admins(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(g, people.bob, "My name is Bob.")
         refused = await ask(tg, g, people.bob, "/export all")
         await ask(tg, g, people.alice, "/export all")
@@ -86,7 +86,7 @@ async def test_export_all_is_refused_to_members_and_sent_privately_to_admins(tg,
 
 async def test_remember_forgetfact_new_seen_through_why(tg, openai, people, tmp_path):
     dm, alice = people.alice_dm, people.alice
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, dm, alice, "My name is Ada and I live in Paris.")
         await ask(tg, dm, alice, "The launch review is on Friday.")
         noted = await ask(tg, dm, alice, "/remember Ada wants short answers")
@@ -112,7 +112,7 @@ async def test_remember_forgetfact_new_seen_through_why(tg, openai, people, tmp_
 
 async def test_a_member_cannot_remove_someone_elses_fact_or_note(tg, openai, people, tmp_path):
     g = people.group
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         await ask(tg, g, people.alice, "@memo_test_bot My name is Ada.")
         await ask(tg, g, people.alice, "/remember the team meets on Mondays")
         facts = numbered((await ask(tg, g, people.alice, "/facts"))["text"])

@@ -17,7 +17,7 @@ from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
 from tests.support import (
     RecordingService,
-    bot_on_router,
+    bot_on_pipeline,
     running_bot,
     telegram_e2e_settings,
     telegram_settings_for,
@@ -223,9 +223,9 @@ async def test_e2e_streamed_answer_from_the_model_with_real_pacing(tg, openai, p
     from bot.app import build_pipeline
 
     async with (
-        build_pipeline(settings, tmp_path) as router,
+        build_pipeline(settings, tmp_path) as pipeline,
         running_bot(
-            router, settings, tg, edit_intervals=(tgad.EDIT_INTERVAL_PRIVATE_S, tgad.EDIT_INTERVAL_GROUP_S)
+            pipeline, settings, tg, edit_intervals=(tgad.EDIT_INTERVAL_PRIVATE_S, tgad.EDIT_INTERVAL_GROUP_S)
         ),
     ):
         tg.send(people.alice_dm, people.alice, "Tell me the facts.")
@@ -247,7 +247,7 @@ async def test_e2e_a_model_stream_that_breaks_keeps_the_text_and_says_it_was_cut
     tg, openai, people, tmp_path
 ):
     openai.script(StreamBreak("The answer starts well and then", after_chunks=2, chunk_size=8))
-    async with bot_on_router(tg, openai, tmp_path):
+    async with bot_on_pipeline(tg, openai, tmp_path):
         tg.send(people.alice_dm, people.alice, "Go on.")
         await tg.wait_until(
             lambda: tg.calls_to("editMessageText") or len(tg.calls_to("sendMessage")) > 0, timeout=20

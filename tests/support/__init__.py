@@ -1,6 +1,6 @@
 """Helpers shared by the tests (no tests here), one module per subject, all importable from here:
 
-- core: settings on the fake model server, a running router, messages, `wait_until`, stored rows;
+- core: settings on the fake model server, a running pipeline, messages, `wait_until`, stored rows;
 - net: ports that cannot race (`TcpGate`, `ServedMemory`, `port_of`);
 - engine: the memory engine in process (retrieval tests);
 - backends: the memory worker behind one client interface (local host, Worker, Pyodide), for
@@ -51,7 +51,7 @@ from tests.support.discord import (
     answered,
     discord_e2e_settings,
     discord_env,
-    discord_on_router,
+    discord_on_pipeline,
     discord_settings_for,
     forget_clicked_by,
     running_client,
@@ -76,7 +76,7 @@ from tests.support.telegram import (
     RecordingService,
     answers,
     ask,
-    bot_on_router,
+    bot_on_pipeline,
     running_bot,
     telegram_bot,
     telegram_e2e_settings,
@@ -112,13 +112,13 @@ __all__ = [
     "answered",
     "answers",
     "ask",
-    "bot_on_router",
+    "bot_on_pipeline",
     "clean_env",
     "console_chat",
     "default_config_settings",
     "discord_e2e_settings",
     "discord_env",
-    "discord_on_router",
+    "discord_on_pipeline",
     "discord_settings_for",
     "forget_clicked_by",
     "fts_row",

@@ -1,4 +1,4 @@
-"""The core of the test helpers: settings on the fake model server, a running router, messages,
+"""The core of the test helpers: settings on the fake model server, a running pipeline, messages,
 waiting with a deadline, and reading what the memory stored."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ async def no_wait(seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-# For tests of what the router decides, not of how long it waits (those keep FAST).
+# For tests of what the pipeline decides, not of how long it waits (those keep FAST).
 INSTANT = dataclasses.replace(FAST, sleep=no_wait)
 
 
@@ -56,7 +56,7 @@ def make_settings(
     """Settings with three tiers on the fake server (models m-light, m-standard, m-heavy).
 
     Compaction summarizes offline unless `summary_model` says otherwise (None: the cheapest
-    tier, the product's default), so the fake model sees only the router's calls.
+    tier, the product's default), so the fake model sees only the pipeline's calls.
     """
     data: dict[str, Any] = {
         "bot": {"daily_budget_usd": daily_budget_usd},
@@ -97,13 +97,13 @@ async def running_pipeline(
     """build_pipeline with fast outbox replay, on the memory engine in process
     (`InProcessMemory`); with `host=True` (or MEMORY_URL in the settings) on the real
     memory host over HTTP, for tests of the host, its files or the way to it.
-    `TEST_MEMORY=host` runs every router test on the real host."""
+    `TEST_MEMORY=host` runs every pipeline test on the real host."""
     kwargs.setdefault("options", FAST)
     in_process = not host and os.environ.get("TEST_MEMORY", "") != "host"
     if in_process and settings.memory_url is None and "memory" not in kwargs:
         kwargs["memory"] = InProcessMemory(clock=kwargs.get("clock"))
-    async with build_pipeline(settings, data_dir, **kwargs) as router:
-        yield router
+    async with build_pipeline(settings, data_dir, **kwargs) as pipeline:
+        yield pipeline
 
 
 def msg(

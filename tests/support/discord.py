@@ -1,5 +1,5 @@
 """Discord in tests: the people of a guild, a recording ChatService, the adapter running against
-the fake Discord (alone or on the real router), the settings that point it there, and slash
+the fake Discord (alone or on the real pipeline), the settings that point it there, and slash
 commands and answers waited for."""
 
 from __future__ import annotations
@@ -128,10 +128,10 @@ def discord_settings_for(
 
 
 @contextlib.asynccontextmanager
-async def running_client(router, settings: Settings) -> AsyncIterator[adapter.DiscordBot]:
+async def running_client(pipeline, settings: Settings) -> AsyncIterator[adapter.DiscordBot]:
     """The adapter's client, logged in and connected to the fake until the block ends."""
     # No pause before identifying again: the fake does not rate-limit IDENTIFY.
-    client = adapter.build_client(router, settings, guild_ready_timeout=0.05, identify_pause_s=0.0)
+    client = adapter.build_client(pipeline, settings, guild_ready_timeout=0.05, identify_pause_s=0.0)
     task = asyncio.create_task(adapter.run_client(client, settings.discord.token))
     try:
         await wait_until(lambda: client.is_ready() or task.done(), timeout=10)
@@ -162,13 +162,13 @@ def discord_e2e_settings(fake_discord: FakeDiscord, openai: FakeOpenAI, world: W
 
 
 @contextlib.asynccontextmanager
-async def discord_on_router(
+async def discord_on_pipeline(
     fake_discord: FakeDiscord, openai: FakeOpenAI, world: World, data_dir: Path
 ) -> AsyncIterator[adapter.DiscordBot]:
-    """The adapter on the real router (embedded memory host) as `chatbot discord` builds it,
+    """The adapter on the real pipeline (embedded memory host) as `chatbot discord` builds it,
     connected to the fake Discord; yields the client."""
     settings = discord_e2e_settings(fake_discord, openai, world)
-    async with build_pipeline(settings, data_dir) as router, running_client(router, settings) as client:
+    async with build_pipeline(settings, data_dir) as pipeline, running_client(pipeline, settings) as client:
         yield client
 
 

@@ -1,12 +1,12 @@
 """The memory worker in process: the real engine over in-memory SQLite behind `MemoryClient`.
 
-For router and command tests, where the HTTP host, its SQLite files and its background
+For pipeline and command tests, where the HTTP host, its SQLite files and its background
 compaction add time and nothing to what is tested. Every call still goes through the
 engine's own `parse` and `execute` (the token, the route, every check) and its answer
 through a JSON round trip and `answer_of`, so a refusal raises `MemoryRefused` exactly as
 over HTTP. Nothing compacts in the background (as a host whose alarm has not fired yet);
 `POST .../compact` compacts with the offline summarizer. The contract and end-to-end tests
-keep the real hosts (tests/support/backends.py); `TEST_MEMORY=host` puts every router test
+keep the real hosts (tests/support/backends.py); `TEST_MEMORY=host` puts every pipeline test
 back on the real host.
 """
 

@@ -2,7 +2,7 @@
 
 The document is the one the hosts serve at `/openapi.json` (generated from the route
 table). `check_answer` finds the path template the request hit (a matcher of its own, not
-the engine's router), takes the schema of the status it answered and validates the JSON
+the engine's pipeline), takes the schema of the status it answered and validates the JSON
 with `jsonschema` (Draft 2020-12, the dialect of OpenAPI 3.1). A status the document does
 not declare for that route (507 disk full, 503, a 404 of an unknown path) must still be
 an `ErrorAnswer`. Validators are cached per schema: a contract run makes thousands of calls.

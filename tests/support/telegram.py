@@ -1,5 +1,5 @@
 """Telegram in tests: the people of a chat, a recording ChatService, the adapter running against
-the fake Bot API (alone or on the real router), and the settings that point it there."""
+the fake Bot API (alone or on the real pipeline), and the settings that point it there."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class People:
 
 
 class RecordingService:
-    """An honest ChatService: records every call, answers like the router's surface does."""
+    """An honest ChatService: records every call, answers like the pipeline's surface does."""
 
     registry = COMMANDS  # the real commands: menus and handlers are built from them
 
@@ -141,10 +141,10 @@ def telegram_e2e_settings(tg: FakeTelegram, openai: FakeOpenAI) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def bot_on_router(tg: FakeTelegram, openai: FakeOpenAI, data_dir) -> AsyncIterator[None]:
-    """The real router (embedded memory host) as `chatbot telegram` builds it, and the bot on it."""
+async def bot_on_pipeline(tg: FakeTelegram, openai: FakeOpenAI, data_dir) -> AsyncIterator[None]:
+    """The real pipeline (embedded memory host) as `chatbot telegram` builds it, and the bot on it."""
     settings = telegram_e2e_settings(tg, openai)
-    async with build_pipeline(settings, data_dir) as router, running_bot(router, settings, tg):
+    async with build_pipeline(settings, data_dir) as pipeline, running_bot(pipeline, settings, tg):
         yield
 
 
@@ -181,9 +181,9 @@ def telegram_settings(
 
 @contextlib.asynccontextmanager
 async def telegram_bot(settings: Settings, tg: FakeTelegram, data_dir) -> AsyncIterator:
-    """The real router (embedded memory unless MEMORY_URL) with the Telegram bot on it; yields the router."""
-    async with running_pipeline(settings, data_dir) as router, running_bot(router, settings, tg):
-        yield router
+    """The real pipeline (embedded memory unless MEMORY_URL) with the Telegram bot on it; yields it."""
+    async with running_pipeline(settings, data_dir) as pipeline, running_bot(pipeline, settings, tg):
+        yield pipeline
 
 
 def answers(tg: FakeTelegram, chat_id: int) -> list[str]:

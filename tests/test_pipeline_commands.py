@@ -1,4 +1,4 @@
-"""Chat commands through the router, against the real local memory host."""
+"""Chat commands through the pipeline, against the real local memory host."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ ADMIN_COMMANDS = {c.name for c in COMMANDS if c.admin}
 async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my name is Ada and I live in Lisbon", author_id="u1"))
+        await pipeline.handle(msg("my name is Ada and I live in Lisbon", author_id="u1"))
         member = msg("/x", author="bob", author_id="u2", admin=False)
-        unknown = await router.command(member, "nosuchcommand", "")
+        unknown = await pipeline.command(member, "nosuchcommand", "")
         assert unknown.text == NOT_AVAILABLE
         assert {
             "facts",
@@ -36,46 +36,46 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(tmp_path):
             "persona",
         } == ADMIN_COMMANDS
         for name in sorted(ADMIN_COMMANDS):
-            result = await router.command(member, f"{name}@memo_bot", "yes")
+            result = await pipeline.command(member, f"{name}@memo_bot", "yes")
             # One wording on every platform: it says no, and nothing of the chat.
             assert result.text == refused(name) == f"Sorry, /{name} is only for admins of this chat."
             assert result.image_png is None and result.confirm is None
         # nothing happened: the memory is intact
-        stats = await router.memory.stats("test:chat")
+        stats = await pipeline.memory.stats("test:chat")
         assert stats["total_messages"] == 2 and stats["facts"] >= 2
-        help_text = (await router.command(member, "help", "")).text
+        help_text = (await pipeline.command(member, "help", "")).text
         assert "/facts" not in help_text and "/forgetme" in help_text
-        start = (await router.command(member, "start", "")).text  # Telegram's /start
+        start = (await pipeline.command(member, "start", "")).text  # Telegram's /start
         assert start == f"{GREETING}\n\n{help_text}"
-        assert (await router.command(member, "stats", "")).text == refused("stats")  # alias of memory
-        admin_help = (await router.command(msg("/help"), "help", "")).text
+        assert (await pipeline.command(member, "stats", "")).text == refused("stats")  # alias of memory
+        admin_help = (await pipeline.command(msg("/help"), "help", "")).text
         assert "/facts" in admin_help and "/forget " in admin_help
 
 
 async def test_facts_summary_memory_mode_for_admins(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my name is Ada and I live in Lisbon", author="ada", author_id="u1"))
-        await router.handle(msg("I live in Porto", author="bob", author_id="u2", admin=False))
+        await pipeline.handle(msg("my name is Ada and I live in Lisbon", author="ada", author_id="u1"))
+        await pipeline.handle(msg("I live in Porto", author="bob", author_id="u2", admin=False))
         admin = msg("/facts")
-        facts = (await router.command(admin, "facts", "")).text
+        facts = (await pipeline.command(admin, "facts", "")).text
         assert "Ada" in facts and "Lisbon" in facts and "Porto" in facts  # every author, for admins
-        assert "No summary" in (await router.command(admin, "summary", "")).text
-        mem = (await router.command(admin, "memory", "")).text
+        assert "No summary" in (await pipeline.command(admin, "summary", "")).text
+        mem = (await pipeline.command(admin, "memory", "")).text
         assert "messages kept: 4" in mem
-        assert "now full" in (await router.command(admin, "mode", "full")).text
-        assert (await router.memory.stats("test:chat"))["mode"] == "full"
-        assert "Use /mode auto or /mode full" in (await router.command(admin, "mode", "bogus")).text
+        assert "now full" in (await pipeline.command(admin, "mode", "full")).text
+        assert (await pipeline.memory.stats("test:chat"))["mode"] == "full"
+        assert "Use /mode auto or /mode full" in (await pipeline.command(admin, "mode", "bogus")).text
 
 
 async def test_usage_is_a_table_and_a_png_chart(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         fake.script(ServerError(500), model="m-standard")
-        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
-            await router.handle(msg("first question of the day for you"))
-            result = await router.command(msg("/usage"), "usage", "")
+        async with running_pipeline(make_settings(fake.url), tmp_path) as pipeline:
+            await pipeline.handle(msg("first question of the day for you"))
+            result = await pipeline.command(msg("/usage"), "usage", "")
             assert result.image_png is not None and result.image_png.startswith(b"\x89PNG\r\n\x1a\n")
             assert len(result.image_png) > 2000 and [f.name for f in result.files] == ["usage.png"]
             lines = result.table.splitlines()
@@ -87,34 +87,34 @@ async def test_usage_is_a_table_and_a_png_chart(tmp_path):
 async def test_forget_needs_confirmation(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my name is Ada"))
+        await pipeline.handle(msg("my name is Ada"))
         admin = msg("/forget")
         # "/forget yes" without being asked first does not erase anything
-        early = await router.command(admin, "forget", "yes")
+        early = await pipeline.command(admin, "forget", "yes")
         assert early.confirm == "/forget yes"
-        assert (await router.memory.stats("test:chat"))["total_messages"] == 2
-        asked = await router.command(admin, "forget", "")
+        assert (await pipeline.memory.stats("test:chat"))["total_messages"] == 2
+        asked = await pipeline.command(admin, "forget", "")
         assert asked.confirm == "/forget yes" and "/forget yes" in asked.text
-        assert (await router.memory.stats("test:chat"))["total_messages"] == 2
-        done = await router.command(admin, "forget", "yes")
+        assert (await pipeline.memory.stats("test:chat"))["total_messages"] == 2
+        done = await pipeline.command(admin, "forget", "yes")
         assert done.confirm is None and "erased" in done.text
-        assert (await router.memory.stats("test:chat"))["total_messages"] == 0
+        assert (await pipeline.memory.stats("test:chat"))["total_messages"] == 0
 
 
 async def test_forgetme_forgets_only_the_speaker(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
-        await router.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
-        result = await router.command(
+        await pipeline.handle(msg("my name is Ada", author="ada", author_id="u1"))
+        await pipeline.handle(msg("my name is Bob", author="bob", author_id="u2", admin=False))
+        result = await pipeline.command(
             msg("/forgetme", author="bob", author_id="u2", admin=False), "forgetme", ""
         )
         assert "forgot" in result.text
-        facts = await router.memory.facts("test:chat")
+        facts = await pipeline.memory.facts("test:chat")
         assert {f["value"] for f in facts if f["key"] == "name"} == {"Ada"}
 
 
@@ -122,32 +122,32 @@ async def test_an_answer_being_made_when_its_asker_says_forgetme_is_not_kept(tmp
     held = asyncio.Event()
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my name is Ada", author="ada", author_id="u1"))
+        await pipeline.handle(msg("my name is Ada", author="ada", author_id="u1"))
         fake.script(Answer(text="Noted, Bob: your locker code is 4711", until=held))
         bob = {"author": "bob", "author_id": "u2", "admin": False}
-        answering = asyncio.create_task(router.handle(msg("my locker code is 4711", **bob)))
+        answering = asyncio.create_task(pipeline.handle(msg("my locker code is 4711", **bob)))
         await fake.wait_requests(2)  # Bob's answer is being made
-        await router.command(msg("/forgetme", **bob), "forgetme", "")
+        await pipeline.command(msg("/forgetme", **bob), "forgetme", "")
         held.set()
         reply = await answering
         assert "4711" in reply.text  # Bob still gets his answer
-        assert await router.memory.search("test:chat", "locker 4711") == []
-        assert (await router.memory.stats("test:chat"))["total_messages"] == 2  # Ada's and its answer
-        usage = await router.memory.usage("test:chat")
+        assert await pipeline.memory.search("test:chat", "locker 4711") == []
+        assert (await pipeline.memory.stats("test:chat"))["total_messages"] == 2  # Ada's and its answer
+        usage = await pipeline.memory.usage("test:chat")
         assert sum(t["calls"] for t in usage["tiers"].values()) == 2  # the call still counts
 
 
 async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        assert "No answer yet" in (await router.command(msg("/why"), "why", "")).text
-        await router.handle(msg(f"my api key is {API_KEY} keep it safe"))
-        await router.handle(msg("I live in Lisbon, near the river"))
-        why = (await router.command(msg("/why", admin=False), "why", "")).text
+        assert "No answer yet" in (await pipeline.command(msg("/why"), "why", "")).text
+        await pipeline.handle(msg(f"my api key is {API_KEY} keep it safe"))
+        await pipeline.handle(msg("I live in Lisbon, near the river"))
+        why = (await pipeline.command(msg("/why", admin=False), "why", "")).text
         assert why.startswith("Memory prompt used for the last answer (tier standard")
         assert "Relevant chat memory." in why and "keep it safe" in why
         assert API_KEY not in why and "[redacted]" in why
@@ -156,37 +156,37 @@ async def test_why_shows_the_last_memory_prompt_without_secrets(tmp_path):
 async def test_tier_command_forces_and_resets(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
         user = msg("/tier", admin=False)
-        assert "automatic" in (await router.command(user, "tier", "")).text
-        assert "heavy" in (await router.command(user, "tier", "heavy")).text
-        assert (await router.handle(msg("hello there, how are you doing today"))).tier == "heavy"
-        assert "No tier called" in (await router.command(user, "tier", "gigantic")).text
-        await router.command(user, "tier", "auto")
-        assert (await router.handle(msg("hello there, how are you doing today"))).tier == "standard"
+        assert "automatic" in (await pipeline.command(user, "tier", "")).text
+        assert "heavy" in (await pipeline.command(user, "tier", "heavy")).text
+        assert (await pipeline.handle(msg("hello there, how are you doing today"))).tier == "heavy"
+        assert "No tier called" in (await pipeline.command(user, "tier", "gigantic")).text
+        await pipeline.command(user, "tier", "auto")
+        assert (await pipeline.handle(msg("hello there, how are you doing today"))).tier == "standard"
         assert fake.models_called() == ["m-heavy", "m-standard"]
 
 
 async def test_commands_when_memory_is_down_say_so(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         settings = make_settings(fake.url, memory_url="http://127.0.0.1:9", memory_token="x" * 20)
-        async with running_pipeline(settings, tmp_path) as router:
-            result = await router.command(msg("/facts"), "facts", "")
+        async with running_pipeline(settings, tmp_path) as pipeline:
+            result = await pipeline.command(msg("/facts"), "facts", "")
             assert "unreachable" in result.text
 
 
 async def test_forgetme_then_why_shows_nothing_of_the_forgotten_person(tmp_path):
     async with (
         FakeOpenAI(default=Echo()) as fake,
-        running_pipeline(make_settings(fake.url), tmp_path) as router,
+        running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        await router.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
-        await router.handle(msg("tell me about the beach", author="bob", author_id="u2"))
+        await pipeline.handle(msg("my dog Biscuit loves the beach at Nazaré", author="bob", author_id="u2"))
+        await pipeline.handle(msg("tell me about the beach", author="bob", author_id="u2"))
         bob = msg("/x", author="bob", author_id="u2", admin=False)
-        assert "Biscuit" in (await router.command(bob, "why", "")).text
-        await router.command(bob, "forgetme", "")
-        why = (await router.command(msg("/why", admin=False), "why", "")).text
+        assert "Biscuit" in (await pipeline.command(bob, "why", "")).text
+        await pipeline.command(bob, "forgetme", "")
+        why = (await pipeline.command(msg("/why", admin=False), "why", "")).text
         assert "Biscuit" not in why and "Nazaré" not in why
         assert why == "No answer yet in this chat, so no memory prompt to show."
 
@@ -208,9 +208,9 @@ class _RecordingClient:
 async def test_reply_records_say_whose_message_they_answer(tmp_path):
     async with FakeOpenAI(default=Echo()) as fake:
         fake.script(ServerError(500), model="m-standard")
-        async with running_pipeline(make_settings(fake.url), tmp_path) as router:
-            router.memory.client = recording = _RecordingClient(router.memory.client)
-            await router.handle(msg("hello there", author_id="u7", message_id="m-42"))
+        async with running_pipeline(make_settings(fake.url), tmp_path) as pipeline:
+            pipeline.memory.client = recording = _RecordingClient(pipeline.memory.client)
+            await pipeline.handle(msg("hello there", author_id="u7", message_id="m-42"))
     assert [r["ok"] for r in recording.replies] == [False, True]  # each attempt says it
     for body in recording.replies:
         assert body["reply_to_message_id"] == "m-42" and body["reply_to_author_id"] == "u7"

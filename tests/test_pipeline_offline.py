@@ -110,16 +110,16 @@ def test_statements_are_acknowledged_and_everything_only_when_asked_for_everythi
 
 async def test_the_offline_notice_is_shown_but_never_stored(tmp_path):
     settings = load_settings(env={}, env_file=None)
-    async with build_pipeline(settings, tmp_path, options=FAST) as router:
-        shown = await router.handle(msg("my name is Ada and I live in Lisbon"))
+    async with build_pipeline(settings, tmp_path, options=FAST) as pipeline:
+        shown = await pipeline.handle(msg("my name is Ada and I live in Lisbon"))
         assert shown.text.startswith(OFFLINE_NOTICE) and shown.text.endswith(
             "Noted, I'll remember that (name: Ada; location: Lisbon)."
         )
-        streamed = "".join([p async for p in router.stream(msg("where do I live?"))])
+        streamed = "".join([p async for p in pipeline.stream(msg("where do I live?"))])
         assert streamed == f"{OFFLINE_SHORT}\nYou live in Lisbon."
-        stored = await router.memory.search("test:chat", "offline memory answering", k=10)
+        stored = await pipeline.memory.search("test:chat", "offline memory answering", k=10)
         assert stored == []  # no stored message holds the notice
-        found = await router.memory.search("test:chat", "Lisbon", k=10)
+        found = await pipeline.memory.search("test:chat", "Lisbon", k=10)
         bot_words = {m["text"] for m in found if m["role"] == "assistant"}
         assert bot_words == {
             "Noted, I'll remember that (name: Ada; location: Lisbon).",
