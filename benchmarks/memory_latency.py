@@ -18,12 +18,14 @@ Also measured (`--parts host`): the same turns to `chatbot memory serve` of this
 a process of its own, its CPU read from its own CPU clock around each turn: what the memory
 worker spends per turn (its HTTP server included), without the client's share of the round
 trip that the one-process HTTP figure also counts.
+Also measured (`--parts lockstep`): the seed's turns and ours over HTTP interleaved (each seed
+turn followed by 15 of ours), so that the seed/HTTP ratio is not a ratio of two loads.
 Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`), its
 OR over the message's non-stopword tokens, and again over all of them.
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
 `--parts` runs only some designs (a 100k run is slow), e.g. the 10k ratios alone:
 
-    .venv/bin/python benchmarks/memory_latency.py --sizes 10000 --parts http,host,inproc,seed,bare
+    .venv/bin/python benchmarks/memory_latency.py --sizes 10000 --parts http,host,lockstep,inproc,seed,bare
     .venv/bin/python benchmarks/memory_latency.py --sizes 100000 --parts after-import,seed
 """
 
@@ -417,6 +419,56 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
     return out
 
 
+# In the lock-step part: our turns over HTTP after each seed turn (20 seed turns, 300 of ours).
+LOCKSTEP_OURS_PER_SEED = 15
+
+
+async def lockstep(corpus: Corpus, n: int, seed_turns: int, tmp: Path) -> None:
+    """The seed's turns and ours over HTTP interleaved, into CPU["lockstep-seed"/"lockstep-http"].
+
+    Run one after the other, the two designs meet different loads on a shared machine (the
+    seed's p50 moved 300-520 ms between runs, and the ratio with it). Here each seed turn is
+    followed by LOCKSTEP_OURS_PER_SEED of ours (host and client in one process, as `over_http`),
+    so both see the same load, turn for turn.
+    """
+    import aiohttp
+
+    from memory_worker.local import EmbeddedMemoryHost
+
+    seed = SeedBlobIndex(tmp / f"lockstep-seed-{n}.sqlite3")
+    _progress(f"lock-step, N={n:,}: building the seed's blob")
+    seed.prefill(corpus.take(n, f"ls{n}"))
+    async with EmbeddedMemoryHost(tmp / "lockstep-host", retention=10 * n) as host:
+        headers = {"authorization": f"Bearer {host.token}"}
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
+            chat = f"bench:lockstep-{n}"
+            for done in range(0, n, IMPORT_BATCH):
+                batch = corpus.take(min(IMPORT_BATCH, n - done), f"lh{n}")
+                body = {"messages": batch, "more": done + len(batch) < n}
+                async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
+                    r.raise_for_status()
+            await _settle(http, chat, n)
+            ours = corpus.take(5 + seed_turns * LOCKSTEP_OURS_PER_SEED, f"lt{n}")
+            for i, m in enumerate(corpus.take(seed_turns, f"lst{n}")):
+                _progress(f"lock-step, N={n:,}: seed turn {i + 1}/{seed_turns}")
+                cpu = time.process_time()
+                seed.turn(m)
+                CPU.setdefault(("lockstep-seed", n), []).append((time.process_time() - cpu) * 1000)
+                start = 0 if i else 5  # the first 5 of ours warm the caches: not counted
+                for j, t in enumerate(ours[: start + LOCKSTEP_OURS_PER_SEED]):
+                    body = {k: t[k] for k in ("text", "author", "author_id", "message_id")}
+                    cpu = time.process_time()
+                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                        await r.read()
+                    if j >= start:
+                        CPU.setdefault(("lockstep-http", n), []).append((time.process_time() - cpu) * 1000)
+                    r.raise_for_status()
+                ours = ours[start + LOCKSTEP_OURS_PER_SEED :]
+    seed.db.close()
+    _done()
+
+
 # -- a bare FTS5 reference ---------------------------------------------------------------
 
 
@@ -510,7 +562,7 @@ def chart(rows: list[dict[str, Any]], path: Path, after_import: list[float]) -> 
     plt.close(fig)
 
 
-PARTS = ("http", "host", "after-import", "previous", "inproc", "seed", "bare")
+PARTS = ("http", "host", "lockstep", "after-import", "previous", "inproc", "seed", "bare")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -564,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         if "host" in parts:
             asyncio.run(host_alone(corpus, sizes, args.turns, tmp))
+        if "lockstep" in parts:
+            for n in sizes:
+                asyncio.run(lockstep(corpus, n, SEED_TURNS.get(n, 3), tmp))
         if "previous" in parts:
             compared = previous_design(corpus, tmp)
         for n in sizes:
@@ -651,6 +706,14 @@ def report(
             f"{host_mean:.2f} ms, its client's {_p50(client):.2f} / {client_mean:.2f}"
             f" | seed/host {_ratio(sp, _p50(host))}"
         )
+    for r in rows:
+        seed, ours = CPU.get(("lockstep-seed", r["n"])), CPU.get(("lockstep-http", r["n"]))
+        if seed and ours:
+            print(
+                f"{r['n']:>8,} | lock-step, {len(seed)} seed turns each followed by {LOCKSTEP_OURS_PER_SEED} "
+                f"of ours over HTTP: seed CPU p50 {_p50(seed):.1f} ms, ours {_p50(ours):.2f} / mean "
+                f"{sum(ours) / len(ours):.2f} ms | seed/HTTP {_ratio(_p50(seed), _p50(ours))}"
+            )
     if AFTER_IMPORT in http:
         after_cpu = _p50(CPU.get(("http", AFTER_IMPORT)))
         print(
