@@ -14,12 +14,18 @@ the background compaction of the imported history (a fresh chat, same N).
 Also measured: the full-text index's bytes per message (SQLite's dbstat over the
 messages_fts tables), beside the previous design's index (one previous turn as context,
 no after-context, no dates) built from the same messages in the same run.
+Also measured (`--parts host`): the same turns to `chatbot memory serve` of this checkout in
+a process of its own, its CPU read from its own CPU clock around each turn: what the memory
+worker spends per turn (its HTTP server included), without the client's share of the round
+trip that the one-process HTTP figure also counts.
+Also measured (`--parts lockstep`): the seed's turns and ours over HTTP interleaved (each seed
+turn followed by 15 of ours), so that the seed/HTTP ratio is not a ratio of two loads.
 Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`), its
 OR over the message's non-stopword tokens, and again over all of them.
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
 `--parts` runs only some designs (a 100k run is slow), e.g. the 10k ratios alone:
 
-    .venv/bin/python benchmarks/memory_latency.py --sizes 10000 --parts http,inproc,seed,bare
+    .venv/bin/python benchmarks/memory_latency.py --sizes 10000 --parts http,host,lockstep,inproc,seed,bare
     .venv/bin/python benchmarks/memory_latency.py --sizes 100000 --parts after-import,seed
 """
 
@@ -44,7 +50,9 @@ from locomo_recall import _words, load, turns
 SIZES = (1_000, 10_000, 100_000)
 IMPORT_BATCH = 5_000
 # Turns measured per size for the seed's design (each one rebuilds the whole index).
-SEED_TURNS = {1_000: 30, 10_000: 8, 100_000: 3}
+# 20 at 10k: over 8, the seed's p50 moved between 330 and 520 CPU ms from run to run, and the
+# seed/HTTP ratio with it.
+SEED_TURNS = {1_000: 30, 10_000: 20, 100_000: 3}
 # CPU ms per turn of this process, per (design, size): on a shared machine the wall time
 # swings with the load, the CPU a turn takes much less. Over HTTP the host runs in this
 # process, so its CPU includes the client's share of the round trip.
@@ -297,6 +305,66 @@ async def _settle(http: Any, chat: str, n: int, limit_s: float = 600) -> None:
         await asyncio.sleep(0.5)
 
 
+def _process_cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time (Linux's clock_getcpuclockid: all its threads)."""
+    return ((~pid) << 3) | 2  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+
+
+async def host_alone(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int, tmp: Path) -> None:
+    """CPU ms per turn of `chatbot memory serve` (this checkout) in its own process, into CPU["host"].
+
+    The client's CPU, in this process, goes to CPU["client"]. The host's is read from its
+    process CPU clock before and after each turn: whatever it ran meanwhile counts too.
+    """
+    import aiohttp
+    import host_start
+
+    os.environ["RETENTION_MESSAGES"] = str(10 * max(sizes))  # the child inherits it
+    proc, port = host_start.serve_checkout(Path(__file__).resolve().parents[1], tmp / "host-alone")
+    clock = _process_cpu_clock(proc.pid)
+    headers = {"authorization": f"Bearer {host_start.TOKEN}"}
+    timeout = aiohttp.ClientTimeout(total=600)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession(url, headers=headers, timeout=timeout) as http:
+            deadline = time.monotonic() + 60
+            while True:  # the host answers /health as soon as it listens
+                try:
+                    async with http.get("/health") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise
+                await asyncio.sleep(0.05)
+            for n in sizes:
+                chat = f"bench:alone-{n}"
+                for done in range(0, n, IMPORT_BATCH):
+                    batch = corpus.take(min(IMPORT_BATCH, n - done), f"a{n}")
+                    body = {"messages": batch, "more": done + len(batch) < n}
+                    async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
+                        r.raise_for_status()
+                    _progress(f"host alone, {n:,}: imported {done + len(batch):,}")
+                await _settle(http, chat, n)
+                for i, m in enumerate(corpus.take(turns_measured + 5, f"at{n}")):
+                    body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
+                    host, cpu = time.clock_gettime(clock), time.process_time()
+                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                        await r.read()
+                    host_ms = (time.clock_gettime(clock) - host) * 1000
+                    client_ms = (time.process_time() - cpu) * 1000
+                    r.raise_for_status()
+                    if i >= 5:
+                        CPU.setdefault(("host", n), []).append(host_ms)
+                        CPU.setdefault(("client", n), []).append(client_ms)
+                    if i % 25 == 0:
+                        _progress(f"host alone, {n:,}: turn {i}/{turns_measured + 5}")
+                _done()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 # -- the seed's design -------------------------------------------------------------------
 
 
@@ -349,6 +417,56 @@ def seed_design(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> list[
     seed.db.close()
     _done()
     return out
+
+
+# In the lock-step part: our turns over HTTP after each seed turn (20 seed turns, 300 of ours).
+LOCKSTEP_OURS_PER_SEED = 15
+
+
+async def lockstep(corpus: Corpus, n: int, seed_turns: int, tmp: Path) -> None:
+    """The seed's turns and ours over HTTP interleaved, into CPU["lockstep-seed"/"lockstep-http"].
+
+    Run one after the other, the two designs meet different loads on a shared machine (the
+    seed's p50 moved 300-520 ms between runs, and the ratio with it). Here each seed turn is
+    followed by LOCKSTEP_OURS_PER_SEED of ours (host and client in one process, as `over_http`),
+    so both see the same load, turn for turn.
+    """
+    import aiohttp
+
+    from memory_worker.local import EmbeddedMemoryHost
+
+    seed = SeedBlobIndex(tmp / f"lockstep-seed-{n}.sqlite3")
+    _progress(f"lock-step, N={n:,}: building the seed's blob")
+    seed.prefill(corpus.take(n, f"ls{n}"))
+    async with EmbeddedMemoryHost(tmp / "lockstep-host", retention=10 * n) as host:
+        headers = {"authorization": f"Bearer {host.token}"}
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
+            chat = f"bench:lockstep-{n}"
+            for done in range(0, n, IMPORT_BATCH):
+                batch = corpus.take(min(IMPORT_BATCH, n - done), f"lh{n}")
+                body = {"messages": batch, "more": done + len(batch) < n}
+                async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
+                    r.raise_for_status()
+            await _settle(http, chat, n)
+            ours = corpus.take(5 + seed_turns * LOCKSTEP_OURS_PER_SEED, f"lt{n}")
+            for i, m in enumerate(corpus.take(seed_turns, f"lst{n}")):
+                _progress(f"lock-step, N={n:,}: seed turn {i + 1}/{seed_turns}")
+                cpu = time.process_time()
+                seed.turn(m)
+                CPU.setdefault(("lockstep-seed", n), []).append((time.process_time() - cpu) * 1000)
+                start = 0 if i else 5  # the first 5 of ours warm the caches: not counted
+                for j, t in enumerate(ours[: start + LOCKSTEP_OURS_PER_SEED]):
+                    body = {k: t[k] for k in ("text", "author", "author_id", "message_id")}
+                    cpu = time.process_time()
+                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                        await r.read()
+                    if j >= start:
+                        CPU.setdefault(("lockstep-http", n), []).append((time.process_time() - cpu) * 1000)
+                    r.raise_for_status()
+                ours = ours[start + LOCKSTEP_OURS_PER_SEED :]
+    seed.db.close()
+    _done()
 
 
 # -- a bare FTS5 reference ---------------------------------------------------------------
@@ -444,7 +562,7 @@ def chart(rows: list[dict[str, Any]], path: Path, after_import: list[float]) -> 
     plt.close(fig)
 
 
-PARTS = ("http", "after-import", "previous", "inproc", "seed", "bare")
+PARTS = ("http", "host", "lockstep", "after-import", "previous", "inproc", "seed", "bare")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,6 +614,11 @@ def main(argv: list[str] | None = None) -> int:
                     max(sizes) if "after-import" in parts else None,
                 )
             )
+        if "host" in parts:
+            asyncio.run(host_alone(corpus, sizes, args.turns, tmp))
+        if "lockstep" in parts:
+            for n in sizes:
+                asyncio.run(lockstep(corpus, n, SEED_TURNS.get(n, 3), tmp))
         if "previous" in parts:
             compared = previous_design(corpus, tmp)
         for n in sizes:
@@ -565,11 +688,32 @@ def report(
     for r in rows:
         n = r["n"]
         ip, hp, sp, bp, ap = (_p50(CPU.get((k, n))) for k in ("inproc", "http", "seed", "bare", "bare-all"))
+        means = {k: sum(v) / len(v) for k in ("inproc", "http") if (v := CPU.get((k, n)))}
         print(
             f"{n:>8,} | in process {ip:6.2f} | HTTP {hp:6.2f} | seed {sp:9.1f} | bare {bp:6.2f} | "
             f"bare, stopwords too {ap:6.2f} | seed/HTTP {_ratio(sp, hp)} | HTTP/bare {_ratio(hp, bp)} | "
-            f"HTTP/bare with stopwords {_ratio(hp, ap)} | in-proc/bare {_ratio(ip, bp)}"
+            f"HTTP/bare with stopwords {_ratio(hp, ap)} | in-proc/bare {_ratio(ip, bp)} | means: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in means.items())
         )
+    for r in rows:
+        host, client = CPU.get(("host", r["n"])), CPU.get(("client", r["n"]))
+        if not host or not client:
+            continue
+        sp = _p50(CPU.get(("seed", r["n"])))
+        host_mean, client_mean = sum(host) / len(host), sum(client) / len(client)
+        print(
+            f"{r['n']:>8,} | HTTP, the host in its own process: host CPU p50 {_p50(host):.2f} / mean "
+            f"{host_mean:.2f} ms, its client's {_p50(client):.2f} / {client_mean:.2f}"
+            f" | seed/host {_ratio(sp, _p50(host))}"
+        )
+    for r in rows:
+        seed, ours = CPU.get(("lockstep-seed", r["n"])), CPU.get(("lockstep-http", r["n"]))
+        if seed and ours:
+            print(
+                f"{r['n']:>8,} | lock-step, {len(seed)} seed turns each followed by {LOCKSTEP_OURS_PER_SEED} "
+                f"of ours over HTTP: seed CPU p50 {_p50(seed):.1f} ms, ours {_p50(ours):.2f} / mean "
+                f"{sum(ours) / len(ours):.2f} ms | seed/HTTP {_ratio(_p50(seed), _p50(ours))}"
+            )
     if AFTER_IMPORT in http:
         after_cpu = _p50(CPU.get(("http", AFTER_IMPORT)))
         print(

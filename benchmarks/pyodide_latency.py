@@ -6,7 +6,9 @@
 In one run, on the same LoCoMo turns: `chatbot memory serve --runtime pyodide` (entry.py,
 the engine and the workers SDK on Pyodide under Node 22, `node:sqlite` storage) and the
 local host (EmbeddedMemoryHost, CPython + sqlite3), each over HTTP with the chat prefilled
-to N messages by POST /import and its background compaction settled first. Cold start is
+to N messages by POST /import and its background compaction settled first. Each host's
+turns are timed alone (its CPU per turn), then the same turns interleaved, one host after
+the other (the p50 ratio of hosts that saw the same moments of the machine's load). Cold start is
 the wall time from starting Node to the host's ready line (Pyodide loaded, entry.py
 imported, HTTP listening), over a few starts. CPU per turn: the serving process's CPU
 time over the measured turns (Node's from /proc; the local host's is this process's, its
@@ -35,6 +37,7 @@ from memory_worker.pyodide_runtime import PyodideHost
 
 TOKEN = "bench-token-0123456789abcdef"
 COLD_STARTS = 3
+WARM_TURNS = 5  # the first turns of each pass warm the caches: not counted
 # Workers Paid, Standard usage model (developers.cloudflare.com/workers/platform/pricing/,
 # read 2026-12-01): "30 million CPU milliseconds included per month + $0.02 per additional
 # million CPU milliseconds"; requests "10 million included per month + $0.30 per additional
@@ -70,74 +73,123 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def measure(
-    url: str, token: str, corpus: Corpus, n: int, turns: int, label: str, cpu: Callable[[], float]
+def batches_of(corpus: Corpus, n: int, prefix: str) -> list[list[dict[str, Any]]]:
+    """n messages of the corpus in import batches."""
+    return [corpus.take(min(IMPORT_BATCH, n - done), prefix) for done in range(0, n, IMPORT_BATCH)]
+
+
+async def prefill(http: Any, chat: str, batches: list[list[dict[str, Any]]], label: str) -> float:
+    """Import the batches into one chat, wait for its background compaction; messages/s."""
+    done, import_s = 0, 0.0
+    n = sum(len(batch) for batch in batches)
+    for batch in batches:
+        started = time.perf_counter()
+        async with http.post(f"/v1/chats/{chat}/import", json={"messages": batch}) as r:
+            r.raise_for_status()
+            await r.read()
+        import_s += time.perf_counter() - started
+        done += len(batch)
+        progress(f"{label}: imported {done:,}/{n:,} ({done / import_s:,.0f} messages/s)")
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        async with http.get(f"/v1/chats/{chat}/stats") as r:
+            stats = await r.json()
+        if stats["active_messages"] <= 30 and stats["total_messages"] >= n:
+            break
+        progress(f"{label}: background compaction, {stats['active_messages']:,} left")
+        await asyncio.sleep(0.5)  # polling the host's own progress, with a deadline
+    print(file=sys.stderr)
+    return n / import_s
+
+
+async def turn_ms(http: Any, chat: str, message: dict[str, Any]) -> float:
+    """One POST /turn; its wall time in ms."""
+    body = {k: message[k] for k in ("text", "author", "author_id", "message_id")}
+    started = time.perf_counter()
+    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+        await r.read()
+    elapsed = (time.perf_counter() - started) * 1000
+    r.raise_for_status()
+    return elapsed
+
+
+async def timed_turns(
+    http: Any, chat: str, messages: list[dict[str, Any]], label: str, cpu: Callable[[], float]
 ) -> dict[str, Any]:
-    """Prefill one chat with n messages, settle compaction, time `turns` turns (ms).
+    """Time the turns (ms; the first 5 warm the caches) and the serving process's CPU per turn.
 
     `cpu` reads the serving process's CPU seconds: the turns' total CPU, divided by their
     number, is the CPU a turn costs (what Workers bills), whatever the machine's load.
     """
-    import aiohttp
-
-    chat = f"bench:{label}-{n}"
-    timeout = aiohttp.ClientTimeout(total=900)
-    headers = {"authorization": f"Bearer {token}"}
-    async with aiohttp.ClientSession(url, headers=headers, timeout=timeout) as http:
-        done, import_s = 0, 0.0
-        while done < n:
-            batch = corpus.take(min(IMPORT_BATCH, n - done), f"{label}{n}")
-            started = time.perf_counter()
-            async with http.post(f"/v1/chats/{chat}/import", json={"messages": batch}) as r:
-                r.raise_for_status()
-                await r.read()
-            import_s += time.perf_counter() - started
-            done += len(batch)
-            progress(f"{label}: imported {done:,}/{n:,} ({done / import_s:,.0f} messages/s)")
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            async with http.get(f"/v1/chats/{chat}/stats") as r:
-                stats = await r.json()
-            if stats["active_messages"] <= 30 and stats["total_messages"] >= n:
-                break
-            progress(f"{label}: background compaction, {stats['active_messages']:,} left")
-            await asyncio.sleep(0.5)  # polling the host's own progress, with a deadline
-        latencies = []
-        cpu_start = 0.0
-        for i, m in enumerate(corpus.take(turns + 5, f"{label}t{n}")):
-            if i == 5:
-                cpu_start = cpu()
-            body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
-            started = time.perf_counter()
-            async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
-                await r.read()
-            elapsed = (time.perf_counter() - started) * 1000
-            r.raise_for_status()
-            if i >= 5:  # the first few warm the caches
-                latencies.append(elapsed)
-            if i % 25 == 0:
-                progress(f"{label}: turn {i}/{turns + 5}")
-        cpu_ms = (cpu() - cpu_start) * 1000 / turns
+    latencies = []
+    cpu_start = 0.0
+    for i, m in enumerate(messages):
+        if i == WARM_TURNS:
+            cpu_start = cpu()
+        elapsed = await turn_ms(http, chat, m)
+        if i >= WARM_TURNS:
+            latencies.append(elapsed)
+        if i % 25 == 0:
+            progress(f"{label}: turn {i}/{len(messages)}")
+    cpu_ms = (cpu() - cpu_start) * 1000 / max(1, len(latencies))
     print(file=sys.stderr)
-    return {"turns": latencies, "import_rate": n / import_s, "cpu_ms": cpu_ms}
+    return {"turns": latencies, "cpu_ms": cpu_ms}
+
+
+async def interleaved(
+    sessions: dict[str, Any], chats: dict[str, str], messages: list[dict[str, Any]]
+) -> dict[str, list[float]]:
+    """The same turns on both hosts, one after the other, the order alternating: both see the
+    machine's load of the same moments, so the ratio of their latencies holds under load."""
+    out: dict[str, list[float]] = {key: [] for key in sessions}
+    keys = list(sessions)
+    for i, m in enumerate(messages):
+        for key in keys if i % 2 == 0 else keys[::-1]:
+            elapsed = await turn_ms(sessions[key], chats[key], m)
+            if i >= WARM_TURNS:
+                out[key].append(elapsed)
+        if i % 25 == 0:
+            progress(f"interleaved: turn {i}/{len(messages)}")
+    print(file=sys.stderr)
+    return out
 
 
 async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[str, Any]]:
-    """The local host and the Pyodide host, one after the other, same corpus and sizes."""
+    """Both hosts prefilled alike; each one's CPU per turn alone; then the turns interleaved."""
+    import aiohttp
+
     from memory_worker.local import EmbeddedMemoryHost
 
-    results = {}
-    async with EmbeddedMemoryHost(tmp / "local", token=TOKEN, retention=10 * n) as local:
-        # In this process: the aiohttp client's share counts too (an upper bound for the host).
-        results["local"] = await measure(local.url, TOKEN, corpus, n, turns, "local", time.process_time)
     host = PyodideHost(tmp / "pyodide", TOKEN, env={"RETENTION_MESSAGES": str(10 * n)})
     await asyncio.to_thread(host.start)
     try:
         assert host.proc is not None
         pid = host.proc.pid
-        results["pyodide"] = await measure(
-            host.url, TOKEN, corpus, n, turns, "pyodide", lambda: process_cpu_s(pid)
-        )
+        cpu = {"local": time.process_time, "pyodide": lambda: process_cpu_s(pid)}
+        async with EmbeddedMemoryHost(tmp / "local", token=TOKEN, retention=10 * n) as local:
+            urls = {"local": local.url, "pyodide": host.url}
+            timeout = aiohttp.ClientTimeout(total=900)
+            headers = {"authorization": f"Bearer {TOKEN}"}
+            sessions = {
+                key: aiohttp.ClientSession(url, headers=headers, timeout=timeout) for key, url in urls.items()
+            }
+            try:
+                chats = {k: f"bench:{k}-{n}" for k in urls}
+                results: dict[str, dict[str, Any]] = {}
+                for key in urls:
+                    batches = batches_of(corpus, n, f"{key}{n}")
+                    results[key] = {"import_rate": await prefill(sessions[key], chats[key], batches, key)}
+                for key in urls:
+                    # Alone: the local host's CPU is this process's (its aiohttp client included,
+                    # an upper bound for the host); Node's from /proc.
+                    messages = corpus.take(turns + WARM_TURNS, f"{key}t{n}")
+                    results[key].update(await timed_turns(sessions[key], chats[key], messages, key, cpu[key]))
+                paired = await interleaved(sessions, chats, corpus.take(turns + WARM_TURNS, f"i{n}"))
+                for key, latencies in paired.items():
+                    results[key]["interleaved"] = latencies
+            finally:
+                for session in sessions.values():
+                    await session.close()
     finally:
         host.stop()
     return results
@@ -197,6 +249,12 @@ def report(corpus: Corpus, n: int, turns: int, png: Path, starts_wanted: int = C
     l99, p99 = (percentile(results[k]["turns"], 99) for k in ("local", "pyodide"))
     print(
         f"Pyodide / local: p50 {pp / lp:.1f}x, p99 {p99 / l99:.1f}x ({turns} turns at N={n:,}, ms over HTTP)"
+    )
+    il50, ip50 = (percentile(results[k]["interleaved"], 50) for k in ("local", "pyodide"))
+    il99, ip99 = (percentile(results[k]["interleaved"], 99) for k in ("local", "pyodide"))
+    print(
+        f"Interleaved (the same {turns} turns on both hosts, one after the other): p50 "
+        f"{il50:.2f} vs {ip50:.2f} ms = {ip50 / il50:.2f}x, p99 {ip99 / il99:.2f}x"
     )
     cpu_ms = results["pyodide"]["cpu_ms"]
     print(

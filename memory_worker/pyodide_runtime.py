@@ -90,8 +90,10 @@ def check_installed() -> None:
 NODE_FLAGS: list[str] = ["--no-turbo-inline-js-wasm-calls"]
 
 
-def command(host: str, port: int, data_dir: Path, control: bool = False) -> list[str]:
-    """The Node command line of the host."""
+def command(
+    host: str, port: int, data_dir: Path, control: bool = False, src_dir: Path = SRC_DIR
+) -> list[str]:
+    """The Node command line of the host (`src_dir`: the Worker's code, this checkout's by default)."""
     args = [
         str(node_binary()),
         "--no-warnings",  # node:sqlite is "experimental" in Node 22: one warning per start
@@ -99,7 +101,7 @@ def command(host: str, port: int, data_dir: Path, control: bool = False) -> list
         *os.environ.get("PYODIDE_NODE_FLAGS", "").split(),  # for investigating the runtime
         str(HOST_SCRIPT),
         "--src",
-        str(SRC_DIR),
+        str(src_dir),
         "--sdk",
         str(sdk_site()),
         "--data",
@@ -165,8 +167,10 @@ class PyodideHost:
         env: dict[str, str] | None = None,
         control: bool = False,
         log: Path | None = None,
+        src_dir: Path = SRC_DIR,
     ):
         self.data_dir = Path(data_dir)
+        self.src_dir = Path(src_dir)  # the Worker's code (benchmarks run another checkout's)
         self.token = token
         self.port = port
         self.env = env or {}
@@ -187,7 +191,7 @@ class PyodideHost:
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         env = worker_env({**os.environ, **self.env}, self.token)
         self.proc = subprocess.Popen(
-            command("127.0.0.1", self.port, self.data_dir, control=self.control_enabled),
+            command("127.0.0.1", self.port, self.data_dir, self.control_enabled, self.src_dir),
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -757,8 +757,7 @@ async def test_worker_state_survives_object_restart(worker):
 
 # -- the Worker only: compaction from the Durable Object's alarm -----------------------------
 
-from aiohttp import web  # noqa: E402
-
+from tests.fakes.gated_summarizer import GatedSummarizer  # noqa: E402
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError  # noqa: E402
 from tests.fakes.workers.runtime import now_ms  # noqa: E402
 
@@ -945,39 +944,8 @@ async def test_pending_alarm_survives_a_restart(compacting):
     assert (await w.ok("GET", "/v1/chats/rs/summary"))["compactions"] == 1
 
 
-class GatedSummarizer:
-    """An OpenAI-compatible endpoint that answers only when the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.arrived = asyncio.Event()
-        self.gate = asyncio.Event()
-        self.url = ""
-        self._runner: web.AppRunner | None = None
-
-    async def _handle(self, request: web.Request) -> web.Response:
-        await request.read()
-        self.arrived.set()
-        await self.gate.wait()
-        return web.json_response({"choices": [{"message": {"role": "assistant", "content": SUMMARY}}]})
-
-    async def __aenter__(self) -> GatedSummarizer:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.gate.set()
-        assert self._runner is not None
-        await self._runner.cleanup()
-
-
 async def test_messages_arriving_during_compaction_are_kept(compacting):
-    async with GatedSummarizer() as gated:
+    async with GatedSummarizer(SUMMARY) as gated:
         w = await compacting(SUMMARY_BASE_URL=gated.url)
         await _say(w, "dc", 30)
         alarm = asyncio.create_task(w.runtime.run_alarms())
@@ -996,6 +964,44 @@ async def test_messages_arriving_during_compaction_are_kept(compacting):
         stats = await w.stats("dc")
         assert (stats["total_messages"], stats["active_messages"]) == (33, 8)
         assert texts(await w.search("dc", "meanwhile", k=5))[:3] != []
+
+
+async def test_a_backlog_grown_during_a_compaction_gets_the_next_one_by_itself(compacting):
+    # The local host's rule on the Durable Object: the turns that arrive while the alarm
+    # runs leave the alarm alone; when the alarm ends, it finds the backlog still past the
+    # threshold and sets the next one itself.
+    async with GatedSummarizer(SUMMARY) as gated:
+        w = await compacting(SUMMARY_BASE_URL=gated.url)
+        rt = w.runtime
+        await _say(w, "bg", 30)
+        alarm = asyncio.create_task(rt.run_alarms())
+        await asyncio.wait_for(gated.arrived.wait(), 10)
+        await _say(w, "bg", 26, start=30)  # 56 kept, 25 being summarized: 31 > 25 after it
+        assert rt.alarm_of("bg") is None  # no turn read or set the alarm meanwhile
+        gated.gate.set()
+        await asyncio.wait_for(alarm, 10)
+        assert rt.alarm_of("bg") is not None  # set by the alarm that ended
+        assert await rt.run_alarms() == 1
+        summary = await w.ok("GET", "/v1/chats/bg/summary")
+        assert summary["compactions"] == 2 and summary["summarized_upto"] == 51
+        assert rt.alarm_of("bg") is None  # caught up
+        assert rt.alarm_runs == [("bg", "ok"), ("bg", "ok")]
+
+
+async def test_a_backlog_pulls_a_later_reminder_alarm_forward(compacting):
+    # One alarm serves reminders and compaction: a reminder's alarm a day away must not
+    # hold back a compaction that is due now (the local host keeps the earlier time too).
+    w = await compacting()
+    rt = w.runtime
+    day = now_ms() + 86_400_000
+    await w.ok("POST", "/v1/chats/rm/reminders", {"text": "tomorrow", "due_at": day})
+    assert rt.alarm_of("rm") == day
+    await _say(w, "rm", 30)
+    due = rt.alarm_of("rm")
+    assert due is not None and due <= now_ms()
+    assert await rt.run_alarms() == 1
+    assert (await w.ok("GET", "/v1/chats/rm/summary"))["compactions"] == 1
+    assert rt.alarm_of("rm") == day  # the reminder's alarm again
 
 
 async def test_unexpected_alarm_error_reschedules(compacting, monkeypatch):

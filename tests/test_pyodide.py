@@ -26,6 +26,7 @@ from memory_worker.pyodide_runtime import (
     check_installed,
     node_binary,
 )
+from tests.fakes.gated_summarizer import GatedSummarizer
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang
 from tests.support import TOKEN, ServedMemory, wait_until
 
@@ -127,9 +128,9 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
         served.kill9()
 
 
-async def _say(client: httpx.AsyncClient, chat: str, n: int) -> None:
+async def _say(client: httpx.AsyncClient, chat: str, n: int, start: int = 0) -> None:
     # Live turns: an import would archive all but its tail, making no compaction due.
-    for i in range(n):
+    for i in range(start, start + n):
         body = {"text": f"story part {i} about the lighthouse", "message_id": f"p{i}"}
         assert (await client.post(f"/v1/chats/{chat}/turn", json=body)).status_code == 200
 
@@ -178,6 +179,36 @@ async def test_alarm_compacts_through_fetch_lets_turns_in_and_survives_kill_9(tm
         finally:
             restarted.stop()
         errors = restarted.log_path.read_text(encoding="utf-8")
+        assert "Traceback" not in errors, errors[-2000:]
+
+
+async def test_a_backlog_grown_during_a_compaction_gets_the_next_one_by_itself(tmp_path):
+    # The turns that come in while the alarm awaits its summarizer leave the alarm alone;
+    # the alarm, when it ends, sees the backlog still past the threshold and sets the next.
+    async with GatedSummarizer(SUMMARY) as gated:
+        host = PyodideHost(tmp_path / "data", TOKEN, env={"SUMMARY_BASE_URL": gated.url})
+        await asyncio.to_thread(host.start)
+        try:
+            async with httpx.AsyncClient(
+                base_url=host.url, headers=AUTH, trust_env=False, timeout=60
+            ) as client:
+                await _say(client, "bg", 30)
+                await asyncio.wait_for(gated.arrived.wait(), 60)  # the alarm is in flight
+                await _say(client, "bg", 26, start=30)  # 56 kept, 25 being summarized
+                assert gated.calls == 1
+                gated.gate.set()
+
+                async def compacted_twice() -> bool:
+                    return (await client.get("/v1/chats/bg/summary")).json()["compactions"] == 2
+
+                await wait_until(compacted_twice, timeout=60, what="the next compaction")
+                assert (await client.get("/v1/chats/bg/summary")).json()["summarized_upto"] == 51
+                stats = (await client.get("/v1/chats/bg/stats")).json()
+                assert (stats["total_messages"], stats["active_messages"]) == (56, 5)
+                assert gated.calls == 2
+        finally:
+            host.stop()
+        errors = host.log_path.read_text(encoding="utf-8")
         assert "Traceback" not in errors, errors[-2000:]
 
 

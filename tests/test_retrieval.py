@@ -6,6 +6,7 @@ In process through ChatMemory over SqliteStorage, and over real HTTP against the
 
 from __future__ import annotations
 
+import random
 import time
 
 import httpx
@@ -251,6 +252,27 @@ def test_rank_excludes_ids_and_returns_positive_scores_best_first():
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
     assert retrieval.rank(m.sql, "marmalade", 0, set()) == []
     assert retrieval.rank(m.sql, "the and of", 3, set()) == []  # only stopwords
+
+
+def test_ranked_messages_carry_each_winners_own_row_in_rank_order():
+    # The winners' rows are read after the ranking (by id): each must be its own message's
+    # row, in the order and with the scores that `rank` gives, whatever k and the exclusions.
+    rng = random.Random(7)
+    words = ["kayak", "lake", "pottery", "marathon", "paris", "violin", "garden", "recipe"]
+    m = memory()
+    add(m, *[(rng.choice(["Ann", "Bob", "Cleo"]), " ".join(rng.sample(words, 3))) for _ in range(120)])
+    columns = ", ".join(retrieval.MESSAGE_COLUMNS)
+    for _ in range(40):
+        query = " ".join(rng.sample([*words, "ann", "bob"], 2))
+        exclude = set(rng.sample(range(1, 121), rng.randint(0, 10)))
+        k = rng.choice([1, 3, 10, 50])
+        got = retrieval.ranked_messages(m.sql, query, k, exclude)
+        ranked = retrieval.rank(m.sql, query, k, exclude)
+        assert [(r["id"], r["score"]) for r in got] == [(i, round(s, 6)) for i, s in ranked]
+        for row in got:
+            stored = m.sql.exec(f"SELECT {columns} FROM messages WHERE id = ?", row["id"])[0]
+            assert {c: row[c] for c in retrieval.MESSAGE_COLUMNS} == stored
+            assert row["id"] not in exclude
 
 
 # -- forgetting ------------------------------------------------------------------------------

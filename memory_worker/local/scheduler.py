@@ -75,7 +75,7 @@ class CompactionScheduler:
 
     def after_write(self, chat_key: str, memory: ChatMemory) -> None:
         """Set the chat's alarm when its un-summarized history calls for a compaction."""
-        from memory_engine.compaction import alarm_needed
+        from memory_engine.compaction import alarm_needed, backing_off
 
         if chat_key in self._running:
             # Its alarm is running: when it ends, it sets the next one from what is left then
@@ -83,7 +83,7 @@ class CompactionScheduler:
             # on its summarizer, every turn wrote the alarm table for nothing (~0.15 ms).
             return
         try:
-            if alarm_needed(memory) and not (self.alarms.has(chat_key) and _backing_off(memory)):
+            if alarm_needed(memory) and not (self.alarms.has(chat_key) and backing_off(memory)):
                 # keep_earlier: a later alarm may be a reminder's; one in backoff is left alone.
                 self.alarms.set(chat_key, self.now_ms(), keep_earlier=True)
                 self._wake.set()
@@ -200,8 +200,3 @@ class CompactionScheduler:
         finally:
             self._running.discard(chat_key)
             self._wake.set()
-
-
-def _backing_off(memory: ChatMemory) -> bool:
-    """True when the chat's last compaction failed: its alarm waits out a backoff."""
-    return (memory.state("compaction_failures", "0") or "0") != "0"

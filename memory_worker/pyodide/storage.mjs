@@ -22,7 +22,7 @@ const ALLOWED_PRAGMAS = new Set([
 
 // SQL functions a Durable Object allows (workerd's documented allow-list: core scalar,
 // aggregate, window, date/time, JSON, math and FTS5 functions); the same list as the
-// CPython fake in tests/fakes/workers/runtime.py. Every other function is refused.
+// CPython fake in tests/fakes/workers/sql.py. Every other function is refused.
 // prettier-ignore
 const ALLOWED_FUNCTIONS = new Set([
   "abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",

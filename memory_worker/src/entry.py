@@ -3,15 +3,17 @@
 Both are thin shells over `memory_engine`, which holds every rule:
 
 - `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) itself
-  with the shared `parse`, and forwards a valid call, body untouched, to the chat's own
-  Durable Object (`env.CHAT_MEMORY`, one object per chat key).
+  with the shared `parse`, and forwards a valid call, with the body it read, to the chat's
+  own Durable Object (`env.CHAT_MEMORY`, one object per chat key).
 - `ChatMemorySQLite.fetch` parses again (the object trusts no caller) and runs `execute`
   on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
   `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
 - Compaction runs from the object's alarm: a call that leaves too much un-summarized
-  history sets an alarm (when none is pending) and returns; `alarm` runs one compaction
-  and schedules the next try with the delay the engine asks for. The summarizer talks to
-  its endpoint through the runtime's `fetch`.
+  history sets the alarm to now (unless one is pending sooner, or in a backoff) and
+  returns; `alarm` runs one compaction and schedules the next try with the delay the
+  engine asks for. A call while the alarm runs leaves the alarm alone (the rule of the
+  local host's scheduler). The summarizer talks to its endpoint through the runtime's
+  `fetch`.
 
 Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 `tests/fakes/workers/`.
@@ -31,19 +33,20 @@ from urllib.parse import urlsplit
 from memory_engine import ChatMemory, execute, parse, reminders
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
-from memory_engine.compaction import Summarize, alarm_needed, make_summarizer, on_alarm
+from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
 from memory_engine.http_api import JSON_HEADERS
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
-from workers import DurableObject, Request, Response, WorkerEntrypoint, fetch, python_to_rpc
+from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from js import Array as _JsArray
+    from js import Response as _JsResponse
     from pyodide.ffi import create_proxy, to_js
     from pyodide.ffi import jsnull as _JSNULL
 except ImportError:  # pragma: no cover - only outside a Worker without the test fake
     _JSNULL = None
-    _JsArray = None
+    _JsArray = _JsResponse = None
 
     def create_proxy(obj: Any) -> Any:
         """Outside Pyodide a callable needs no proxy."""
@@ -115,6 +118,9 @@ class DurableObjectSql:
     def __init__(self, storage: Any):
         self._storage = python_to_rpc(storage)  # the JS object under the SDK's wrapper
         self._sql = self._storage.sql
+        # The JS functions called per statement, looked up once (a lookup crosses into JS).
+        self._exec = self._sql.exec
+        self._array_from = _JsArray.from_
         self._depth = 0
         self._fn: Callable[[], Any] | None = None
         self._outcome: dict[str, Any] = {}
@@ -124,14 +130,14 @@ class DurableObjectSql:
 
     def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
         """Run one statement with `ctx.storage.sql.exec`; every row as a plain dict."""
-        cursor = self._sql.exec(query, *map(_to_sql, params))
+        cursor = self._exec(query, *map(_to_sql, params))
         return [_plain_dict(row) for row in cursor.toArray().to_py()]
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run one statement; every row as a tuple in column order (`cursor.raw()`)."""
-        cursor = self._sql.exec(query, *map(_to_sql, params))
+        cursor = self._exec(query, *map(_to_sql, params))
         # workerd's raw() is a bare iterator: Array.from drains it in JS, one crossing.
-        return [tuple(_plain(row)) for row in _JsArray.from_(cursor.raw()).to_py()]
+        return [tuple(_plain(row)) for row in self._array_from(cursor.raw()).to_py()]
 
     def _run(self) -> None:
         fn, self._fn = self._fn, None
@@ -180,27 +186,38 @@ async def post_with_fetch(
         return await go()
 
 
-def _sdk_request(request: Any) -> Request:
-    # Depending on the runtime, handlers receive the SDK Request or the bare JS one.
-    return request if hasattr(request, "js_object") else Request(request)
+def _js_request(request: Any) -> Any:
+    """The JS Request a handler was given (the runtime may hand over the SDK's wrapper of it)."""
+    return request.js_object if isinstance(request, Request) else request
 
 
-def _method(request: Request) -> str:
-    try:
-        method = request.method
-    except KeyError:  # the SDK only knows HTTPMethod's names; let the router say 405
-        return str(request.js_object.method)
-    return str(getattr(method, "value", method))
+# Requests and answers cross as the JS objects themselves: the SDK's Request and Response
+# wrappers (headers as an `email` message, signature checks, a second wrapper around a
+# stub's answer) cost about as much CPU on Pyodide as the engine's SQL of a turn.
+async def _api_request(request: Any) -> ApiRequest:
+    """The engine's view of a JS Request: method, path, query, the Authorization header, body.
 
-
-async def _api_request(request: Request) -> ApiRequest:
+    The engine reads no other header (`http_api.authorized`); fetching only that one saves
+    walking every header across the boundary.
+    """
     url = urlsplit(request.url)
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return ApiRequest(_method(request), url.path or "/", url.query, headers, await request.bytes())
+    authorization = request.headers.get("authorization")
+    headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
+    # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
+    body = b"" if _is_null(request.body) else (await request.arrayBuffer()).to_bytes()
+    return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
 
 
-def _response(answer: ApiResponse) -> Response:
-    return Response(answer.body(), status=answer.status, headers=dict(JSON_HEADERS))
+# The headers of every answer as a JS array of pairs, converted on first use: a plain value,
+# not an object of one request (a Response copies it).
+_JSON_HEADERS: list[Any] = []
+
+
+def _response(answer: ApiResponse) -> Any:
+    """The engine's answer as a JS Response (its JSON body copied once, as bytes)."""
+    if not _JSON_HEADERS:
+        _JSON_HEADERS.append(to_js([list(item) for item in JSON_HEADERS.items()]))
+    return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])
 
 
 class ChatMemorySQLite(DurableObject):
@@ -210,6 +227,7 @@ class ChatMemorySQLite(DurableObject):
         super().__init__(ctx, env)
         self._memory: ChatMemory | None = None
         self._summarize: Summarize | None = None
+        self._alarm_running = False  # calls may run while the alarm awaits its summarizer
 
     def memory(self) -> ChatMemory:
         """The chat's ChatMemory, built (and its schema migrated) on first use."""
@@ -234,9 +252,9 @@ class ChatMemorySQLite(DurableObject):
             )
         return self._summarize
 
-    async def fetch(self, request: Any) -> Response:
-        """Answer one API call forwarded by the Worker."""
-        op = parse(await _api_request(_sdk_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
+    async def fetch(self, request: Any) -> Any:
+        """Answer one API call forwarded by the Worker (a JS Response)."""
+        op = parse(await _api_request(_js_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
@@ -262,12 +280,22 @@ class ChatMemorySQLite(DurableObject):
                 await storage.deleteAlarm()
                 await storage.deleteAll()
                 self._memory = None
-            elif effects.grows and alarm_needed(memory) and _is_null(await storage.getAlarm()):
-                await storage.setAlarm(_now_ms())
+            elif effects.grows and not self._alarm_running and alarm_needed(memory):
+                # While the alarm runs, a write has nothing to add: when it ends it sets the
+                # next one from what is left then (`on_alarm`). Before, each turn during a
+                # compaction read the alarm and set it again.
+                await self._compaction_now(memory)
             if name in REMINDER_WRITES:
                 await self._alarm_by(reminders.next_alarm_ms(memory.sql))
         except Exception:
             log.exception("could not schedule compaction after %s", name)
+
+    async def _compaction_now(self, memory: ChatMemory) -> None:
+        """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
+        now = _now_ms()
+        current = await self.ctx.storage.getAlarm()
+        if _is_null(current) or (int(current) > now and not backing_off(memory)):
+            await self.ctx.storage.setAlarm(now)
 
     async def _alarm_by(self, at: int | None) -> None:
         """Make the object's one alarm ring no later than `at` (compaction and reminders share it)."""
@@ -279,6 +307,13 @@ class ChatMemorySQLite(DurableObject):
 
     async def alarm(self, alarm_info: Any = None) -> None:
         """Hand due reminders to the dispatch object, run a due compaction; set the next alarm."""
+        self._alarm_running = True
+        try:
+            await self._alarm()
+        finally:
+            self._alarm_running = False
+
+    async def _alarm(self) -> None:
         memory = self.memory()
         try:
             reminder_at = await self._hand_over(memory)
@@ -317,13 +352,18 @@ class ChatMemorySQLite(DurableObject):
 class Default(WorkerEntrypoint):
     """The Worker: health, refusals, and forwarding to the chat's Durable Object."""
 
-    async def fetch(self, request: Any) -> Response:
-        """Answer `/health` and refusals here; send valid calls to the chat's object."""
-        request = _sdk_request(request)
-        forward = request.clone()  # the object gets its own unread copy of the body
-        op = parse(await _api_request(request), _var(self.env, "MEMORY_API_TOKEN") or "")
+    async def fetch(self, request: Any) -> Any:
+        """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
+        request = _js_request(request)
+        api = await _api_request(request)
+        op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         namespace = self.env.CHAT_MEMORY
-        stub = namespace.get(namespace.idFromName(op.chat_key))
-        return await stub.fetch(forward)
+        # The JS stub under the SDK's wrapper: its answer is passed on as it is, where the
+        # SDK's `fetch` would wrap it twice (pyodide's FetchResponse, then its Response).
+        stub = python_to_rpc(namespace.get(namespace.idFromName(op.chat_key)))
+        # The body already read goes along as bytes: a clone() of the request before reading
+        # it would tee its stream, which cost more than the copy.
+        body = to_js(api.body) if api.body else None
+        return await stub.fetch(request.url, method=api.method, headers=request.headers, body=body)

@@ -4,8 +4,8 @@ One compaction takes the un-summarized messages except the newest few, asks a li
 model (or the offline summarizer) to merge them into the previous summary under fixed
 sections, validates the answer, and commits summary + "summarized up to" mark in one
 step. Nothing is deleted on failure; the alarm retries with backoff. The host shells
-(Durable Object alarm, local host scheduler) call only `alarm_needed`, `on_alarm` and
-`make_summarizer`; the transport for the summarizer is the one callable `post`.
+(Durable Object alarm, local host scheduler) call only `alarm_needed`, `backing_off`,
+`on_alarm` and `make_summarizer`; the transport for the summarizer is the one callable `post`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = [
     "SummarizerError",
     "alarm_needed",
     "archive_backlog",
+    "backing_off",
     "commit",
     "compact_once",
     "make_summarizer",
@@ -234,6 +235,11 @@ async def compact_once(memory: ChatMemory, summarize: Summarize, force: bool = F
 def alarm_needed(memory: ChatMemory) -> bool:
     """True when the host should schedule (or keep) a compaction alarm for this chat."""
     return memory.needs_compaction()
+
+
+def backing_off(memory: ChatMemory) -> bool:
+    """True when the chat's last compaction failed: its pending alarm waits out a backoff."""
+    return (memory.state("compaction_failures", "0") or "0") != "0"
 
 
 async def on_alarm(

@@ -394,7 +394,7 @@ def _forms_once(
 
 # The messages columns a ranked row carries (the turn's `retrieved` and `search`'s results).
 MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_id")
-_JOINED = ", ".join(f"messages.{c}" for c in MESSAGE_COLUMNS[1:])
+_ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
 
 
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
@@ -427,20 +427,21 @@ def ranked_rows(
     if match is None:
         return []
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    # One statement ranks and returns each candidate's message (its author for the boost,
-    # the rest for the answer): the ranking reads only rowid and bm25 (any other column
-    # would be read for every matching row); the messages are joined for the few kept.
+    # One statement ranks and returns each candidate's author (for the boost): the ranking
+    # reads only rowid and bm25 (any other column would be read for every matching row);
+    # the author is joined for the few kept. The winners' whole rows are read afterwards:
+    # k of them, not the 50 candidates (their texts were most of the rows' cost).
     rows = rows_of(
         sql,
         f"WITH top AS (SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
         "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) "
-        f"SELECT top.id, top.rank, {_JOINED} FROM top JOIN messages ON messages.id = top.id "
+        "SELECT top.id, top.rank, messages.author FROM top JOIN messages ON messages.id = top.id "
         "ORDER BY top.rank, top.id",
         match,
         floor,
         max(CANDIDATES, k) + len(exclude),
     )
-    by_id = {int(r[0]): (r[0], *r[2:]) for r in rows}
+    authors = {int(r[0]): r[2] for r in rows}
     candidates = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
         candidates = _forms_once(sql, kept, candidates)
@@ -449,7 +450,7 @@ def ranked_rows(
     ranked = []
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     for i, score in candidates:
-        author = by_id[i][2] or ""
+        author = authors[i] or ""
         if AUTHOR_BOOST and author:
             if author not in boosted:
                 boosted[author] = bool(named.intersection(tokens(author)))
@@ -458,7 +459,13 @@ def ranked_rows(
         if score > 0:
             ranked.append((i, score))
     ranked.sort(key=lambda x: -x[1])
+    best = ranked[:k]
+    if not best:
+        return []
+    # One statement text per count of winners: the prepared-statement cache finds it again.
+    ids = [i for i, _ in best]
+    by_id = {int(r[0]): r for r in rows_of(sql, _ROWS_OF + f"({','.join('?' * len(ids))})", *ids)}
     # bm25 gives a term in more than half the rows an idf of 1e-6 (in a small chat, with
     # the neighbours' words, that is most terms): such scores keep their order but are
     # shown as at least MIN_SCORE, so that they stay positive at the API's 6 decimals.
-    return [(by_id[i], max(score, MIN_SCORE)) for i, score in ranked[:k]]
+    return [(by_id[i], max(score, MIN_SCORE)) for i, score in best]

@@ -18,11 +18,12 @@ globally. Which real file each piece mirrors:
   fetch (real HTTP via httpx)
 - `_js.py` mirrors `pyodide.ffi` and the JS objects:
   JsProxy, jsnull, JsException, Headers/Request/Response/ArrayBuffer/Promise
-- `runtime.py` mirrors workerd itself (no SDK file):
-  SqlStorage on sqlite3, transactionSync, alarms, namespace, `FakeWorkerd` harness
+- `sql.py` and `runtime.py` mirror workerd itself (no SDK file): `sql.py` the
+  SqlStorage on sqlite3 (cursor, authorizer, bindings); `runtime.py` transactionSync,
+  alarms, namespace, `FakeWorkerd` harness
 - `real_sdk.py` mirrors `js`, `pyodide.ffi`, `pyodide.http`, `_cloudflare_compat_flags`,
   `_pyodide_entrypoint_helper`:
-  lets the REAL SDK run over `_js.py` + `runtime.py` (tests: backend "worker-sdk")
+  lets the REAL SDK run over `_js.py` + `sql.py` + `runtime.py` (tests: backend "worker-sdk")
 
 Same names, same sync/async-ness as the real API: `sql.exec` and `transactionSync` are
 synchronous; `setAlarm`/`getAlarm`/`deleteAlarm` return promises; `Request.bytes()`,
@@ -77,6 +78,7 @@ def _pyodide_modules() -> dict[str, types.ModuleType]:
     pyodide.__version__ = "0.28.2"
     js = types.ModuleType("js")  # the JS globals entry.py uses
     js.Array = types.SimpleNamespace(from_=_js.array_from)
+    js.Response = types.SimpleNamespace(new=_js.JsResponse.new)
     return {"pyodide": pyodide, "pyodide.ffi": ffi, "js": js}
 
 
