@@ -10,6 +10,11 @@ and overall. The baseline is rank-bm25's BM25Okapi over a plain lower-case word 
 
 `--holdout` adds the leave-conversations-out check: the retrieval knobs are tuned on some
 conversations in process and measured on the others, beside the shipped defaults.
+
+`--pad-to N` adds the recall at a chat's size: each conversation is imported (in process)
+between the other conversations' turns, N messages in all, and asked its own questions. A
+LoCoMo conversation has ~600 turns, where few terms reach retrieval.COUNT_CAP or exhaust
+SCORE_BUDGET; at 10k they bind, and only this figure sees what they cost.
 """
 
 from __future__ import annotations
@@ -425,7 +430,40 @@ def unseen_recall(convs: list[dict[str, Any]], row: str = "all") -> tuple[float,
     )
 
 
-def baseline_of(ref: str, data: str, unseen: bool) -> dict[str, Any]:
+def padded_recall(convs: list[dict[str, Any]], size: int) -> tuple[float, ...]:
+    """Overall R@3/R@10 with each conversation padded to `size` messages by the others' turns.
+
+    Half the padding comes before the conversation and half after, each padding turn with a
+    message id of its own (the same turn may repeat), so only the conversation's own turns
+    are evidence. In process, the shipped weights.
+    """
+    from memory_engine import ChatMemory
+
+    from memory_worker.local import SqliteStorage
+
+    total = Tally()
+    for c_no, conv in enumerate(convs):
+        own = turns(conv)
+        others = [t for o, c in enumerate(convs) if o != c_no for t in turns(c)]
+        pad = [
+            dict(t, message_id=f"pad{n}-{t['message_id']}")
+            for n, t in zip(range(max(0, size - len(own))), itertools.cycle(others), strict=False)
+        ]
+        half = len(pad) // 2
+        msgs = pad[:half] + own + pad[half:]
+        memory = ChatMemory(SqliteStorage(":memory:"), retention=10 * size)
+        for start in range(0, len(msgs), 1000):
+            memory.import_messages(msgs[start : start + 1000])
+        for q_no, q in enumerate(questions(conv, {t["message_id"] for t in own}), 1):
+            res = memory.search(q["question"], max(KS))["results"]
+            total.add(q["category"], q["evidence"], [m["message_id"] for m in res])
+            if q_no % 50 == 0:
+                _progress(f"padded to {size:,}: conversation {c_no + 1}/{len(convs)}, question {q_no}")
+    print(file=sys.stderr)
+    return total.recall()
+
+
+def baseline_of(ref: str, data: str, unseen: bool, pad_to: int = 0) -> dict[str, Any]:
     """Dev (and with `unseen`, unseen-split) recall of the engine at git `ref`, this benchmark's code.
 
     REF's `memory_worker` is exported to a temp dir (git archive) and put first on the path
@@ -443,6 +481,7 @@ def baseline_of(ref: str, data: str, unseen: bool) -> dict[str, Any]:
         out = Path(tmp) / "summary.json"
         cmd = [sys.executable, __file__, "--data", data, "--summary-json", str(out)]
         cmd += ["--png", str(Path(tmp) / "r.png")] + (["--unseen-only"] if unseen else [])
+        cmd += ["--pad-to", str(pad_to)] if pad_to else []
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{tmp}/memory_worker/src", tmp])}
         subprocess.run(cmd, check=True, env=env)
         return dict(json.loads(out.read_text()))
@@ -508,6 +547,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure the engine at this git ref (e.g. main) in a child process, and print "
         "before (the ref) / after (this tree): dev recall, and with --holdout the unseen-split recall",
     )
+    parser.add_argument(
+        "--pad-to",
+        type=int,
+        default=0,
+        help="also the recall with each conversation padded to this many messages by the others' turns",
+    )
     parser.add_argument("--summary-json", help=argparse.SUPPRESS)  # the child of --baseline-ref
     parser.add_argument("--unseen-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -522,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
         summary: dict[str, Any] = {"dev": _total(tallies).recall()}
         if args.unseen_only:
             summary["unseen"] = unseen_recall(convs)
+        if args.pad_to:
+            summary["padded"] = padded_recall(convs, args.pad_to)
         Path(args.summary_json).write_text(json.dumps(summary))
         return 0
     bm25_t, plain_t = Tally(), Tally()
@@ -545,14 +592,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chart: {args.png}")
 
     unseen = report_holdout(convs, Path(args.ablation_png)) if args.holdout else None
+    padded = padded_recall(convs, args.pad_to) if args.pad_to else None
+    if padded is not None:
+        r3, r10 = padded
+        print(f"\neach conversation padded to {args.pad_to:,} messages: R@3/R@10 {r3:.4f}/{r10:.4f}")
     if args.baseline_ref:
-        before = baseline_of(args.baseline_ref, args.data, args.holdout)
+        before = baseline_of(args.baseline_ref, args.data, args.holdout, args.pad_to)
         dev = _total(tallies).recall()
         print(f"\nbefore ({args.baseline_ref}) / after (this tree), R@3/R@10, same questions, same run:")
         print(f"  dev split:     {before['dev'][0]:.4f}/{before['dev'][1]:.4f} -> {dev[0]:.4f}/{dev[1]:.4f}")
         if unseen is not None:
             old = before["unseen"]
             print(f"  unseen splits: {old[0]:.4f}/{old[1]:.4f} -> {unseen[0]:.4f}/{unseen[1]:.4f}")
+        if padded is not None:
+            old = before["padded"]
+            new = f"{padded[0]:.4f}/{padded[1]:.4f}"
+            print(f"  padded to {args.pad_to:,}: {old[0]:.4f}/{old[1]:.4f} -> {new}")
     return 0
 
 
