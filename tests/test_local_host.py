@@ -290,8 +290,8 @@ async def test_memory_serve_loads_nothing_of_the_bot(tmp_path):
             proc.kill()
         await proc.wait()
     # A clean exit on SIGTERM shows as the atexit line below. Its status is not asserted: in a
-    # long test process asyncio's child watcher can report 255 for a child that a stale
-    # `subprocess` poll of a recycled pid reaped first (pid_max is 32768 here).
+    # long test process asyncio's child watcher reports 255 when another waiter reaped the
+    # child first (seen once in CI: "Unknown child process pid"; pids recycle at 32768 here).
     exits = [line for line in out.splitlines() if line.startswith("MODULES ")]
     assert exits, f"no clean exit (status {proc.returncode})"
     modules = exits[0].split()[1:]
