@@ -12,7 +12,8 @@ the machine down with it.
 - nested-discord: the same inside a DiscordChatExporter `guild`;
 - mentions: a Discord message of 5,000 `<@1>` naming a 100,000-character person (120 KB);
 - sparse: a 500 MB sparse file (zeros), refused; where the error is has to be found;
-- a genuine 30 MB export: memory stays flat however big the file.
+- a genuine 30 MB export: parsed whole (a file of up to 64 MB: about 7x its size in memory);
+  a bigger one is streamed, and memory stays flat however big the file.
 """
 
 from __future__ import annotations

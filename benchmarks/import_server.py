@@ -12,8 +12,11 @@ and ranks the whole index: it must not pay for the import's index). Two ways of 
 - `more`: each batch but the last says `"more": true`: the host indexes the import once, at
   its end (issue 22); an older host ignores the field.
 - `each`: no field, every batch indexed as it comes (what a client unaware of it sends).
+- `hint`: `more` and `remaining` (messages still to come) on each batch but the last, as
+  `chatbot import` sends them: the host holds the rows its retention cap deletes before the
+  import ends (issue 22, `import_hold`); an older host ignores the field.
 
-    .venv/bin/python benchmarks/import_server.py [--messages 200000] [--compare main|DIR] [--modes more,each]
+    .venv/bin/python benchmarks/import_server.py [--messages N] [--compare main|DIR] [--modes more,hint,each]
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def main() -> None:
     ap.add_argument(
         "--compare", default="main", help="a ref, or a folder holding a checkout, to measure beside this one"
     )
-    ap.add_argument("--modes", default="more,each")
+    ap.add_argument("--modes", default="more,hint,each")
     args = ap.parse_args()
     modes = args.modes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -139,14 +142,16 @@ def main() -> None:
         write_export(work / "result.json", args.messages)
         parts = batches(work / "result.json")
         n = sum(len(p) for p in parts)
+        after = [sum(len(p) for p in parts[i + 1 :]) for i in range(len(parts))]  # messages still to come
+
+        def body(i: int, mode: str) -> dict:
+            last = i == len(parts) - 1
+            if mode == "each" or last:
+                return {"messages": parts[i]}
+            return {"messages": parts[i], "more": True} | ({"remaining": after[i]} if mode == "hint" else {})
+
         encoded = {
-            mode: [
-                json.dumps(
-                    {"messages": p} | ({"more": i < len(parts) - 1} if mode == "more" else {}),
-                    ensure_ascii=False,
-                ).encode()
-                for i, p in enumerate(parts)
-            ]
+            mode: [json.dumps(body(i, mode), ensure_ascii=False).encode() for i in range(len(parts))]
             for mode in modes
         }
         trees = [("this checkout", ROOT)]

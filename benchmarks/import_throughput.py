@@ -80,8 +80,9 @@ WORDS += [
 ]
 
 
-def write_export(path: Path, n: int, seed: int = 7) -> None:
-    """A supergroup export of n messages, streamed to disk."""
+def write_export(path: Path, n: int, seed: int = 7, entities: bool = False) -> None:
+    """A supergroup export of n messages, streamed to disk; with `entities`, each message also
+    carries its `text_entities`, as Telegram Desktop writes them (the readers ignore them)."""
     rnd = random.Random(seed)
     t0 = 1_600_000_000
     with open(path, "w", encoding="utf-8") as f:
@@ -126,6 +127,9 @@ def write_export(path: Path, n: int, seed: int = 7) -> None:
                 m["text"] = words
             if i > 1 and rnd.random() < 0.2:
                 m["reply_to_message_id"] = i - 1
+            if entities:
+                text = m["text"] if isinstance(m["text"], list) else [m["text"]] if m["text"] else []
+                m["text_entities"] = [{"type": "plain", "text": p} if isinstance(p, str) else p for p in text]
             f.write("  " + json.dumps(m, ensure_ascii=False) + ("," if i < n else "") + "\n")
         f.write(" ]\n}\n")
 
@@ -138,15 +142,22 @@ async def import_end_to_end(export: Path, data: Path, env: dict[str, str] | None
 
 
 @contextmanager
-def served(data: Path, host: dict[str, float] | None = None) -> Iterator[dict[str, str]]:
-    """`chatbot memory serve` on a free port in its own process; the env that points an import at
-    it. `host["cpu"]`: its CPU seconds, once it has stopped."""
+def served(
+    data: Path, host: dict[str, float] | None = None, tree: Path | None = None
+) -> Iterator[dict[str, str]]:
+    """`chatbot memory serve` (of `tree`, else this checkout) on a free port in its own process;
+    the env that points an import at it. `host["cpu"]`: its CPU seconds, once it has stopped."""
     token = secrets.token_urlsafe(16)
-    chatbot = Path(sys.executable).with_name("chatbot")
-    args = [str(chatbot), "memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)]
+    args = ["memory", "serve", "--host", "127.0.0.1", "--port", "0", "--data", str(data)]
+    env = dict(os.environ, MEMORY_API_TOKEN=token)
+    if tree is None:
+        args = [str(Path(sys.executable).with_name("chatbot")), *args]
+    else:  # `-m` from the tree: its folder comes first on sys.path
+        args = [sys.executable, "-m", "bot.cli", *args]
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "memory_worker" / "src")])
     log = data.parent / f"{data.name}-serve.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args, env=dict(os.environ, MEMORY_API_TOKEN=token), stdout=out, stderr=out)
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=out, cwd=tree)
     try:
         deadline = time.monotonic() + 60
         while not (found := re.search(r"memory host serving .* on (http://\S+)", log.read_text())):
@@ -178,11 +189,43 @@ print(run.__file__, file=sys.stderr)
 """
 
 
+# The check pass alone (pass 1 with its spool: read, validate, encode), in a child.
+CHECK = """
+import hashlib, sys, tempfile, time
+from pathlib import Path
+from bot.importers import run
+wall, cpu = time.perf_counter(), time.process_time()
+with tempfile.TemporaryFile() as spool:
+    plan = run.check("telegram", Path(sys.argv[1]), chat=None, scope="chat", progress=False, spool=spool)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    spool.seek(0)
+    print(plan.total, wall, cpu, hashlib.sha256(spool.read()).hexdigest())
+print(run.__file__, file=sys.stderr)
+"""
+SPOOLS: set[str] = set()  # the digests of every spool written: one, or the checkouts differ
+
+
+def check_child(export: Path, tree: Path | None) -> tuple[float, float]:
+    """Pass 1 of `chatbot import` (of `tree`, else this checkout) with its spool: wall s, CPU s.
+    The spool's bytes must be the same for every checkout (SPOOLS)."""
+    path = [str(tree), str(tree / "memory_worker" / "src")] if tree else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(ROOT)]))
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, str(export)], env=env, cwd=tree or ROOT, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(f"the check failed: {out.stderr[-2000:]}")
+    assert out.stderr.strip().startswith(str(tree or ROOT)), out.stderr
+    _, wall, cpu, digest = out.stdout.split()
+    SPOOLS.add(digest)
+    return float(wall), float(cpu)
+
+
 def import_child(export: Path, root: Path, name: str, tree: Path | None) -> tuple[float, float, float, int]:
-    """`chatbot import` (of `tree`, else this checkout) to a fresh `chatbot memory serve`:
+    """`chatbot import` to a fresh `chatbot memory serve`, both of `tree` (else this checkout):
     wall s, client CPU s, host CPU s, messages imported."""
     host: dict[str, float] = {}
-    with served(root / f"{name}-host", host) as env:
+    with served(root / f"{name}-host", host, tree) as env:
         path = [str(tree), str(tree / "memory_worker" / "src")] if tree else []
         child_env = dict(os.environ, **env, PYTHONPATH=os.pathsep.join([*path, str(ROOT)]))
         out = subprocess.run(
@@ -261,14 +304,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--chats", type=int, default=10_000)
-    ap.add_argument("--compare", metavar="REF", help="also import with REF's client (git archive)")
+    ap.add_argument("--compare", metavar="REF", help="also import with REF's client and host (git archive)")
     ap.add_argument("--served-only", action="store_true", help="only the imports to a running host")
+    ap.add_argument("--entities", action="store_true", help="messages carry `text_entities` (real exports)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         export = root / "result.json"
         print(f"writing an export of {args.messages} messages ...", file=sys.stderr)
-        write_export(export, args.messages)
+        write_export(export, args.messages, entities=args.entities)
         size = export.stat().st_size / 1e6
 
         def load() -> None:
@@ -291,7 +335,17 @@ def main() -> None:
             with archived(args.compare) as tree:
                 ref_s, ref_cpu, ref_host, ref_imported = import_child(export, root, "ref", tree)
             assert ref_imported == n, (ref_imported, n)
-            rows.append((f"  the same, {args.compare}'s client", ref_s, ref_cpu, ref_host))
+            rows.append((f"  the same, {args.compare}'s client and host", ref_s, ref_cpu, ref_host))
+            # The check pass of each, alternated (the machine's load drifts): the fastest of 3.
+            mine, theirs = [], []
+            with archived(args.compare) as tree:
+                for _ in range(3):
+                    mine.append(check_child(export, None))
+                    theirs.append(check_child(export, tree))
+            assert len(SPOOLS) == 1, "the spools differ"  # the same bodies, byte for byte
+            (m_s, m_cpu), (t_s, t_cpu) = min(mine), min(theirs)
+            rows.append(("  check pass (pass 1 + spool), fastest of 3", m_s, m_cpu, None))
+            rows.append((f"  check pass, {args.compare}'s, fastest of 3", t_s, t_cpu, None))
         if not args.served_only:
             print("importing end to end, embedded ...", file=sys.stderr)
             embedded, e2e_s, e2e_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))

@@ -124,11 +124,16 @@ def _deepest(data: bytes) -> int:
 PIECES = ['"a[b"', '"{{"', '"}]"', '"x\\\\"', '"q\\"["', '"\\\\\\"]"', '"é{"', "[", "]", "1"]
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64])
-def test_the_guard_follows_the_nesting_outside_strings_wherever_chunks_are_cut(monkeypatch, tmp_path, chunk):
+def test_the_guard_follows_the_nesting_outside_strings_wherever_chunks_are_cut(
+    monkeypatch, tmp_path, chunk, whole
+):
     """Strings are found by splitting at quotes, or by a regex when a chunk holds an escaped
-    quote: brackets inside them never count, whichever way and wherever a chunk ends."""
+    quote: brackets inside them never count, whichever way and wherever a chunk ends, and
+    whether the file is streamed or read whole."""
     monkeypatch.setattr(common, "CHUNK", chunk)
+    monkeypatch.setattr(common, "WHOLE_FILE_BYTES", 2**30 if whole else 0)
     rnd = random.Random(chunk)
     path = tmp_path / "result.json"
     for case in range(120):

@@ -433,10 +433,32 @@ class _RecordingMemory(InProcessMemory):
     def __init__(self) -> None:
         super().__init__()
         self.bodies: list[tuple[str, dict]] = []
+        self.raw: list[tuple[str, bytes]] = []
 
     async def import_encoded(self, chat: str, body: bytes):
         self.bodies.append((chat, json.loads(body)))
+        self.raw.append((chat, body))
         return await super().import_encoded(chat, body)
+
+
+async def test_the_bodies_sent_are_the_spooled_ones_and_say_how_many_follow(monkeypatch, tmp_path):
+    """Byte for byte what the client sent before `remaining`, but for that field."""
+    monkeypatch.setattr(run, "BATCH_MESSAGES", 3)
+    with open(tmp_path / "spool", "w+b") as spool:
+        plan = run.check("telegram", GROUP, chat=None, scope="chat", progress=False, spool=spool)
+        spooled = list(run._spooled(spool))
+        async with _RecordingMemory() as memory:
+            await run.send(spool, memory, plan, progress=False)
+    assert [chat for chat, _ in memory.raw] == [key for key, _, _ in spooled] and len(spooled) > 3
+    left = dict(plan.messages)
+    for n, ((_, sent), (key, count, body)) in enumerate(zip(memory.raw, spooled, strict=True)):
+        left[key] -= count
+        last = all(k != key for k, _, _ in spooled[n + 1 :])
+        if last:
+            assert sent == body and left[key] == 0
+        else:  # what the client sent before, and the field
+            assert sent == body[:-1] + b',"more":true,"remaining":' + str(left[key]).encode() + b"}"
+            assert json.loads(sent)["remaining"] == left[key] > 0
 
 
 async def test_every_batch_but_a_chats_last_says_more(monkeypatch, tmp_path):

@@ -372,6 +372,25 @@ async def test_an_import_with_more_to_come_is_searchable_at_once_and_indexed_onc
     assert len(await mem.search("t2", "heron", k=9)) == 6
 
 
+async def test_an_import_that_says_how_many_follow_keeps_every_message_it_was_sent(mem):
+    # `remaining` is a hint: one far too big (the rest never comes) loses nothing; a bad one is refused.
+    path = "/v1/chats/t3/import"
+    first = [{"text": f"the crane nests by pier {i}", "message_id": f"c{i}"} for i in range(3)]
+    hinted = {"messages": first, "more": True, "remaining": 100_000}
+    assert (await mem.ok("POST", path, hinted))["imported"] == 3
+    for bad in ("many", -1, True, 10**10):
+        status, data = await mem.call("POST", path, {"messages": first, "more": True, "remaining": bad})
+        assert status == 400 and "remaining" in data["error"], bad
+    assert sorted(r["message_id"] for r in await mem.search("t3", "crane", k=9)) == ["c0", "c1", "c2"]
+    assert (await mem.stats("t3"))["total_messages"] == 3
+    more = [{"text": f"a crane over the dam {i}", "message_id": f"c{3 + i}"} for i in range(2)]
+    answer = await mem.ok("POST", path, {"messages": first + more, "more": True, "remaining": 1})
+    assert answer == {"imported": 2, "skipped": 3}
+    last = [{"text": "the crane is back", "message_id": "c9"}]
+    assert (await mem.ok("POST", path, {"messages": last, "remaining": 0}))["imported"] == 1
+    assert len(await mem.search("t3", "crane", k=9)) == 6
+
+
 # -- text is data --------------------------------------------------------------------------
 
 FTS_SYNTAX = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from .compaction_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from .compaction_facts import clean_facts, split_reply
 from .offline_summary import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
 from .retrieval import merge_segments
+from .storage import rows_of
 
 if TYPE_CHECKING:
     from .engine import ChatMemory
@@ -125,17 +126,28 @@ def archive_backlog(
     """
     keep = KEEP_UNSUMMARIZED if keep is None else keep
     limit = batches * BATCH_MESSAGES if max_messages is None else min(max_messages, batches * BATCH_MESSAGES)
-    rows = memory.sql.exec(
+    rows = rows_of(
+        memory.sql,
         "SELECT id, length(text) AS n FROM messages WHERE id > ? ORDER BY id DESC LIMIT ?",
         memory.summarized_upto(),
         keep + limit + 1,
     )
+    upto = archive_mark(rows, batches, limit, keep)
+    if upto is None:
+        return False
+    memory.set_state("summarized_upto", str(upto))
+    return True
+
+
+def archive_mark(rows: Sequence[tuple[int, int]], batches: int, limit: int, keep: int) -> int | None:
+    """`archive_backlog`'s new mark, from the (id, length of text) of the newest `keep + limit + 1`
+    un-summarized messages, newest first; None when it stays."""
     tail = rows[keep:]
     cut = min(len(tail), limit)
     opened, count, size = 0, 0, 0
     # Greedy batches from the newest end need as few calls as `prepare`'s from the oldest.
-    for i, row in enumerate(tail[:cut]):
-        n = int(row["n"] or 0)
+    for i, (_, n) in enumerate(tail[:cut]):
+        n = int(n or 0)
         if opened == 0 or count == BATCH_MESSAGES or size + n > BATCH_CHARS:
             if opened == batches:
                 cut = i
@@ -143,9 +155,8 @@ def archive_backlog(
             opened, count, size = opened + 1, 0, 0
         count, size = count + 1, size + n
     if cut >= len(tail):
-        return False
-    memory.set_state("summarized_upto", str(int(tail[cut]["id"])))
-    return True
+        return None
+    return int(tail[cut][0])
 
 
 def prepare(memory: ChatMemory, keep: int | None = None, force: bool = False) -> Job | None:

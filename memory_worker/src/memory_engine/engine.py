@@ -139,10 +139,24 @@ class ChatMemory:
             index_message(self.sql, new_id, text, author)
         return new_id
 
-    def apply_facts(self, text: str, author: str, author_id: str, source: int, ts: str) -> None:
-        """Record what the rules extract from one user message about its author."""
+    def apply_facts(
+        self,
+        text: str,
+        author: str,
+        author_id: str,
+        source: int,
+        ts: str,
+        said_before: str | bool | None = True,
+    ) -> None:
+        """Record what the rules extract from one user message about its author.
+
+        `said_before`: the author's previous message (None: none), when the caller knows it
+        better than the archive (an import that did not store its rows); True: look it up.
+        """
         previous = None
-        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+        if said_before is not True and looks_like_correction(text):
+            previous = said_before or None
+        elif said_before is True and looks_like_correction(text):  # "sorry, Osaka": their last message
             rows = self.sql.exec(
                 "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
                 "ORDER BY id DESC LIMIT 1",
@@ -462,12 +476,16 @@ class ChatMemory:
 
     # -- bulk import and forgetting ----------------------------------------------------
 
-    def import_messages(self, messages: list[dict[str, Any]], more: bool = False) -> wire.ImportAnswer:
+    def import_messages(
+        self, messages: list[dict[str, Any]], more: bool = False, remaining: int | None = None
+    ) -> wire.ImportAnswer:
         """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
 
         With `more`, their index is built with the last batch (`more` False) or before a read.
+        `remaining` (messages of the import still to come) lets it skip rows the import would
+        delete itself (`import_hold`): the same database either way.
         """
-        return imports.import_messages(self, messages, more)
+        return imports.import_messages(self, messages, more, remaining)
 
     def apply_retention(self, limit: int = forgetting.RETENTION_STEP) -> int:
         """Delete the oldest summarized messages past the retention cap, at most `limit`; how many went."""

@@ -17,6 +17,7 @@ from typing import Any
 from .compaction import Summarize
 from .engine import ChatMemory
 from .http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
+from .pending_index import ensure_settled
 from .route_args import MAX_SEARCH_K, Call
 from .routes import BY_NAME, ROUTES, Ctx, Route
 from .validation import MAX_BODY_BYTES, MAX_FIELD_CHARS, MAX_TEXT_BYTES, MODES, ROLES, ApiError, query_of
@@ -157,6 +158,8 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
     route = BY_NAME.get(op.name)
     if route is None or route.run is None:
         return Response(404, {"error": "unknown route"})
+    if op.name != "import":  # an import's next batch continues what it held; all else sees it settled
+        ensure_settled(memory.sql)
     try:
         answer = route.run(Ctx(memory, op.chat_key, summarize), op.args)
         if inspect.isawaitable(answer):

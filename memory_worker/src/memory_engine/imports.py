@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import wire
 from .compaction import IMPORT_TAIL, archive_backlog
 from .forgetting import RETENTION_STEP
+from .import_hold import counter, take
 from .pending_index import add_pending, build_pending
 from .storage import SqlStorage, rows_of
 
@@ -39,17 +40,23 @@ _INSERT = (
 
 
 def import_messages(
-    memory: ChatMemory, messages: list[dict[str, Any]], more: bool = False
+    memory: ChatMemory, messages: list[dict[str, Any]], more: bool = False, remaining: int | None = None
 ) -> wire.ImportAnswer:
     """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
 
     With `more` (more batches of the same import follow) the rows are indexed with the
-    import's last batch, or before anything reads the index, whichever comes first.
+    import's last batch, or before anything reads the index, whichever comes first. With
+    `remaining` (how many messages of the import follow this batch), rows the import would
+    delete itself may be held instead of stored (`import_hold`): the same database in the end.
     """
     now = memory.now()
     rows = [_row(m, now) for m in messages]
 
     def run() -> wire.ImportAnswer:
+        if getattr(memory.sql, "many", None) is not None:  # only the local host holds rows
+            taken = take(memory, messages, rows, more, remaining)
+            if taken is not None:
+                return taken
         stored = list(_stored(memory.sql, rows))
         answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
         for new_id, i in stored:
@@ -148,18 +155,12 @@ def _stored_many(
         kept.append(i)
     if not kept:
         return
-    first = _counter(sql) + 1
+    first = counter(sql) + 1
     many(f"INSERT INTO messages({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", [rows[i] for i in kept])
-    if _counter(sql) != first + len(kept) - 1:
+    if counter(sql) != first + len(kept) - 1:
         raise RuntimeError("message ids were not assigned in order")  # never: one writer per chat
     for n, i in enumerate(kept):
         yield first + n, i
-
-
-def _counter(sql: SqlStorage) -> int:
-    """The newest id the messages table ever gave (its AUTOINCREMENT counter; 0 before any)."""
-    found = rows_of(sql, "SELECT seq FROM sqlite_sequence WHERE name = 'messages'")
-    return int(found[0][0]) if found else 0
 
 
 def attribute_replies(sql: SqlStorage, first_id: int, last_id: int, answers: list[tuple[int, str]]) -> None:

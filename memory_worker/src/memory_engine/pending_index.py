@@ -16,8 +16,10 @@ would give it (tests/test_pending_index.py).
 
 from __future__ import annotations
 
+import json
 import weakref
 from contextlib import suppress
+from typing import Any
 
 from .retrieval import index_messages
 from .storage import SqlStorage
@@ -73,7 +75,7 @@ def ensure_indexed(sql: SqlStorage) -> None:
     """
     if sql in _CLEAN:  # False for a storage that cannot be weakly referenced
         return
-    sql.transaction(lambda: build_pending(sql))
+    sql.transaction(lambda: (settle(sql), build_pending(sql)))
     with suppress(TypeError):  # a storage that cannot be weakly referenced: its state is read each time
         _CLEAN.add(sql)
 
@@ -82,3 +84,57 @@ def forget_clean(sql: SqlStorage) -> None:
     """Say that the database may have pending rows again (an import is about to store some)."""
     with suppress(TypeError):  # one that cannot be weakly referenced was never added
         _CLEAN.discard(sql)
+
+
+# -- rows an import held (`import_hold`): written back when anything else reads the chat --
+
+HOLD = "import_hold"  # state: {"next": id, "cut": id, "blobs": [[first id, last id], ...]}
+HELD = "import_held:"  # + a blob's first id: the rows of one batch held, as JSON
+HELD_COLUMNS = "id, role, author, author_id, text, ts, message_id, reply_to_author_id"
+HELD_INSERT = f"INSERT INTO messages({HELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+# The databases known to hold no rows of an import (only the local host holds any).
+_SETTLED: weakref.WeakSet[SqlStorage] = weakref.WeakSet()
+
+
+def held(sql: SqlStorage) -> dict[str, Any] | None:
+    """The import hold of this database, or None."""
+    rows = sql.exec("SELECT value FROM state WHERE key = ?", HOLD)
+    return json.loads(rows[0]["value"]) if rows and rows[0]["value"] else None
+
+
+def settle(sql: SqlStorage) -> bool:
+    """Write back the held rows the archive would still hold (those past the cut), and end the
+    hold: the database is then the one the import without it gives. True when there was one."""
+    hold = held(sql)
+    if hold is None:
+        return False
+    many = getattr(sql, "many", None)
+    for lo, hi in hold["blobs"]:
+        key = f"{HELD}{lo}"
+        if hi > hold["cut"]:
+            blob = sql.exec("SELECT value FROM state WHERE key = ?", key)[0]["value"]
+            rows = [tuple(row) for row in json.loads(blob) if row[0] > hold["cut"]]
+            if many is not None:
+                many(HELD_INSERT, rows)
+            else:  # (only a storage with `many` holds rows)
+                for row in rows:
+                    sql.exec(HELD_INSERT, *row)
+        sql.exec("DELETE FROM state WHERE key = ?", key)
+    sql.exec("DELETE FROM state WHERE key = ?", HOLD)
+    return True
+
+
+def ensure_settled(sql: SqlStorage) -> None:
+    """`settle` in its own transaction, once per open database; call it before anything but an
+    import's next batch reads or changes the chat (outside any transaction)."""
+    if sql in _SETTLED or getattr(sql, "many", None) is None:  # the Durable Object never holds
+        return
+    sql.transaction(lambda: settle(sql))
+    with suppress(TypeError):
+        _SETTLED.add(sql)
+
+
+def forget_settled(sql: SqlStorage) -> None:
+    """Say that the database may hold rows of an import again (one is about to)."""
+    with suppress(TypeError):
+        _SETTLED.discard(sql)

@@ -28,6 +28,7 @@ from .validation import (
 )
 
 MAX_SEARCH_K = 50
+MAX_REMAINING = 10**9  # an import's messages still to come (a hint): far beyond any export
 Args = dict[str, Any]
 
 
@@ -185,6 +186,9 @@ def import_messages(call: Call) -> Args:
     more = body.get("more", False)
     if not isinstance(more, bool):
         raise ApiError(400, "more must be true or false")
+    remaining = body.get("remaining")
+    if remaining is not None and (type(remaining) is not int or not 0 <= remaining <= MAX_REMAINING):
+        raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -206,4 +210,4 @@ def import_messages(call: Call) -> Args:
             )
         except ApiError as err:
             raise ApiError(err.status, f"messages[{i}]: {err.message}") from None
-    return {"messages": out, "more": more}
+    return {"messages": out, "more": more, "remaining": remaining}

@@ -229,8 +229,9 @@ COMPACT: Route[None, wire.CompactAnswer] = Route(
 IMPORT: Route[wire.ImportRequest, wire.ImportAnswer] = Route(
     name="import", method="POST", path=CHATS + "/import",
     summary="Bulk history import, idempotent by message_id; keeps each ts.",
-    answer=wire.ImportAnswer, run=lambda c, a: c.memory.import_messages(a["messages"], a["more"]),
-    effects=Kind(grows=True), body=wire.ImportRequest, args=route_args.import_messages,
+    answer=wire.ImportAnswer, effects=Kind(grows=True),
+    run=lambda c, a: c.memory.import_messages(a["messages"], a["more"], a["remaining"]),
+    body=wire.ImportRequest, args=route_args.import_messages,
 )
 EXPORT: Route[None, wire.ExportPage] = Route(
     name="export", method="GET", path=CHATS + "/export",

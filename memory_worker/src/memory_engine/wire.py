@@ -164,11 +164,15 @@ class ImportRequest(TypedDict):
 
     Without `more` the batch's messages (and those of earlier batches sent with it) are
     indexed before the answer; with it, they are stored and indexed by the last batch, or
-    before anything reads the index, whichever comes first.
+    before anything reads the index, whichever comes first. `remaining` (0 to 10^9): how
+    many messages of the import follow this batch. A hint the host never relies on: the
+    local host then skips writing the rows its retention cap would delete before the import
+    ends (their facts are kept), and the chat ends up exactly as without it.
     """
 
     messages: list[ImportedMessage]
     more: NotRequired[bool]
+    remaining: NotRequired[int]
 
 
 class NoteRequest(TypedDict):
