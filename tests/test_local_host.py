@@ -289,8 +289,12 @@ async def test_memory_serve_loads_nothing_of_the_bot(tmp_path):
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
-    assert proc.returncode == 0
-    modules = next(line for line in out.splitlines() if line.startswith("MODULES ")).split()[1:]
+    # A clean exit on SIGTERM shows as the atexit line below. Its status is not asserted: in a
+    # long test process asyncio's child watcher reports 255 when another waiter reaped the
+    # child first (seen once in CI: "Unknown child process pid"; pids recycle at 32768 here).
+    exits = [line for line in out.splitlines() if line.startswith("MODULES ")]
+    assert exits, f"no clean exit (status {proc.returncode})"
+    modules = exits[0].split()[1:]
     assert "memory_engine.engine" in modules  # the turn ran on the engine, loaded after the start
     loaded = [m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_IN_THE_HOST)]
     assert loaded == []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memory_engine.reminders import DISPATCH_KEY, due_items, mark_handed, next_alarm_ms, offer
+from memory_engine.reminders import DISPATCH_KEY, due_items, mark_handed, offer
 
 if TYPE_CHECKING:
     from memory_engine.engine import ChatMemory
@@ -19,10 +19,8 @@ if TYPE_CHECKING:
     from .chats import ChatStore
 
 
-async def hand_over(
-    store: ChatStore, chat_key: str, memory: ChatMemory, now_ms: Callable[[], int]
-) -> int | None:
-    """Queue the chat's due reminders in the dispatch object; when the chat's alarm must wake next."""
+async def hand_over(store: ChatStore, chat_key: str, memory: ChatMemory, now_ms: Callable[[], int]) -> int:
+    """Queue the chat's due reminders in the dispatch object; how many (`next_wake` sets the next alarm)."""
     async with store.lock(chat_key):
         items = due_items(memory.sql, chat_key, now_ms())
     if items:
@@ -30,4 +28,4 @@ async def hand_over(
             offer(store.open(DISPATCH_KEY).sql, items, now_ms())
         async with store.lock(chat_key):
             memory.sql.transaction(lambda: mark_handed(memory.sql, items))
-    return next_alarm_ms(memory.sql)
+    return len(items)

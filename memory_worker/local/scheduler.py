@@ -160,18 +160,19 @@ class CompactionScheduler:
                 pass
 
     async def _hand_over(self, chat_key: str, memory: ChatMemory) -> int | None:
-        """Hand the chat's due reminders to the dispatch object; when its alarm must wake next."""
+        """Hand the chat's due reminders to the dispatch object; None, or when to try again if it failed."""
         from .handover import hand_over
 
         try:
-            return await hand_over(self.store, chat_key, memory, self.now_ms)
+            await hand_over(self.store, chat_key, memory, self.now_ms)
         except Exception:
             log.exception("reminder hand-over failed chat=%s", chat_key)
             return self.now_ms() + HANDOVER_RETRY_MS
+        return None
 
     async def _run_alarm(self, chat_key: str) -> None:
         from memory_engine.compaction import on_alarm
-        from memory_engine.reminders import earliest
+        from memory_engine.reminders import next_wake
 
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
         try:
@@ -181,14 +182,18 @@ class CompactionScheduler:
                     return
                 memory = self.store.open(chat_key)
                 # Reminders first: a compaction may wait on a model; a due reminder must not.
-                reminder_at = await self._hand_over(chat_key, memory)
+                retry_at = await self._hand_over(chat_key, memory)
                 try:
                     delay = await on_alarm(memory, self.summarize, *self.backoff)
                 except Exception:
                     log.exception("compaction failed chat=%s", chat_key)
                     delay = UNEXPECTED_FAILURE_RETRY_MS
-                at = earliest(None if delay is None else self.now_ms() + delay, reminder_at)
-                if not self.store.exists(chat_key) or at is None:
+                # Read after the compaction's await: a reminder added or cancelled meanwhile
+                # left the alarm to this run (no await from here to the write).
+                at = None
+                if self.store.exists(chat_key):
+                    at = next_wake(self.store.open(chat_key).sql, self.now_ms(), delay, retry_at)
+                if at is None:
                     self.alarms.delete(chat_key)
                 else:
                     self.alarms.set(chat_key, at)

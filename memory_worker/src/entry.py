@@ -10,10 +10,10 @@ Both are thin shells over `memory_engine`, which holds every rule:
   `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
 - Compaction runs from the object's alarm: a call that leaves too much un-summarized
   history sets the alarm to now (unless one is pending sooner, or in a backoff) and
-  returns; `alarm` runs one compaction and schedules the next try with the delay the
-  engine asks for. A call while the alarm runs leaves the alarm alone (the rule of the
-  local host's scheduler). The summarizer talks to its endpoint through the runtime's
-  `fetch`.
+  returns; `alarm` runs one compaction and sets the next alarm by the engine's rule
+  (`reminders.next_wake`: the compaction's delay, the reminders as they are when it ends).
+  A call while the alarm runs leaves the alarm to it (the rule of the local host's
+  scheduler). The summarizer talks to its endpoint through the runtime's `fetch`.
 
 Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 `tests/fakes/workers/`.
@@ -72,7 +72,8 @@ def _is_null(value: Any) -> bool:
     return value is None or value is _JSNULL
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """The object's clock in ms (reminders' due times are on it; tests replace it)."""
     return int(time.time() * 1000)
 
 
@@ -292,7 +293,7 @@ class ChatMemorySQLite(DurableObject):
 
     async def _compaction_now(self, memory: ChatMemory) -> None:
         """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
-        now = _now_ms()
+        now = now_ms()
         current = await self.ctx.storage.getAlarm()
         if _is_null(current) or (int(current) > now and not backing_off(memory)):
             await self.ctx.storage.setAlarm(now)
@@ -315,24 +316,30 @@ class ChatMemorySQLite(DurableObject):
 
     async def _alarm(self) -> None:
         memory = self.memory()
+        retry_at = None
         try:
-            reminder_at = await self._hand_over(memory)
+            await self._hand_over(memory)
         except Exception:
             log.exception("reminder hand-over failed")
-            reminder_at = _now_ms() + HANDOVER_RETRY_MS
+            retry_at = now_ms() + HANDOVER_RETRY_MS
         try:
             delay = await on_alarm(memory, self.summarizer())
         except Exception:
             log.exception("compaction failed unexpectedly")
             delay = UNEXPECTED_FAILURE_RETRY_MS
-        at = reminders.earliest(None if delay is None else _now_ms() + delay, reminder_at)
-        if at is not None:
+        current = self._memory  # None when the chat was erased meanwhile (and not written again)
+        # Read after the compaction's await: a reminder added or cancelled meanwhile left the
+        # alarm to this run. Nothing between here and the set awaits, so no call slips in.
+        at = None if current is None else reminders.next_wake(current.sql, now_ms(), delay, retry_at)
+        if at is None:
+            await self.ctx.storage.deleteAlarm()  # one a reminder write set meanwhile, now covered
+        else:
             await self.ctx.storage.setAlarm(at)
 
-    async def _hand_over(self, memory: ChatMemory) -> int | None:
+    async def _hand_over(self, memory: ChatMemory) -> None:
         """Queue the due reminders in the dispatch object (idempotent by key), then mark them handed."""
         chat_key = memory.state("chat_key") or ""
-        items = reminders.due_items(memory.sql, chat_key, _now_ms()) if chat_key else []
+        items = reminders.due_items(memory.sql, chat_key, now_ms()) if chat_key else []
         if items:
             namespace = self.env.CHAT_MEMORY
             stub = namespace.get(namespace.idFromName(reminders.DISPATCH_KEY))
@@ -346,7 +353,6 @@ class ChatMemorySQLite(DurableObject):
             if resp.status != 200:
                 raise RuntimeError(f"the dispatch object answered {resp.status}")
             memory.sql.transaction(lambda: reminders.mark_handed(memory.sql, items))
-        return reminders.next_alarm_ms(memory.sql)
 
 
 class Default(WorkerEntrypoint):

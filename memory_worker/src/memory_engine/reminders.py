@@ -226,6 +226,23 @@ def earliest(*times: int | None) -> int | None:
     return min(given) if given else None
 
 
+def next_wake(
+    sql: SqlStorage, now_ms: int, compaction_delay_ms: int | None, hand_over_retry_at: int | None = None
+) -> int | None:
+    """When the chat's one alarm must ring next, from its reminders as they are now (None: never).
+
+    The host calls this as an alarm run ends, after the compaction's await on its summarizer:
+    a write meanwhile leaves the alarm to the run, so the reminders are read here, not before
+    the compaction. A reminder added meanwhile is covered; one cancelled or forgotten leaves no
+    early alarm. `compaction_delay_ms` is `on_alarm`'s answer; after a failed hand-over the due
+    reminders wait until `hand_over_retry_at` rather than ringing again at once.
+    """
+    reminder_at = next_alarm_ms(sql)
+    if reminder_at is not None and hand_over_retry_at is not None:
+        reminder_at = max(reminder_at, hand_over_retry_at)
+    return earliest(None if compaction_delay_ms is None else now_ms + compaction_delay_ms, reminder_at)
+
+
 def forget_author(sql: SqlStorage, author_id: str) -> int:
     """Delete every reminder of one person (sent ones too); how many went."""
     return len(sql.exec("DELETE FROM reminders WHERE author_id = ? RETURNING id", author_id))
