@@ -290,6 +290,16 @@ async def over_http(
     return results, {"imported": imported, "seconds": import_s, "rates": rates}
 
 
+async def _import_chat(http: Any, chat: str, corpus: Corpus, n: int, prefix: str, what: str) -> None:
+    """Prefill `chat` with n messages by POST /import, `more` on all but the last batch."""
+    for done in range(0, n, IMPORT_BATCH):
+        batch = corpus.take(min(IMPORT_BATCH, n - done), prefix)
+        body = {"messages": batch, "more": done + len(batch) < n}
+        async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
+            r.raise_for_status()
+        _progress(f"{what}: imported {done + len(batch):,}")
+
+
 async def _settle(http: Any, chat: str, n: int, limit_s: float = 600) -> None:
     """Wait until the background compaction of the imported history has caught up."""
     started = time.monotonic()
@@ -339,12 +349,7 @@ async def host_alone(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int
                 await asyncio.sleep(0.05)
             for n in sizes:
                 chat = f"bench:alone-{n}"
-                for done in range(0, n, IMPORT_BATCH):
-                    batch = corpus.take(min(IMPORT_BATCH, n - done), f"a{n}")
-                    body = {"messages": batch, "more": done + len(batch) < n}
-                    async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
-                        r.raise_for_status()
-                    _progress(f"host alone, {n:,}: imported {done + len(batch):,}")
+                await _import_chat(http, chat, corpus, n, f"a{n}", f"host alone, {n:,}")
                 await _settle(http, chat, n)
                 for i, m in enumerate(corpus.take(turns_measured + 5, f"at{n}")):
                     body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
@@ -443,11 +448,7 @@ async def lockstep(corpus: Corpus, n: int, seed_turns: int, tmp: Path) -> None:
         timeout = aiohttp.ClientTimeout(total=600)
         async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
             chat = f"bench:lockstep-{n}"
-            for done in range(0, n, IMPORT_BATCH):
-                batch = corpus.take(min(IMPORT_BATCH, n - done), f"lh{n}")
-                body = {"messages": batch, "more": done + len(batch) < n}
-                async with http.post(f"/v1/chats/{chat}/import", json=body) as r:
-                    r.raise_for_status()
+            await _import_chat(http, chat, corpus, n, f"lh{n}", f"lock-step, {n:,}")
             await _settle(http, chat, n)
             ours = corpus.take(5 + seed_turns * LOCKSTEP_OURS_PER_SEED, f"lt{n}")
             for i, m in enumerate(corpus.take(seed_turns, f"lst{n}")):
