@@ -12,6 +12,9 @@ whatever reads the chat next settles the hold). A small retention cap stands for
 from __future__ import annotations
 
 import random
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -267,3 +270,54 @@ def test_a_batch_that_fails_midway_and_is_sent_again_changes_nothing():
         dumps.append(dump(m))
     assert dumps[1] == dumps[0] and len(dumps[0]["messages"]) == CAP
     assert ("ann", "location", "Osaka") in [(f[2], f[3], f[4]) for f in dumps[0]["facts"]]
+
+
+async def test_a_person_forgotten_during_a_hinted_import_is_gone_from_the_files(tmp_path):
+    """/forgetme between two batches: the held rows of that person are gone too, never written
+    back by a later batch, the import's end or the host's close (nor left in the file's pages)."""
+    messages = history(400, 11)
+    for i, m in enumerate(messages[:240]):
+        if m["author_id"] == "ann":
+            m["text"] = f"zqann secret {i}"
+    later = [m for m in messages[240:] if m["author_id"] != "ann"]
+    for m in later:
+        m.pop("reply_to_author_id", None)
+    parts = [*cut(messages[:240], [40]), *cut(later, [40])]
+    hints = true_hints(parts)
+    for name, with_hint in (("plain", False), ("hinted", True)):
+        async with (
+            EmbeddedMemoryHost(tmp_path / name, token="t", summarizer=None, retention=CAP) as host,
+            httpx.AsyncClient(base_url=host.url, headers={"authorization": "Bearer t"}) as http,
+        ):
+            for n, part in enumerate(parts):
+                if n == 6:  # the first 240 are in: most of them held (the import says 160 follow)
+                    assert holds(tmp_path / name) == with_hint
+                    gone = await http.delete("/v1/chats/telegram:-5/authors/ann")
+                    assert gone.status_code == 200, gone.text
+                    assert not holds(tmp_path / name) and not secret_in(tmp_path / name)
+                body: dict[str, Any] = {"messages": part, "more": n < len(parts) - 1}
+                if with_hint:
+                    body["remaining"] = hints[n]
+                answer = await http.post("/v1/chats/telegram:-5/import", json=body)
+                assert answer.status_code == 200, answer.text
+            export = (await http.get("/v1/chats/telegram:-5/export")).text
+            assert "zqann" not in export and "trail summit" in export
+        assert not holds(tmp_path / name)
+        assert not secret_in(tmp_path / name)
+
+
+def secret_in(folder: Path) -> list[Path]:
+    """The files under `folder` (databases, their WAL) holding any byte of ann's secrets."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert files
+    return [p for p in files if b"zqann" in p.read_bytes()]
+
+
+def holds(folder: Path) -> bool:
+    """Whether a chat's database under `folder` holds rows of an import (read beside the host)."""
+    for path in folder.rglob("*.sqlite3"):
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchall()
+            if tables and db.execute("SELECT 1 FROM state WHERE key LIKE 'import_held:%'").fetchall():
+                return True
+    return False
