@@ -321,3 +321,17 @@ def holds(folder: Path) -> bool:
             if tables and db.execute("SELECT 1 FROM state WHERE key LIKE 'import_held:%'").fetchall():
                 return True
     return False
+
+
+@pytest.mark.parametrize("settle", [ensure_settled, ensure_indexed])
+def test_a_hold_settled_by_anything_else_leaves_no_notes_in_the_process(settle):
+    """What the host noted of the import (each author's last words, whom each message_id is by)
+    goes with the hold: a /forgetme that settles it leaves none of their words in the process."""
+    parts = cut(history(300, 3), [40])
+    m = chat()
+    for part, left in zip(parts[:4], true_hints(parts), strict=False):
+        m.import_messages(part, more=True, remaining=left)
+    assert m.state(HOLD) is not None and m.sql in import_hold._SESSIONS
+    settle(m.sql)
+    m.forget_author("ann")
+    assert m.state(HOLD) is None and m.sql not in import_hold._SESSIONS

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import wire
 from .compaction import BATCH_MESSAGES, IMPORT_TAIL, KEEP_UNSUMMARIZED, archive_mark
@@ -39,6 +38,7 @@ from .pending_index import (
     HELD_INSERT,
     HOLD,
     PENDING,
+    SESSIONS,
     add_pending,
     build_pending,
     forget_settled,
@@ -70,7 +70,7 @@ class _Session:
     busy: bool = False  # a batch is being taken: still True after one that failed (rolled back)
 
 
-_SESSIONS: weakref.WeakKeyDictionary[SqlStorage, _Session] = weakref.WeakKeyDictionary()
+_SESSIONS = SESSIONS  # storage -> its hold's _Session (`settle` drops it with the hold)
 
 
 def take(
@@ -83,7 +83,7 @@ def take(
     """Import the batch holding the rows the import will delete itself; None: import it as
     usual (a hold this batch does not continue is settled first)."""
     sql = memory.sql
-    hold, session = held(sql), _SESSIONS.get(sql)
+    hold, session = held(sql), cast("_Session | None", _SESSIONS.get(sql))
     numbers = _numbers(rows)
     if hold is not None:
         continues = (
@@ -96,7 +96,6 @@ def take(
             and numbers[1][0] > session.number
         )
         if not continues:
-            _SESSIONS.pop(sql, None)
             settle(sql)
             return None
     else:
@@ -194,7 +193,6 @@ def _batch(
     s.next_id, s.number, s.busy = last + 1, numbers[-1], False
     memory.set_state(HOLD, json.dumps({"next": s.next_id, "cut": s.cut, "blobs": blobs}))
     if not more:  # its end: what would still be there is written (nothing, when the hint was right)
-        _SESSIONS.pop(sql, None)
         settle(sql)
         build_pending(sql)
     return {"imported": len(rows), "skipped": 0}

@@ -68,7 +68,8 @@ def build_pending(sql: SqlStorage) -> bool:
 
 
 def ensure_indexed(sql: SqlStorage) -> None:
-    """Build what an import left pending, in its own transaction; call it before reading the index.
+    """Settle an import's hold and build what it left pending, in its own transaction; call it
+    before reading the index.
 
     Costs nothing once the database is known to have nothing pending. Call it outside any
     transaction: the database is marked as clean only once the build has committed.
@@ -94,6 +95,9 @@ HELD_COLUMNS = "id, role, author, author_id, text, ts, message_id, reply_to_auth
 HELD_INSERT = f"INSERT INTO messages({HELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 # The databases known to hold no rows of an import (only the local host holds any).
 _SETTLED: weakref.WeakSet[SqlStorage] = weakref.WeakSet()
+# What a hold's import noted in memory (`import_hold._Session`: each author's last words, whom
+# each message_id is by), dropped with the hold: a /forgetme that settles it leaves none behind.
+SESSIONS: weakref.WeakKeyDictionary[SqlStorage, Any] = weakref.WeakKeyDictionary()
 
 
 def held(sql: SqlStorage) -> dict[str, Any] | None:
@@ -105,6 +109,7 @@ def held(sql: SqlStorage) -> dict[str, Any] | None:
 def settle(sql: SqlStorage) -> bool:
     """Write back the held rows the archive would still hold (those past the cut), and end the
     hold: the database is then the one the import without it gives. True when there was one."""
+    SESSIONS.pop(sql, None)
     hold = held(sql)
     if hold is None:
         return False
