@@ -337,3 +337,26 @@ def test_a_hold_settled_by_anything_else_leaves_no_notes_in_the_process(settle):
     settle(m.sql)
     m.forget_author("ann")
     assert m.state(HOLD) is None and m.sql not in import_hold._SESSIONS
+
+
+class _Unreferenced:
+    """A storage that cannot be weakly referenced (and has no `many`: it never holds)."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self) -> None:
+        self.inner = SqliteStorage(":memory:")
+
+    def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        return self.inner.exec(query, *params)
+
+    def transaction(self, fn: Any) -> Any:
+        return self.inner.transaction(fn)
+
+
+def test_settling_a_storage_that_cannot_be_weakly_referenced():
+    """`ensure_indexed` settles on any storage (pending_index's weak sets allow for one that
+    cannot be weakly referenced; dropping a hold's session must too)."""
+    m = ChatMemory(_Unreferenced(), retention=CAP)  # type: ignore[arg-type]
+    ensure_indexed(m.sql)
+    assert m.search("ferry summit")["results"] == [] and m.state(HOLD) is None

@@ -109,7 +109,8 @@ def held(sql: SqlStorage) -> dict[str, Any] | None:
 def settle(sql: SqlStorage) -> bool:
     """Write back the held rows the archive would still hold (those past the cut), and end the
     hold: the database is then the one the import without it gives. True when there was one."""
-    SESSIONS.pop(sql, None)
+    with suppress(TypeError):  # a storage that cannot be weakly referenced never had a session
+        SESSIONS.pop(sql, None)
     hold = held(sql)
     if hold is None:
         return False
