@@ -283,3 +283,22 @@ async def test_worker_chat_forgotten_during_a_compaction_gets_none_of_its_summar
     summary = await w.ok("GET", "/v1/chats/fg/summary")
     assert summary["compactions"] == 0 and "lighthouse" not in summary["summary"], summary
     assert (await w.stats("fg"))["total_messages"] == 1
+
+
+async def test_local_chat_forgotten_during_a_compaction_gets_none_of_its_summary(tmp_path):
+    clock = Clock()
+    async with (
+        GatedSummarizer(SUMMARY) as gated,
+        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
+        HttpMemoryClient(host.url, host.token) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        await _local_held_compaction(host, client, gated)
+        await client.forget_chat(CHAT)
+        await client.turn(CHAT, "a fresh start", author="Bo", author_id="2", message_id="n1")
+        gated.gate.set()
+        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the compaction's end")
+        summary = await client.summary(CHAT)
+        stats = await client.stats(CHAT)
+    assert summary["compactions"] == 0 and stats["total_messages"] == 1, summary
