@@ -1004,6 +1004,30 @@ async def test_a_backlog_pulls_a_later_reminder_alarm_forward(compacting):
     assert rt.alarm_of("rm") == day  # the reminder's alarm again
 
 
+async def test_a_backlog_pulls_a_reminder_alarm_forward_after_a_failure_with_nothing_left(compacting):
+    # A failed compaction puts the chat in backoff; when its alarm finds nothing left to
+    # compact (the author was forgotten), the backoff is over: a new backlog must again pull
+    # a reminder's alarm a day away forward, not be held back as if a backoff were pending.
+    async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
+        fake.script(ServerError(500))
+        w = await compacting(SUMMARY_BASE_URL=fake.url)
+        rt = w.runtime
+        await _say(w, "bo", 30)
+        await rt.run_alarms()  # the summarizer fails: a backoff alarm
+        assert rt.alarm_of("bo") is not None and len(fake.requests) == 1
+        await w.ok("DELETE", "/v1/chats/bo/authors/a1")  # the backlog is gone
+        day = now_ms() + 86_400_000
+        await w.ok("POST", "/v1/chats/bo/reminders", {"text": "tomorrow", "due_at": day})
+        assert await rt.run_alarms(now=rt.alarm_of("bo")) == 1  # the backoff's: nothing to compact
+        assert rt.alarm_of("bo") == day and len(fake.requests) == 1
+        await _say(w, "bo", 30, start=100)
+        due = rt.alarm_of("bo")
+        assert due is not None and due <= now_ms()  # was `day`: the stale backoff held it back
+        assert await rt.run_alarms(now=now_ms()) == 1
+        assert (await w.ok("GET", "/v1/chats/bo/summary"))["compactions"] == 1
+        assert rt.alarm_of("bo") == day
+
+
 async def test_unexpected_alarm_error_reschedules(compacting, monkeypatch):
     w = await compacting()
     await _say(w, "ue", 30)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from typing import Any
 
 import httpx
 import pytest
@@ -254,3 +255,45 @@ async def test_idle_objects_are_evicted_with_their_state_on_disk_and_wrangler_va
             assert host.control("stats")["open"] == 1
     finally:
         host.stop()
+
+
+async def test_the_worker_glue_answers_like_the_local_host(pyodide_host, tmp_path):
+    """Requests and answers cross as JS objects on Pyodide: the same status, body and
+    content-type as the local host, whatever the header's case or the body's shape."""
+    from memory_worker.local import EmbeddedMemoryHost
+
+    pyodide_host.control("reset")
+    token = f"Bearer {TOKEN}"
+    plain = {"Authorization": token, "content-type": "text/plain"}  # the engine reads no content-type
+    script: list[tuple[str, str, dict[str, str], bytes | None]] = [
+        ("GET", "/health", {}, None),
+        ("GET", "/v1/chats/g/stats", {"AUTHORIZATION": token}, None),  # any case of the name
+        ("GET", "/v1/chats/g/stats", {"authorization": token.lower()}, None),
+        ("GET", "/v1/chats/g/stats", {}, None),  # no token
+        ("POST", "/v1/chats/g/turn", {"Authorization": token}, None),  # no body at all
+        ("POST", "/v1/chats/g/turn", {"Authorization": token}, b""),
+        ("POST", "/v1/chats/g/turn", {"Authorization": token}, b"{not json"),
+        ("POST", "/v1/chats/g/turn", {"Authorization": token}, b'{"text": "' + b"a" * 70_000 + b'"}'),
+        ("POST", "/v1/chats/g/turn", plain, b'{"text": "hi"}'),
+        ("GET", "/v1/chats/g/stats", {"authorization": token}, b""),
+        ("DELETE", "/v1/chats/g/reminders/999", {"authorization": token}, b'{"ignored": true}'),
+        ("PATCH", "/v1/chats/g/turn", {"authorization": token}, b"{}"),
+        ("GET", "/v1/chats/g/search?q=hi", {"authorization": token}, None),
+    ]
+
+    async def run(url: str) -> list[tuple[int, str, Any]]:
+        async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=60) as client:
+            out = []
+            for method, path, headers, body in script:
+                r = await client.request(method, path, headers=headers, content=body)
+                out.append((r.status_code, r.headers.get("content-type"), r.json()))
+            return out
+
+    async with EmbeddedMemoryHost(tmp_path / "local", token=TOKEN) as local:
+        expected = await run(local.url)
+    got = await run(pyodide_host.url)
+    assert [s for s, _, _ in expected] == [200, 200, 200, 401, 400, 400, 400, 413, 200, 200, 404, 405, 200]
+    for i, (want, have) in enumerate(zip(expected, got, strict=True)):
+        # A refusal's body is the same; a 200 carries times and the runtime's name.
+        assert want[:2] == have[:2] and (want[0] == 200 or want == have), (script[i][:2], want, have)
+        assert have[1] == "application/json; charset=utf-8", script[i][:2]

@@ -5,7 +5,8 @@ the alarm to the run (it sets the next one when it ends), so the end must read t
 reminders as they are then: a reminder added meanwhile gets its alarm (it was overwritten
 by a later time on the Durable Object, deleted on the local host), and one cancelled
 meanwhile leaves no stale alarm that could deliver it. Clocks are injected; the
-compaction is held open by `GatedSummarizer`.
+compaction is held open by `GatedSummarizer`. A chat erased meanwhile gets none of the
+held compaction's summary.
 """
 
 from __future__ import annotations
@@ -267,3 +268,37 @@ async def test_local_reminder_cancelled_during_a_compaction_is_never_delivered(t
         courier.journal.close()
         state = await api.state()
     assert platform.sent == [] and state == {"open": 0, "done": 0}
+
+
+async def test_worker_chat_forgotten_during_a_compaction_gets_none_of_its_summary(worker):
+    # The chat is erased (and written again) while its alarm waits on the summarizer: the
+    # summary of the erased messages must not land in the chat that follows.
+    w, gated, clock = worker
+    alarm = await _held_compaction(w, gated, clock, "fg")
+    await w.ok("DELETE", "/v1/chats/fg")
+    await w.turn("fg", "a fresh start", message_id="n1")
+    gated.gate.set()
+    async with asyncio.timeout(10):
+        await alarm
+    summary = await w.ok("GET", "/v1/chats/fg/summary")
+    assert summary["compactions"] == 0 and "lighthouse" not in summary["summary"], summary
+    assert (await w.stats("fg"))["total_messages"] == 1
+
+
+async def test_local_chat_forgotten_during_a_compaction_gets_none_of_its_summary(tmp_path):
+    clock = Clock()
+    async with (
+        GatedSummarizer(SUMMARY) as gated,
+        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
+        HttpMemoryClient(host.url, host.token) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        await _local_held_compaction(host, client, gated)
+        await client.forget_chat(CHAT)
+        await client.turn(CHAT, "a fresh start", author="Bo", author_id="2", message_id="n1")
+        gated.gate.set()
+        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the compaction's end")
+        summary = await client.summary(CHAT)
+        stats = await client.stats(CHAT)
+    assert summary["compactions"] == 0 and stats["total_messages"] == 1, summary

@@ -107,6 +107,10 @@ def _plain_dict(row: dict[str, Any]) -> dict[str, Any]:
     return {k: None if v is _JSNULL else v for k, v in row.items()} if _JSNULL in row.values() else row
 
 
+def _erased(query: str, *params: Any) -> Any:
+    raise RuntimeError("the chat was erased: this ChatMemory is closed")
+
+
 class DurableObjectSql:
     """The engine's `SqlStorage` over a Durable Object's `ctx.storage`.
 
@@ -139,6 +143,10 @@ class DurableObjectSql:
         cursor = self._exec(query, *map(_to_sql, params))
         # workerd's raw() is a bare iterator: Array.from drains it in JS, one crossing.
         return [tuple(_plain(row)) for row in self._array_from(cursor.raw()).to_py()]
+
+    def close(self) -> None:
+        """Refuse every later statement: the object's storage was erased under this adapter."""
+        self._exec = _erased
 
     def _run(self) -> None:
         fn, self._fn = self._fn, None
@@ -280,6 +288,11 @@ class ChatMemorySQLite(DurableObject):
                 # deletes the chat's database file. The schema is rebuilt on next use.
                 await storage.deleteAlarm()
                 await storage.deleteAll()
+                # Closed, as the local host closes the deleted file: a compaction awaiting its
+                # summarizer holds this ChatMemory and must not commit the erased chat's
+                # summary into the one that follows.
+                if isinstance(memory.sql, DurableObjectSql):
+                    memory.sql.close()
                 self._memory = None
             elif effects.grows and not self._alarm_running and alarm_needed(memory):
                 # While the alarm runs, a write has nothing to add: when it ends it sets the

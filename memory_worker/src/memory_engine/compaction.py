@@ -257,6 +257,10 @@ async def on_alarm(
         memory.set_state("compaction_last_error", str(err)[:500])
         delay = int(doubling(failures - 1, backoff_base_ms, backoff_max_ms))
         return max(delay, err.retry_after_ms or 0)
+    if backing_off(memory):
+        # Nothing was left to compact (or another run got there first): no backoff is pending
+        # any more, so a new backlog may pull a later (reminder's) alarm forward again.
+        memory.set_state("compaction_failures", "0")
     return 0 if alarm_needed(memory) else None
 
 
