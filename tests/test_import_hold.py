@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -360,3 +361,55 @@ def test_settling_a_storage_that_cannot_be_weakly_referenced():
     m = ChatMemory(_Unreferenced(), retention=CAP)  # type: ignore[arg-type]
     ensure_indexed(m.sql)
     assert m.search("ferry summit")["results"] == [] and m.state(HOLD) is None
+
+
+EVENTS = ["forget", "retry", "retry_prev", "turn", "search", "restart", "indexed", "other", "ahead"]
+
+
+@pytest.mark.parametrize("seed", range(len(EVENTS)))
+def test_anything_between_two_batches_of_a_hold_leaves_the_chat_as_without_the_hint(seed):
+    """Between batches, at random: /forgetme, the same batch or the one before sent again, a live
+    turn, a search, a restarted host, the idle index build, a second import (another prefix, or
+    ids far ahead). Both chats end the same (a fixed clock: the turn's facts carry its time)."""
+    rnd = random.Random(seed)
+    parts = cut(history(rnd.randint(300, 600), seed), [rnd.choice([5, 20, 40])])
+    hints = true_hints(parts, last=rnd.choice([0, None]))
+    half = len(parts) // 2
+    events = {rnd.randrange(1, half): EVENTS[seed], rnd.randrange(half, len(parts) - 1): EVENTS[seed - 4]}
+    clock = datetime(2026, 1, 1, tzinfo=UTC)
+    dumps, during = [], set()
+    for h in (None, hints):
+        m = ChatMemory(SqliteStorage(":memory:"), clock=lambda: clock, retention=CAP)
+        for n, part in enumerate(parts):
+            more, left = n < len(parts) - 1, None if h is None else h[n]
+            m.import_messages(part, more=more, remaining=left)
+            event = events.get(n)
+            if event and h is not None and m.state(HOLD) is not None:
+                during.add(event)
+            if event in ("forget", "turn", "search"):
+                ensure_settled(m.sql)  # as http_api.execute does before any route but an import
+            if event == "forget":
+                m.forget_author(["ann", "bob", "cy"][n % 3])
+            elif event == "retry":
+                m.import_messages(part, more=more, remaining=left)
+            elif event == "retry_prev" and n:
+                m.import_messages(parts[n - 1], more=more, remaining=None if h is None else h[n - 1])
+            elif event == "turn":
+                m.turn("I live in Paris", "Zed", "zed", message_id=f"live{n}")
+            elif event == "search":
+                m.search("ferry")
+            elif event == "restart":
+                import_hold._SESSIONS.clear()
+            elif event == "indexed":
+                ensure_indexed(m.sql)
+            elif event == "other":
+                m.import_messages(
+                    history(30, n, prefix="x", start=n * 100), more=True, remaining=None if h is None else 500
+                )
+            elif event == "ahead":
+                m.import_messages(
+                    history(30, n, start=5000 + n * 100), more=True, remaining=None if h is None else 300
+                )
+        dumps.append(dump(m))
+    assert dumps[0] == dumps[1]
+    assert EVENTS[seed] in during  # the first one met a hold
