@@ -150,20 +150,20 @@ class ChatMemory:
     ) -> None:
         """Record what the rules extract from one user message about its author.
 
-        `said_before`: the author's previous message (None: none), when the caller knows it
-        better than the archive (an import that did not store its rows); True: look it up.
+        `said_before`: their last message (None: none) as an import holding rows knows it; True: look it up.
         """
         previous = None
-        if said_before is not True and looks_like_correction(text):
-            previous = said_before or None
-        elif said_before is True and looks_like_correction(text):  # "sorry, Osaka": their last message
-            rows = self.sql.exec(
-                "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
-                "ORDER BY id DESC LIMIT 1",
-                author_id,
-                source,
-            )
-            previous = rows[0]["text"] if rows else None
+        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+            if said_before is not True:
+                previous = said_before or None
+            else:
+                rows = self.sql.exec(
+                    "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
+                    "ORDER BY id DESC LIMIT 1",
+                    author_id,
+                    source,
+                )
+                previous = rows[0]["text"] if rows else None
         for change in extract_facts(text, previous=previous):
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
