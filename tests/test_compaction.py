@@ -127,6 +127,16 @@ async def test_two_cycles_merge_the_previous_summary_and_keep_five(tmp_path):
             assert fake.requests[0].headers.get("Authorization") == "Bearer sk-test"
 
 
+def slow_until(gate: asyncio.Event):
+    """A summarizer that answers `summary_echo` half a second late until `gate` is set: a
+    compaction that is still running while the test sends more turns."""
+
+    def slow(req) -> Answer:
+        return summary_echo(req) if gate.is_set() else Answer(text=summary_echo(req).text, delay=0.5)
+
+    return slow
+
+
 async def _compactions(client, n):
     s = await summary_state(client)
     return s if s["compactions"] >= n else None
@@ -181,11 +191,7 @@ async def test_messages_arriving_during_a_compaction_stay_unsummarized(tmp_path)
     gate = asyncio.Event()
 
     async with FakeOpenAI() as fake:
-
-        def slow(req):
-            return summary_echo(req) if gate.is_set() else Answer(text=summary_echo(req).text, delay=0.5)
-
-        fake.responder = slow
+        fake.responder = slow_until(gate)
         async with host_with(fake, tmp_path) as (_host, client):
             await say(client, 26)
             await fake.wait_requests(1)
@@ -202,11 +208,7 @@ async def test_a_backlog_grown_during_a_compaction_gets_the_next_one_by_itself(t
     # when it ends, it finds the backlog still past the threshold and sets the next one.
     async with FakeOpenAI() as fake:
         gate = asyncio.Event()
-
-        def slow(req):
-            return summary_echo(req) if gate.is_set() else Answer(text=summary_echo(req).text, delay=0.5)
-
-        fake.responder = slow
+        fake.responder = slow_until(gate)
         async with host_with(fake, tmp_path) as (host, client):
             await say(client, 26)
             await fake.wait_requests(1)

@@ -12,7 +12,10 @@ held compaction's summary.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -182,6 +185,26 @@ class Platform:
         self.sent.append((chat, text))
 
 
+@contextlib.asynccontextmanager
+async def _local_host(
+    tmp_path: Path, clock: Clock
+) -> AsyncIterator[tuple[GatedSummarizer, EmbeddedMemoryHost, HttpMemoryClient]]:
+    """A local host on `clock` whose compactions wait on a GatedSummarizer, and a client of it."""
+    async with (
+        GatedSummarizer(SUMMARY) as gated,
+        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
+        HttpMemoryClient(host.url, host.token) as client,
+    ):
+        yield gated, host, client
+
+
+def _courier(api: ReminderApi, platform: Platform, tmp_path: Path, clock: Clock) -> Courier:
+    """The bot's reminder courier for Telegram chats, on `clock`, sending to `platform`."""
+    return Courier(
+        api, platform, Journal(tmp_path / "bot.sqlite3", "telegram"), prefixes=["telegram:"], clock=clock
+    )
+
+
 async def _local_held_compaction(host: EmbeddedMemoryHost, client: HttpMemoryClient, gated: GatedSummarizer):
     for i in range(26):
         await client.turn(CHAT, f"note {i} about the garden", author="Ann", author_id="1", message_id=f"m{i}")
@@ -203,11 +226,7 @@ async def _compaction_ended(host: EmbeddedMemoryHost, client: HttpMemoryClient) 
 @pytest.mark.parametrize("known", [False, True], ids=["no-other-reminder", "a-later-reminder"])
 async def test_local_reminder_added_during_a_compaction_gets_the_alarm(tmp_path, known):
     clock = Clock()
-    async with (
-        GatedSummarizer(SUMMARY) as gated,
-        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
-        HttpMemoryClient(host.url, host.token) as client,
-    ):
+    async with _local_host(tmp_path, clock) as (gated, host, client):
         inner = host.host
         assert inner is not None
         api = ReminderApi(client)
@@ -229,9 +248,7 @@ async def test_local_reminder_added_during_a_compaction_gets_the_alarm(tmp_path,
 
         await wait_until(handed, timeout=10, what="the reminder in the dispatch queue")
         platform = Platform()
-        courier = Courier(
-            api, platform, Journal(tmp_path / "bot.sqlite3", "telegram"), prefixes=["telegram:"], clock=clock
-        )
+        courier = _courier(api, platform, tmp_path, clock)
         assert await courier.tick() == 1
         assert await courier.tick() == 0  # exactly once
         courier.journal.close()
@@ -244,11 +261,7 @@ async def test_local_reminder_added_during_a_compaction_gets_the_alarm(tmp_path,
 
 async def test_local_reminder_cancelled_during_a_compaction_is_never_delivered(tmp_path):
     clock = Clock()
-    async with (
-        GatedSummarizer(SUMMARY) as gated,
-        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
-        HttpMemoryClient(host.url, host.token) as client,
-    ):
+    async with _local_host(tmp_path, clock) as (gated, host, client):
         inner = host.host
         assert inner is not None
         api = ReminderApi(client)
@@ -261,9 +274,7 @@ async def test_local_reminder_cancelled_during_a_compaction_is_never_delivered(t
         clock.now += timedelta(seconds=31)
         inner.scheduler.poke()
         platform = Platform()
-        courier = Courier(
-            api, platform, Journal(tmp_path / "bot.sqlite3", "telegram"), prefixes=["telegram:"], clock=clock
-        )
+        courier = _courier(api, platform, tmp_path, clock)
         assert await courier.tick() == 0
         courier.journal.close()
         state = await api.state()
@@ -287,11 +298,7 @@ async def test_worker_chat_forgotten_during_a_compaction_gets_none_of_its_summar
 
 async def test_local_chat_forgotten_during_a_compaction_gets_none_of_its_summary(tmp_path):
     clock = Clock()
-    async with (
-        GatedSummarizer(SUMMARY) as gated,
-        EmbeddedMemoryHost(tmp_path / "memory", clock=clock, summary_base_url=gated.url) as host,
-        HttpMemoryClient(host.url, host.token) as client,
-    ):
+    async with _local_host(tmp_path, clock) as (gated, host, client):
         inner = host.host
         assert inner is not None
         await _local_held_compaction(host, client, gated)
