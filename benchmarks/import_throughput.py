@@ -9,9 +9,10 @@
    batch while the host stores one), and into the embedded local host (no MEMORY_URL: one
    process does both), exactly as `chatbot import telegram FILE --data DIR` does. In the
    same run, baselines: the check pass alone (reading and validating, nothing sent),
-   `json.load` of the file, and `POST /import` of the same messages already built (the
-   memory worker's own ceiling, embedded). CPU seconds are this process's (the client's,
-   and the embedded host's when there is one).
+   `json.load` of the file, and `POST /import` of the same request bodies already built
+   (with `more` and `remaining`, as the import sends them: the memory worker's own ceiling,
+   embedded; the import end to end takes about the check pass plus this). CPU seconds are
+   this process's (the client's, and the embedded host's when there is one).
 2. Creates C chats of 5 messages each in a local host's folder, then times
    `chatbot memory backup` of it against a plain file copy (`shutil.copytree`, which is not
    a consistent copy of databases in use) of the same folder.
@@ -41,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bot.chat.memory import HttpMemoryClient
 from bot.config import settings_from
 from bot.importers import run
-from bot.importers.telegram import sources
 from memory_worker.backup import backup
 from memory_worker.local import ChatStore, EmbeddedMemoryHost
 
@@ -258,22 +258,31 @@ def timed(fn):  # type: ignore[no-untyped-def]
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-async def import_prebuilt(export: Path, data: Path) -> float:
-    """POST /import of the same batches, built before the clock starts: the worker's ceiling."""
-    batches: list[list[dict]] = [[]]
-    for source in sources(export):
-        for record in source.records():
-            if record is not None:
-                if len(batches[-1]) >= run.BATCH_MESSAGES:
-                    batches.append([])
-                batches[-1].append(record.body())
+def prebuilt_bodies(export: Path) -> list[tuple[str, bytes]]:
+    """The request bodies `chatbot import` sends for the export, in order: its check pass's spool,
+    each batch but a chat's last saying `more` and `remaining` (as `run.send` does)."""
+    with tempfile.TemporaryFile() as spool:
+        plan = run.check("telegram", export, chat=None, scope="chat", progress=False, spool=spool)
+        bodies, sent, left = [], dict.fromkeys(plan.messages, 0), dict(plan.messages)
+        for key, count, body in run.spooled(spool):
+            sent[key] += 1
+            left[key] -= count
+            more = sent[key] < plan.batches[key]
+            bodies.append((key, body[:-1] + run.MORE % left[key] if more else body))
+    return bodies
+
+
+async def import_prebuilt(bodies: list[tuple[str, bytes]], data: Path) -> tuple[float, float]:
+    """POST /import of the bodies `chatbot import` sends, encoded before the clock starts, to the
+    embedded host: the memory worker's own ceiling. Wall and CPU seconds (the host's, and the
+    posting's few)."""
     async with EmbeddedMemoryHost(data, token="bench", summarizer=None) as host:
         client = HttpMemoryClient(host.url, "bench", timeout=600)
         async with client:
-            started = time.perf_counter()
-            for batch in batches:
-                await client.import_messages("telegram:-1001555000111", batch)
-            return time.perf_counter() - started
+            started, cpu = time.perf_counter(), time.process_time()
+            for key, body in bodies:
+                await client.import_encoded(key, body)
+            return time.perf_counter() - started, time.process_time() - cpu
 
 
 def make_chats(data: Path, n: int) -> None:
@@ -350,11 +359,11 @@ def main() -> None:
             print("importing end to end, embedded ...", file=sys.stderr)
             embedded, e2e_s, e2e_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
             print("importing prebuilt batches ...", file=sys.stderr)
-            raw_s = asyncio.run(import_prebuilt(export, root / "raw"))
+            raw_s, raw_cpu = asyncio.run(import_prebuilt(prebuilt_bodies(export), root / "raw"))
             second, again_s, again_cpu = timed(lambda: asyncio.run(import_end_to_end(export, root / "e2e")))
             rows += [
                 ("chatbot import, embedded host (one process)", e2e_s, e2e_cpu, None),
-                ("  baseline: POST /import of prebuilt batches", raw_s, None, None),
+                ("  baseline: POST /import of its bodies, prebuilt", raw_s, raw_cpu, None),
             ]
         rows += [
             ("  baseline: check pass alone (ijson)", check_s, check_cpu, None),

@@ -419,7 +419,7 @@ def test_batches_stay_within_the_bytes_bound_whatever_the_text(monkeypatch, tmp_
     export.write_text(json.dumps({"name": "g", "type": "private_supergroup", "id": 7, "messages": messages}))
     with open(tmp_path / "spool", "w+b") as spool:
         plan = run.check("telegram", export, chat=None, scope="chat", progress=False, spool=spool)
-        batches = list(run._spooled(spool))
+        batches = list(run.spooled(spool))
     sent = [m for _, count, body in batches for m in json.loads(body)["messages"]]
     assert [m["text"] for m in sent] == [m["text"].strip() for m in messages] and plan.total == len(messages)
     assert len(batches) > 3
@@ -446,7 +446,7 @@ async def test_the_bodies_sent_are_the_spooled_ones_and_say_how_many_follow(monk
     monkeypatch.setattr(run, "BATCH_MESSAGES", 3)
     with open(tmp_path / "spool", "w+b") as spool:
         plan = run.check("telegram", GROUP, chat=None, scope="chat", progress=False, spool=spool)
-        spooled = list(run._spooled(spool))
+        spooled = list(run.spooled(spool))
         async with _RecordingMemory() as memory:
             await run.send(spool, memory, plan, progress=False)
     assert [chat for chat, _ in memory.raw] == [key for key, _, _ in spooled] and len(spooled) > 3

@@ -220,7 +220,7 @@ class _Batches:
         self.counts[key] = self.counts.get(key, 0) + 1
 
 
-def _spooled(spool: IO[bytes]) -> Iterator[tuple[str, int, bytes]]:
+def spooled(spool: IO[bytes]) -> Iterator[tuple[str, int, bytes]]:
     """(chat key, messages, encoded body) of each batch pass 1 spooled, in order."""
     spool.seek(0)
     while line := spool.readline():
@@ -250,7 +250,7 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
             # many messages of the chat follow (`remaining`).
             sent: dict[str, int] = {}
             left = dict(plan.messages)  # messages of each chat not sent yet
-            for key, count, body in _spooled(spool):
+            for key, count, body in spooled(spool):
                 sent[key] = sent.get(key, 0) + 1
                 left[key] -= count
                 if sent[key] < plan.batches.get(key, 0):

@@ -17,6 +17,7 @@ from .validation import (
     ROLES,
     ApiError,
     choice,
+    imported_message,
     integer,
     iso,
     json_object,
@@ -191,23 +192,25 @@ def import_messages(call: Call) -> Args:
         raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
-            raise ApiError(400, f"messages[{i}] must be an object")
-        try:
-            out.append(
-                {
-                    "role": choice(
-                        "user" if m.get("role") is None else m["role"], "role", ROLES
-                    ),  # null = absent
-                    "text": text(m),
-                    "author": optional(m, "author"),
-                    "author_id": optional(m, "author_id"),
-                    "message_id": optional(m, "message_id"),
-                    "ts": iso(m.get("ts"), "ts"),
-                    "reply_to_message_id": optional(m, "reply_to_message_id"),
-                    "reply_to_author_id": optional(m, "reply_to_author_id") or None,
-                }
-            )
-        except ApiError as err:
-            raise ApiError(err.status, f"messages[{i}]: {err.message}") from None
+        checked = imported_message(m) if type(m) is dict else None  # most: every field plain
+        out.append(checked if checked is not None else _imported_message(m, i))
     return {"messages": out, "more": more, "remaining": remaining}
+
+
+def _imported_message(m: Any, i: int) -> dict[str, Any]:
+    """One message of an import checked field by field (the refusals say which and why)."""
+    if not isinstance(m, dict):
+        raise ApiError(400, f"messages[{i}] must be an object")
+    try:
+        return {
+            "role": choice("user" if m.get("role") is None else m["role"], "role", ROLES),  # null = absent
+            "text": text(m),
+            "author": optional(m, "author"),
+            "author_id": optional(m, "author_id"),
+            "message_id": optional(m, "message_id"),
+            "ts": iso(m.get("ts"), "ts"),
+            "reply_to_message_id": optional(m, "reply_to_message_id"),
+            "reply_to_author_id": optional(m, "reply_to_author_id") or None,
+        }
+    except ApiError as err:
+        raise ApiError(err.status, f"messages[{i}]: {err.message}") from None

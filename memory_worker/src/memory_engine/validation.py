@@ -145,3 +145,46 @@ def iso(value: Any, name: str) -> str | None:
     except ValueError:
         raise ApiError(400, f"{name} must be an ISO-8601 timestamp") from None
     return checked
+
+
+_ROLES_CHECKED = {None: "user", "user": "user", "assistant": "assistant", "system": "system"}
+_IMPORT_FIELDS = ("author", "author_id", "message_id", "reply_to_message_id", "reply_to_author_id", "ts")
+
+
+def imported_message(m: dict[str, Any]) -> dict[str, Any] | None:
+    """One message of an import, checked in one pass when it is in the form nearly all are
+    (every field a string within its limits, a valid `ts`): `m` itself, its role filled in;
+    else None, and `route_args` checks it field by field, which refuses it with the field's
+    error or accepts it as this does. (The field checks cost ~2 us a message, this ~1.)
+    """
+    get = m.get
+    role, body = get("role"), get("text")
+    if (type(role) is not str and role is not None) or (checked := _ROLES_CHECKED.get(role)) is None:
+        return None
+    if type(body) is not str or not body or body.isspace():
+        return None
+    if (len(body) > MAX_TEXT_BYTES or not body.isascii()) and not _fits(body, MAX_TEXT_BYTES):
+        return None
+    for value in map(get, _IMPORT_FIELDS):
+        if value is not None and (
+            type(value) is not str
+            or ((len(value) > MAX_FIELD_CHARS or not value.isascii()) and not _fits(value, MAX_FIELD_CHARS))
+        ):
+            return None
+    ts = get("ts")
+    if ts is not None:
+        try:
+            datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if role is None:
+        m["role"] = checked
+    return m
+
+
+def _fits(value: str, max_bytes: int) -> bool:
+    """True when `value` is valid unicode of at most `max_bytes` in UTF-8 (as `plain` checks)."""
+    try:
+        return len(value.encode("utf-8")) <= max_bytes
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
