@@ -17,13 +17,16 @@ from .facts_lexicon import NOT_NAMES, VAGUE_START
 from .facts_patterns import lazy
 from .facts_rules import take_org
 
-__all__ = ["correction_of", "corrections_within", "looks_like_correction"]
+__all__ = ["OPENING_WORDS", "correction_of", "corrections_within", "looks_like_correction"]
 
 _STRONG = (
     r"sorry|no\s+wait|wait\s+no|wait|no|nah|nope|i\s+mean|i\s+meant|oops|whoops|correction|scratch\s+that|"
     r"or\s+rather|make\s+that|nvm|actually\s+(?=it'?s\b)|i\s+mean\s+it'?s"
 )
 _WEAK = _STRONG + r"|actually|update|well|lol\s+no|ok\s+not|okay\s+not|ok|okay|lol|haha"
+# The word every opening of _OPENS' first branch starts with (a message whose first word is
+# another one, with no "*" and no "actually", corrects nothing: `facts.states_nothing`).
+OPENING_WORDS = frozenset(alternative.split("\\")[0].encode() for alternative in _WEAK.split("|"))
 _INSIDE = lazy(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
 # A message opens like a correction ("sorry, ...", "*Osaka"), ends with a starred word ("Osaka*"),
 # or says "actually" anywhere. Three patterns, the last two tried only when their literal is there:

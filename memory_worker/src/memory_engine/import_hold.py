@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import wire
 from .compaction import BATCH_MESSAGES, IMPORT_TAIL, KEEP_UNSUMMARIZED, archive_mark
+from .facts import states_nothing
 from .forgetting import RETENTION_STEP
 from .pending_index import (
     HELD,
@@ -145,9 +146,10 @@ def _batch(
         ids[message_id] = (new_id, author_id)
         follows.append(s.last_user)
         if role == "user":
-            before = said.get(author_id)  # their previous message, if it is still there
-            previous = before[1] if before is not None and before[0] > gone else None
-            apply_facts(text, author, author_id, new_id, ts, previous)
+            if not states_nothing(text):  # most state nothing, whatever was said before
+                before = said.get(author_id)  # their previous message, if it is still there
+                previous = before[1] if before is not None and before[0] > gone else None
+                apply_facts(text, author, author_id, new_id, ts, previous)
             said[author_id] = (new_id, text)
             s.last_user = (new_id, author_id)
     # (id, length) of the newest rows: SQLite's length() stops at a NUL

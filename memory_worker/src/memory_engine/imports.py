@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import wire
 from .compaction import IMPORT_TAIL, archive_backlog
+from .facts import states_nothing
 from .forgetting import RETENTION_STEP
 from .import_hold import counter, take
 from .pending_index import add_pending, build_pending
@@ -62,7 +63,8 @@ def import_messages(
         for new_id, i in stored:
             m, (role, author, author_id, text, ts, _, _) = messages[i], rows[i]
             if role == "user":
-                memory.apply_facts(text, author, author_id, new_id, ts)
+                if not states_nothing(text):  # (most messages: the rules would find nothing)
+                    memory.apply_facts(text, author, author_id, new_id, ts)
             elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
                 answers.append((new_id, m["reply_to_message_id"]))
         if stored:
