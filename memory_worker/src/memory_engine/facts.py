@@ -97,14 +97,17 @@ _ABOUT_ME_RUNS = frozenset(_ABOUT_ME_WORDS)
 def states_nothing(text: str) -> bool:
     """True only when the rules record nothing for this message, whatever its author said before
     (`extract_facts(text, previous)` is empty for each `previous` `ChatMemory.apply_facts` may
-    give): ~0.5 us for most messages, where asking them costs ~3. The import's pre-check
-    (imports, import_hold), apart from the turn's path."""
-    if not text.isascii() or not _states_nothing(text[:MAX_TEXT].lower()):
+    give), without the correction pattern and the calls: the import's pre-check (imports,
+    import_hold), apart from the turn's path. It saves ~4 % of the host's import."""
+    if not text.isascii():
+        return False
+    low = text[:MAX_TEXT].lower()
+    if not _states_nothing(low):
         return False
     # looks_like_correction(text) is False, so no previous message is read:
     if len(text) > 160 or "?" in text:
         return True
-    if "*" in text or "actually" in text.lower():
+    if "*" in text or "actually" in low:  # (low is all of text: 160 characters at most)
         return False
     # _OPENS must take an opening word first, after the characters no word holds
     words = text.encode().translate(_NOT_WORD).split(None, 1)

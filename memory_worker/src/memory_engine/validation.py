@@ -155,7 +155,8 @@ def imported_message(m: dict[str, Any]) -> dict[str, Any] | None:
     """One message of an import, checked in one pass when it is in the form nearly all are
     (every field a string within its limits, a valid `ts`): `m` itself, its role filled in;
     else None, and `route_args` checks it field by field, which refuses it with the field's
-    error or accepts it as this does. (The field checks cost ~2 us a message, this ~1.)
+    error or accepts it as this does. No copy and no call per field: ~4 % of the host's import.
+    The engine reads each field with `.get` (absent = None; an empty reply_to_author_id = none).
     """
     get = m.get
     role, body = get("role"), get("text")
