@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
 import pytest
-from memory_engine import import_hold, imports
+from memory_engine import facts_corrections, import_hold, imports
 from memory_engine.facts import extract_facts, looks_like_correction, states_nothing
 from memory_engine.facts_corrections import OPENING_WORDS
 
@@ -93,3 +94,12 @@ def test_an_import_with_the_pre_check_stores_what_it_stores_without(monkeypatch,
         dumps.append(dump(memory))
     assert dumps[0] == dumps[1]
     assert len(dumps[0]["facts"]) > 5
+
+
+def test_every_opening_of_a_correction_starts_with_one_of_the_opening_words():
+    """OPENING_WORDS is read off the correction pattern's alternatives: each must open with a plain
+    word (a group or a class there would make the set wrong, and this test says so)."""
+    alternatives = facts_corrections._WEAK.split("|")
+    for alternative in alternatives:
+        assert re.fullmatch(r"[a-z]+(?:\\s\+.*)?", alternative), alternative
+    assert {a.split("\\")[0].encode() for a in alternatives} == OPENING_WORDS
