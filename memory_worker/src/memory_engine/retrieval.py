@@ -372,7 +372,8 @@ def _forms_once(
     # are our own integers, written in: a Durable Object binds at most 100 parameters.
     ids = {i for i, _ in candidates}
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    rows = sql.exec(
+    rows = rows_of(  # tuples, not dicts: a few hundred rows
+        sql,
         " UNION ALL ".join(
             f"SELECT {n} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
             f"WHERE messages_fts MATCH ? AND rowid >= {int(min(ids))} AND rowid <= {int(max(ids))}"
@@ -380,7 +381,7 @@ def _forms_once(
         ),
         *(fts_query([f]) for f in forms),
     )
-    share = {(int(r["form"]), int(r["id"])): -float(r["rank"]) for r in rows if int(r["id"]) in ids}
+    share = {(int(form), int(i)): -float(score) for form, i, score in rows if int(i) in ids}
     out = []
     for i, score in candidates:
         n = 0
