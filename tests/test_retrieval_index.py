@@ -231,25 +231,3 @@ def test_migrations_missing_below_the_newest_still_run():
     finally:
         storage.MIGRATIONS = saved
     assert [r["x"] for r in sql.exec("SELECT x FROM probe")] == [90]
-
-
-# -- migration 10: small segments folded early -------------------------------------------------
-
-
-def _segments_after_turns(m: ChatMemory, turns: int) -> int:
-    for n in range(turns):  # each turn writes its words as a one-page segment of its own
-        text = f"message {n}: {FILLER[n % len(FILLER)][1]}"
-        m.turn(text, author="Ann", author_id="a", message_id=f"t{n}")
-    m.sql.exec("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")  # raises if damaged
-    return int(m.sql.exec("SELECT COUNT(DISTINCT segid) AS n FROM messages_fts_idx")[0]["n"])
-
-
-def test_the_index_folds_the_turns_small_segments_early():
-    m = memory()
-    setting = "SELECT v FROM messages_fts_config WHERE k = 'crisismerge'"
-    assert m.sql.exec(setting) == [{"v": 4}]
-    before = memory()  # with FTS5's default, as before migration 10:
-    before.sql.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('crisismerge', 16)")
-    folded, unfolded = _segments_after_turns(m, 40), _segments_after_turns(before, 40)
-    assert folded <= 6 < unfolded
-    assert ids_of(m, "message 7", 3) == ids_of(before, "message 7", 3)  # the same answers

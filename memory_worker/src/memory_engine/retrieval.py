@@ -69,10 +69,7 @@ COUNT_CAP = 300
 # slowly: after 300 turns a 10k chat's index had 18 segments, and a query reads each one (the
 # ranking and the term counts took 1.9 ms a turn, 1.5 ms with the 4 a merge left). So each
 # compaction (every ~20 messages, off the turn) asks FTS5 for this many pages of merge work:
-# 3.5 ms there folded those 18 into 4 (`merge_segments`). It merges only a level holding 4
-# segments or more, and between two compactions a 10k chat still averaged 11 over HTTP: since
-# migration 10, FTS5 folds a level as soon as it holds 4 (crisismerge), in the turn's own
-# write (6 on average; the turn 4-9% less CPU, tests/test_retrieval_index.py).
+# 3.5 ms there folded those 18 into 4 (`merge_segments`).
 MERGE_PAGES = 500
 
 # A query term: a word, or a word and its other forms (OR-ed alternatives).

@@ -261,17 +261,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "DROP INDEX IF EXISTS messages_author_ts",
         ],
     ),
-    (
-        10,
-        "the full-text index folds its small segments as soon as a level holds 4 (crisismerge 4, was 16)",
-        [
-            # Each turn adds a one-page segment, and FTS5's automerge runs only every 64 pages
-            # written: a 10k chat's index held 11 segments on average over HTTP (6 with this),
-            # and every query term is looked up in each one (the ranking and the term counts).
-            # Merging four one-page segments costs about as little as writing them.
-            "INSERT INTO messages_fts(messages_fts, rank) VALUES ('crisismerge', 4)",
-        ],
-    ),
 ]
 
 
