@@ -34,7 +34,7 @@ from memory_engine import ChatMemory, execute, parse, reminders
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
-from memory_engine.http_api import JSON_HEADERS
+from memory_engine.http_api import JSON_HEADERS, MAX_BODY_BYTES
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
 from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
@@ -203,18 +203,52 @@ def _js_request(request: Any) -> Any:
 # Requests and answers cross as the JS objects themselves: the SDK's Request and Response
 # wrappers (headers as an `email` message, signature checks, a second wrapper around a
 # stub's answer) cost about as much CPU on Pyodide as the engine's SQL of a turn.
-async def _api_request(request: Any) -> ApiRequest:
+async def _api_request(request: Any) -> ApiRequest | ApiResponse:
     """The engine's view of a JS Request: method, path, query, the Authorization header, body.
 
     The engine reads no other header (`http_api.authorized`); fetching only that one saves
-    walking every header across the boundary.
+    walking every header across the boundary. A body over the API's limit is refused (413)
+    before it is read whole, as the local host refuses it.
     """
     url = urlsplit(request.url)
     authorization = request.headers.get("authorization")
     headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
     # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
-    body = b"" if _is_null(request.body) else (await request.arrayBuffer()).to_bytes()
+    body = b"" if _is_null(request.body) else await _read_body(request)
+    if body is None:
+        return ApiResponse(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
     return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
+
+
+async def _read_body(request: Any) -> bytes | None:
+    """The body's bytes, or None when it is over MAX_BODY_BYTES.
+
+    `arrayBuffer()` would hold a body of any size in memory (Pyodide's heap, then a copy)
+    before the length could be checked. So a declared Content-Length over the limit is
+    refused unread, and the stream is read chunk by chunk and dropped once it passes the
+    limit (no Content-Length, or one that lies). The declared length frames the body, as in
+    HTTP: once that much has arrived, no further read waits for the stream's end.
+    """
+    declared = request.headers.get("content-length")
+    expected = -1
+    if not _is_null(declared) and str(declared).isdigit():
+        expected = int(str(declared))
+        if expected > MAX_BODY_BYTES:
+            return None
+    reader = request.body.getReader()
+    chunks: list[bytes] = []
+    size = 0
+    while size != expected:
+        step = await reader.read()
+        if step.done:
+            break
+        chunk = step.value.to_bytes()
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            await reader.cancel()
+            return None
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 # The headers of every answer as a JS array of pairs, converted on first use: a plain value,
@@ -263,7 +297,8 @@ class ChatMemorySQLite(DurableObject):
 
     async def fetch(self, request: Any) -> Any:
         """Answer one API call forwarded by the Worker (a JS Response)."""
-        op = parse(await _api_request(_js_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
+        api = await _api_request(_js_request(request))
+        op = api if isinstance(api, ApiResponse) else parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
@@ -375,6 +410,8 @@ class Default(WorkerEntrypoint):
         """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
         request = _js_request(request)
         api = await _api_request(request)
+        if isinstance(api, ApiResponse):  # a body over the limit, refused before it was read whole
+            return _response(api)
         op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)

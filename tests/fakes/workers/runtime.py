@@ -33,6 +33,7 @@ from ._js import (
     JsException,
     JsPromise,
     JsProxy,
+    JsReadableStream,
     JsRequest,
     JsResponse,
     js_object,
@@ -301,9 +302,14 @@ class FakeWorkerd:
     # -- the Worker ----------------------------------------------------------------------
 
     async def fetch(
-        self, method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | JsReadableStream | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One request to the Worker's entrypoint: (status, headers, body)."""
+        """One request to the Worker's entrypoint: (status, headers, body); a body given as a
+        `JsReadableStream` arrives in its chunks, as one the client streams."""
         request = JsRequest(url, method, headers or {}, body if body else None)
         instance = self.entrypoint(ExecutionContext(), self.env)
         response = await self._call_fetch(instance, request, where="worker")
