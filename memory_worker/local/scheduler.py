@@ -30,6 +30,7 @@ log = logging.getLogger("memory_worker.local")
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
 MAX_IDLE_S = 1.0
+TABLE_RETRY_S = 5.0  # the alarm table could not be read: look again after this
 HANDOVER_RETRY_MS = 5_000  # a due reminder that could not be handed over is tried again soon
 
 
@@ -142,7 +143,10 @@ class CompactionScheduler:
                     timeout = None if nxt is None else max(0.0, (nxt - self.now_ms()) / 1000)
             except (sqlite3.Error, OSError) as err:  # the alarm table cannot be read: try again soon
                 log.warning("alarm table unavailable: %s", err)
-                timeout = 5.0
+                timeout = TABLE_RETRY_S
+            except Exception:  # a bug must not end the loop (no chat's alarm would ever run again)
+                log.exception("alarm loop failed")
+                timeout = TABLE_RETRY_S
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
@@ -202,6 +206,12 @@ class CompactionScheduler:
             # chat back in memory for the delay, or the loop would run it again at once.
             log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
             self._held[chat_key] = self.now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+        except Exception:
+            # Any other error (a bug) leaves the row due too: hold the chat back as long as an
+            # unexpected compaction failure waits, so it is logged once a minute, not spun on;
+            # the other chats' alarms run meanwhile.
+            log.exception("alarm bookkeeping failed chat=%s", chat_key)
+            self._held[chat_key] = self.now_ms() + max(delay or 0, UNEXPECTED_FAILURE_RETRY_MS)
         finally:
             self._running.discard(chat_key)
             self._wake.set()

@@ -357,7 +357,9 @@ class _Body:
         else:
             raise JsException("TypeError", f"unsupported body type {type(body).__name__}")
         # A body given whole arrives as one chunk, as Node and workerd stream a buffer.
-        stream = data if isinstance(data, JsReadableStream) else None if data is None else JsReadableStream([data])
+        stream = (
+            data if isinstance(data, JsReadableStream) else None if data is None else JsReadableStream([data])
+        )
         self._props["bodyUsed"] = False
         self._props["body"] = jsnull if stream is None else stream
 
