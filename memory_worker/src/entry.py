@@ -314,30 +314,39 @@ class ChatMemorySQLite(DurableObject):
         return _response(answer)
 
     async def _after(self, name: str, memory: ChatMemory) -> None:
-        # Scheduling compaction must never fail the call that was already recorded.
-        storage = self.ctx.storage
+        # Scheduling must never fail the call that was already recorded. The reminders' alarm
+        # is set on its own: an error while scheduling compaction must not leave a reminder
+        # without its alarm (it would wait for some later write).
         try:
-            effects = kind(name)
-            if effects.erases_chat:
-                # The rows are gone; free the object's storage entirely, as the local host
-                # deletes the chat's database file. The schema is rebuilt on next use.
-                await storage.deleteAlarm()
-                await storage.deleteAll()
-                # Closed, as the local host closes the deleted file: a compaction awaiting its
-                # summarizer holds this ChatMemory and must not commit the erased chat's
-                # summary into the one that follows.
-                if isinstance(memory.sql, DurableObjectSql):
-                    memory.sql.close()
-                self._memory = None
-            elif effects.grows and not self._alarm_running and alarm_needed(memory):
-                # While the alarm runs, a write has nothing to add: when it ends it sets the
-                # next one from what is left then (`on_alarm`). Before, each turn during a
-                # compaction read the alarm and set it again.
-                await self._compaction_now(memory)
-            if name in REMINDER_WRITES:
-                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
+            await self._after_write(name, memory)
         except Exception:
             log.exception("could not schedule compaction after %s", name)
+        if name in REMINDER_WRITES:
+            try:
+                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
+            except Exception:
+                log.exception("could not set the reminders' alarm after %s", name)
+
+    async def _after_write(self, name: str, memory: ChatMemory) -> None:
+        """Free an erased chat's storage, or make the alarm ring for a compaction now due."""
+        storage = self.ctx.storage
+        effects = kind(name)
+        if effects.erases_chat:
+            # The rows are gone; free the object's storage entirely, as the local host
+            # deletes the chat's database file. The schema is rebuilt on next use.
+            await storage.deleteAlarm()
+            await storage.deleteAll()
+            # Closed, as the local host closes the deleted file: a compaction awaiting its
+            # summarizer holds this ChatMemory and must not commit the erased chat's
+            # summary into the one that follows.
+            if isinstance(memory.sql, DurableObjectSql):
+                memory.sql.close()
+            self._memory = None
+        elif effects.grows and not self._alarm_running and alarm_needed(memory):
+            # While the alarm runs, a write has nothing to add: when it ends it sets the
+            # next one from what is left then (`on_alarm`). Before, each turn during a
+            # compaction read the alarm and set it again.
+            await self._compaction_now(memory)
 
     async def _compaction_now(self, memory: ChatMemory) -> None:
         """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
