@@ -188,7 +188,7 @@ class CompactionScheduler:
                 # Reminders first: a compaction may wait on a model; a due reminder must not.
                 retry_at = await self._hand_over(chat_key, memory)
                 try:
-                    delay = await on_alarm(memory, self.summarize, *self.backoff)
+                    delay = await on_alarm(memory, self.summarize, *self.backoff, now_ms=self.now_ms)
                 except Exception:
                     log.exception("compaction failed chat=%s", chat_key)
                     delay = UNEXPECTED_FAILURE_RETRY_MS

@@ -380,7 +380,8 @@ class ChatMemorySQLite(DurableObject):
             log.exception("reminder hand-over failed")
             retry_at = now_ms() + HANDOVER_RETRY_MS
         try:
-            delay = await on_alarm(memory, self.summarizer())
+            # The object's clock: a backoff's end is stored on it, as reminders' due times are.
+            delay = await on_alarm(memory, self.summarizer(), now_ms=now_ms)
         except Exception:
             log.exception("compaction failed unexpectedly")
             delay = UNEXPECTED_FAILURE_RETRY_MS
