@@ -302,7 +302,10 @@ async def test_the_worker_glue_answers_like_the_local_host(pyodide_host, tmp_pat
 
     async with EmbeddedMemoryHost(tmp_path / "local", token=TOKEN) as local:
         expected = await run(local.url)
+    heap = pyodide_host.control("stats")["wasm"]
     got = await run(pyodide_host.url)
+    # Neither oversized body (32 MiB each) was copied into Pyodide's heap to be refused.
+    assert pyodide_host.control("stats")["wasm"] - heap < 16 * 1024 * 1024
     assert [s for s, _, _ in expected] == [
         200,
         200,

@@ -242,12 +242,12 @@ async def _read_body(request: Any) -> bytes | None:
         step = await reader.read()
         if step.done:
             break
-        chunk = step.value.to_bytes()
-        size += len(chunk)
+        chunk = step.value
+        size += int(chunk.byteLength)  # before it is copied into Python's heap: it may be huge
         if size > MAX_BODY_BYTES:
             await reader.cancel()
             return None
-        chunks.append(chunk)
+        chunks.append(chunk.to_bytes())
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
