@@ -9,6 +9,7 @@ keep every other chat's alarms running. Clocks are injected; nothing sleeps.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -107,3 +108,42 @@ async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_ru
         await wait_until(lambda: not alarms.has("bad"), timeout=10, what="the mended alarm's end")
         assert len(attempts) == 3 and summarized == ["bad", "good"]
         assert (await client.get("/v1/chats/bad/summary")).json()["compactions"] == 1
+
+
+async def test_a_reminder_whose_alarm_cannot_be_written_is_kept_and_its_alarm_set_later(tmp_path):
+    """The alarm table refuses the reminder's alarm (a full disk): the reminder is committed, so
+    the answer is 200 (a 507 asked the bot to retry, storing it twice); its alarm is written
+    once the table takes it, and the reminder is handed over once."""
+    clock = Clock()
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"]:
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        due = int(clock.now.timestamp() * 1000) + 60_000
+        r = await client.post("/v1/chats/rm/reminders", json={"text": "in a minute", "due_at": due})
+        assert r.status_code == 200, r.text  # was 507, with the reminder already stored
+        assert alarms.next_due(()) is None
+        full["on"] = False
+        inner.scheduler.poke()
+        await wait_until(lambda: alarms.next_due(()) == due, timeout=10, what="the alarm written later")
+
+        clock.now += timedelta(minutes=1, milliseconds=1)
+        inner.scheduler.poke()
+
+        async def handed() -> bool:
+            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+        await wait_until(handed, timeout=10, what="the reminder's hand-over")
+        assert len((await client.get("/v1/chats/rm/reminders")).json()["reminders"]) == 1

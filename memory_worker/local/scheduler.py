@@ -10,6 +10,7 @@ never stalls the turns of any chat.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -62,6 +63,7 @@ class CompactionScheduler:
         self._running: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
         self._held: dict[str, int] = {}  # chat -> ms: alarms that could not be rescheduled
+        self._unsaved: dict[str, int] = {}  # chat -> ms: reminders' wakes the table could not take
         self._loop_task: asyncio.Task | None = None
 
     @property
@@ -98,9 +100,22 @@ class CompactionScheduler:
         from memory_engine.reminders import next_alarm_ms
 
         due = next_alarm_ms(memory.sql)
-        if due is not None:
+        if due is None:
+            return
+        try:
             self.alarms.set(chat_key, due, keep_earlier=True)
-            self._wake.set()
+        except (sqlite3.Error, OSError) as err:
+            # The reminder is committed: the answer stays 200 (a retry would store it twice).
+            # Its wake waits here until the loop can write it (`_save_wakes`).
+            log.warning("could not set a reminder's alarm chat=%s (kept until it can be): %s", chat_key, err)
+            self._unsaved[chat_key] = min(due, self._unsaved.get(chat_key, due))
+        self._wake.set()
+
+    def _save_wakes(self) -> None:
+        """Write the reminders' wakes the alarm table refused before (a full disk), when it takes them."""
+        for chat_key, due in list(self._unsaved.items()):
+            self.alarms.set(chat_key, due, keep_earlier=True)
+            del self._unsaved[chat_key]
 
     def poke(self) -> None:
         """Look at the alarm table again now (an injected clock moved)."""
@@ -108,6 +123,7 @@ class CompactionScheduler:
 
     def forget(self, chat_key: str) -> None:
         """Drop the alarm of a chat that no longer exists."""
+        self._unsaved.pop(chat_key, None)
         self.alarms.delete(chat_key)
 
     def start(self) -> None:
@@ -131,6 +147,10 @@ class CompactionScheduler:
             self._held = {k: until for k, until in self._held.items() if until > now}
             busy = self._running | set(self._held)
             timeout: float | None = None  # all slots busy: a finishing alarm wakes us
+            if self._unsaved:
+                # Still refused: tried again at the next look (within MAX_IDLE_S); logged once.
+                with contextlib.suppress(sqlite3.Error, OSError):
+                    self._save_wakes()
             try:
                 free = self.max_in_flight - len(self._running)
                 for chat_key in self.alarms.due(now, busy, free) if free > 0 else []:
