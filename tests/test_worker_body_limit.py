@@ -62,7 +62,9 @@ async def test_a_declared_length_over_the_limit_is_refused_unread(worker):
     assert (await worker.stats("big"))["total_messages"] == 0
 
 
-@pytest.mark.parametrize("declared", [None, "100"], ids=["no-length", "length-that-lies"])
+@pytest.mark.parametrize(
+    "declared", [None, "100", "4²"], ids=["no-length", "length-that-lies", "not-a-length"]
+)
 async def test_a_body_that_turns_out_too_large_is_dropped_while_reading(worker, declared):
     stream = JsReadableStream(chunks(OVER))
     headers = {} if declared is None else {"content-length": declared}

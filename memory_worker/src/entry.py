@@ -229,12 +229,10 @@ async def _read_body(request: Any) -> bytes | None:
     limit (no Content-Length, or one that lies). The declared length frames the body, as in
     HTTP: once that much has arrived, no further read waits for the stream's end.
     """
-    declared = request.headers.get("content-length")
-    expected = -1
-    if not _is_null(declared) and str(declared).isdigit():
-        expected = int(str(declared))
-        if expected > MAX_BODY_BYTES:
-            return None
+    declared = "" if _is_null(length := request.headers.get("content-length")) else str(length)
+    expected = int(declared) if declared.isascii() and declared.isdigit() else -1  # -1: unknown
+    if expected > MAX_BODY_BYTES:
+        return None
     reader = request.body.getReader()
     chunks: list[bytes] = []
     size = 0
