@@ -147,3 +147,39 @@ async def test_a_reminder_whose_alarm_cannot_be_written_is_kept_and_its_alarm_se
 
         await wait_until(handed, timeout=10, what="the reminder's hand-over")
         assert len((await client.get("/v1/chats/rm/reminders")).json()["reminders"]) == 1
+
+
+async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
+    """The loop's own look at the table fails once with a bug: it used to end the loop, and no
+    chat's alarm ever ran again in that process. It is logged and the loop looks again."""
+    clock = Clock()
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        return SUMMARY
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        real_due = inner.alarms.due
+        failures: list[int] = []
+
+        def due_once_broken(now_ms: int, exclude: Any, limit: int) -> list[str]:
+            if not failures:
+                failures.append(now_ms)
+                raise ValueError("a bug in the alarm loop")
+            return real_due(now_ms, exclude, limit)
+
+        inner.alarms.due = due_once_broken  # type: ignore[method-assign]
+        caplog.set_level(logging.ERROR, logger="memory_worker.local")
+        inner.scheduler.poke()
+        await wait_until(lambda: failures, timeout=10, what="the broken look")
+        await _say(client, "c", 26)
+
+        async def compacted() -> bool:
+            return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
+
+        await wait_until(compacted, timeout=10, what="the compaction after the loop's error")
+        assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]
