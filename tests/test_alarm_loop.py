@@ -166,20 +166,25 @@ async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
         real_due = inner.alarms.due
         failures: list[int] = []
 
-        def due_once_broken(now_ms: int, exclude: Any, limit: int) -> list[str]:
-            if not failures:
+        def due_broken_thrice(now_ms: int, exclude: Any, limit: int) -> list[str]:
+            if len(failures) < 3:
                 failures.append(now_ms)
                 raise ValueError("a bug in the alarm loop")
             return real_due(now_ms, exclude, limit)
 
-        inner.alarms.due = due_once_broken  # type: ignore[method-assign]
+        inner.alarms.due = due_broken_thrice  # type: ignore[method-assign]
         caplog.set_level(logging.ERROR, logger="memory_worker.local")
-        inner.scheduler.poke()
-        await wait_until(lambda: failures, timeout=10, what="the broken look")
+
+        async def looked_thrice() -> bool:
+            inner.scheduler.poke()  # one more look
+            await client.get("/health")
+            return len(failures) >= 3
+
+        await wait_until(looked_thrice, timeout=10, what="three broken looks")  # main: the loop ended
         await _say(client, "c", 26)
 
         async def compacted() -> bool:
             return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
 
         await wait_until(compacted, timeout=10, what="the compaction after the loop's error")
-        assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]
+        assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]  # once for three

@@ -31,7 +31,7 @@ log = logging.getLogger("memory_worker.local")
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
 MAX_IDLE_S = 1.0
-TABLE_RETRY_S = 5.0  # the alarm table could not be read: look again after this
+TABLE_RETRY_S = 5.0  # the alarm table could not be read: look again after this (or MAX_IDLE_S)
 HANDOVER_RETRY_MS = 5_000  # a due reminder that could not be handed over is tried again soon
 
 
@@ -65,6 +65,7 @@ class CompactionScheduler:
         self._held: dict[str, int] = {}  # chat -> ms: alarms that could not be rescheduled
         self._unsaved: dict[str, int] = {}  # chat -> ms: reminders' wakes the table could not take
         self._loop_task: asyncio.Task | None = None
+        self._failing = False  # the loop's last look at the table failed with an unexpected error
 
     @property
     def running(self) -> int:
@@ -165,8 +166,12 @@ class CompactionScheduler:
                 log.warning("alarm table unavailable: %s", err)
                 timeout = TABLE_RETRY_S
             except Exception:  # a bug must not end the loop (no chat's alarm would ever run again)
-                log.exception("alarm loop failed")
+                if not self._failing:  # once per spell, with its traceback: every look would repeat it
+                    log.exception("alarm loop failed")
+                self._failing = True
                 timeout = TABLE_RETRY_S
+            else:
+                self._failing = False
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
