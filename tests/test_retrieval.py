@@ -429,3 +429,17 @@ def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path
     assert len(ids_of(m, "who did Bob meet, and what did he buy or find?", 3)) == 3
     m.turn("I met Ana at the lake", author="Bob", author_id="bob", message_id="live")
     assert fts_row(m, "live")["body"] == "I met Ana at the lake"
+
+
+def test_an_index_row_without_its_message_is_never_an_answer():
+    m = memory()
+    add(m, ("Ann", "we saw a heron by the pond"), ("Bob", "the heron flew off"), *FILLER[:3])
+    found = set(ids_of(m, "heron"))
+    assert {"m1", "m2"} <= found
+    # None should exist (a message leaves the index before the archive); if one did, the
+    # ranking leaves it out, as its JOIN of the messages did, instead of failing on it.
+    m.sql.exec(
+        "INSERT INTO messages_fts(rowid, body, author, context_before, context_after, date) "
+        "VALUES (999, 'heron heron heron', 'Cy', '', '', '')"
+    )
+    assert set(ids_of(m, "heron")) == found

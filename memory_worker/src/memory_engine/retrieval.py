@@ -445,9 +445,10 @@ def ranked_rows(
     # reads only rowid and bm25 (any other column would be read for every matching row);
     # the author is looked up for the few kept. The winners' whole rows are read afterwards:
     # k of them, not the 50 candidates (their texts were most of the rows' cost). Sorted
-    # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more.
-    rows = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
-    rows.sort(key=_by_rank)
+    # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more. An index row
+    # without its message (none should exist) is left out, as the JOIN did.
+    ranked_ids = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
+    rows = sorted((r for r in ranked_ids if r[2] is not None), key=_by_rank)
     authors = {int(r[0]): r[2] for r in rows}
     candidates = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
