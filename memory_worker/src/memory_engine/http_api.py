@@ -57,6 +57,9 @@ def _refusal(err: ApiError) -> Response:
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)  # a host's case-insensitive headers (aiohttp's) find it at once
+    if value is not None:
+        return value
     for key, value in headers.items():
         if key.lower() == name:
             return value

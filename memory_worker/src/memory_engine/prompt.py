@@ -23,6 +23,8 @@ def _quote(text: str) -> str:
     # neither fake a section of this prompt nor read as an instruction of its own.
     # (What json.dumps(text, ensure_ascii=False) returns, without a new encoder per call.)
     quoted = encode_basestring(text)
+    if quoted.isascii():  # the breaks are not ASCII (and most text is): nothing to replace
+        return quoted
     for char, escaped in _BREAKS.items():
         quoted = quoted.replace(char, escaped)
     return quoted
