@@ -341,10 +341,15 @@ def storage_error(err: BaseException) -> Response | None:
 def json_body(response: Response) -> bytes:
     """The answer as UTF-8 JSON, by orjson: a turn's 9 KB answer took the stdlib's encoder 0.28 ms
     of the request's CPU, orjson 0.05 ms. What orjson refuses (an int past 64 bits) is encoded
-    as the Worker does (`Response.body`)."""
+    as the Worker does (`Response.body`). Keys that are not strings (json.dumps writes them as
+    text) take a second, slower pass: that option cost a turn's answer 6 of its 15 µs."""
+    try:
+        return orjson.dumps(response.payload)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        pass
     try:
         return orjson.dumps(response.payload, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
+    except TypeError:
         return response.body()
 
 
