@@ -70,10 +70,13 @@ def render_prompt(
             + "\n".join("> " + line for line in summary.splitlines())
         )
     by_author: dict[str, list[str]] = {}
+    names: dict[str, str] = {}  # a few people state most of the facts: each name cleaned once
     for f in facts:
-        by_author.setdefault(_name(f["author"] or f["author_id"]) or "someone", []).append(
-            f"{f['key']} = {_quote(f['value'])}"
-        )
+        who = f["author"] or f["author_id"]
+        name = names.get(who)
+        if name is None:
+            name = names[who] = _name(who) or "someone"
+        by_author.setdefault(name, []).append(f"{f['key']} = {_quote(f['value'])}")
     if by_author:
         parts.append(
             "Known facts:\n"
