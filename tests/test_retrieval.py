@@ -7,6 +7,7 @@ In process through ChatMemory over SqliteStorage, and over real HTTP against the
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import httpx
@@ -76,6 +77,13 @@ def test_tokens_never_hold_fts_syntax():
         for tok in tokens(text):
             assert tok.isalnum() or all(ch.isalnum() or ch in "\u0301" for ch in tok)
             assert '"' not in tok and "*" not in tok and ":" not in tok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_tokens_are_the_patterns_tokens(text):
+    # tokens() cuts ASCII text without the regex: the same tokens, or retrieval would change.
+    assert tokens(text) == [t.lower() for t in re.findall(r"[^\W_]+", text)]
 
 
 def test_fts_query_quotes_every_term():
