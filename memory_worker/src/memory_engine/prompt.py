@@ -50,6 +50,18 @@ def _line(msg: Mapping[str, Any]) -> str:
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
 
+# What str.splitlines cuts at besides "\n" (and "\r\n").
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
+
+
+def _quoted_lines(text: str) -> str:
+    """Each line of `text` (as str.splitlines cuts them) behind "> ", joined by "\n"."""
+    if text.isascii() and not any(b in text for b in _OTHER_BREAKS):
+        # A summary's usual form (~30 lines a turn): one replace instead of a string per line.
+        return "> " + (text[:-1] if text.endswith("\n") else text).replace("\n", "\n> ")
+    return "\n".join("> " + line for line in text.splitlines())
+
+
 def render_prompt(
     retrieved: Iterable[Mapping[str, Any]],
     summary: str | None,
@@ -65,10 +77,7 @@ def render_prompt(
     if retrieved:
         parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
     if summary:
-        parts.append(
-            "Summary of earlier conversation (quoted):\n"
-            + "\n".join("> " + line for line in summary.splitlines())
-        )
+        parts.append("Summary of earlier conversation (quoted):\n" + _quoted_lines(summary))
     by_author: dict[str, list[str]] = {}
     names: dict[str, str] = {}  # a few people state most of the facts: each name cleaned once
     for f in facts:
