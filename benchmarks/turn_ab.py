@@ -12,12 +12,16 @@ alternating), so that the load hits both alike. `--mode http`: POST /turn to a l
 memory_latency.py (the host's and the client's CPU both count); `--mode inproc`:
 `ChatMemory.turn` on the chat's database file. Repeated `--repeats` times on fresh copies;
 per turn the least CPU over the repeats, then the p50 and mean of those (and of all runs).
+Each turn's retrieved messages (ids and scores) are compared between the two engines: the
+run says how many turns differ (0 for a change that keeps every answer).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,6 +34,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "turn-ab-" + "t" * 24
 CHAT = "bench:turn-ab"
+
+
+def _digest(answer: dict[str, Any]) -> str:
+    """What two engines must agree on for a turn: the retrieved messages' ids and scores."""
+    retrieved = [(m["id"], m["score"]) for m in answer.get("retrieved") or []]
+    return hashlib.sha256(json.dumps(retrieved).encode()).hexdigest()[:16]
 
 
 def _corpus(data: str) -> Any:
@@ -81,8 +91,10 @@ async def _serve_turns(data_dir: Path, data: str, n: int, turns: int, mode: str)
         memory = ChatMemory(storage, retention=10 * n)
         async for m in lines():
             cpu = time.process_time()
-            memory.turn(m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"])
-            print((time.process_time() - cpu) * 1000, flush=True)
+            answer = memory.turn(
+                m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"]
+            )
+            print((time.process_time() - cpu) * 1000, _digest(answer), flush=True)
         storage.close()
         return
     import aiohttp
@@ -96,8 +108,9 @@ async def _serve_turns(data_dir: Path, data: str, n: int, turns: int, mode: str)
                 body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
                 cpu = time.process_time()
                 async with http.post(f"/v1/chats/{CHAT}/turn", json=body) as r:
-                    await r.read()
-                print((time.process_time() - cpu) * 1000, flush=True)
+                    raw = await r.read()
+                spent = (time.process_time() - cpu) * 1000
+                print(spent, _digest(json.loads(raw)), flush=True)
 
 
 def _env(tree: Path | None) -> dict[str, str]:
@@ -154,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         engines = {args.baseline_ref: ref_tree, "this tree": None}
         cpu: dict[str, list[list[float]]] = {name: [[] for _ in range(total)] for name in engines}
+        answers: dict[str, list[set[str]]] = {name: [set() for _ in range(total)] for name in engines}
         for rep in range(args.repeats):
             procs = {}
             for k, (name, tree) in enumerate(engines.items()):
@@ -169,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                     assert proc.stdin is not None and proc.stdout is not None
                     proc.stdin.write(f"{i}\n")
                     proc.stdin.flush()
-                    cpu[name][i].append(float(proc.stdout.readline()))
+                    spent, digest = proc.stdout.readline().split()
+                    cpu[name][i].append(float(spent))
+                    answers[name][i].add(digest)
             for proc in procs.values():
                 assert proc.stdin is not None
                 proc.stdin.close()
@@ -194,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         every = f"{s['p50']:6.3f} / {s['mean']:6.3f}"
         print(f"{name:>12}: {least} | {every}")
     base, ours = summary[args.baseline_ref], summary["this tree"]
+    differ = sum(a != b for a, b in zip(answers[args.baseline_ref], answers["this tree"], strict=True))
+    print(
+        f"turns whose retrieved messages (ids, scores) differ from {args.baseline_ref}'s: {differ} of {total}"
+    )
     print(
         f"this tree / {args.baseline_ref}: p50 {ours['p50_of_least'] / base['p50_of_least']:.3f}, "
         f"mean {ours['mean_of_least'] / base['mean_of_least']:.3f} (least of the repeats)"

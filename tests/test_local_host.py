@@ -339,3 +339,5 @@ def test_answers_are_the_workers_json_and_what_orjson_refuses_still_is():
     del payload["big"]
     body = server.json_body(Response(200, payload))
     assert json.loads(body) == json.loads(Response(200, payload).body())
+    keyed = {"per_id": {7: "a", 8: "b"}}  # keys that are not text: written as json.dumps does
+    assert json.loads(server.json_body(Response(200, keyed))) == json.loads(Response(200, keyed).body())

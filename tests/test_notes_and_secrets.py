@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from memory_engine.notes import MAX_NOTES_PER_AUTHOR
+from memory_engine.notes import MAX_NOTES_PER_AUTHOR, asks_about_the_past
 
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import local_memory, make_settings, msg, running_pipeline
@@ -39,3 +39,22 @@ async def test_a_configured_secret_a_user_types_is_neither_stored_nor_sent(tmp_p
         notes = await pipeline.memory.notes("test:chat")
         kept = json.dumps([stored, notes])
         assert "[redacted]" in kept and KEY not in kept
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Where did I live BEFORE Lisbon?", True),
+        ("what did I do previously", True),
+        ("I Used To paint", True),
+        ("I used  to paint", False),  # the pattern's one space
+        ("beforehand, I was in Oslo", False),  # a whole word only
+        ("Prior to that?", True),
+        ("we met earlier-ish", True),
+        ("just chatting", False),
+        ("uſed to live in Kraków?", True),  # outside ASCII: re's case folding (ſ is s)
+    ],
+)
+def test_which_messages_ask_about_the_past(text, asks):
+    # Only these turns carry the fact history: the bot's offline model answers "before X" from it.
+    assert asks_about_the_past(text) is asks

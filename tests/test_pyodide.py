@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from memory_engine.compaction import SECTIONS
+from memory_engine.http_api import MAX_BODY_BYTES
 
 from memory_worker.local.storage import FolderInUse, ServeLock
 from memory_worker.pyodide_runtime import (
@@ -265,7 +267,7 @@ async def test_the_worker_glue_answers_like_the_local_host(pyodide_host, tmp_pat
     pyodide_host.control("reset")
     token = f"Bearer {TOKEN}"
     plain = {"Authorization": token, "content-type": "text/plain"}  # the engine reads no content-type
-    script: list[tuple[str, str, dict[str, str], bytes | None]] = [
+    script: list[tuple[str, str, dict[str, str], bytes | str | None]] = [
         ("GET", "/health", {}, None),
         ("GET", "/v1/chats/g/stats", {"AUTHORIZATION": token}, None),  # any case of the name
         ("GET", "/v1/chats/g/stats", {"authorization": token.lower()}, None),
@@ -279,20 +281,48 @@ async def test_the_worker_glue_answers_like_the_local_host(pyodide_host, tmp_pat
         ("DELETE", "/v1/chats/g/reminders/999", {"authorization": token}, b'{"ignored": true}'),
         ("PATCH", "/v1/chats/g/turn", {"authorization": token}, b"{}"),
         ("GET", "/v1/chats/g/search?q=hi", {"authorization": token}, None),
+        # Over the body limit: refused by its Content-Length, then while reading a chunked one.
+        ("POST", "/v1/chats/g/import", {"authorization": token}, b" " * (MAX_BODY_BYTES + 1)),
+        ("POST", "/v1/chats/g/import", {"authorization": token}, "chunked"),
     ]
+    big = b" " * (1024 * 1024)
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the size is learnt by reading
+        for _ in range(MAX_BODY_BYTES // len(big) + 1):
+            yield big
 
     async def run(url: str) -> list[tuple[int, str, Any]]:
         async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=60) as client:
             out = []
             for method, path, headers, body in script:
-                r = await client.request(method, path, headers=headers, content=body)
+                content = chunked() if body == "chunked" else body
+                r = await client.request(method, path, headers=headers, content=content)
                 out.append((r.status_code, r.headers.get("content-type"), r.json()))
             return out
 
     async with EmbeddedMemoryHost(tmp_path / "local", token=TOKEN) as local:
         expected = await run(local.url)
+    heap = pyodide_host.control("stats")["wasm"]
     got = await run(pyodide_host.url)
-    assert [s for s, _, _ in expected] == [200, 200, 200, 401, 400, 400, 400, 413, 200, 200, 404, 405, 200]
+    # Neither oversized body (32 MiB each) was copied into Pyodide's heap to be refused.
+    assert pyodide_host.control("stats")["wasm"] - heap < 16 * 1024 * 1024
+    assert [s for s, _, _ in expected] == [
+        200,
+        200,
+        200,
+        401,
+        400,
+        400,
+        400,
+        413,
+        200,
+        200,
+        404,
+        405,
+        200,
+        413,
+        413,
+    ]
     for i, (want, have) in enumerate(zip(expected, got, strict=True)):
         # A refusal's body is the same; a 200 carries times and the runtime's name.
         assert want[:2] == have[:2] and (want[0] == 200 or want == have), (script[i][:2], want, have)

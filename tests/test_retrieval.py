@@ -7,6 +7,7 @@ In process through ChatMemory over SqliteStorage, and over real HTTP against the
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import httpx
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_engine import ChatMemory, retrieval
+from memory_engine.prompt import render_prompt
 from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
 
 from memory_worker.local import EmbeddedMemoryHost
@@ -76,6 +78,22 @@ def test_tokens_never_hold_fts_syntax():
         for tok in tokens(text):
             assert tok.isalnum() or all(ch.isalnum() or ch in "\u0301" for ch in tok)
             assert '"' not in tok and "*" not in tok and ":" not in tok
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_tokens_are_the_patterns_tokens(text):
+    # tokens() cuts ASCII text without the regex: the same tokens, or retrieval would change.
+    assert tokens(text) == [t.lower() for t in re.findall(r"[^\W_]+", text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab \n\r\x0b\x0c\x1c\x1e\x85\u2028\u00e9", min_size=1, max_size=20))
+def test_the_prompt_quotes_every_line_of_the_summary(summary):
+    # render_prompt quotes a plain summary without a string per line: still line for line.
+    quoted = "\n".join("> " + line for line in summary.splitlines())
+    prompt = render_prompt([], summary, [])
+    assert prompt.endswith("Summary of earlier conversation (quoted):\n" + quoted)
 
 
 def test_fts_query_quotes_every_term():
@@ -429,3 +447,17 @@ def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path
     assert len(ids_of(m, "who did Bob meet, and what did he buy or find?", 3)) == 3
     m.turn("I met Ana at the lake", author="Bob", author_id="bob", message_id="live")
     assert fts_row(m, "live")["body"] == "I met Ana at the lake"
+
+
+def test_an_index_row_without_its_message_is_never_an_answer():
+    m = memory()
+    add(m, ("Ann", "we saw a heron by the pond"), ("Bob", "the heron flew off"), *FILLER[:3])
+    found = set(ids_of(m, "heron"))
+    assert {"m1", "m2"} <= found
+    # None should exist (a message leaves the index before the archive); if one did, the
+    # ranking leaves it out, as its JOIN of the messages did, instead of failing on it.
+    m.sql.exec(
+        "INSERT INTO messages_fts(rowid, body, author, context_before, context_after, date) "
+        "VALUES (999, 'heron heron heron', 'Cy', '', '', '')"
+    )
+    assert set(ids_of(m, "heron")) == found

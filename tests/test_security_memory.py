@@ -240,6 +240,27 @@ async def test_an_odd_request_id_is_replaced(host):
     assert re.fullmatch(r"[0-9a-f]{12}", headers["x-request-id"])
 
 
+async def test_a_client_that_expects_100_continue_gets_it_before_sending_the_body(host):
+    # curl sends `Expect: 100-continue` before a body over 1 MB (an import) and waits for it.
+    body = json.dumps({"text": "hello there", "author": "Ada", "author_id": "a1"}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+    try:
+        head = [f"POST /v1/chats/{CHAT}/turn HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+        head += [f"Content-Length: {len(body)}", "Expect: 100-continue", f"Authorization: Bearer {TOKEN}"]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        async with asyncio.timeout(30):
+            interim = await reader.readuntil(b"\r\n\r\n")
+            writer.write(body)
+            answer = await reader.read()
+    finally:
+        writer.close()
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"prompt"' in answer
+    refused = await raw_http(host.port, "POST", f"/v1/chats/{CHAT}/turn", {"Expect": "x", **auth()}, body)
+    status, data, _ = refused
+    assert status == 417 and data == {"error": "unknown Expect: x"}
+
+
 # -- one chat can never reach another ---------------------------------------------------------
 
 LOOKALIKES = [

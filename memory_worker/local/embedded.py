@@ -61,7 +61,7 @@ class EmbeddedMemoryHost:
         self.retention = retention
         self.backoff = (backoff_base_ms, backoff_max_ms)
         self.host: MemoryHost | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._http: httpx.AsyncClient | None = None
         self.url = ""
 
@@ -95,7 +95,7 @@ class EmbeddedMemoryHost:
         # The graceful wait is our own `drain`, before cleanup(): aiohttp's shutdown drops the
         # bytes that arrive after it starts, so a request whose body was still on its way would
         # hang until its timeout. What is left for cleanup() is at most such a stray request.
-        self._runner = web.AppRunner(self.host.app(), access_log=None, shutdown_timeout=1.0)
+        self._runner = web.ServerRunner(self.host.server(), shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.bind, self.port)
         await site.start()

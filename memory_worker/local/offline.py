@@ -83,12 +83,24 @@ class OfflineSummarizer:
 
     def close(self) -> None:
         """Stop the child process at once (a batch it is summarizing is dropped; its alarm stays
-        pending). Not only `shutdown(wait=False)`: the interpreter's exit would still wait for
-        the batch in hand, so a Ctrl-C could take as long as the summary."""
+        pending). The stop event, not only a shutdown of the pool: the interpreter's exit would
+        still wait for the batch in hand, so a Ctrl-C could take as long as the summary."""
         if self._pool is not None:
-            self._stop.set()
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            pool, stop = self._pool, self._stop
+            self._pool = self._stop = None
+            stop.set()
+            # Not `shutdown(wait=False)` here: it drops the pool's queues and stop event at
+            # once, and a child still starting then finds their named semaphores gone (it
+            # printed a FileNotFoundError traceback). A thread waits for the child instead,
+            # holding them (the child ends at once once started: the stop event is set); not a
+            # daemon, so the interpreter's exit waits for it too.
+            threading.Thread(target=_reap, args=(pool, stop), name="offline-summarizer-reap").start()
+
+
+def _reap(pool: ProcessPoolExecutor, stop: Any) -> None:
+    """Cancel what the closed pool still holds and wait for its child to end (holding `stop`)."""
+    pool.shutdown(wait=True, cancel_futures=True)
+    del stop
 
 
 def _child_started(parent_pid: int, stop: Any) -> None:

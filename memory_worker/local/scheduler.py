@@ -10,6 +10,7 @@ never stalls the turns of any chat.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
@@ -30,6 +31,7 @@ log = logging.getLogger("memory_worker.local")
 MAX_ALARMS_IN_FLIGHT = 4
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
 MAX_IDLE_S = 1.0
+TABLE_RETRY_S = 5.0  # the alarm table could not be read: look again after this (or MAX_IDLE_S)
 HANDOVER_RETRY_MS = 5_000  # a due reminder that could not be handed over is tried again soon
 
 
@@ -61,7 +63,9 @@ class CompactionScheduler:
         self._running: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
         self._held: dict[str, int] = {}  # chat -> ms: alarms that could not be rescheduled
+        self._unsaved: dict[str, int] = {}  # chat -> ms: reminders' wakes the table could not take
         self._loop_task: asyncio.Task | None = None
+        self._failing = False  # the loop's last look at the table failed with an unexpected error
 
     @property
     def running(self) -> int:
@@ -97,9 +101,22 @@ class CompactionScheduler:
         from memory_engine.reminders import next_alarm_ms
 
         due = next_alarm_ms(memory.sql)
-        if due is not None:
+        if due is None:
+            return
+        try:
             self.alarms.set(chat_key, due, keep_earlier=True)
-            self._wake.set()
+        except (sqlite3.Error, OSError) as err:
+            # The reminder is committed: the answer stays 200 (a retry would store it twice).
+            # Its wake waits here until the loop can write it (`_save_wakes`).
+            log.warning("could not set a reminder's alarm chat=%s (kept until it can be): %s", chat_key, err)
+            self._unsaved[chat_key] = min(due, self._unsaved.get(chat_key, due))
+        self._wake.set()
+
+    def _save_wakes(self) -> None:
+        """Write the reminders' wakes the alarm table refused before (a full disk), when it takes them."""
+        for chat_key, due in list(self._unsaved.items()):
+            self.alarms.set(chat_key, due, keep_earlier=True)
+            del self._unsaved[chat_key]
 
     def poke(self) -> None:
         """Look at the alarm table again now (an injected clock moved)."""
@@ -107,6 +124,7 @@ class CompactionScheduler:
 
     def forget(self, chat_key: str) -> None:
         """Drop the alarm of a chat that no longer exists."""
+        self._unsaved.pop(chat_key, None)
         self.alarms.delete(chat_key)
 
     def start(self) -> None:
@@ -130,6 +148,10 @@ class CompactionScheduler:
             self._held = {k: until for k, until in self._held.items() if until > now}
             busy = self._running | set(self._held)
             timeout: float | None = None  # all slots busy: a finishing alarm wakes us
+            if self._unsaved:
+                # Still refused: tried again at the next look (within MAX_IDLE_S); logged once.
+                with contextlib.suppress(sqlite3.Error, OSError):
+                    self._save_wakes()
             try:
                 free = self.max_in_flight - len(self._running)
                 for chat_key in self.alarms.due(now, busy, free) if free > 0 else []:
@@ -142,7 +164,14 @@ class CompactionScheduler:
                     timeout = None if nxt is None else max(0.0, (nxt - self.now_ms()) / 1000)
             except (sqlite3.Error, OSError) as err:  # the alarm table cannot be read: try again soon
                 log.warning("alarm table unavailable: %s", err)
-                timeout = 5.0
+                timeout = TABLE_RETRY_S
+            except Exception:  # a bug must not end the loop (no chat's alarm would ever run again)
+                if not self._failing:  # once per spell, with its traceback: every look would repeat it
+                    log.exception("alarm loop failed")
+                self._failing = True
+                timeout = TABLE_RETRY_S
+            else:
+                self._failing = False
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
@@ -184,7 +213,7 @@ class CompactionScheduler:
                 # Reminders first: a compaction may wait on a model; a due reminder must not.
                 retry_at = await self._hand_over(chat_key, memory)
                 try:
-                    delay = await on_alarm(memory, self.summarize, *self.backoff)
+                    delay = await on_alarm(memory, self.summarize, *self.backoff, now_ms=self.now_ms)
                 except Exception:
                     log.exception("compaction failed chat=%s", chat_key)
                     delay = UNEXPECTED_FAILURE_RETRY_MS
@@ -202,6 +231,12 @@ class CompactionScheduler:
             # chat back in memory for the delay, or the loop would run it again at once.
             log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
             self._held[chat_key] = self.now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+        except Exception:
+            # Any other error (a bug) leaves the row due too: hold the chat back as long as an
+            # unexpected compaction failure waits, so it is logged once a minute, not spun on;
+            # the other chats' alarms run meanwhile.
+            log.exception("alarm bookkeeping failed chat=%s", chat_key)
+            self._held[chat_key] = self.now_ms() + max(delay or 0, UNEXPECTED_FAILURE_RETRY_MS)
         finally:
             self._running.discard(chat_key)
             self._wake.set()

@@ -34,7 +34,7 @@ from memory_engine import ChatMemory, execute, parse, reminders
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
-from memory_engine.http_api import JSON_HEADERS
+from memory_engine.http_api import JSON_HEADERS, MAX_BODY_BYTES
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
 from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
@@ -203,18 +203,50 @@ def _js_request(request: Any) -> Any:
 # Requests and answers cross as the JS objects themselves: the SDK's Request and Response
 # wrappers (headers as an `email` message, signature checks, a second wrapper around a
 # stub's answer) cost about as much CPU on Pyodide as the engine's SQL of a turn.
-async def _api_request(request: Any) -> ApiRequest:
+async def _api_request(request: Any) -> ApiRequest | ApiResponse:
     """The engine's view of a JS Request: method, path, query, the Authorization header, body.
 
     The engine reads no other header (`http_api.authorized`); fetching only that one saves
-    walking every header across the boundary.
+    walking every header across the boundary. A body over the API's limit is refused (413)
+    before it is read whole, as the local host refuses it.
     """
     url = urlsplit(request.url)
     authorization = request.headers.get("authorization")
     headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
     # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
-    body = b"" if _is_null(request.body) else (await request.arrayBuffer()).to_bytes()
+    body = b"" if _is_null(request.body) else await _read_body(request)
+    if body is None:
+        return ApiResponse(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
     return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
+
+
+async def _read_body(request: Any) -> bytes | None:
+    """The body's bytes, or None when it is over MAX_BODY_BYTES.
+
+    `arrayBuffer()` would hold a body of any size in memory (Pyodide's heap, then a copy)
+    before the length could be checked. So a declared Content-Length over the limit is
+    refused unread, and the stream is read chunk by chunk and dropped once it passes the
+    limit (no Content-Length, or one that lies). The declared length frames the body, as in
+    HTTP: once that much has arrived, no further read waits for the stream's end.
+    """
+    declared = "" if _is_null(length := request.headers.get("content-length")) else str(length)
+    expected = int(declared) if declared.isascii() and declared.isdigit() else -1  # -1: unknown
+    if expected > MAX_BODY_BYTES:
+        return None
+    reader = request.body.getReader()
+    chunks: list[bytes] = []
+    size = 0
+    while size != expected:
+        step = await reader.read()
+        if step.done:
+            break
+        chunk = step.value
+        size += int(chunk.byteLength)  # before it is copied into Python's heap: it may be huge
+        if size > MAX_BODY_BYTES:
+            await reader.cancel()
+            return None
+        chunks.append(chunk.to_bytes())
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 # The headers of every answer as a JS array of pairs, converted on first use: a plain value,
@@ -263,7 +295,8 @@ class ChatMemorySQLite(DurableObject):
 
     async def fetch(self, request: Any) -> Any:
         """Answer one API call forwarded by the Worker (a JS Response)."""
-        op = parse(await _api_request(_js_request(request)), _var(self.env, "MEMORY_API_TOKEN") or "")
+        api = await _api_request(_js_request(request))
+        op = api if isinstance(api, ApiResponse) else parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
@@ -279,30 +312,39 @@ class ChatMemorySQLite(DurableObject):
         return _response(answer)
 
     async def _after(self, name: str, memory: ChatMemory) -> None:
-        # Scheduling compaction must never fail the call that was already recorded.
-        storage = self.ctx.storage
+        # Scheduling must never fail the call that was already recorded. The reminders' alarm
+        # is set on its own: an error while scheduling compaction must not leave a reminder
+        # without its alarm (it would wait for some later write).
         try:
-            effects = kind(name)
-            if effects.erases_chat:
-                # The rows are gone; free the object's storage entirely, as the local host
-                # deletes the chat's database file. The schema is rebuilt on next use.
-                await storage.deleteAlarm()
-                await storage.deleteAll()
-                # Closed, as the local host closes the deleted file: a compaction awaiting its
-                # summarizer holds this ChatMemory and must not commit the erased chat's
-                # summary into the one that follows.
-                if isinstance(memory.sql, DurableObjectSql):
-                    memory.sql.close()
-                self._memory = None
-            elif effects.grows and not self._alarm_running and alarm_needed(memory):
-                # While the alarm runs, a write has nothing to add: when it ends it sets the
-                # next one from what is left then (`on_alarm`). Before, each turn during a
-                # compaction read the alarm and set it again.
-                await self._compaction_now(memory)
-            if name in REMINDER_WRITES:
-                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
+            await self._after_write(name, memory)
         except Exception:
             log.exception("could not schedule compaction after %s", name)
+        if name in REMINDER_WRITES:
+            try:
+                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
+            except Exception:
+                log.exception("could not set the reminders' alarm after %s", name)
+
+    async def _after_write(self, name: str, memory: ChatMemory) -> None:
+        """Free an erased chat's storage, or make the alarm ring for a compaction now due."""
+        storage = self.ctx.storage
+        effects = kind(name)
+        if effects.erases_chat:
+            # The rows are gone; free the object's storage entirely, as the local host
+            # deletes the chat's database file. The schema is rebuilt on next use.
+            await storage.deleteAlarm()
+            await storage.deleteAll()
+            # Closed, as the local host closes the deleted file: a compaction awaiting its
+            # summarizer holds this ChatMemory and must not commit the erased chat's
+            # summary into the one that follows.
+            if isinstance(memory.sql, DurableObjectSql):
+                memory.sql.close()
+            self._memory = None
+        elif effects.grows and not self._alarm_running and alarm_needed(memory):
+            # While the alarm runs, a write has nothing to add: when it ends it sets the
+            # next one from what is left then (`on_alarm`). Before, each turn during a
+            # compaction read the alarm and set it again.
+            await self._compaction_now(memory)
 
     async def _compaction_now(self, memory: ChatMemory) -> None:
         """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
@@ -336,7 +378,8 @@ class ChatMemorySQLite(DurableObject):
             log.exception("reminder hand-over failed")
             retry_at = now_ms() + HANDOVER_RETRY_MS
         try:
-            delay = await on_alarm(memory, self.summarizer())
+            # The object's clock: a backoff's end is stored on it, as reminders' due times are.
+            delay = await on_alarm(memory, self.summarizer(), now_ms=now_ms)
         except Exception:
             log.exception("compaction failed unexpectedly")
             delay = UNEXPECTED_FAILURE_RETRY_MS
@@ -375,6 +418,8 @@ class Default(WorkerEntrypoint):
         """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
         request = _js_request(request)
         api = await _api_request(request)
+        if isinstance(api, ApiResponse):  # a body over the limit, refused before it was read whole
+            return _response(api)
         op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_SUMMARY_CHARS",
+    "NOT_BEFORE",
     "SECTIONS",
     "Job",
     "Post",
@@ -57,6 +58,9 @@ KEEP_UNSUMMARIZED = 5  # the newest messages a compaction leaves un-summarized
 # summarize, the older history archived: exactly the threshold, so an import alone, in any
 # number of requests, makes no compaction due; the next live message makes one (one call).
 IMPORT_TAIL = COMPACT_THRESHOLD - KEEP_UNSUMMARIZED
+# State key: after a failed compaction, the time (ms, the host's alarm clock) its backoff ends.
+# It counts only while `compaction_failures` is not "0" (a success or an empty run resets that).
+NOT_BEFORE = "compaction_not_before"
 
 # Summarize(previous_summary, messages) -> new summary text
 Summarize = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
@@ -247,16 +251,35 @@ async def on_alarm(
     summarize: Summarize,
     backoff_base_ms: int = BACKOFF_BASE_MS,
     backoff_max_ms: int = BACKOFF_MAX_MS,
+    now_ms: Callable[[], int] | None = None,
 ) -> int | None:
-    """Run the due compaction; the delay in ms before the next alarm, or None for no alarm."""
+    """Run the due compaction; the delay in ms before the next alarm, or None for no alarm.
+
+    `now_ms` is the host's alarm clock (default: the chat's). After a failure the backoff's
+    end is stored (`NOT_BEFORE`): the one alarm also rings for reminders, and one that rings
+    before that end only answers the time left, so the summarizer's Retry-After is kept and
+    the backoff does not double for a try that never should have been made.
+    """
+    clock = now_ms or (lambda: int(memory.clock().timestamp() * 1000))
+    if backing_off(memory):
+        left = int(memory.state(NOT_BEFORE, "0") or 0) - clock()
+        if left > 0:
+            return left
     try:
         await compact_once(memory, summarize)
     except SummarizerError as err:
         failures = int(memory.state("compaction_failures", "0") or 0) + 1
-        memory.set_state("compaction_failures", str(failures))
-        memory.set_state("compaction_last_error", str(err)[:500])
-        delay = int(doubling(failures - 1, backoff_base_ms, backoff_max_ms))
-        return max(delay, err.retry_after_ms or 0)
+        delay = max(int(doubling(failures - 1, backoff_base_ms, backoff_max_ms)), err.retry_after_ms or 0)
+
+        error = str(err)[:500]
+
+        def record() -> None:
+            memory.set_state("compaction_failures", str(failures))
+            memory.set_state("compaction_last_error", error)
+            memory.set_state(NOT_BEFORE, str(clock() + delay))
+
+        memory.sql.transaction(record)
+        return delay
     if backing_off(memory):
         # Nothing was left to compact (or another run got there first): no backoff is pending
         # any more, so a new backlog may pull a later (reminder's) alarm forward again.

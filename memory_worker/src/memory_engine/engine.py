@@ -32,7 +32,8 @@ MSG_COLUMNS = turns.MSG_COLUMNS
 
 def utc_iso(dt: datetime) -> str:
     """ISO-8601 UTC with milliseconds and a Z, the format of every stored timestamp."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # isoformat: a third of strftime's cost (once a turn); "+00:00" becomes the Z.
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds")[:23] + "Z"
 
 
 def _now() -> datetime:

@@ -57,6 +57,9 @@ def _refusal(err: ApiError) -> Response:
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)  # a host's case-insensitive headers (aiohttp's) find it at once
+    if value is not None:
+        return value
     for key, value in headers.items():
         if key.lower() == name:
             return value
@@ -85,28 +88,31 @@ def parse(req: Request, token: str) -> Operation | Response:
 # The routes by (segment count, needs the token), then by the positions of their path
 # parameters, then by their path with "{}" there: a request is looked up under each
 # parameter layout of its shape (one or two), not matched against every route (this runs on
-# every turn). The position in ROUTES orders the routes one path names.
-_Layouts = dict[tuple[int, ...], dict[tuple[str, ...], list[tuple[int, Route[Any, Any]]]]]
+# every turn). Each entry: the route's position in ROUTES (which orders the routes one path
+# names), the route, and its parameters' (position, name).
+_Found = tuple[int, "Route[Any, Any]", tuple[tuple[int, str], ...]]
+_Layouts = dict[tuple[int, ...], dict[tuple[str, ...], list[_Found]]]
 _SHAPES: dict[tuple[int, bool], _Layouts] = {}
 for _n, _r in enumerate(ROUTES):
     _at = tuple(i for i, part in enumerate(_r.segments) if part.startswith("{"))
     _key = tuple("{}" if i in _at else part for i, part in enumerate(_r.segments))
-    _SHAPES.setdefault((len(_key), _r.auth), {}).setdefault(_at, {}).setdefault(_key, []).append((_n, _r))
+    _names = tuple((i, _r.segments[i][1:-1]) for i in _at)
+    _layout = _SHAPES.setdefault((len(_key), _r.auth), {}).setdefault(_at, {})
+    _layout.setdefault(_key, []).append((_n, _r, _names))
 _PUBLIC_PATHS = frozenset(r.path for r in ROUTES if not r.auth)
 
 
-def _routes_for(parts: list[str], public: bool) -> list[Route[Any, Any]]:
+def _routes_for(parts: list[str], public: bool) -> list[_Found]:
     """The routes whose path `parts` fit, in ROUTES order."""
-    found = []
+    found: list[_Found] = []
     for at, paths in _SHAPES.get((len(parts), not public), {}).items():
-        key = tuple("{}" if i in at else part for i, part in enumerate(parts))
-        found += paths.get(key, [])
-    return [r for _, r in sorted(found, key=lambda f: f[0])]
-
-
-def _params(route: Route[Any, Any], parts: list[str]) -> dict[str, str]:
-    """The raw path parameters of `parts` on a route they fit."""
-    return {want[1:-1]: got for want, got in zip(route.segments, parts, strict=True) if want.startswith("{")}
+        key = list(parts)
+        for i in at:
+            key[i] = "{}"
+        found += paths.get(tuple(key), ())
+    if len(found) > 1:
+        found.sort(key=lambda f: f[0])
+    return found
 
 
 def _allowed(route: Route[Any, Any], method: str) -> bool:
@@ -122,10 +128,10 @@ def _route(req: Request, method: str, public: bool) -> tuple[Route[Any, Any], di
     found = _routes_for(parts, public)
     if not found:
         raise ApiError(404, "unknown route")
-    for route in found:
+    for _, route, names in found:
         if _allowed(route, method):
-            return route, _params(route, parts)
-    raise ApiError(405, f"method not allowed: use {', '.join(r.method for r in found)}")
+            return route, {name: parts[i] for i, name in names}  # the raw path parameters
+    raise ApiError(405, f"method not allowed: use {', '.join(r.method for _, r, _ in found)}")
 
 
 def _parse(req: Request, token: str) -> Operation | Response:

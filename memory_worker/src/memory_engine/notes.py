@@ -24,8 +24,15 @@ FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model an
 _PAST = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
 
 
+_PAST_WORDS = ("before", "previously", "used to", "earlier", "formerly", "prior to")
+
+
 def asks_about_the_past(text: str) -> bool:
     """True when `text` asks what was so before ("where did I live before Lisbon?")."""
+    if text.isascii():  # lower() is then what re.I folds: without one of the words, no match
+        low = text.lower()
+        if not any(word in low for word in _PAST_WORDS):
+            return False  # most messages, every turn: ~8x faster than the search
     return _PAST.search(text) is not None
 
 

@@ -23,6 +23,8 @@ def _quote(text: str) -> str:
     # neither fake a section of this prompt nor read as an instruction of its own.
     # (What json.dumps(text, ensure_ascii=False) returns, without a new encoder per call.)
     quoted = encode_basestring(text)
+    if quoted.isascii():  # the breaks are not ASCII (and most text is): nothing to replace
+        return quoted
     for char, escaped in _BREAKS.items():
         quoted = quoted.replace(char, escaped)
     return quoted
@@ -48,6 +50,18 @@ def _line(msg: Mapping[str, Any]) -> str:
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
 
+# What str.splitlines cuts at besides "\n" (and "\r\n").
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
+
+
+def _quoted_lines(text: str) -> str:
+    """Each line of `text` (as str.splitlines cuts them) behind "> ", joined by "\n"."""
+    if text.isascii() and not any(b in text for b in _OTHER_BREAKS):
+        # A summary's usual form (~30 lines a turn): one replace instead of a string per line.
+        return "> " + (text[:-1] if text.endswith("\n") else text).replace("\n", "\n> ")
+    return "\n".join("> " + line for line in text.splitlines())
+
+
 def render_prompt(
     retrieved: Iterable[Mapping[str, Any]],
     summary: str | None,
@@ -63,15 +77,15 @@ def render_prompt(
     if retrieved:
         parts.append("Retrieved older messages:\n" + "\n".join(_line(m) for m in retrieved))
     if summary:
-        parts.append(
-            "Summary of earlier conversation (quoted):\n"
-            + "\n".join("> " + line for line in summary.splitlines())
-        )
+        parts.append("Summary of earlier conversation (quoted):\n" + _quoted_lines(summary))
     by_author: dict[str, list[str]] = {}
+    names: dict[str, str] = {}  # a few people state most of the facts: each name cleaned once
     for f in facts:
-        by_author.setdefault(_name(f["author"] or f["author_id"]) or "someone", []).append(
-            f"{f['key']} = {_quote(f['value'])}"
-        )
+        who = f["author"] or f["author_id"]
+        name = names.get(who)
+        if name is None:
+            name = names[who] = _name(who) or "someone"
+        by_author.setdefault(name, []).append(f"{f['key']} = {_quote(f['value'])}")
     if by_author:
         parts.append(
             "Known facts:\n"

@@ -372,7 +372,8 @@ def _forms_once(
     # are our own integers, written in: a Durable Object binds at most 100 parameters.
     ids = {i for i, _ in candidates}
     weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-    rows = sql.exec(
+    rows = rows_of(  # tuples, not dicts: a few hundred rows
+        sql,
         " UNION ALL ".join(
             f"SELECT {n} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
             f"WHERE messages_fts MATCH ? AND rowid >= {int(min(ids))} AND rowid <= {int(max(ids))}"
@@ -380,7 +381,7 @@ def _forms_once(
         ),
         *(fts_query([f]) for f in forms),
     )
-    share = {(int(r["form"]), int(r["id"])): -float(r["rank"]) for r in rows if int(r["id"]) in ids}
+    share = {(int(form), int(i)): -float(score) for form, i, score in rows if int(i) in ids}
     out = []
     for i, score in candidates:
         n = 0
@@ -415,6 +416,20 @@ def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> l
     )
 
 
+@functools.cache
+def _ranked(weights: tuple[float, ...]) -> str:
+    """The ranking statement: the best candidates (id, bm25, author) of a MATCH above a rowid, unordered."""
+    return (
+        "SELECT top.id, top.rank, (SELECT author FROM messages WHERE messages.id = top.id) AS author "
+        f"FROM (SELECT rowid AS id, bm25(messages_fts, {', '.join(str(w) for w in weights)}) AS rank "
+        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) AS top"
+    )
+
+
+def _by_rank(row: tuple[Any, ...]) -> tuple[float, int]:
+    return (row[1], row[0])
+
+
 def ranked_rows(
     sql: SqlStorage, query: str, k: int, exclude: set[int]
 ) -> list[tuple[tuple[Any, ...], float]]:
@@ -426,21 +441,14 @@ def ranked_rows(
     match = fts_query(kept)
     if match is None:
         return []
-    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     # One statement ranks and returns each candidate's author (for the boost): the ranking
     # reads only rowid and bm25 (any other column would be read for every matching row);
-    # the author is joined for the few kept. The winners' whole rows are read afterwards:
-    # k of them, not the 50 candidates (their texts were most of the rows' cost).
-    rows = rows_of(
-        sql,
-        f"WITH top AS (SELECT rowid AS id, bm25(messages_fts, {weights}) AS rank "
-        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) "
-        "SELECT top.id, top.rank, messages.author FROM top JOIN messages ON messages.id = top.id "
-        "ORDER BY top.rank, top.id",
-        match,
-        floor,
-        max(CANDIDATES, k) + len(exclude),
-    )
+    # the author is looked up for the few kept. The winners' whole rows are read afterwards:
+    # k of them, not the 50 candidates (their texts were most of the rows' cost). Sorted
+    # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more. An index row
+    # without its message (none should exist) is left out, as the JOIN did.
+    ranked_ids = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
+    rows = sorted((r for r in ranked_ids if r[2] is not None), key=_by_rank)
     authors = {int(r[0]): r[2] for r in rows}
     candidates = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):

@@ -46,11 +46,19 @@ _MONTH_CUES = frozenset(
      "from", "by", "before", "after", "throughout", "around", "between", "about", "each", "every"]
 )  # fmt: skip
 _LISTING = frozenset(["and", "or", "to", "through"])
+_MONTH_WORDS = frozenset(MONTHS).union(_MONTH_ABBREVIATIONS)  # the tokens _month_at can take for one
 
 
 def tokens(text: str) -> list[str]:
     """Lower-cased word tokens of any script, in order."""
+    if text.isascii():  # most text: the same tokens, ~5x faster than the regex
+        return text.lower().translate(_ASCII_GAPS).split()
     return [t.lower() for t in _TOKEN.findall(text)]
+
+
+# For ASCII text _TOKEN matches runs of [A-Za-z0-9]: every other character made a space, split()
+# cuts the same runs.
+_ASCII_GAPS = str.maketrans({c: " " for c in range(128) if not chr(c).isalnum()})
 
 
 def _month_at(toks: list[str], i: int) -> str | None:
@@ -81,7 +89,7 @@ def query_terms(text: str, limit: int = MAX_QUERY_TERMS, months: bool = True) ->
     toks = tokens(text)
     seen: dict[str, None] = {}
     for i, tok in enumerate(toks):
-        month = _month_at(toks, i) if months else None
+        month = _month_at(toks, i) if months and tok in _MONTH_WORDS else None
         if month is not None:
             tok = month
         elif tok == "won" and (i + 1 == len(toks) or toks[i + 1] != "t"):

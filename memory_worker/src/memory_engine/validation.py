@@ -39,6 +39,8 @@ def unquote_strict(raw: str, name: str) -> str:
 
 def query_of(raw: str) -> dict[str, str]:
     """The query string as a dict (the last value of a repeated key wins)."""
+    if not raw:  # most requests (every turn)
+        return {}
     try:
         parsed = parse_qs(raw, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
@@ -51,7 +53,7 @@ def json_object(body: bytes) -> dict[str, Any]:
     if not body:
         raise ApiError(400, "a JSON object body is required")
     try:
-        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        data = _DECODER.decode(_text_of(body))
     except UnicodeDecodeError:
         raise ApiError(400, "body is not valid UTF-8") from None
     except (ValueError, RecursionError):
@@ -63,6 +65,17 @@ def json_object(body: bytes) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every body: `json.loads` with an argument built a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _text_of(body: bytes) -> str:
+    text = body.decode("utf-8")
+    if text.startswith("\ufeff"):  # as json.loads: a byte order mark is not JSON
+        raise ValueError("a byte order mark")
+    return text
 
 
 def plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:

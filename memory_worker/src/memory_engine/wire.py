@@ -110,7 +110,7 @@ class Usage(TypedDict):
 
 
 class ImportedMessage(TypedDict):
-    """One message of a bulk import (`role` defaults to user; `ts` is kept as given)."""
+    """One message of a bulk import (`role` defaults to user; `ts` kept; an answer's `reply_to_*`: whose)."""
 
     text: str
     role: NotRequired[Role | None]
@@ -160,7 +160,7 @@ class SettingsRequest(TypedDict):
 
 
 class ImportRequest(TypedDict):
-    """A batch of a bulk history import; `more: true` on each batch but the last: indexed once, at the end.
+    """A batch of an import: `more: true` on all but the last (indexed once, at the end); `remaining`: a hint.
 
     Without `more` the batch's messages (and those of earlier batches sent with it) are
     indexed before the answer; with it, they are stored and indexed by the last batch, or

@@ -273,12 +273,81 @@ class JsHeaders(JsProxy):
         return iter(sorted((k, ", ".join(vs)) for k, vs in combined.items()))
 
 
+class JsUint8Array(JsArrayBuffer):
+    """A Uint8Array (a stream's chunk): `to_bytes()` copies it out."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        object.__setattr__(self, "constructor", _Constructor("Uint8Array"))
+        self._props["length"] = len(data)
+
+
+class JsReadableStream(JsProxy):
+    """A body's `ReadableStream` of byte chunks, pulled one at a time.
+
+    `getReader()` locks it; the reader's `read()` is a promise of `{done, value}` (value a
+    Uint8Array) and `cancel()` drops what was not read. The chunks may come from a generator,
+    so a test can offer a body far larger than memory; `pulled` counts the bytes read.
+    """
+
+    def __init__(self, chunks: Any):
+        super().__init__("ReadableStream", {"locked": False})
+        object.__setattr__(self, "_chunks", iter(chunks))
+        object.__setattr__(self, "pulled", 0)
+        object.__setattr__(self, "disturbed", False)
+
+    def getReader(self, options: Any = None) -> JsProxy:
+        """Lock the stream to one reader (`{read, cancel, releaseLock}`)."""
+        if self._props["locked"]:
+            raise JsException("TypeError", "ReadableStream is locked")
+        self._props["locked"] = True
+        return JsProxy(
+            "ReadableStreamDefaultReader",
+            {"read": self._read, "cancel": self.cancel, "releaseLock": self._release},
+        )
+
+    def _release(self) -> None:
+        self._props["locked"] = False
+
+    def _next(self) -> bytes | None:
+        object.__setattr__(self, "disturbed", True)
+        for chunk in self._chunks:
+            object.__setattr__(self, "pulled", self.pulled + len(chunk))
+            return bytes(chunk)
+        return None
+
+    def _read(self):
+        # Reading a stream is I/O in workerd: other events may run meanwhile.
+        async def step() -> JsProxy:
+            await asyncio.sleep(0)
+            chunk = self._next()
+            if chunk is None:
+                return js_object({"done": True, "value": None})
+            return js_object({"done": False, "value": JsUint8Array(chunk)})
+
+        return step()
+
+    def cancel(self, reason: Any = None) -> JsPromise:
+        """Drop every chunk not read yet."""
+        object.__setattr__(self, "_chunks", iter(()))
+        return JsPromise(None)
+
+    def drain(self) -> bytes:
+        """Every chunk not read yet, joined (what `arrayBuffer()` reads)."""
+        parts = []
+        while (chunk := self._next()) is not None:
+            parts.append(chunk)
+        return b"".join(parts)
+
+
 class _Body:
-    """The body half of Request/Response: read once, then `bodyUsed`."""
+    """The body half of Request/Response: a stream, read once, then `bodyUsed`."""
 
     def _init_body(self, body: Any) -> None:
         if body is None or body is jsnull:
             data = None
+        elif isinstance(body, JsReadableStream):
+            data = body
         elif isinstance(body, JsArrayBuffer):
             data = body.to_bytes()
         elif isinstance(body, (bytes, bytearray, memoryview)):
@@ -287,15 +356,33 @@ class _Body:
             data = body.encode("utf-8")
         else:
             raise JsException("TypeError", f"unsupported body type {type(body).__name__}")
-        object.__setattr__(self, "_data", data)
+        # A body given whole arrives as one chunk, as Node and workerd stream a buffer.
+        stream = (
+            data if isinstance(data, JsReadableStream) else None if data is None else JsReadableStream([data])
+        )
         self._props["bodyUsed"] = False
-        self._props["body"] = jsnull if data is None else JsProxy("ReadableStream")
+        self._props["body"] = jsnull if stream is None else stream
+
+    @property
+    def _data(self) -> bytes | JsReadableStream | None:
+        """The unread body, for a copy (a clone tees the stream: both halves get every chunk)."""
+        stream = self._props["body"]
+        if stream is jsnull:
+            return None
+        if stream.disturbed or stream.locked:
+            raise JsException("TypeError", "Body has already been used.")
+        rest = stream.drain()
+        object.__setattr__(stream, "_chunks", iter([rest]))
+        object.__setattr__(stream, "pulled", 0)
+        object.__setattr__(stream, "disturbed", False)
+        return rest
 
     def _take(self) -> bytes:
-        if self._props["bodyUsed"]:
+        stream = self._props["body"]
+        if self._props["bodyUsed"] or (stream is not jsnull and (stream.disturbed or stream.locked)):
             raise JsException("TypeError", "Body has already been used.")
         self._props["bodyUsed"] = True
-        return self._data or b""
+        return b"" if stream is jsnull else stream.drain()
 
     async def _read(self) -> bytes:
         # Reading a body is I/O in workerd: other events may run meanwhile.

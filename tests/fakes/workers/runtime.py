@@ -8,9 +8,10 @@ Cloudflare's runtime that the memory worker depends on.
 - `deleteAll()` empties the whole database (not the alarm).
 - Alarms: `setAlarm(ms | Date)`, `getAlarm()`, `deleteAlarm()` return promises; one
   alarm per object, persisted with the object (it survives `restart()`).
-  `FakeWorkerd.run_alarms()` fires due ones: the alarm is cleared, `alarm(alarmInfo)`
-  runs, and if it raises the runtime retries with exponential backoff (2 s, 4 s, ...,
-  6 retries), as Cloudflare does.
+  `FakeWorkerd.run_alarms()` fires due ones (one fired before its time moves the Worker's
+  clock, `FakeWorkerd.now_ms`, on to it): the alarm is cleared, `alarm(alarmInfo)` runs,
+  and if it raises the runtime retries with exponential backoff (2 s, 4 s, ..., 6 retries),
+  as Cloudflare does.
 - `DurableObjectNamespace`: `idFromName`, `idFromString`, `newUniqueId`, `get`,
   `getByName`; a stub's `fetch` delivers a copy of the request to the object's `fetch`
   (one instance per id, created on first use, its constructor given `(ctx, env)`).
@@ -33,6 +34,7 @@ from ._js import (
     JsException,
     JsPromise,
     JsProxy,
+    JsReadableStream,
     JsRequest,
     JsResponse,
     js_object,
@@ -252,6 +254,13 @@ class FakeWorkerd:
         self.alarm_runs: list[tuple[str, str]] = []  # (object name, "ok" | error text)
         self.errors: list[str] = []
         self.wrap_requests = wrap_requests
+        self.clock_offset_ms = 0
+        if callable(getattr(module, "now_ms", None)):
+            module.now_ms = self.now_ms  # the Worker's Date.now() (a test may put its own clock)
+
+    def now_ms(self) -> int:
+        """Date.now() inside the Worker: the wall clock, moved on by `run_alarms` (below)."""
+        return now_ms() + self.clock_offset_ms
 
     # -- objects -------------------------------------------------------------------------
 
@@ -301,9 +310,14 @@ class FakeWorkerd:
     # -- the Worker ----------------------------------------------------------------------
 
     async def fetch(
-        self, method: str, url: str, headers: dict[str, str] | None = None, body: bytes | None = None
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | JsReadableStream | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One request to the Worker's entrypoint: (status, headers, body)."""
+        """One request to the Worker's entrypoint: (status, headers, body); a body given as a
+        `JsReadableStream` arrives in its chunks, as one the client streams."""
         request = JsRequest(url, method, headers or {}, body if body else None)
         instance = self.entrypoint(ExecutionContext(), self.env)
         response = await self._call_fetch(instance, request, where="worker")
@@ -320,7 +334,9 @@ class FakeWorkerd:
         """Fire every alarm due at `now` (ms; default: every alarm); how many ran."""
         due = [k for k, t in self.alarms.items() if now is None or t <= now]
         for key in due:
-            self.alarms.pop(key, None)
+            # An alarm never runs before its time: firing one early (a test's way to skip the
+            # wait) moves the Worker's clock on to it, as waiting would have.
+            self.clock_offset_ms += max(0, self.alarms.pop(key) - self.now_ms())
             obj_id = DurableObjectId(key, self.names.get(key, jsnull))
             instance = self._instance(self.namespace._cls, obj_id)
             retry = self.alarm_retries.get(key, 0)
@@ -331,7 +347,7 @@ class FakeWorkerd:
                 self.alarm_runs.append((obj_id.name, repr(exc)))
                 if retry < ALARM_RETRIES and key not in self.alarms:
                     self.alarm_retries[key] = retry + 1
-                    self.alarms[key] = now_ms() + ALARM_FIRST_BACKOFF_MS * 2**retry
+                    self.alarms[key] = self.now_ms() + ALARM_FIRST_BACKOFF_MS * 2**retry
                 continue
             self.alarm_retries.pop(key, None)
             self.alarm_runs.append((obj_id.name, "ok"))

@@ -1,0 +1,190 @@
+"""The local host's alarm loop in a long run: a chat whose alarm bookkeeping fails is held back.
+
+An error in the alarm's bookkeeping that is neither sqlite3's nor the OS's (a bug) used to
+escape the alarm's task and leave its row due: the loop ran that chat again at once, for
+ever (CPU burned, the log flooded). It must hold the chat back, as a full disk does, and
+keep every other chat's alarms running. Clocks are injected; nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from memory_engine.compaction import SECTIONS
+
+from memory_worker.local import EmbeddedMemoryHost
+from memory_worker.local.scheduler import UNEXPECTED_FAILURE_RETRY_MS
+from tests.support import TOKEN, wait_until
+
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
+
+
+class Clock:
+    """The host's UTC clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def _say(client: httpx.AsyncClient, chat: str, n: int) -> None:
+    for i in range(n):
+        r = await client.post(
+            f"/v1/chats/{chat}/turn", json={"text": f"{chat} note {i}", "message_id": f"m{i}"}
+        )
+        assert r.status_code == 200
+
+
+async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_run(tmp_path, caplog):
+    clock = Clock()
+    summarized: list[str] = []
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        summarized.append(messages[0]["text"].split()[0])  # which chat
+        return SUMMARY
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set, real_delete = alarms.set, alarms.delete
+        broken = {"on": True}
+        attempts: list[str] = []
+
+        def check(chat_key: str) -> None:
+            if chat_key == "bad":
+                attempts.append(chat_key)
+                if broken["on"]:
+                    raise ValueError("a bug in the alarm's bookkeeping")
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if not keep_earlier:  # the alarm run's reschedule (a write keeps the earlier time)
+                check(chat_key)
+            real_set(chat_key, due_ms, keep_earlier)
+
+        def delete_alarm(chat_key: str) -> None:
+            check(chat_key)
+            real_delete(chat_key)
+
+        alarms.set, alarms.delete = set_alarm, delete_alarm  # type: ignore[method-assign]
+        caplog.set_level(logging.ERROR, logger="memory_worker.local")
+
+        await _say(client, "bad", 26)
+        await wait_until(lambda: attempts, timeout=10, what="the bad chat's alarm run")
+        # Another chat's alarm still runs, while the bad one's row is still due.
+        await _say(client, "good", 26)
+
+        async def good_compacted() -> bool:
+            return (await client.get("/v1/chats/good/summary")).json()["compactions"] == 1
+
+        await wait_until(good_compacted, timeout=10, what="the other chat's compaction")
+        for _ in range(20):  # give the loop every chance to spin on the bad chat
+            inner.scheduler.poke()
+            await client.get("/health")
+        assert attempts == ["bad"], f"the bad chat's alarm was rerun {len(attempts) - 1} times at once"
+        assert summarized == ["bad", "good"]
+        assert "bad" in inner.scheduler.held and alarms.has("bad")
+        logged = [r for r in caplog.records if "bad" in r.getMessage()]
+        assert len(logged) == 1 and logged[0].exc_info is not None  # once, with its traceback
+
+        # Held, not dropped: once the hold is over it is tried again; when the bug is gone
+        # the alarm ends as it should (nothing left to compact: no alarm).
+        clock.now += timedelta(milliseconds=UNEXPECTED_FAILURE_RETRY_MS + 1)
+        inner.scheduler.poke()
+        await wait_until(lambda: len(attempts) == 2, timeout=10, what="the retry after the hold")
+        broken["on"] = False
+        clock.now += timedelta(milliseconds=UNEXPECTED_FAILURE_RETRY_MS + 1)
+        inner.scheduler.poke()
+        await wait_until(lambda: not alarms.has("bad"), timeout=10, what="the mended alarm's end")
+        assert len(attempts) == 3 and summarized == ["bad", "good"]
+        assert (await client.get("/v1/chats/bad/summary")).json()["compactions"] == 1
+
+
+async def test_a_reminder_whose_alarm_cannot_be_written_is_kept_and_its_alarm_set_later(tmp_path):
+    """The alarm table refuses the reminder's alarm (a full disk): the reminder is committed, so
+    the answer is 200 (a 507 asked the bot to retry, storing it twice); its alarm is written
+    once the table takes it, and the reminder is handed over once."""
+    clock = Clock()
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"]:
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        due = int(clock.now.timestamp() * 1000) + 60_000
+        r = await client.post("/v1/chats/rm/reminders", json={"text": "in a minute", "due_at": due})
+        assert r.status_code == 200, r.text  # was 507, with the reminder already stored
+        assert alarms.next_due(()) is None
+        full["on"] = False
+        inner.scheduler.poke()
+        await wait_until(lambda: alarms.next_due(()) == due, timeout=10, what="the alarm written later")
+
+        clock.now += timedelta(minutes=1, milliseconds=1)
+        inner.scheduler.poke()
+
+        async def handed() -> bool:
+            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+        await wait_until(handed, timeout=10, what="the reminder's hand-over")
+        assert len((await client.get("/v1/chats/rm/reminders")).json()["reminders"]) == 1
+
+
+async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
+    """The loop's own look at the table fails once with a bug: it used to end the loop, and no
+    chat's alarm ever ran again in that process. It is logged and the loop looks again."""
+    clock = Clock()
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        return SUMMARY
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        real_due = inner.alarms.due
+        failures: list[int] = []
+
+        def due_broken_thrice(now_ms: int, exclude: Any, limit: int) -> list[str]:
+            if len(failures) < 3:
+                failures.append(now_ms)
+                raise ValueError("a bug in the alarm loop")
+            return real_due(now_ms, exclude, limit)
+
+        inner.alarms.due = due_broken_thrice  # type: ignore[method-assign]
+        caplog.set_level(logging.ERROR, logger="memory_worker.local")
+
+        async def looked_thrice() -> bool:
+            inner.scheduler.poke()  # one more look
+            await client.get("/health")
+            return len(failures) >= 3
+
+        await wait_until(looked_thrice, timeout=10, what="three broken looks")  # main: the loop ended
+        await _say(client, "c", 26)
+
+        async def compacted() -> bool:
+            return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
+
+        await wait_until(compacted, timeout=10, what="the compaction after the loop's error")
+        assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]  # once for three
