@@ -204,6 +204,7 @@ class CompactionScheduler:
         from memory_engine.reminders import next_wake
 
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
+        at: int | None = None  # when the run meant the alarm to ring next
         try:
             with self.store.pinned(chat_key):
                 if not self.store.exists(chat_key):
@@ -230,7 +231,11 @@ class CompactionScheduler:
             # The alarm table cannot be written (a full disk): its row stays due, so hold the
             # chat back in memory for the delay, or the loop would run it again at once.
             log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
-            self._held[chat_key] = self.now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+            now = self.now_ms()
+            until = now + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+            if at is not None:  # no later than the alarm would have rung: a reminder may be due first
+                until = min(until, max(at, now + HANDOVER_RETRY_MS))
+            self._held[chat_key] = until
         except Exception:
             # Any other error (a bug) leaves the row due too: hold the chat back as long as an
             # unexpected compaction failure waits, so it is logged once a minute, not spun on;
