@@ -243,3 +243,55 @@ async def test_a_chat_held_back_by_a_full_alarm_table_still_rings_for_its_remind
         await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
         assert len(calls) == 1  # the compaction still waits out its Retry-After
         assert alarms.next_due(()) == start + 10 * minute
+
+
+async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp_path):
+    """The chat is held back for a failed compaction's backoff (its alarm table was full when
+    the run ended); a reminder added afterwards, due sooner, is handed over at its time."""
+    from memory_engine.compaction import SummarizerError
+
+    clock = Clock()
+    minute = 60_000
+    calls: list[int] = []
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        raise SummarizerError("summarizer rate-limited (429)", 10 * minute)
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        start = int(clock.now.timestamp() * 1000)
+        await _say(client, "h", 26)
+        await wait_until(
+            lambda: calls and inner.scheduler.running == 0 and "h" in inner.scheduler.held,
+            timeout=10,
+            what="the failed compaction's reschedule",
+        )
+        full["on"] = False
+        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + minute})
+        assert r.status_code == 200
+
+        clock.now += timedelta(milliseconds=minute + 1)
+
+        async def handed() -> bool:
+            inner.scheduler.poke()
+            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+        await wait_until(handed, timeout=10, what="the reminder's hand-over")  # main: 9 minutes late
+        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
+        assert len(calls) == 1  # the compaction still waits out its Retry-After
+        assert alarms.next_due(()) == start + 10 * minute

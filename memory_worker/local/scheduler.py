@@ -103,6 +103,8 @@ class CompactionScheduler:
         due = next_alarm_ms(memory.sql)
         if due is None:
             return
+        if chat_key in self._held:  # held back for its compaction: not past this reminder's time
+            self._held[chat_key] = min(self._held[chat_key], due)
         try:
             self.alarms.set(chat_key, due, keep_earlier=True)
         except (sqlite3.Error, OSError) as err:
