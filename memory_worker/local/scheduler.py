@@ -127,6 +127,7 @@ class CompactionScheduler:
     def forget(self, chat_key: str) -> None:
         """Drop the alarm of a chat that no longer exists."""
         self._unsaved.pop(chat_key, None)
+        self._held.pop(chat_key, None)  # a new chat under the key must not wait out the old one's hold
         self.alarms.delete(chat_key)
 
     def start(self) -> None:
