@@ -188,3 +188,160 @@ async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
 
         await wait_until(compacted, timeout=10, what="the compaction after the loop's error")
         assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]  # once for three
+
+
+async def test_a_chat_held_back_by_a_full_alarm_table_still_rings_for_its_reminder(tmp_path):
+    """A run's reschedule fails (a full disk) after a failed compaction (a 429 asking for ten
+    minutes): the chat is held back in memory, but only until the alarm would have rung. A
+    reminder due in a minute is handed over then, not after the compaction's ten minutes."""
+    from memory_engine.compaction import SummarizerError
+
+    clock = Clock()
+    minute = 60_000
+    calls: list[int] = []
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        raise SummarizerError("summarizer rate-limited (429)", 10 * minute)
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        start = int(clock.now.timestamp() * 1000)
+        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + minute})
+        assert r.status_code == 200
+        await _say(client, "h", 26)
+        await wait_until(
+            lambda: calls and inner.scheduler.running == 0 and "h" in inner.scheduler.held,
+            timeout=10,
+            what="the failed compaction's reschedule",
+        )
+        assert inner.scheduler.held["h"] == start + minute  # was start + 10 minutes
+        full["on"] = False  # the disk has room again
+
+        clock.now += timedelta(milliseconds=minute + 1)
+        inner.scheduler.poke()
+
+        async def handed() -> bool:
+            inner.scheduler.poke()
+            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+        await wait_until(handed, timeout=10, what="the reminder's hand-over")  # main: 9 minutes late
+        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
+        assert len(calls) == 1  # the compaction still waits out its Retry-After
+        assert alarms.next_due(()) == start + 10 * minute
+
+
+async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp_path):
+    """The chat is held back for a failed compaction's backoff (its alarm table was full when
+    the run ended); a reminder added afterwards, due sooner, is handed over at its time."""
+    from memory_engine.compaction import SummarizerError
+
+    clock = Clock()
+    minute = 60_000
+    calls: list[int] = []
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        raise SummarizerError("summarizer rate-limited (429)", 10 * minute)
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        start = int(clock.now.timestamp() * 1000)
+        await _say(client, "h", 26)
+        await wait_until(
+            lambda: calls and inner.scheduler.running == 0 and "h" in inner.scheduler.held,
+            timeout=10,
+            what="the failed compaction's reschedule",
+        )
+        full["on"] = False
+        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + minute})
+        assert r.status_code == 200
+
+        clock.now += timedelta(milliseconds=minute + 1)
+
+        async def handed() -> bool:
+            inner.scheduler.poke()
+            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+        await wait_until(handed, timeout=10, what="the reminder's hand-over")  # main: 9 minutes late
+        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
+        assert len(calls) == 1  # the compaction still waits out its Retry-After
+        assert alarms.next_due(()) == start + 10 * minute
+
+
+async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
+    """A chat held back in memory (its alarm table was full after a failed compaction asking
+    for ten minutes) is erased; a new chat under the same key compacts at once, not when the
+    erased chat's hold ends."""
+    from memory_engine.compaction import SummarizerError
+
+    clock = Clock()
+    calls: list[int] = []
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise SummarizerError("summarizer rate-limited (429)", 10 * 60_000)
+        return SUMMARY
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        full = {"on": True}
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
+                raise sqlite3.OperationalError("database or disk is full")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        await _say(client, "e", 26)
+        await wait_until(
+            lambda: calls and inner.scheduler.running == 0 and "e" in inner.scheduler.held,
+            timeout=10,
+            what="the failed compaction's reschedule",
+        )
+        full["on"] = False
+        assert (await client.delete("/v1/chats/e")).json() == {"deleted": True}
+        assert "e" not in inner.scheduler.held  # was held ten minutes more
+        await _say(client, "e", 26)  # a new chat under the same key
+
+        async def compacted() -> bool:
+            inner.scheduler.poke()
+            return (await client.get("/v1/chats/e/summary")).json()["compactions"] == 1
+
+        await wait_until(compacted, timeout=10, what="the new chat's compaction")
+        assert len(calls) == 2

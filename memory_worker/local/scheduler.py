@@ -103,6 +103,8 @@ class CompactionScheduler:
         due = next_alarm_ms(memory.sql)
         if due is None:
             return
+        if chat_key in self._held:  # held back for its compaction: not past this reminder's time
+            self._held[chat_key] = min(self._held[chat_key], due)
         try:
             self.alarms.set(chat_key, due, keep_earlier=True)
         except (sqlite3.Error, OSError) as err:
@@ -125,6 +127,7 @@ class CompactionScheduler:
     def forget(self, chat_key: str) -> None:
         """Drop the alarm of a chat that no longer exists."""
         self._unsaved.pop(chat_key, None)
+        self._held.pop(chat_key, None)  # a new chat under the key must not wait out the old one's hold
         self.alarms.delete(chat_key)
 
     def start(self) -> None:
@@ -204,6 +207,7 @@ class CompactionScheduler:
         from memory_engine.reminders import next_wake
 
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
+        at: int | None = None  # when the run meant the alarm to ring next
         try:
             with self.store.pinned(chat_key):
                 if not self.store.exists(chat_key):
@@ -230,7 +234,11 @@ class CompactionScheduler:
             # The alarm table cannot be written (a full disk): its row stays due, so hold the
             # chat back in memory for the delay, or the loop would run it again at once.
             log.warning("could not reschedule compaction chat=%s: %s", chat_key, err)
-            self._held[chat_key] = self.now_ms() + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+            now = self.now_ms()
+            until = now + (delay or UNEXPECTED_FAILURE_RETRY_MS)
+            if at is not None:  # no later than the alarm would have rung: a reminder may be due first
+                until = min(until, max(at, now + HANDOVER_RETRY_MS))
+            self._held[chat_key] = until
         except Exception:
             # Any other error (a bug) leaves the row due too: hold the chat back as long as an
             # unexpected compaction failure waits, so it is logged once a minute, not spun on;
