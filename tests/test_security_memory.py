@@ -261,6 +261,18 @@ async def test_a_client_that_expects_100_continue_gets_it_before_sending_the_bod
     assert status == 417 and data == {"error": "unknown Expect: x"}
 
 
+async def test_an_empty_expect_header_expects_nothing(host):
+    # `Expect:` with no value names no expectation: the request is served (as aiohttp's router
+    # did before the host moved to the low-level server), not refused 417.
+    body = json.dumps({"text": "hello there", "author": "Ada", "author_id": "a1"}).encode()
+    status, data, _ = await raw_http(
+        host.port, "POST", f"/v1/chats/{CHAT}/turn", {"Expect": "", **auth()}, body
+    )
+    assert status == 200 and "prompt" in data
+    status, data, _ = await raw_http(host.port, "GET", "/health", {"Expect": ""})
+    assert status == 200 and data["ok"] is True
+
+
 # -- one chat can never reach another ---------------------------------------------------------
 
 LOOKALIKES = [

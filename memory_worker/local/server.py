@@ -239,8 +239,9 @@ class MemoryHost:
         chat_key: str | None = None
         self.in_flight += 1
         try:
-            # What the router did before: "100 Continue" to a client that waits for it.
-            response = await _go_on(request) if "expect" in headers else None
+            # What the router did before: "100 Continue" to a client that waits for it. An
+            # empty Expect names no expectation: served, as the router did (not a 417).
+            response = await _go_on(request) if headers.get("expect") else None
             if response is None:
                 body = await request.read()
                 response, chat_key = await self._respond(Request(request.method, path, query, headers, body))
