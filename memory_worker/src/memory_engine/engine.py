@@ -31,8 +31,7 @@ MSG_COLUMNS = turns.MSG_COLUMNS
 
 
 def utc_iso(dt: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and a Z, the format of every stored timestamp."""
-    # isoformat: a third of strftime's cost (once a turn); "+00:00" becomes the Z.
+    """ISO-8601 UTC with milliseconds and a Z, as stored (isoformat: a third of strftime's cost)."""
     return dt.astimezone(UTC).isoformat(timespec="milliseconds")[:23] + "Z"
 
 
