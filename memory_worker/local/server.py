@@ -57,6 +57,9 @@ ENGINE_MODULES = (
     "memory_worker.local.handover",
 )
 access_log = logging.getLogger("memory_worker.access")
+# The access line's status for a client that left mid-body (nginx's "client closed request");
+# no one reads the answer.
+CLIENT_GONE = Response(499, {"error": "the client closed the connection before sending its body"})
 # An import that said more batches follow, and then sent none for this long (a client that
 # crashed or gave up), has its stored rows indexed in the background, so the chat's next
 # turn does not pay for it (it would index them first otherwise: nothing is unsearchable).
@@ -243,8 +246,13 @@ class MemoryHost:
             # empty Expect names no expectation: served, as the router did (not a 417).
             response = await _go_on(request) if headers.get("expect") else None
             if response is None:
-                body = await request.read()
-                response, chat_key = await self._respond(Request(request.method, path, query, headers, body))
+                body = await _body(request)
+                if body is None:  # the client left mid-body: a disconnect, nothing was written
+                    response = CLIENT_GONE
+                    log.info("client disconnected before its body was read request_id=%s", request_id)
+                else:
+                    req = Request(request.method, path, query, headers, body)
+                    response, chat_key = await self._respond(req)
         except web.HTTPRequestEntityTooLarge:
             response = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
         except Exception as err:
@@ -352,6 +360,17 @@ def json_body(response: Response) -> bytes:
         return orjson.dumps(response.payload, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return response.body()
+
+
+async def _body(request: web.BaseRequest) -> bytes | None:
+    """The request's body; None when the client went away before sending all of it.
+
+    aiohttp says so with a ConnectionResetError: an OSError, which `storage_error` would
+    take for the disk's trouble (a 503 logged as an error)."""
+    try:
+        return await request.read()
+    except ConnectionResetError:
+        return None
 
 
 def _request_of(
