@@ -1,8 +1,9 @@
 """The local host at the edges of HTTP, over raw sockets on 127.0.0.1: bodies that never come whole.
 
 A client that goes away mid-body is a disconnect, not a storage failure (it was logged as an
-ERROR with a 503), and nothing of its request is stored. Nothing sleeps: the tests wait on
-the socket or poll with a deadline.
+ERROR with a 503), and nothing of its request is stored. A body whose declared length is over
+the limit is refused at once, unread, as the Worker refuses it; one without a length is
+refused while it is read. Nothing sleeps: the tests wait on the socket or poll with a deadline.
 """
 
 from __future__ import annotations
@@ -67,3 +68,50 @@ async def test_a_client_gone_mid_body_is_a_disconnect_not_a_storage_error(host, 
     assert len(gone) == 1 and gone[0].levelno == logging.INFO and gone[0].exc_info is None
     # Nothing of the half body was stored: the chat does not even exist.
     assert host.host is not None and not host.host.store.exists(CHAT)
+
+
+async def test_a_declared_length_over_the_limit_is_refused_at_once_and_the_connection_closed(host):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+    try:
+        writer.write(head(MAX_BODY_BYTES + 1))  # and not a byte of the body
+        await writer.drain()
+        async with asyncio.timeout(10):  # main: waited for the 32 MiB that never came
+            raw = await reader.readuntil(b"}")
+        status, headers, payload = answer_of(raw)
+        assert (status, payload) == (413, REFUSAL)
+        assert headers["connection"] == "close"
+        writer.write_eof()  # the client has no more to say: the host closes its side
+        async with asyncio.timeout(10):
+            assert await reader.read() == b""
+    finally:
+        writer.close()
+
+
+async def test_an_oversized_body_expecting_100_continue_gets_413_instead(host):
+    # curl waits for "100 Continue" before a large upload: it is told 413 and sends nothing.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+    try:
+        writer.write(head(MAX_BODY_BYTES + 1, "Expect: 100-continue"))
+        await writer.drain()
+        async with asyncio.timeout(10):
+            raw = await reader.readuntil(b"}")
+    finally:
+        writer.close()
+    assert raw.startswith(b"HTTP/1.1 413 ") and answer_of(raw)[2] == REFUSAL
+
+
+async def test_a_body_without_a_length_is_still_refused_while_it_is_read(host):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+    chunk = b" " * (1024 * 1024)
+    try:
+        writer.write(head(None))
+        async with asyncio.timeout(30):
+            for _ in range(MAX_BODY_BYTES // len(chunk) + 1):  # one MiB past the limit
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            raw = await reader.readuntil(b"}")
+    finally:
+        writer.close()
+    assert answer_of(raw)[0] == 413 and answer_of(raw)[2] == REFUSAL

@@ -59,6 +59,7 @@ ENGINE_MODULES = (
 access_log = logging.getLogger("memory_worker.access")
 # The access line's status for a client that left mid-body (nginx's "client closed request");
 # no one reads the answer.
+TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
 CLIENT_GONE = Response(499, {"error": "the client closed the connection before sending its body"})
 # An import that said more batches follow, and then sent none for this long (a client that
 # crashed or gave up), has its stored rows indexed in the background, so the chat's next
@@ -240,21 +241,28 @@ class MemoryHost:
         request_id = _request_id(headers.get("x-request-id"))
         path, _, query = request.raw_path.partition("?")
         chat_key: str | None = None
+        close = self.stopping  # also when the body was not read whole: the connection ends
         self.in_flight += 1
+        response: Response | None
         try:
-            # What the router did before: "100 Continue" to a client that waits for it. An
-            # empty Expect names no expectation: served, as the router did (not a 417).
-            response = await _go_on(request) if headers.get("expect") else None
+            if (request.content_length or 0) > MAX_BODY_BYTES:
+                # Refused unread, as the Worker does (no "100 Continue" either): reading 32 MiB
+                # only to drop them made the client wait for nothing.
+                response, close = TOO_LARGE, True
+            else:
+                # What the router did before: "100 Continue" to a client that waits for it. An
+                # empty Expect names no expectation: served, as the router did (not a 417).
+                response = await _go_on(request) if headers.get("expect") else None
             if response is None:
                 body = await _body(request)
                 if body is None:  # the client left mid-body: a disconnect, nothing was written
-                    response = CLIENT_GONE
+                    response, close = CLIENT_GONE, True
                     log.info("client disconnected before its body was read request_id=%s", request_id)
                 else:
                     req = Request(request.method, path, query, headers, body)
                     response, chat_key = await self._respond(req)
-        except web.HTTPRequestEntityTooLarge:
-            response = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
+        except web.HTTPRequestEntityTooLarge:  # no length, or chunked: refused while it is read
+            response, close = TOO_LARGE, True
         except Exception as err:
             response = storage_error(err) or Response(500, {"error": "internal error"})
             if response.status == 500:
@@ -287,8 +295,8 @@ class MemoryHost:
             body=json_body(response),
             headers={**JSON_HEADERS, "x-request-id": request_id},
         )
-        if self.stopping:
-            answer.force_close()  # the client reconnects, and finds the port closed
+        if close:  # stopping: the client reconnects, and finds the port closed
+            answer.force_close()
         return answer
 
     async def drain(self, timeout_s: float) -> bool:
