@@ -345,3 +345,58 @@ async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
 
         await wait_until(compacted, timeout=10, what="the new chat's compaction")
         assert len(calls) == 2
+
+
+async def test_a_bug_while_saving_a_reminders_wake_does_not_end_the_loop(tmp_path, caplog):
+    """A reminder's wake the full alarm table refused is retried by the loop; that retry hit a
+    bug (an error neither sqlite3's nor the OS's): it escaped the loop's handling and ended the
+    loop. It is logged once, the other chats' alarms keep running, and the wake is saved once
+    the bug is gone."""
+    clock = Clock()
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        return SUMMARY
+
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        inner = host.host
+        assert inner is not None
+        alarms = inner.alarms
+        real_set = alarms.set
+        mode = {"rm": "full"}
+        bugs: list[int] = []
+
+        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+            if chat_key == "rm" and mode["rm"] == "full":
+                raise sqlite3.OperationalError("database or disk is full")
+            if chat_key == "rm" and mode["rm"] == "bug":
+                bugs.append(due_ms)
+                raise ValueError("a bug while saving a wake")
+            real_set(chat_key, due_ms, keep_earlier)
+
+        alarms.set = set_alarm  # type: ignore[method-assign]
+        caplog.set_level(logging.ERROR, logger="memory_worker.local")
+        due = int(clock.now.timestamp() * 1000) + 60_000
+        r = await client.post("/v1/chats/rm/reminders", json={"text": "in a minute", "due_at": due})
+        assert r.status_code == 200 and alarms.next_due(()) is None
+        mode["rm"] = "bug"
+
+        async def looked_twice() -> bool:
+            inner.scheduler.poke()  # one more look
+            await client.get("/health")
+            return len(bugs) >= 2
+
+        await wait_until(looked_twice, timeout=10, what="two buggy retries")  # main: the loop ended at one
+        await _say(client, "c", 26)  # still buggy: another chat's alarm runs all the same
+
+        async def compacted() -> bool:
+            return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
+
+        await wait_until(compacted, timeout=10, what="the compaction while the wake's retry fails")
+        mode["rm"] = "ok"
+        inner.scheduler.poke()
+        await wait_until(lambda: alarms.next_due(()) == due, timeout=10, what="the wake saved at last")
+        logged = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(logged) == 1 and logged[0].exc_info is not None  # once for the whole spell

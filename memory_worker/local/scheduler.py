@@ -10,7 +10,6 @@ never stalls the turns of any chat.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import time
@@ -151,10 +150,14 @@ class CompactionScheduler:
             self._held = {k: until for k, until in self._held.items() if until > now}
             busy = self._running | set(self._held)
             timeout: float | None = None  # all slots busy: a finishing alarm wakes us
+            failing = False  # this look hit a bug
             if self._unsaved:
-                # Still refused: tried again at the next look (within MAX_IDLE_S); logged once.
-                with contextlib.suppress(sqlite3.Error, OSError):
+                try:
                     self._save_wakes()
+                except (sqlite3.Error, OSError):
+                    pass  # still refused: tried again at the next look (within MAX_IDLE_S); logged once
+                except Exception:  # a bug must not end the loop; the due alarms below still run
+                    failing = self._failed("could not save the reminders' wakes")
             try:
                 free = self.max_in_flight - len(self._running)
                 for chat_key in self.alarms.due(now, busy, free) if free > 0 else []:
@@ -169,12 +172,9 @@ class CompactionScheduler:
                 log.warning("alarm table unavailable: %s", err)
                 timeout = TABLE_RETRY_S
             except Exception:  # a bug must not end the loop (no chat's alarm would ever run again)
-                if not self._failing:  # once per spell, with its traceback: every look would repeat it
-                    log.exception("alarm loop failed")
-                self._failing = True
+                failing = self._failed("alarm loop failed")
                 timeout = TABLE_RETRY_S
-            else:
-                self._failing = False
+            self._failing = failing
             if self._held:
                 until = (min(self._held.values()) - now) / 1000
                 timeout = until if timeout is None else min(timeout, until)
@@ -190,6 +190,12 @@ class CompactionScheduler:
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    def _failed(self, what: str) -> bool:
+        """Log a bug the loop met, with its traceback, once per spell (every look would repeat it)."""
+        if not self._failing:
+            log.exception(what)
+        return True
 
     async def _hand_over(self, chat_key: str, memory: ChatMemory) -> int | None:
         """Hand the chat's due reminders to the dispatch object; None, or when to try again if it failed."""
