@@ -115,3 +115,23 @@ async def test_a_body_without_a_length_is_still_refused_while_it_is_read(host):
     finally:
         writer.close()
     assert answer_of(raw)[0] == 413 and answer_of(raw)[2] == REFUSAL
+
+
+async def test_a_request_in_flight_when_the_host_drains_is_answered_and_its_connection_closed(host):
+    body = json.dumps({"text": "said as the host stops", "author": "Ada", "author_id": "a1"}).encode()
+    inner = host.host
+    assert inner is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+    try:
+        writer.write(head(len(body)) + body[:10])
+        await writer.drain()
+        await wait_until(lambda: inner.in_flight == 1, timeout=10, what="the request in flight")
+        drained = asyncio.create_task(inner.drain(10))  # the shutdown starts mid-body
+        writer.write(body[10:])
+        async with asyncio.timeout(10):
+            raw = await reader.read()  # to the end: the host closes the connection
+            assert await drained
+    finally:
+        writer.close()
+    status, headers, _ = answer_of(raw)
+    assert status == 200 and headers["connection"] == "close"

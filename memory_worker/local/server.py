@@ -241,7 +241,7 @@ class MemoryHost:
         request_id = _request_id(headers.get("x-request-id"))
         path, _, query = request.raw_path.partition("?")
         chat_key: str | None = None
-        close = self.stopping  # also when the body was not read whole: the connection ends
+        close = False  # the body was not read whole: the connection ends with the answer
         self.in_flight += 1
         response: Response | None
         try:
@@ -295,7 +295,7 @@ class MemoryHost:
             body=json_body(response),
             headers={**JSON_HEADERS, "x-request-id": request_id},
         )
-        if close:  # stopping: the client reconnects, and finds the port closed
+        if close or self.stopping:  # stopping: the client reconnects, and finds the port closed
             answer.force_close()
         return answer
 
