@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +25,7 @@ from tests.support import TOKEN, wait_until
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
+MINUTE = 60_000
 
 
 class Clock:
@@ -42,6 +46,63 @@ async def _say(client: httpx.AsyncClient, chat: str, n: int) -> None:
         assert r.status_code == 200
 
 
+@asynccontextmanager
+async def _host(
+    tmp_path: Path, clock: Clock, summarize: Any = None
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """A local host on the injected clock, its MemoryHost and a client with the token."""
+    async with (
+        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
+        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
+    ):
+        assert host.host is not None
+        yield host.host, client
+
+
+async def _summarized(previous: str, messages: list[dict[str, Any]]) -> str:
+    return SUMMARY
+
+
+def _rate_limited(calls: list[int], times: int = 10**9) -> Any:
+    """A summarizer answering a 429 that asks for ten minutes (its first `times` calls), counting calls."""
+    from memory_engine.compaction import SummarizerError
+
+    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+        calls.append(1)
+        if len(calls) <= times:
+            raise SummarizerError("summarizer rate-limited (429)", 10 * MINUTE)
+        return SUMMARY
+
+    return summarize
+
+
+def _full_table(alarms: Any, reschedules_only: bool = True) -> dict[str, bool]:
+    """Make the alarm table refuse writes as a full disk does, while the flag's "on" holds.
+
+    `reschedules_only`: an alarm run's reschedule fails, a write's alarm (keep_earlier) is taken.
+    """
+    real_set = alarms.set
+    full = {"on": True}
+
+    def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
+        if full["on"] and not (reschedules_only and keep_earlier):
+            raise sqlite3.OperationalError("database or disk is full")
+        real_set(chat_key, due_ms, keep_earlier)
+
+    alarms.set = set_alarm
+    return full
+
+
+async def _compacted(client: httpx.AsyncClient, inner: Any, chat: str) -> bool:
+    inner.scheduler.poke()
+    return (await client.get(f"/v1/chats/{chat}/summary")).json()["compactions"] == 1
+
+
+async def _handed(client: httpx.AsyncClient, inner: Any) -> bool:
+    inner.scheduler.poke()
+    return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
+
+
 async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_run(tmp_path, caplog):
     clock = Clock()
     summarized: list[str] = []
@@ -50,12 +111,7 @@ async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_ru
         summarized.append(messages[0]["text"].split()[0])  # which chat
         return SUMMARY
 
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
+    async with _host(tmp_path, clock, summarize) as (inner, client):
         alarms = inner.alarms
         real_set, real_delete = alarms.set, alarms.delete
         broken = {"on": True}
@@ -76,18 +132,16 @@ async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_ru
             check(chat_key)
             real_delete(chat_key)
 
-        alarms.set, alarms.delete = set_alarm, delete_alarm  # type: ignore[method-assign]
+        alarms.set, alarms.delete = set_alarm, delete_alarm
         caplog.set_level(logging.ERROR, logger="memory_worker.local")
 
         await _say(client, "bad", 26)
         await wait_until(lambda: attempts, timeout=10, what="the bad chat's alarm run")
         # Another chat's alarm still runs, while the bad one's row is still due.
         await _say(client, "good", 26)
-
-        async def good_compacted() -> bool:
-            return (await client.get("/v1/chats/good/summary")).json()["compactions"] == 1
-
-        await wait_until(good_compacted, timeout=10, what="the other chat's compaction")
+        await wait_until(
+            lambda: _compacted(client, inner, "good"), timeout=10, what="the other chat's compaction"
+        )
         for _ in range(20):  # give the loop every chance to spin on the bad chat
             inner.scheduler.poke()
             await client.get("/health")
@@ -115,23 +169,10 @@ async def test_a_reminder_whose_alarm_cannot_be_written_is_kept_and_its_alarm_se
     the answer is 200 (a 507 asked the bot to retry, storing it twice); its alarm is written
     once the table takes it, and the reminder is handed over once."""
     clock = Clock()
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
+    async with _host(tmp_path, clock) as (inner, client):
         alarms = inner.alarms
-        real_set = alarms.set
-        full = {"on": True}
-
-        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
-            if full["on"]:
-                raise sqlite3.OperationalError("database or disk is full")
-            real_set(chat_key, due_ms, keep_earlier)
-
-        alarms.set = set_alarm  # type: ignore[method-assign]
-        due = int(clock.now.timestamp() * 1000) + 60_000
+        full = _full_table(alarms, reschedules_only=False)
+        due = int(clock.now.timestamp() * 1000) + MINUTE
         r = await client.post("/v1/chats/rm/reminders", json={"text": "in a minute", "due_at": due})
         assert r.status_code == 200, r.text  # was 507, with the reminder already stored
         assert alarms.next_due(()) is None
@@ -140,29 +181,14 @@ async def test_a_reminder_whose_alarm_cannot_be_written_is_kept_and_its_alarm_se
         await wait_until(lambda: alarms.next_due(()) == due, timeout=10, what="the alarm written later")
 
         clock.now += timedelta(minutes=1, milliseconds=1)
-        inner.scheduler.poke()
-
-        async def handed() -> bool:
-            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
-
-        await wait_until(handed, timeout=10, what="the reminder's hand-over")
+        await wait_until(lambda: _handed(client, inner), timeout=10, what="the reminder's hand-over")
         assert len((await client.get("/v1/chats/rm/reminders")).json()["reminders"]) == 1
 
 
 async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
     """The loop's own look at the table fails once with a bug: it used to end the loop, and no
     chat's alarm ever ran again in that process. It is logged and the loop looks again."""
-    clock = Clock()
-
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
-        return SUMMARY
-
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
+    async with _host(tmp_path, Clock(), _summarized) as (inner, client):
         real_due = inner.alarms.due
         failures: list[int] = []
 
@@ -172,7 +198,7 @@ async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
                 raise ValueError("a bug in the alarm loop")
             return real_due(now_ms, exclude, limit)
 
-        inner.alarms.due = due_broken_thrice  # type: ignore[method-assign]
+        inner.alarms.due = due_broken_thrice
         caplog.set_level(logging.ERROR, logger="memory_worker.local")
 
         async def looked_thrice() -> bool:
@@ -182,11 +208,9 @@ async def test_a_bug_in_the_alarm_loop_itself_does_not_end_it(tmp_path, caplog):
 
         await wait_until(looked_thrice, timeout=10, what="three broken looks")  # main: the loop ended
         await _say(client, "c", 26)
-
-        async def compacted() -> bool:
-            return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
-
-        await wait_until(compacted, timeout=10, what="the compaction after the loop's error")
+        await wait_until(
+            lambda: _compacted(client, inner, "c"), timeout=10, what="the compaction after the error"
+        )
         assert [r.getMessage() for r in caplog.records] == ["alarm loop failed"]  # once for three
 
 
@@ -194,34 +218,12 @@ async def test_a_chat_held_back_by_a_full_alarm_table_still_rings_for_its_remind
     """A run's reschedule fails (a full disk) after a failed compaction (a 429 asking for ten
     minutes): the chat is held back in memory, but only until the alarm would have rung. A
     reminder due in a minute is handed over then, not after the compaction's ten minutes."""
-    from memory_engine.compaction import SummarizerError
-
     clock = Clock()
-    minute = 60_000
     calls: list[int] = []
-
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
-        calls.append(1)
-        raise SummarizerError("summarizer rate-limited (429)", 10 * minute)
-
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
-        alarms = inner.alarms
-        real_set = alarms.set
-        full = {"on": True}
-
-        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
-            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
-                raise sqlite3.OperationalError("database or disk is full")
-            real_set(chat_key, due_ms, keep_earlier)
-
-        alarms.set = set_alarm  # type: ignore[method-assign]
+    async with _host(tmp_path, clock, _rate_limited(calls)) as (inner, client):
+        full = _full_table(inner.alarms)
         start = int(clock.now.timestamp() * 1000)
-        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + minute})
+        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + MINUTE})
         assert r.status_code == 200
         await _say(client, "h", 26)
         await wait_until(
@@ -229,51 +231,23 @@ async def test_a_chat_held_back_by_a_full_alarm_table_still_rings_for_its_remind
             timeout=10,
             what="the failed compaction's reschedule",
         )
-        assert inner.scheduler.held["h"] == start + minute  # was start + 10 minutes
+        assert inner.scheduler.held["h"] == start + MINUTE  # was start + 10 minutes
         full["on"] = False  # the disk has room again
 
-        clock.now += timedelta(milliseconds=minute + 1)
-        inner.scheduler.poke()
-
-        async def handed() -> bool:
-            inner.scheduler.poke()
-            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
-
-        await wait_until(handed, timeout=10, what="the reminder's hand-over")  # main: 9 minutes late
+        clock.now += timedelta(milliseconds=MINUTE + 1)
+        await wait_until(lambda: _handed(client, inner), timeout=10, what="the hand-over")  # main: 9 min late
         await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
         assert len(calls) == 1  # the compaction still waits out its Retry-After
-        assert alarms.next_due(()) == start + 10 * minute
+        assert inner.alarms.next_due(()) == start + 10 * MINUTE
 
 
 async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp_path):
     """The chat is held back for a failed compaction's backoff (its alarm table was full when
     the run ended); a reminder added afterwards, due sooner, is handed over at its time."""
-    from memory_engine.compaction import SummarizerError
-
     clock = Clock()
-    minute = 60_000
     calls: list[int] = []
-
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
-        calls.append(1)
-        raise SummarizerError("summarizer rate-limited (429)", 10 * minute)
-
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
-        alarms = inner.alarms
-        real_set = alarms.set
-        full = {"on": True}
-
-        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
-            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
-                raise sqlite3.OperationalError("database or disk is full")
-            real_set(chat_key, due_ms, keep_earlier)
-
-        alarms.set = set_alarm  # type: ignore[method-assign]
+    async with _host(tmp_path, clock, _rate_limited(calls)) as (inner, client):
+        full = _full_table(inner.alarms)
         start = int(clock.now.timestamp() * 1000)
         await _say(client, "h", 26)
         await wait_until(
@@ -282,52 +256,23 @@ async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp
             what="the failed compaction's reschedule",
         )
         full["on"] = False
-        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + minute})
+        r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + MINUTE})
         assert r.status_code == 200
 
-        clock.now += timedelta(milliseconds=minute + 1)
-
-        async def handed() -> bool:
-            inner.scheduler.poke()
-            return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
-
-        await wait_until(handed, timeout=10, what="the reminder's hand-over")  # main: 9 minutes late
+        clock.now += timedelta(milliseconds=MINUTE + 1)
+        await wait_until(lambda: _handed(client, inner), timeout=10, what="the hand-over")  # main: 9 min late
         await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
         assert len(calls) == 1  # the compaction still waits out its Retry-After
-        assert alarms.next_due(()) == start + 10 * minute
+        assert inner.alarms.next_due(()) == start + 10 * MINUTE
 
 
 async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
     """A chat held back in memory (its alarm table was full after a failed compaction asking
     for ten minutes) is erased; a new chat under the same key compacts at once, not when the
     erased chat's hold ends."""
-    from memory_engine.compaction import SummarizerError
-
-    clock = Clock()
     calls: list[int] = []
-
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
-        calls.append(1)
-        if len(calls) == 1:
-            raise SummarizerError("summarizer rate-limited (429)", 10 * 60_000)
-        return SUMMARY
-
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
-        alarms = inner.alarms
-        real_set = alarms.set
-        full = {"on": True}
-
-        def set_alarm(chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
-            if full["on"] and not keep_earlier:  # the run's reschedule; a write's alarm is taken
-                raise sqlite3.OperationalError("database or disk is full")
-            real_set(chat_key, due_ms, keep_earlier)
-
-        alarms.set = set_alarm  # type: ignore[method-assign]
+    async with _host(tmp_path, Clock(), _rate_limited(calls, times=1)) as (inner, client):
+        full = _full_table(inner.alarms)
         await _say(client, "e", 26)
         await wait_until(
             lambda: calls and inner.scheduler.running == 0 and "e" in inner.scheduler.held,
@@ -338,12 +283,7 @@ async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
         assert (await client.delete("/v1/chats/e")).json() == {"deleted": True}
         assert "e" not in inner.scheduler.held  # was held ten minutes more
         await _say(client, "e", 26)  # a new chat under the same key
-
-        async def compacted() -> bool:
-            inner.scheduler.poke()
-            return (await client.get("/v1/chats/e/summary")).json()["compactions"] == 1
-
-        await wait_until(compacted, timeout=10, what="the new chat's compaction")
+        await wait_until(lambda: _compacted(client, inner, "e"), timeout=10, what="the new chat's compaction")
         assert len(calls) == 2
 
 
@@ -353,16 +293,7 @@ async def test_a_bug_while_saving_a_reminders_wake_does_not_end_the_loop(tmp_pat
     loop. It is logged once, the other chats' alarms keep running, and the wake is saved once
     the bug is gone."""
     clock = Clock()
-
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
-        return SUMMARY
-
-    async with (
-        EmbeddedMemoryHost(tmp_path / "data", token=TOKEN, summarizer=summarize, clock=clock) as host,
-        httpx.AsyncClient(base_url=host.url, headers=AUTH, trust_env=False) as client,
-    ):
-        inner = host.host
-        assert inner is not None
+    async with _host(tmp_path, clock, _summarized) as (inner, client):
         alarms = inner.alarms
         real_set = alarms.set
         mode = {"rm": "full"}
@@ -376,9 +307,9 @@ async def test_a_bug_while_saving_a_reminders_wake_does_not_end_the_loop(tmp_pat
                 raise ValueError("a bug while saving a wake")
             real_set(chat_key, due_ms, keep_earlier)
 
-        alarms.set = set_alarm  # type: ignore[method-assign]
+        alarms.set = set_alarm
         caplog.set_level(logging.ERROR, logger="memory_worker.local")
-        due = int(clock.now.timestamp() * 1000) + 60_000
+        due = int(clock.now.timestamp() * 1000) + MINUTE
         r = await client.post("/v1/chats/rm/reminders", json={"text": "in a minute", "due_at": due})
         assert r.status_code == 200 and alarms.next_due(()) is None
         mode["rm"] = "bug"
@@ -390,11 +321,7 @@ async def test_a_bug_while_saving_a_reminders_wake_does_not_end_the_loop(tmp_pat
 
         await wait_until(looked_twice, timeout=10, what="two buggy retries")  # main: the loop ended at one
         await _say(client, "c", 26)  # still buggy: another chat's alarm runs all the same
-
-        async def compacted() -> bool:
-            return (await client.get("/v1/chats/c/summary")).json()["compactions"] == 1
-
-        await wait_until(compacted, timeout=10, what="the compaction while the wake's retry fails")
+        await wait_until(lambda: _compacted(client, inner, "c"), timeout=10, what="the compaction meanwhile")
         mode["rm"] = "ok"
         inner.scheduler.poke()
         await wait_until(lambda: alarms.next_due(()) == due, timeout=10, what="the wake saved at last")
