@@ -105,6 +105,18 @@ def pyodide_host(tmp_path_factory):
     host.stop()
 
 
+@pytest.fixture
+async def worker(tmp_path):
+    """The Worker and its Durable Object (entry.py) under the fake workerd, started and closed."""
+    from tests.support import WorkerBackend
+
+    backend = await WorkerBackend(tmp_path / "w").start()
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
 # The fakes of the outside services: one running server per test, on 127.0.0.1.
 @pytest.fixture
 async def tg():

@@ -20,7 +20,7 @@ from memory_engine.compaction import SECTIONS, SummarizerError
 
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, RateLimit
-from tests.support import TOKEN, WorkerBackend, wait_until
+from tests.support import TOKEN, MsClock, WorkerBackend, wait_until
 
 SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -29,16 +29,6 @@ RETRY_AFTER = 10 * MINUTE
 
 
 # -- the Durable Object (entry.py under the fake workerd) ------------------------------------
-
-
-class MsClock:
-    """The Worker's clock in ms, moved by the test."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture

@@ -701,13 +701,7 @@ async def test_kill_9_loses_no_acknowledged_write(tmp_path):
 # -- the Worker only: forwarding ------------------------------------------------------------
 
 
-@pytest.fixture
-async def worker(tmp_path):
-    backend = await WorkerBackend(tmp_path / "w").start()
-    try:
-        yield backend
-    finally:
-        await backend.close()
+# `worker`: the Worker under the fake workerd (tests/conftest.py).
 
 
 async def test_worker_refusals_never_reach_an_object(worker):

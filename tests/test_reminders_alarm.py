@@ -27,7 +27,7 @@ from bot.chat.reminders_client import ReminderApi
 from bot.chat.reminders_delivery import Courier, Journal
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.gated_summarizer import GatedSummarizer
-from tests.support import WorkerBackend, wait_until
+from tests.support import MsClock, WorkerBackend, wait_until
 
 SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
 MINUTE = 60_000
@@ -57,16 +57,6 @@ def test_next_wake_reads_the_reminders_as_they_are_now():
 
 
 # -- the Durable Object (entry.py under the fake workerd) ------------------------------------
-
-
-class MsClock:
-    """The Worker's clock in ms, moved by the test."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture

@@ -11,19 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
-from tests.support import WorkerBackend
-
-
-@pytest.fixture
-async def worker(tmp_path):
-    w = await WorkerBackend(tmp_path / "w").start()
-    try:
-        yield w
-    finally:
-        await w.close()
-
 
 async def test_a_failed_compaction_schedule_still_sets_the_reminders_alarm(worker, monkeypatch, caplog):
     entry = worker.entry

@@ -35,15 +35,6 @@ def chunks(total: int, size: int = CHUNK) -> Iterator[bytes]:
         sent += n
 
 
-@pytest.fixture
-async def worker(tmp_path):
-    w = await WorkerBackend(tmp_path / "w").start()
-    try:
-        yield w
-    finally:
-        await w.close()
-
-
 async def _post(w: WorkerBackend, stream: JsReadableStream, headers: dict[str, str]) -> tuple[int, object]:
     assert w.runtime is not None
     status, _, data = await w.runtime.fetch("POST", IMPORT, {**AUTH, **headers}, stream)

@@ -128,6 +128,16 @@ def msg(
     )
 
 
+class MsClock:
+    """The Worker's clock in ms, moved by the test."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
 async def wait_until(
     predicate: Callable[[], Awaitable[Any] | Any], timeout: float = 5.0, what: str = "condition"
 ) -> Any:
