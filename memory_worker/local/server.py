@@ -57,9 +57,9 @@ ENGINE_MODULES = (
     "memory_worker.local.handover",
 )
 access_log = logging.getLogger("memory_worker.access")
+TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
 # The access line's status for a client that left mid-body (nginx's "client closed request");
 # no one reads the answer.
-TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
 CLIENT_GONE = Response(499, {"error": "the client closed the connection before sending its body"})
 # An import that said more batches follow, and then sent none for this long (a client that
 # crashed or gave up), has its stored rows indexed in the background, so the chat's next
