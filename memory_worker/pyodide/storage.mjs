@@ -6,43 +6,18 @@
 // behaviour is not documented, the comment says what is assumed.
 
 import { DatabaseSync } from "node:sqlite";
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 
 // Documented Durable Object SQL limits (developers.cloudflare.com/durable-objects/platform/limits).
 export const MAX_BOUND_PARAMETERS = 100;
 export const MAX_ROW_BYTES = 2_000_000; // "maximum string, BLOB or table row size: 2 MB"
 export const MAX_STATEMENT_BYTES = 100_000; // "maximum SQL statement length: 100 KB"
 
-// PRAGMAs a Durable Object allows (documented list); every other one is refused.
-const ALLOWED_PRAGMAS = new Set([
-  "data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list",
-  "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check",
-  "table_info", "table_list", "table_xinfo",
-]);
-
-// SQL functions a Durable Object allows (workerd's documented allow-list: core scalar,
-// aggregate, window, date/time, JSON, math and FTS5 functions); the same list as the
-// CPython fake in tests/fakes/workers/sql.py. Every other function is refused.
-// prettier-ignore
-const ALLOWED_FUNCTIONS = new Set([
-  "abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",
-  "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim",
-  "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace",
-  "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring",
-  "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date",
-  "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date",
-  "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total",
-  "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
-  "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2",
-  "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2",
-  "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json",
-  "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract",
-  "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch",
-  "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace",
-  "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array",
-  "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25",
-  "highlight", "snippet", "fts5", "match",
-]);
+// The PRAGMAs and SQL functions a Durable Object allows (workerd's documented allow-lists);
+// every other one is refused. One file, read by the CPython fake (tests/fakes/workers/sql.py) too.
+const ALLOWED = JSON.parse(readFileSync(new URL("./durable_object_sql.json", import.meta.url), "utf8"));
+const ALLOWED_PRAGMAS = new Set(ALLOWED.pragmas);
+const ALLOWED_FUNCTIONS = new Set(ALLOWED.functions);
 // The VDBE opcodes that call a function; their p4 reads `name(argc)`.
 const CALLS_FUNCTION = /^(Function|PureFunc|AggStep1?|AggFinal|AggValue|AggInverse)$/;
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -30,37 +31,13 @@ from ._js import (
     to_js_value,
 )
 
-# The SQL functions a Durable Object allows (workerd's allow-list, as documented:
-# core scalar, aggregate, window, date/time, JSON, math, FTS5 auxiliary functions).
-# fmt: off
-ALLOWED_FUNCTIONS = frozenset([
-    "abs", "changes", "char", "coalesce", "concat", "concat_ws", "format", "glob", "hex", "ifnull",
-    "iif", "instr", "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim",
-    "max", "min", "nullif", "octet_length", "printf", "quote", "random", "randomblob", "replace",
-    "round", "rtrim", "sign", "soundex", "sqlite_source_id", "sqlite_version", "substr", "substring",
-    "total_changes", "trim", "typeof", "unhex", "unicode", "unlikely", "upper", "zeroblob", "date",
-    "time", "datetime", "julianday", "unixepoch", "strftime", "timediff", "current_date",
-    "current_time", "current_timestamp", "avg", "count", "group_concat", "string_agg", "sum", "total",
-    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
-    "first_value", "last_value", "nth_value", "acos", "acosh", "asin", "asinh", "atan", "atan2",
-    "atanh", "ceil", "ceiling", "cos", "cosh", "degrees", "exp", "floor", "ln", "log", "log10", "log2",
-    "mod", "pi", "pow", "power", "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "json",
-    "jsonb", "json_array", "jsonb_array", "json_array_length", "json_error_position", "json_extract",
-    "jsonb_extract", "json_insert", "jsonb_insert", "json_object", "jsonb_object", "json_patch",
-    "jsonb_patch", "json_pretty", "json_remove", "jsonb_remove", "json_replace", "jsonb_replace",
-    "json_set", "jsonb_set", "json_type", "json_valid", "json_quote", "json_group_array",
-    "jsonb_group_array", "json_group_object", "jsonb_group_object", "json_each", "json_tree", "bm25",
-    "highlight", "snippet", "fts5", "match",
-])
-# fmt: on
-
-# fmt: off
-ALLOWED_PRAGMAS = frozenset([
-    "data_version", "defer_foreign_keys", "foreign_keys", "foreign_key_check", "foreign_key_list",
-    "index_info", "index_list", "index_xinfo", "legacy_alter_table", "optimize", "quick_check",
-    "table_info", "table_list", "table_xinfo",
-])
-# fmt: on
+# The PRAGMAs and SQL functions a Durable Object allows (workerd's documented allow-lists):
+# one file, read by the Node runtime's storage (memory_worker/pyodide/storage.mjs) too.
+_ALLOWED = json.loads(
+    (Path(__file__).resolve().parents[3] / "memory_worker/pyodide/durable_object_sql.json").read_text("utf-8")
+)
+ALLOWED_FUNCTIONS = frozenset(_ALLOWED["functions"])
+ALLOWED_PRAGMAS = frozenset(_ALLOWED["pragmas"])
 
 
 def _sql_error(message: str) -> JsException:
