@@ -103,6 +103,30 @@ async def _handed(client: httpx.AsyncClient, inner: Any) -> bool:
     return (await client.post("/v1/dispatch/state", json={})).json() == {"open": 1, "done": 0}
 
 
+async def _held_after_a_failed_compaction(
+    client: httpx.AsyncClient, inner: Any, calls: list[int], chat: str
+) -> None:
+    """Grow `chat` to a compaction; wait until it failed and the chat is held back (a full table)."""
+    await _say(client, chat, 26)
+    await wait_until(
+        lambda: calls and inner.scheduler.running == 0 and chat in inner.scheduler.held,
+        timeout=10,
+        what="the failed compaction's reschedule",
+    )
+
+
+async def _reminder_rings_in_a_minute_compaction_waits(
+    client: httpx.AsyncClient, inner: Any, clock: Clock, calls: list[int], start: int
+) -> None:
+    """A minute on, the reminder is handed over (not 9 minutes late); the compaction still
+    waits out its ten-minute Retry-After."""
+    clock.now += timedelta(milliseconds=MINUTE + 1)
+    await wait_until(lambda: _handed(client, inner), timeout=10, what="the reminder's hand-over")
+    await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
+    assert len(calls) == 1
+    assert inner.alarms.next_due(()) == start + 10 * MINUTE
+
+
 async def test_a_bug_in_the_alarm_bookkeeping_holds_that_chat_back_and_others_run(tmp_path, caplog):
     clock = Clock()
     summarized: list[str] = []
@@ -225,20 +249,11 @@ async def test_a_chat_held_back_by_a_full_alarm_table_still_rings_for_its_remind
         start = int(clock.now.timestamp() * 1000)
         r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + MINUTE})
         assert r.status_code == 200
-        await _say(client, "h", 26)
-        await wait_until(
-            lambda: calls and inner.scheduler.running == 0 and "h" in inner.scheduler.held,
-            timeout=10,
-            what="the failed compaction's reschedule",
-        )
+        await _held_after_a_failed_compaction(client, inner, calls, "h")
         assert inner.scheduler.held["h"] == start + MINUTE  # was start + 10 minutes
         full["on"] = False  # the disk has room again
 
-        clock.now += timedelta(milliseconds=MINUTE + 1)
-        await wait_until(lambda: _handed(client, inner), timeout=10, what="the hand-over")  # main: 9 min late
-        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
-        assert len(calls) == 1  # the compaction still waits out its Retry-After
-        assert inner.alarms.next_due(()) == start + 10 * MINUTE
+        await _reminder_rings_in_a_minute_compaction_waits(client, inner, clock, calls, start)
 
 
 async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp_path):
@@ -249,21 +264,12 @@ async def test_a_reminder_added_to_a_held_back_chat_is_not_held_back_with_it(tmp
     async with _host(tmp_path, clock, _rate_limited(calls)) as (inner, client):
         full = _full_table(inner.alarms)
         start = int(clock.now.timestamp() * 1000)
-        await _say(client, "h", 26)
-        await wait_until(
-            lambda: calls and inner.scheduler.running == 0 and "h" in inner.scheduler.held,
-            timeout=10,
-            what="the failed compaction's reschedule",
-        )
+        await _held_after_a_failed_compaction(client, inner, calls, "h")
         full["on"] = False
         r = await client.post("/v1/chats/h/reminders", json={"text": "in a minute", "due_at": start + MINUTE})
         assert r.status_code == 200
 
-        clock.now += timedelta(milliseconds=MINUTE + 1)
-        await wait_until(lambda: _handed(client, inner), timeout=10, what="the hand-over")  # main: 9 min late
-        await wait_until(lambda: inner.scheduler.running == 0, timeout=10, what="the alarm's end")
-        assert len(calls) == 1  # the compaction still waits out its Retry-After
-        assert inner.alarms.next_due(()) == start + 10 * MINUTE
+        await _reminder_rings_in_a_minute_compaction_waits(client, inner, clock, calls, start)
 
 
 async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
@@ -273,12 +279,7 @@ async def test_an_erased_chat_leaves_no_hold_on_the_chat_that_follows(tmp_path):
     calls: list[int] = []
     async with _host(tmp_path, Clock(), _rate_limited(calls, times=1)) as (inner, client):
         full = _full_table(inner.alarms)
-        await _say(client, "e", 26)
-        await wait_until(
-            lambda: calls and inner.scheduler.running == 0 and "e" in inner.scheduler.held,
-            timeout=10,
-            what="the failed compaction's reschedule",
-        )
+        await _held_after_a_failed_compaction(client, inner, calls, "e")
         full["on"] = False
         assert (await client.delete("/v1/chats/e")).json() == {"deleted": True}
         assert "e" not in inner.scheduler.held  # was held ten minutes more
