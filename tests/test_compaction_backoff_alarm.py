@@ -20,7 +20,7 @@ from memory_engine.compaction import SECTIONS, SummarizerError
 
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, RateLimit
-from tests.support import TOKEN, MsClock, WorkerBackend, wait_until
+from tests.support import TOKEN, clocked_worker, wait_until
 
 SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -32,16 +32,11 @@ RETRY_AFTER = 10 * MINUTE
 
 
 @pytest.fixture
-async def worker(tmp_path, monkeypatch):
+async def worker(tmp_path):
     async with FakeOpenAI(default=Answer(text=SUMMARY)) as fake:
         fake.script(RateLimit(retry_after=RETRY_AFTER / 1000))
-        w = await WorkerBackend(tmp_path / "w", vars={"SUMMARY_BASE_URL": fake.url}).start()
-        clock = MsClock(1_800_000_000_000)
-        monkeypatch.setattr(w.entry, "now_ms", clock)
-        try:
+        async with clocked_worker(tmp_path / "w", fake.url) as (w, clock):
             yield w, fake, clock
-        finally:
-            await w.close()
 
 
 async def test_worker_reminder_during_a_backoff_does_not_try_the_compaction_early(worker):

@@ -27,7 +27,7 @@ from bot.chat.reminders_client import ReminderApi
 from bot.chat.reminders_delivery import Courier, Journal
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.gated_summarizer import GatedSummarizer
-from tests.support import MsClock, WorkerBackend, wait_until
+from tests.support import MsClock, WorkerBackend, clocked_worker, wait_until
 
 SUMMARY = "\n\n".join(f"{h}\n- point {i}" for i, h in enumerate(SECTIONS))
 MINUTE = 60_000
@@ -60,16 +60,10 @@ def test_next_wake_reads_the_reminders_as_they_are_now():
 
 
 @pytest.fixture
-async def worker(tmp_path, monkeypatch):
+async def worker(tmp_path):
     """A Worker whose summarizer waits for the test, and its injected clock."""
-    async with GatedSummarizer(SUMMARY) as gated:
-        w = await WorkerBackend(tmp_path / "w", vars={"SUMMARY_BASE_URL": gated.url}).start()
-        clock = MsClock(1_800_000_000_000)
-        monkeypatch.setattr(w.entry, "now_ms", clock)
-        try:
-            yield w, gated, clock
-        finally:
-            await w.close()
+    async with GatedSummarizer(SUMMARY) as gated, clocked_worker(tmp_path / "w", gated.url) as (w, clock):
+        yield w, gated, clock
 
 
 async def _say(w: WorkerBackend, chat: str, n: int) -> None:

@@ -19,6 +19,7 @@ from tests.support.backends import (
     LocalBackend,
     PyodideBackend,
     WorkerBackend,
+    clocked_worker,
     local_memory,
     start_backend,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "ask",
     "bot_on_pipeline",
     "clean_env",
+    "clocked_worker",
     "console_chat",
     "default_config_settings",
     "discord_e2e_settings",

@@ -17,6 +17,7 @@ the same against:
 
 from __future__ import annotations
 
+import contextlib
 import json as jsonlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.pyodide_runtime import PyodideHost
 from tests.fakes import workers as fake_workers
 from tests.fakes.workers.real_sdk import installed_real_sdk, sdk_dir
+from tests.support.core import MsClock
 from tests.support.openapi import check_answer
 
 TOKEN = "contract-test-token-0123456789"
@@ -160,6 +162,21 @@ async def local_memory(tmp_path: Path) -> AsyncIterator[LocalBackend]:
         yield backend
     finally:
         await backend.close()
+
+
+@contextlib.asynccontextmanager
+async def clocked_worker(
+    data_dir: Path, summary_url: str, now_ms: int = 1_800_000_000_000
+) -> AsyncIterator[tuple[WorkerBackend, MsClock]]:
+    """A started WorkerBackend whose summarizer is at `summary_url` and whose clock (entry.now_ms)
+    is an MsClock the test moves (entry.py is imported afresh per Worker); closed afterwards."""
+    w = await WorkerBackend(data_dir, vars={"SUMMARY_BASE_URL": summary_url}).start()
+    clock = MsClock(now_ms)
+    w.entry.now_ms = clock
+    try:
+        yield w, clock
+    finally:
+        await w.close()
 
 
 class WorkerBackend(Backend):
