@@ -153,14 +153,20 @@ def iso(value: Any, name: str) -> str | None:
     if value is None:
         return None
     checked = plain(value, name)
-    try:
-        datetime.fromisoformat(checked.replace("Z", "+00:00"))
-    except ValueError:
-        raise ApiError(400, f"{name} must be an ISO-8601 timestamp") from None
+    if not _parses_as_iso(checked):
+        raise ApiError(400, f"{name} must be an ISO-8601 timestamp")
     return checked
 
 
-_ROLES_CHECKED = {None: "user", "user": "user", "assistant": "assistant", "system": "system"}
+def _parses_as_iso(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+_ROLES_CHECKED = {None: "user"} | {role: role for role in ROLES}  # null = absent = "user"
 _IMPORT_FIELDS = ("author", "author_id", "message_id", "reply_to_message_id", "reply_to_author_id", "ts")
 
 
@@ -186,11 +192,8 @@ def imported_message(m: dict[str, Any]) -> dict[str, Any] | None:
         ):
             return None
     ts = get("ts")
-    if ts is not None:
-        try:
-            datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        except ValueError:
-            return None
+    if ts is not None and not _parses_as_iso(ts):
+        return None
     if role is None:
         m["role"] = checked
     return m
