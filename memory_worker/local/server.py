@@ -33,7 +33,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 from memory_engine.http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
-from memory_engine.validation import MAX_BODY_BYTES
+from memory_engine.validation import BODY_TOO_LARGE, MAX_BODY_BYTES
 
 from .alarms import AlarmTable
 from .chats import MAX_OPEN_CHATS, ChatStore
@@ -57,7 +57,7 @@ ENGINE_MODULES = (
     "memory_worker.local.handover",
 )
 access_log = logging.getLogger("memory_worker.access")
-TOO_LARGE = Response(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
+TOO_LARGE = Response(413, {"error": BODY_TOO_LARGE})
 # The access line's status for a client that left mid-body (nginx's "client closed request");
 # no one reads the answer.
 CLIENT_GONE = Response(499, {"error": "the client closed the connection before sending its body"})

@@ -37,6 +37,7 @@ from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_
 from memory_engine.http_api import JSON_HEADERS, MAX_BODY_BYTES
 from memory_engine.operations import kind
 from memory_engine.settings import retention_setting
+from memory_engine.validation import BODY_TOO_LARGE
 from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
@@ -216,7 +217,7 @@ async def _api_request(request: Any) -> ApiRequest | ApiResponse:
     # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
     body = b"" if _is_null(request.body) else await _read_body(request)
     if body is None:
-        return ApiResponse(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
+        return ApiResponse(413, {"error": BODY_TOO_LARGE})
     return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
 
 

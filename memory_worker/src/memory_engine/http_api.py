@@ -20,7 +20,16 @@ from .http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
 from .pending_index import ensure_settled
 from .route_args import MAX_SEARCH_K, Call
 from .routes import BY_NAME, ROUTES, Ctx, Route
-from .validation import MAX_BODY_BYTES, MAX_FIELD_CHARS, MAX_TEXT_BYTES, MODES, ROLES, ApiError, query_of
+from .validation import (
+    BODY_TOO_LARGE,
+    MAX_BODY_BYTES,
+    MAX_FIELD_CHARS,
+    MAX_TEXT_BYTES,
+    MODES,
+    ROLES,
+    ApiError,
+    query_of,
+)
 from .validation import unquote_strict as _unquote
 
 __all__ = [
@@ -154,7 +163,7 @@ def _parse(req: Request, token: str) -> Operation | Response:
     if not route.on_object and not CHAT_KEY.match(chat_key):
         raise ApiError(400, "invalid chat key: 1-128 characters of A-Z a-z 0-9 : _ - .")
     if len(req.body) > MAX_BODY_BYTES:
-        raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes")
+        raise ApiError(413, BODY_TOO_LARGE)
     args = route.args(Call(params, query_of(req.query), req.body))
     return Operation(route.name, chat_key, args)
 

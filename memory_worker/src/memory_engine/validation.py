@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, unquote
 
 MAX_TEXT_BYTES = 64 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
+BODY_TOO_LARGE = f"request body over {MAX_BODY_BYTES} bytes"  # the 413 of every host
 MAX_FIELD_CHARS = 256
 MODES = ("auto", "full")
 ROLES = ("user", "assistant", "system")
