@@ -21,10 +21,8 @@ FACT_FIELDS = "id, author, author_id, key, value, kind, updated_at"
 FACT_HISTORY_LIMIT = 40  # superseded facts a turn returns (the offline model answers "before X")
 # A message that asks about the past: only then does a turn return the fact history (the
 # bot's offline model reads it for these messages alone, with this same test).
-_PAST = re.compile(r"\b(?:before|previously|used to|earlier|formerly|prior to)\b", re.I)
-
-
 _PAST_WORDS = ("before", "previously", "used to", "earlier", "formerly", "prior to")
+_PAST = re.compile(r"\b(?:" + "|".join(map(re.escape, _PAST_WORDS)) + r")\b", re.I)
 
 
 def asks_about_the_past(text: str) -> bool:
