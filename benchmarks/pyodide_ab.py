@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/pyodide_ab.py --baseline-ref main [--n 10000] [--turns 300]
 
 Two Pyodide hosts (`chatbot memory serve --runtime pyodide`: Node 22, the real workers SDK),
-one running REF's `memory_worker/src` (from `git archive`), one this checkout's; each chat
+one running REF's `memory_worker/src` on REF's emulator (`memory_worker/pyodide`'s .mjs files,
+from `git archive`, with this checkout's node_modules), one this checkout's; each chat
 prefilled alike to N messages by POST /import and its compaction settled. Then the same
 turns alternate between the two hosts (the order alternating too), so both see the same
 moments of the machine's load. Prints each host's CPU ms per turn (Node's, from /proc), p50
@@ -31,30 +32,37 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from memory_latency import Corpus
 from pyodide_latency import TOKEN, WARM_TURNS, batches_of, prefill, process_cpu_s
 
-from memory_worker.pyodide_runtime import SRC_DIR, PyodideHost
+from memory_worker.pyodide_runtime import HOST_SCRIPT, SRC_DIR, PyodideHost
 
 ROOT = Path(__file__).parents[1]
 TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT[\d:.]+Z")  # the server's own clock in answers
 
 
-def checkout_src(ref: str, into: Path) -> Path:
-    """`memory_worker/src` of a commit, extracted under `into`."""
+def checkout(ref: str, into: Path) -> tuple[Path, Path]:
+    """`memory_worker/src` and the host script of a commit, extracted under `into`."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "memory_worker/src"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", ref, "memory_worker/src", "memory_worker/pyodide"],
+        capture_output=True,
+        check=True,
     ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
-    return into / "memory_worker" / "src"
+    host_dir = into / "memory_worker" / "pyodide"
+    # The npm packages (Node, Pyodide) are this checkout's: only the emulator's own code differs.
+    (host_dir / "node_modules").symlink_to((HOST_SCRIPT.parent / "node_modules").resolve())
+    return into / "memory_worker" / "src", host_dir / HOST_SCRIPT.name
 
 
-async def run(srcs: dict[str, Path], corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, Any]:
+async def run(
+    srcs: dict[str, tuple[Path, Path]], corpus: Corpus, n: int, turns: int, tmp: Path
+) -> dict[str, Any]:
     """Both hosts prefilled alike; the same turns alternating; CPU, latencies, answers."""
     import aiohttp
 
     env = {"RETENTION_MESSAGES": str(10 * n)}
     hosts = {
-        key: PyodideHost(tmp / f"host{i}", TOKEN, env=env, src_dir=src)
-        for i, (key, src) in enumerate(srcs.items())
+        key: PyodideHost(tmp / f"host{i}", TOKEN, env=env, src_dir=src, host_script=script)
+        for i, (key, (src, script)) in enumerate(srcs.items())
     }
     for host in hosts.values():
         await asyncio.to_thread(host.start)
@@ -106,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        srcs = {args.baseline_ref: checkout_src(args.baseline_ref, tmp / "ref"), "this checkout": SRC_DIR}
+        srcs = {
+            args.baseline_ref: checkout(args.baseline_ref, tmp / "ref"),
+            "this checkout": (SRC_DIR, HOST_SCRIPT),
+        }
         out = asyncio.run(run(srcs, Corpus(args.data), args.n, args.turns, tmp))
     for key in srcs:
         lat = out["latencies"][key]

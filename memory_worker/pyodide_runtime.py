@@ -91,15 +91,20 @@ NODE_FLAGS: list[str] = ["--no-turbo-inline-js-wasm-calls"]
 
 
 def command(
-    host: str, port: int, data_dir: Path, control: bool = False, src_dir: Path = SRC_DIR
+    host: str,
+    port: int,
+    data_dir: Path,
+    control: bool = False,
+    src_dir: Path = SRC_DIR,
+    host_script: Path = HOST_SCRIPT,
 ) -> list[str]:
-    """The Node command line of the host (`src_dir`: the Worker's code, this checkout's by default)."""
+    """The Node command line of the host (`src_dir`, `host_script`: this checkout's by default)."""
     args = [
         str(node_binary()),
         "--no-warnings",  # node:sqlite is "experimental" in Node 22: one warning per start
         *NODE_FLAGS,
         *os.environ.get("PYODIDE_NODE_FLAGS", "").split(),  # for investigating the runtime
-        str(HOST_SCRIPT),
+        str(host_script),
         "--src",
         str(src_dir),
         "--sdk",
@@ -168,9 +173,12 @@ class PyodideHost:
         control: bool = False,
         log: Path | None = None,
         src_dir: Path = SRC_DIR,
+        host_script: Path = HOST_SCRIPT,
     ):
         self.data_dir = Path(data_dir)
-        self.src_dir = Path(src_dir)  # the Worker's code (benchmarks run another checkout's)
+        # The Worker's code and the emulator's (benchmarks run another checkout's).
+        self.src_dir = Path(src_dir)
+        self.host_script = Path(host_script)
         self.token = token
         self.port = port
         self.env = env or {}
@@ -191,7 +199,9 @@ class PyodideHost:
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         env = worker_env({**os.environ, **self.env}, self.token)
         self.proc = subprocess.Popen(
-            command("127.0.0.1", self.port, self.data_dir, self.control_enabled, self.src_dir),
+            command(
+                "127.0.0.1", self.port, self.data_dir, self.control_enabled, self.src_dir, self.host_script
+            ),
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
