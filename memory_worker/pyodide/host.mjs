@@ -21,7 +21,8 @@
 //   end the process and drop every connection.
 // - The global `fetch` is Node's, so the summarizer is reached through the runtime.
 // - `--control`: reads commands from stdin (`reset`, `evict`, `errors`, `stats`), answering one
-//   JSON line each on stdout, for the test suite (one host per test session).
+//   JSON line each on stdout, for the test suite (one host per test session) and the
+//   benchmarks (`stats` counts the alarms run and the CPU ms spent while they ran).
 // On start it prints one JSON line on stdout: {"ready": URL, "cold_start_s", "pyodide_s"}.
 
 import { createServer } from "node:http";
@@ -235,6 +236,8 @@ function control() {
           evictions: objects.evictions,
           rss: memory.rss,
           wasm: pyodide._module.HEAPU8.length,
+          alarms: objects.alarmsRun,
+          alarm_cpu_ms: objects.alarmCpuMs,
         });
       }
       if (command === "evict") objects.start();
