@@ -25,6 +25,7 @@ import tarfile
 import tempfile
 import time
 from io import BytesIO
+from math import isnan
 from math import nan as NAN
 from pathlib import Path
 from typing import Any
@@ -139,9 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     for key in srcs:
         lat = out["latencies"][key]
         cpu_ms = out["cpu_ms"][key]
+        alarm_ms = out["alarm_ms"][key]
+        without = (
+            "its emulator counts no alarms"
+            if isnan(alarm_ms)
+            else f"{cpu_ms - alarm_ms:5.2f} without its {out['alarms'][key]} compaction alarms"
+        )
         print(
-            f"{key:>16}: CPU {cpu_ms:6.2f} ms a turn ({cpu_ms - out['alarm_ms'][key]:5.2f} without its "
-            f"{out['alarms'][key]} compaction alarms), p50 {statistics.median(lat):6.2f} ms, "
+            f"{key:>16}: CPU {cpu_ms:6.2f} ms a turn ({without}), p50 {statistics.median(lat):6.2f} ms, "
             f"mean {statistics.mean(lat):6.2f} ms"
         )
     print(
