@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from latency_corpus import CPU, IMPORT_BATCH, Corpus, percentile, progress, progress_done
-from locomo_recall import _words
+from recall_scoring import words
 
 # -- the previous design's index ---------------------------------------------------------
 
@@ -109,7 +109,7 @@ class SeedBlobIndex:
         blob = {
             "ids": [m["message_id"] for m in messages],
             "texts": [m["text"] for m in messages],
-            "docs": [_words(m["text"]) for m in messages],
+            "docs": [words(m["text"]) for m in messages],
         }
         self.db.execute("INSERT OR REPLACE INTO kv VALUES ('bm25', ?)", (json.dumps(blob),))
 
@@ -118,7 +118,7 @@ class SeedBlobIndex:
         from rank_bm25 import BM25Okapi
 
         blob = json.loads(self.db.execute("SELECT value FROM kv WHERE key = 'bm25'").fetchone()[0])
-        query = _words(message["text"])
+        query = words(message["text"])
         blob["ids"].append(message["message_id"])
         blob["texts"].append(message["text"])
         blob["docs"].append(query)

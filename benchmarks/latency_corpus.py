@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from locomo_recall import load, turns
+from recall_data import load, turns
 
 IMPORT_BATCH = 5_000
 # CPU ms per turn of this process, per (design, size): on a shared machine the wall time
