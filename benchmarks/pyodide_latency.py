@@ -79,6 +79,22 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descendant_pids(exclude: int) -> list[int]:
+    """The live descendants of this process, except `exclude` and its own."""
+    pids, stack = [], [os.getpid()]
+    while stack:
+        for task in Path(f"/proc/{stack.pop()}/task").glob("*/children"):
+            try:
+                children = [int(c) for c in task.read_text().split()]
+            except OSError:  # the task ended meanwhile
+                continue
+            for child in children:
+                if child != exclude:
+                    pids.append(child)
+                    stack.append(child)
+    return pids
+
+
 def descendants_cpu_s(exclude: int) -> float:
     """CPU seconds of this process's descendants, live and reaped, except `exclude` and its own.
 
@@ -87,21 +103,11 @@ def descendants_cpu_s(exclude: int) -> float:
     """
     total = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = total.ru_utime + total.ru_stime  # children already waited for
-    stack = [os.getpid()]
-    while stack:
-        for task in Path(f"/proc/{stack.pop()}/task").glob("*/children"):
-            try:
-                children = [int(c) for c in task.read_text().split()]
-            except OSError:  # the task ended meanwhile
-                continue
-            for child in children:
-                if child == exclude:
-                    continue
-                try:
-                    seconds += process_cpu_s(child)
-                except OSError:
-                    continue
-                stack.append(child)
+    for child in descendant_pids(exclude):
+        try:
+            seconds += process_cpu_s(child)
+        except OSError:  # it ended meanwhile
+            continue
     return seconds
 
 
@@ -220,7 +226,15 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
             stats = await asyncio.to_thread(host.control, "stats")  # answers once no alarm runs
             return stats["alarm_cpu_ms"] / 1000, stats["alarms"]
 
+        children: list[set[int]] = []
+
         async def summarizer() -> tuple[float, int]:
+            # A process started between the two reads would bill its start-up (an interpreter
+            # and the engine's imports, some 0.3 s of CPU) to the measured turns.
+            live = set(descendant_pids(exclude=pid))
+            if children and (new := live - children[0]):
+                raise RuntimeError(f"processes {sorted(new)} started during the measured turns")
+            children.append(live)
             return descendants_cpu_s(exclude=pid), 0
 
         side = {"local": summarizer, "pyodide": alarms}
