@@ -23,6 +23,7 @@ from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
+_BEFORE = {m: max(min(n, RING_SIZE), TURNS_BEFORE) for m, n in [*RECENT_BY_MODE.items(), (None, 4)]}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
@@ -244,12 +245,11 @@ class ChatMemory:
         def build() -> dict[str, Any]:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
-            state = turns.turn_state(self.sql)
+            # The state and the messages before this one (per mode: the recent and the index's), read once.
+            state, before = turns.state_and_newest(self.sql, _BEFORE, mode)
             chosen = mode or state.get("mode") or "auto"
             topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
             want = min(RECENT_BY_MODE.get(chosen, 4), RING_SIZE)
-            # The messages before this one, read once: the recent ones and the index's context.
-            before = turns.newest(self.sql, max(want, TURNS_BEFORE))
             current_id = turns.insert_user_message(self.sql, text, author, author_id, message_id, ts)
             stored = current_id is not None
             if current_id is None:  # a repeat: acknowledged, not stored twice

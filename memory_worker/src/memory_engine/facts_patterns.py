@@ -140,9 +140,26 @@ class LiteralIndex:
         self.literals = literals
         self._wordy = tuple(sorted(w for w in literals if _WORDY(w)))
         self._other = tuple(sorted(w for w in literals if not _WORDY(w)))
+        # A word new to `scan` is searched for the wordy literals by the two letters each opens
+        # with, at each place in the word (~1 us), not with an `in` per literal (~100 of them).
+        self._by_pair: dict[str, list[str]] = {}
+        for w in self._wordy:
+            if len(w) >= 2:
+                self._by_pair.setdefault(w[:2], []).append(w)
+        self._single = tuple(w for w in self._wordy if len(w) < 2)
         # `scan`'s marks: a literal's bits count where the text holds it, a word's where it is a word
         self._bits, self._word_bits = bits or {}, word_bits or {}
         self._runs: dict[str, tuple[frozenset[str], int]] = {}
+
+    def _held(self, run: str) -> frozenset[str]:
+        """The wordy literals that occur in `run` (the same as an `in` for each)."""
+        found = {w for w in self._single if w in run}
+        pairs = self._by_pair
+        for at in range(len(run) - 1):
+            for w in pairs.get(run[at : at + 2], ()):
+                if run.startswith(w, at):
+                    found.add(w)
+        return frozenset(found) or _NOTHING
 
     def scan(self, low: str, runs: list[str]) -> tuple[frozenset[str], int]:
         """The literals in folded text `low`, whose runs of \\w (re `\\w+`) are `runs` (the same
@@ -156,7 +173,7 @@ class LiteralIndex:
             if info is None:
                 if len(cache) >= self.MAX_WORDS:
                     cache.clear()
-                held = frozenset(w for w in self._wordy if w in run) or _NOTHING
+                held = self._held(run)
                 marks = self._word_bits.get(run, 0)
                 for literal in held:
                     marks |= self._bits.get(literal, 0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 from . import wire
@@ -418,16 +419,15 @@ def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> l
 
 @functools.cache
 def _ranked(weights: tuple[float, ...]) -> str:
-    """The ranking statement: the best candidates (id, bm25, author) of a MATCH above a rowid, unordered."""
+    """The ranking statement: the best candidates (bm25, id, author) of a MATCH above a rowid, unordered.
+
+    bm25 first: the rows sort by (score, id) as tuples, with no key function (ids are unique).
+    """
     return (
-        "SELECT top.id, top.rank, (SELECT author FROM messages WHERE messages.id = top.id) AS author "
+        "SELECT top.rank, top.id, (SELECT author FROM messages WHERE messages.id = top.id) AS author "
         f"FROM (SELECT rowid AS id, bm25(messages_fts, {', '.join(str(w) for w in weights)}) AS rank "
         "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) AS top"
     )
-
-
-def _by_rank(row: tuple[Any, ...]) -> tuple[float, int]:
-    return (row[1], row[0])
 
 
 def ranked_rows(
@@ -448,25 +448,21 @@ def ranked_rows(
     # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more. An index row
     # without its message (none should exist) is left out, as the JOIN did.
     ranked_ids = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
-    rows = sorted((r for r in ranked_ids if r[2] is not None), key=_by_rank)
-    authors = {int(r[0]): r[2] for r in rows}
-    candidates = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in exclude]
+    rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
+    candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
         candidates = _forms_once(sql, kept, candidates)
+    # The authors the query names (a handful per chat, each tokenized once): their rows score more.
     named = {form for term in terms for form in term}
-    boosted: dict[str, bool] = {}  # per author name: a handful per chat, tokenized once
-    ranked = []
+    authors = {r[2] for r in rows}
+    boosted = {a for a in authors if a and not named.isdisjoint(tokens(a))} if AUTHOR_BOOST else set()
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
-    for i, score in candidates:
-        author = authors[i] or ""
-        if AUTHOR_BOOST and author:
-            if author not in boosted:
-                boosted[author] = bool(named.intersection(tokens(author)))
-            if boosted[author]:
-                score *= 1.0 + AUTHOR_BOOST
-        if score > 0:
-            ranked.append((i, score))
-    ranked.sort(key=lambda x: -x[1])
+    if boosted:
+        author_of = {int(r[1]): r[2] for r in rows}
+        factor = 1.0 + AUTHOR_BOOST
+        candidates = [(i, score * factor if author_of[i] in boosted else score) for i, score in candidates]
+    ranked = [c for c in candidates if c[1] > 0]
+    ranked.sort(key=itemgetter(1), reverse=True)  # stable: equal scores keep their order, as with -score
     best = ranked[:k]
     if not best:
         return []

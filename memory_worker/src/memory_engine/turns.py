@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from operator import itemgetter
 from typing import Any
 
 from . import chat_state
@@ -45,17 +47,43 @@ _DAY_USAGE = (
 )
 
 
-def turn_state(sql: SqlStorage) -> dict[str, str | None]:
-    """The state a turn reads (mode, summary, topic start, persona), in one statement."""
+@functools.cache
+def _state_and_newest(counts: tuple[tuple[str | None, int], ...]) -> str:
+    """The statement of `state_and_newest` for a table of message counts per mode (see there)."""
+    other = dict(counts)[None]
+    cases = " ".join(f"WHEN '{mode}' THEN {int(n)}" for mode, n in counts if mode is not None)
+    stored = (  # the count for the stored mode (none or '': "auto"), when the request names none
+        f"(SELECT CASE COALESCE(NULLIF(value, ''), 'auto') {cases} ELSE {int(other)} END "
+        "FROM state WHERE key = 'mode')"
+    )
+    auto = dict(counts).get("auto", other)
+    nulls = ", ".join(["NULL"] * len(MESSAGE_COLUMNS))
     marks = ",".join("?" * len(TURN_STATE))
-    return dict(rows_of(sql, f"SELECT key, value FROM state WHERE key IN ({marks})", *TURN_STATE))
+    return (
+        f"SELECT * FROM (SELECT 1 AS part, NULL AS key, NULL AS value, {MSG_COLUMNS} FROM messages "
+        f"ORDER BY id DESC LIMIT COALESCE(?, {stored}, {int(auto)})) "
+        f"UNION ALL SELECT 0, key, value, {nulls} FROM state WHERE key IN ({marks})"
+    )
 
 
-def newest(sql: SqlStorage, n: int) -> list[dict[str, Any]]:
-    """The newest `n` stored messages, oldest first."""
-    rows = sql.exec(f"SELECT {MSG_COLUMNS} FROM messages ORDER BY id DESC LIMIT ?", n)
-    rows.reverse()
-    return rows
+def state_and_newest(
+    sql: SqlStorage, counts: dict[str | None, int], mode: str | None
+) -> tuple[dict[str, str | None], list[dict[str, Any]]]:
+    """The TURN_STATE keys and the newest messages, oldest first, in one statement (one crossing on a Worker).
+
+    How many messages: `counts[mode]` (`counts[None]` for a mode not in it), for the request's
+    `mode` or else the chat's stored one ("auto" when none is stored).
+    """
+    n = counts.get(mode, counts[None]) if mode else None
+    state: dict[str, str | None] = {}
+    messages = []
+    for part, key, value, *row in rows_of(sql, _state_and_newest(tuple(counts.items())), n, *TURN_STATE):
+        if part:
+            messages.append(dict(zip(MESSAGE_COLUMNS, row, strict=True)))
+        else:
+            state[key] = value
+    messages.sort(key=itemgetter("id"))
+    return state, messages
 
 
 def insert_user_message(
