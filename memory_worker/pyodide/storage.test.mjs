@@ -8,7 +8,7 @@ import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES } from "./storage.mjs";
-import { AlarmBook } from "./objects.mjs";
+import { AlarmBook, ObjectHost } from "./objects.mjs";
 
 function storage() {
   const dir = mkdtempSync(join(tmpdir(), "do-storage-"));
@@ -153,5 +153,37 @@ test("alarms persist in the alarm book; deleteAll keeps the alarm and empties th
   await assert.rejects(s.setAlarm("soon"), TypeError);
   again.close();
   s.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("alarms of several objects that run at once count the process's CPU once", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "do-alarm-cpu-"));
+  const burn = (ms) => {
+    const until = process.cpuUsage().user + ms * 1000;
+    while (process.cpuUsage().user < until);
+  };
+  // Like a Python handler on Pyodide: each await resumes in a later task, so handlers interleave.
+  const python = {
+    construct: () => ({}),
+    release: () => {},
+    call: async () => {
+      for (let i = 0; i < 5; i++) {
+        burn(5);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    },
+  };
+  const host = new ObjectHost(dir, python, (text) => assert.fail(text));
+  const before = process.cpuUsage();
+  for (const name of ["a", "b"]) host.alarms.set(host.namespace.idFromName(name).toString(), Date.now(), name);
+  const deadline = Date.now() + 10_000;
+  while (host.alarmsRun < 2) {
+    assert.ok(Date.now() < deadline, "the alarms did not run");
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const used = process.cpuUsage(before);
+  assert.ok(host.alarmCpuMs >= 45, `the handlers' 50 ms are counted: ${host.alarmCpuMs}`);
+  assert.ok(host.alarmCpuMs <= (used.user + used.system) / 1000, `${host.alarmCpuMs} ms, more than the process used`);
+  host.close();
   rmSync(dir, { recursive: true, force: true });
 });
