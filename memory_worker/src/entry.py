@@ -68,6 +68,9 @@ UNEXPECTED_FAILURE_RETRY_MS = 60_000
 SUMMARY_TIMEOUT_S = 60.0
 HANDOVER_RETRY_MS = 5_000  # due reminders the dispatch object did not take: tried again soon
 REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the alarm earlier
+# A reminders' alarm that could not be set is tried again after these pauses (while the
+# object lives), and on the object's next request of any kind until it is set.
+ALARM_RETRY_DELAYS_S = (1.0, 5.0, 30.0, 120.0)
 
 
 def _is_null(value: Any) -> bool:
@@ -271,6 +274,11 @@ class ChatMemorySQLite(DurableObject):
         self._memory: ChatMemory | None = None
         self._summarize: Summarize | None = None
         self._alarm_running = False  # calls may run while the alarm awaits its summarizer
+        # A reminder write whose alarm could not be set: the reminder is committed (a retry
+        # of add_reminder would add it twice), so the alarm is set again until it holds.
+        # Unsure at first too: an object evicted before its retry held forgot the failure.
+        self._alarm_unsure = True
+        self._alarm_retry: asyncio.Task[None] | None = None
 
     def memory(self) -> ChatMemory:
         """The chat's ChatMemory, built (and its schema migrated) on first use."""
@@ -302,6 +310,8 @@ class ChatMemorySQLite(DurableObject):
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
+        if self._alarm_unsure:
+            await self._reminders_alarm(memory, "a later request")
         if op.name in REMINDER_WRITES:  # its alarm hands reminders over under this key
             memory.record_chat_key(op.chat_key)
         try:
@@ -322,10 +332,30 @@ class ChatMemorySQLite(DurableObject):
         except Exception:
             log.exception("could not schedule compaction after %s", name)
         if name in REMINDER_WRITES:
-            try:
-                await self._alarm_by(reminders.next_alarm_ms(memory.sql))
-            except Exception:
-                log.exception("could not set the reminders' alarm after %s", name)
+            await self._reminders_alarm(memory, name)
+
+    async def _reminders_alarm(self, memory: ChatMemory, after: str) -> bool:
+        """Set the alarm by the next reminder; on failure mark it unsure and retry soon."""
+        try:
+            await self._alarm_by(reminders.next_alarm_ms(memory.sql))
+        except Exception:
+            log.exception("could not set the reminders' alarm after %s", after)
+            self._alarm_unsure = True
+            if self._alarm_retry is None or self._alarm_retry.done():
+                self._alarm_retry = asyncio.create_task(self._retry_reminders_alarm())
+            return False
+        self._alarm_unsure = False
+        return True
+
+    async def _retry_reminders_alarm(self) -> None:
+        # Nothing else may touch a quiet chat for days. The runtime may evict the object
+        # before a pause ends; its next instance checks the alarm on its first request.
+        for delay in ALARM_RETRY_DELAYS_S:
+            await asyncio.sleep(delay)
+            if not self._alarm_unsure or self._memory is None:
+                return  # set meanwhile (a request, the alarm's own end), or the chat erased
+            if await self._reminders_alarm(self._memory, "a retry"):
+                return
 
     async def _after_write(self, name: str, memory: ChatMemory) -> None:
         """Free an erased chat's storage, or make the alarm ring for a compaction now due."""
@@ -393,6 +423,7 @@ class ChatMemorySQLite(DurableObject):
             await self.ctx.storage.deleteAlarm()  # one a reminder write set meanwhile, now covered
         else:
             await self.ctx.storage.setAlarm(at)
+        self._alarm_unsure = False  # set by next_wake, from every reminder as it is now
 
     async def _hand_over(self, memory: ChatMemory) -> None:
         """Queue the due reminders in the dispatch object (idempotent by key), then mark them handed."""
