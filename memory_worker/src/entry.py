@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from http import HTTPMethod
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from memory_engine import ChatMemory, execute, parse, reminders
@@ -233,12 +233,16 @@ async def _read_body(request: Any) -> bytes | None:
     refused unread, and the stream is read chunk by chunk and dropped once it passes the
     limit (no Content-Length, or one that lies). The declared length frames the body, as in
     HTTP: once that much has arrived, no further read waits for the stream's end.
+    With a declared length the chunks are copied into one buffer of that size (about the
+    body once at the peak; the chunks and then their join held it twice, and an object
+    has 128 MB); without one they are joined.
     """
     declared = "" if _is_null(length := request.headers.get("content-length")) else str(length)
     expected = int(declared) if declared.isascii() and declared.isdigit() else -1  # -1: unknown
     if expected > MAX_BODY_BYTES:
         return None
     reader = request.body.getReader()
+    buffer = bytearray(expected) if expected > 0 else None
     chunks: list[bytes] = []
     size = 0
     while size != expected:
@@ -246,12 +250,23 @@ async def _read_body(request: Any) -> bytes | None:
         if step.done:
             break
         chunk = step.value
-        size += int(chunk.byteLength)  # before it is copied into Python's heap: it may be huge
-        if size > MAX_BODY_BYTES:
+        n = int(chunk.byteLength)  # before it is copied into Python's heap: it may be huge
+        if size + n > MAX_BODY_BYTES:
             await reader.cancel()
             return None
-        chunks.append(chunk.to_bytes())
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if buffer is None:
+            chunks.append(chunk.to_bytes())
+        elif size + n <= len(buffer):
+            chunk.assign_to(memoryview(buffer)[size : size + n])  # JS to the buffer, no bytes between
+        else:  # longer than it said: kept whole, as before (the limit still holds)
+            del buffer[size:]
+            buffer += chunk.to_bytes()
+        size += n
+    if buffer is None:
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    del buffer[size:]  # shorter than it said: what arrived
+    # The engine only measures and decodes the body: a bytes copy would hold it twice again.
+    return cast(bytes, buffer)
 
 
 # The headers of every answer as a JS array of pairs, converted on first use: a plain value,

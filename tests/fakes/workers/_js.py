@@ -200,6 +200,13 @@ class JsArrayBuffer(JsProxy):
         """The buffer's bytes."""
         return self._data
 
+    def assign_to(self, to: Any) -> None:
+        """Copy the bytes into a writable Python buffer of the same length (`JsBuffer.assign_to`)."""
+        with memoryview(to) as view:
+            if view.nbytes != len(self._data):
+                raise ValueError(f"cannot assign {len(self._data)} bytes to a buffer of {view.nbytes}")
+            view.cast("B")[:] = self._data
+
     def to_py(self, *, depth: int = -1, default_converter: Callable | None = None) -> Any:
         """As Pyodide converts an ArrayBuffer inside a row: a memoryview of its bytes."""
         return memoryview(self._data)
