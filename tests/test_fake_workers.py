@@ -11,7 +11,7 @@ from aiohttp import web
 
 from tests.fakes import workers as fw
 from tests.fakes.workers import real_sdk, rpc
-from tests.fakes.workers._js import JsException, JsProxy, JsRequest, array_from, jsnull
+from tests.fakes.workers._js import JsException, JsProxy, JsRequest, JsUint8Array, array_from, jsnull
 from tests.fakes.workers.runtime import DurableObjectId, DurableObjectState, DurableObjectStorage
 from tests.support import TcpGate
 
@@ -191,6 +191,16 @@ async def test_alarm_retries_with_exponential_backoff(tmp_path):
         assert second - first >= 1900  # 2 s, then 4 s
         assert rt.alarm_of("one") is None and rt.alarm_runs[-1] == ("one", "ok")
         rt.close()
+
+
+def test_a_chunk_assigns_into_a_python_buffer_of_its_length():
+    """`JsBuffer.assign_to`, as entry.py copies a body's chunks into one bytearray."""
+    buffer = bytearray(b"......")
+    JsUint8Array(b"abc").assign_to(memoryview(buffer)[2:5])
+    assert buffer == bytearray(b"..abc.")
+    with pytest.raises(ValueError):
+        JsUint8Array(b"abc").assign_to(memoryview(buffer)[0:2])  # Pyodide refuses another length
+    assert buffer == bytearray(b"..abc.")
 
 
 async def test_request_and_response_mirror_the_sdk():

@@ -14,6 +14,8 @@ Both are thin shells over `memory_engine`, which holds every rule:
   (`reminders.next_wake`: the compaction's delay, the reminders as they are when it ends).
   A call while the alarm runs leaves the alarm to it (the rule of the local host's
   scheduler). The summarizer talks to its endpoint through the runtime's `fetch`.
+- A reminder write whose alarm could not be set is answered (the row is kept); the object
+  sets the alarm again on its next request and on a timer until it holds.
 
 Only this file imports `workers` (and `pyodide`); tests run it under the fake in
 `tests/fakes/workers/`.
