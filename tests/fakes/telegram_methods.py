@@ -31,6 +31,18 @@ _CHAT_ACTIONS = {
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 
 
+def _message_text(params: dict) -> str:
+    """The `text` of sendMessage/editMessageText as Telegram shows it; refused when empty or too long."""
+    text = params.get("text")
+    # Telegram trims whitespace around a message (after entity parsing).
+    plain = plain_text(str(text), params.get("parse_mode")).strip() if text else ""
+    if not plain:
+        raise bad("message text is empty")
+    if len(plain) > MAX_TEXT:
+        raise bad("message is too long")
+    return plain
+
+
 class ChatMethods(TelegramWorld):
     """sendMessage, editMessageText, deleteMessage, sendChatAction, sendPhoto, sendDocument, the
     command methods, getFile, getChatMember and answerCallbackQuery."""
@@ -38,14 +50,7 @@ class ChatMethods(TelegramWorld):
     async def _m_sendMessage(self, params: dict, files: dict) -> dict:
         chat = self._chat(params)
         text = params.get("text")
-        if not text or not str(text).strip():
-            raise bad("message text is empty")
-        # Telegram trims whitespace around a message (after entity parsing).
-        plain = plain_text(str(text), params.get("parse_mode")).strip()
-        if not plain:
-            raise bad("message text is empty")
-        if len(plain) > MAX_TEXT:
-            raise bad("message is too long")
+        plain = _message_text(params)
         fields: dict[str, Any] = {"text": plain, **self._reply_to(chat, params)}
         if params.get("parse_mode"):
             fields["sent_parse_mode"] = params["parse_mode"]  # kept for assertions, not sent by Telegram
@@ -65,14 +70,7 @@ class ChatMethods(TelegramWorld):
             raise bad("message to edit not found")
         if msg.get("from", {}).get("id") != self.bot_user["id"]:
             raise bad("message can't be edited")
-        text = params.get("text")
-        if not text:
-            raise bad("message text is empty")
-        plain = plain_text(str(text), params.get("parse_mode")).strip()
-        if not plain:
-            raise bad("message text is empty")
-        if len(plain) > MAX_TEXT:
-            raise bad("message is too long")
+        plain = _message_text(params)
         markup = params.get("reply_markup")
         if plain == msg.get("text") and markup == msg.get("reply_markup"):
             raise bad(
