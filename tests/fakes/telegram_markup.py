@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from tests.fakes.telegram_errors import bad
+from tests.fakes.telegram_errors import ApiError, bad
 
 
 def _utf16_len(s: str) -> int:
@@ -97,6 +97,13 @@ def parse_html(text: str) -> str:
     return "".join(out)
 
 
+def _unclosed(text: str, i: int) -> ApiError:
+    """Telegram's refusal of a legacy Markdown entity opened at `i` and never closed."""
+    return bad(
+        f"can't parse entities: Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+    )
+
+
 def parse_markdown(text: str) -> str:
     """Parse legacy Markdown (*bold* _italic_ `code` ```pre``` [text](url)) into plain text."""
     out: list[str] = []
@@ -110,10 +117,7 @@ def parse_markdown(text: str) -> str:
         elif text.startswith("```", i):
             end = text.find("```", i + 3)
             if end < 0:
-                raise bad(
-                    f"can't parse entities: Can't find end of the entity starting"
-                    f" at byte offset {_byte_offset(text, i)}"
-                )
+                raise _unclosed(text, i)
             body = text[i + 3 : end]
             first, nl, rest = body.partition("\n")
             out.append(rest if nl and first and " " not in first else body)
@@ -121,19 +125,13 @@ def parse_markdown(text: str) -> str:
         elif c in "*_`":
             end = text.find(c, i + 1)
             if end < 0:
-                raise bad(
-                    f"can't parse entities: Can't find end of the entity starting"
-                    f" at byte offset {_byte_offset(text, i)}"
-                )
+                raise _unclosed(text, i)
             out.append(text[i + 1 : end])
             i = end + 1
         elif c == "[":
             m = re.compile(r"\[([^\]]*)\]\(([^)]*)\)").match(text, i)
             if not m:
-                raise bad(
-                    f"can't parse entities: Can't find end of the entity starting"
-                    f" at byte offset {_byte_offset(text, i)}"
-                )
+                raise _unclosed(text, i)
             out.append(m.group(1))
             i = m.end()
         else:
