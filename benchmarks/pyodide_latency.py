@@ -227,6 +227,8 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
 
         async def alarms() -> tuple[float, int]:
             stats = await asyncio.to_thread(host.control, "stats")  # answers once no alarm runs
+            if "error" in stats or stats["errors"]:  # a figure of a host that failed says nothing
+                raise RuntimeError(f"the Pyodide host: {stats.get('error') or stats['errors'][-1]}")
             return stats["alarm_cpu_ms"] / 1000, stats["alarms"]
 
         children: list[set[int]] = []

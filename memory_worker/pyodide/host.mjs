@@ -22,7 +22,9 @@
 // - The global `fetch` is Node's, so the summarizer is reached through the runtime.
 // - `--control`: reads commands from stdin (`reset`, `evict`, `errors`, `stats`), answering one
 //   JSON line each on stdout, for the test suite (one host per test session) and the
-//   benchmarks (`stats` counts the alarms run and the CPU ms spent while they ran).
+//   benchmarks (`stats` counts the alarms run and the CPU ms spent while they ran). Each
+//   answer holds the errors logged since the last `errors`, `reset` or `evict`, which take
+//   them; `stats` leaves them for the suite's own check.
 // On start it prints one JSON line on stdout: {"ready": URL, "cold_start_s", "pyodide_s"}.
 
 import { createServer } from "node:http";
@@ -158,22 +160,37 @@ async function workerFetch(request) {
   }
 }
 
+const GONE = Symbol("the client went away mid-body");
+
+// The body, null when it is over the limit, GONE when the client left before it was whole.
 async function readBody(req) {
   const chunks = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) return null;
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req) {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) return null;
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (req.aborted || err?.code === "ECONNRESET") return GONE;
+    throw err;
   }
   return Buffer.concat(chunks);
 }
 
 let inFlight = 0;
+let clientsGone = 0;
 const server = createServer(async (req, res) => {
   inFlight += 1;
   try {
     const body = await readBody(req);
+    if (body === GONE) {
+      // A disconnect, not a failure of the host (as workerd and the local host see it): the
+      // Worker never saw the request, and there is no one left to answer.
+      clientsGone += 1;
+      return;
+    }
     if (body === null) {
       res.writeHead(413, { "content-type": "text/plain" }).end("Payload Too Large");
       return;
@@ -228,7 +245,9 @@ function control() {
       if (command === "reset") wipeData();
       else if (command === "evict") objects.closeAll();
       else if (command !== "errors" && command !== "stats") throw new Error(`unknown command ${command}`);
-      answer = { ok: command, errors: errors.splice(0) };
+      // `stats` reads the errors without taking them: the test that asks for stats mid-test
+      // must not swallow what the suite's own `errors` check after it is there to see.
+      answer = { ok: command, errors: command === "stats" ? [...errors] : errors.splice(0) };
       if (command === "stats") {
         const memory = process.memoryUsage();
         Object.assign(answer, {
@@ -238,6 +257,7 @@ function control() {
           wasm: pyodide._module.HEAPU8.length,
           alarms: objects.alarmsRun,
           alarm_cpu_ms: objects.alarmCpuMs,
+          clients_gone: clientsGone,
         });
       }
       if (command === "evict") objects.start();
