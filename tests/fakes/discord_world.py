@@ -257,14 +257,9 @@ class DiscordWorld:
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait until `predicate()` is truthy (re-checked on every call/frame); return its value."""
 
-        async def until() -> Any:
-            async with self._changed:
-                while not (value := predicate()):
-                    await self._changed.wait()
-                return value
-
         async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
-            return await until()
+            async with self._changed:
+                return await self._changed.wait_for(predicate)
 
     def calls_to(self, method: str, pattern: str) -> list[Call]:
         """Recorded calls whose method matches and whose path fully matches `pattern`."""

@@ -246,15 +246,10 @@ class TelegramWorld:
     async def wait_until(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait (without sleeping blindly) until `predicate()` is truthy after some call; return it."""
 
-        async def check() -> Any:
-            async with self._changed:
-                while not (result := predicate()):
-                    await self._changed.wait()
-                return result
-
         try:
             async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
-                return await check()
+                async with self._changed:
+                    return await self._changed.wait_for(predicate)
         except TimeoutError:
             raise AssertionError(
                 f"timed out after {timeout}s waiting; calls: {[c.method for c in self.calls]}"

@@ -101,13 +101,9 @@ class RecordingDiscordService:
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 10.0):
         """Wait until `predicate()` is truthy; re-checked on every recorded call."""
 
-        async def until():
+        async with asyncio.timeout(timeout):  # not wait_for: it can swallow cancellation on 3.11
             async with self._changed:
-                while not (value := predicate()):
-                    await self._changed.wait()
-                return value
-
-        return await asyncio.wait_for(until(), timeout)
+                return await self._changed.wait_for(predicate)
 
 
 def discord_settings_for(
