@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from memory_latency import Corpus
-from pyodide_latency import TOKEN, WARM_TURNS, batches_of, prefill, process_cpu_s
+from pyodide_latency import TOKEN, WARM_TURNS, batches_of, host_stats, prefill, process_cpu_s
 
 from memory_worker.pyodide_runtime import HOST_SCRIPT, SRC_DIR, PyodideHost
 
@@ -87,7 +87,7 @@ async def run(
         for i, m in enumerate(messages):
             if i == WARM_TURNS:
                 # `stats` answers once no alarm runs: the CPU reads bracket whole alarms.
-                alarms = {k: h.control("stats") for k, h in hosts.items()}
+                alarms = {k: host_stats(h) for k, h in hosts.items()}
                 cpu = {k: process_cpu_s(pid) for k, pid in pids.items()}
             body = {f: m[f] for f in ("text", "author", "author_id", "message_id")}
             for key in keys if i % 2 == 0 else keys[::-1]:
@@ -99,7 +99,7 @@ async def run(
                 if i >= WARM_TURNS:
                     latencies[key].append(elapsed)
                     answers[key].append(TIMESTAMP.sub(b"T", data))
-        end = {k: h.control("stats") for k, h in hosts.items()}
+        end = {k: host_stats(h) for k, h in hosts.items()}
         cpu_ms = {k: (process_cpu_s(pid) - cpu[k]) * 1000 / turns for k, pid in pids.items()}
         # An emulator older than these counters (REF's) reports none: NaN.
         alarm_ms = {

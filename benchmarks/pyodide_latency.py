@@ -75,6 +75,14 @@ def cold_starts(tmp: Path, count: int = COLD_STARTS) -> list[dict[str, float]]:
     return out
 
 
+def host_stats(host: PyodideHost) -> dict[str, Any]:
+    """The Pyodide host's `stats` (once no alarm runs); an error if it failed: its figures say nothing."""
+    stats = host.control("stats")
+    if "error" in stats or stats["errors"]:
+        raise RuntimeError(f"the Pyodide host: {stats.get('error') or stats['errors'][-1]}")
+    return stats
+
+
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) a process has used so far, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -226,9 +234,7 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
         cpu = {"local": time.process_time, "pyodide": lambda: process_cpu_s(pid)}
 
         async def alarms() -> tuple[float, int]:
-            stats = await asyncio.to_thread(host.control, "stats")  # answers once no alarm runs
-            if "error" in stats or stats["errors"]:  # a figure of a host that failed says nothing
-                raise RuntimeError(f"the Pyodide host: {stats.get('error') or stats['errors'][-1]}")
+            stats = await asyncio.to_thread(host_stats, host)
             return stats["alarm_cpu_ms"] / 1000, stats["alarms"]
 
         children: list[set[int]] = []
