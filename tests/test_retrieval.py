@@ -257,6 +257,32 @@ def test_an_author_name_alone_does_not_match_everything_they_wrote():
     assert ids_of(m, "Ann pottery")[0] == "m3"
 
 
+def test_the_author_boost_ranks_as_if_every_candidate_were_boosted(monkeypatch):
+    # Only the candidates the boost could lift into the k best have their author read: the
+    # answer must be the one of boosting all of them.
+    rng = random.Random(11)
+    words = [f"{w}{n}" for n in range(6) for w in ("kayak", "lake", "violin", "garden", "recipe")]
+    m = memory()
+    add(m, *[(rng.choice(["Ann", "Bob", "Cleo", "Dev"]), " ".join(rng.sample(words, 3))) for _ in range(200)])
+    author = {int(r["id"]): r["author"].lower() for r in m.sql.exec("SELECT id, author FROM messages")}
+    factor = 1.0 + retrieval.AUTHOR_BOOST
+    lifted = 0
+    for _ in range(150):
+        name = rng.choice(["ann", "bob", "cleo", "dev"])
+        query = " ".join([*rng.sample(words, 2), name])
+        k = rng.choice([1, 3, 5])
+        got = retrieval.rank(m.sql, query, k, set())
+        with monkeypatch.context() as patch:
+            patch.setattr(retrieval, "AUTHOR_BOOST", 0.0)
+            plain = retrieval.rank(m.sql, query, retrieval.CANDIDATES, set())
+        boosted = [(i, s * factor if author[i] == name else s) for i, s in plain]
+        expected = sorted(boosted, key=lambda c: -c[1])[:k]
+        assert [i for i, _ in got] == [i for i, _ in expected]
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected])
+        lifted += [i for i, _ in expected] != [i for i, _ in plain[:k]]
+    assert lifted >= 10  # the boost changed the winners often enough to test something
+
+
 # -- rank's contract -------------------------------------------------------------------------
 
 

@@ -65,12 +65,7 @@ class ChatMemory:
 
     def set_state(self, key: str, value: str | None) -> None:
         """Set one value of the chat's key-value state."""
-        self.sql.exec(
-            "INSERT INTO state(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            key,
-            value,
-        )
+        chat_state.put(self.sql, key, value)
 
     _state = state  # the names the hosts use
     _set_state = set_state

@@ -21,6 +21,7 @@ import weakref
 from contextlib import suppress
 from typing import Any
 
+from . import chat_state
 from .retrieval import index_messages
 from .storage import SqlStorage
 
@@ -45,11 +46,7 @@ def add_pending(sql: SqlStorage, first_id: int, last_id: int) -> None:
     forget_clean(sql)
     span = pending(sql)
     lo = span[0] if span else first_id
-    sql.exec(
-        "INSERT INTO state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        PENDING,
-        f"{lo}:{last_id}",
-    )
+    chat_state.put(sql, PENDING, f"{lo}:{last_id}")
 
 
 def build_pending(sql: SqlStorage) -> bool:
