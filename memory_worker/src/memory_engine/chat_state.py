@@ -28,9 +28,11 @@ def _get(sql: SqlStorage, key: str) -> str | None:
 
 def put(sql: SqlStorage, key: str, value: str | None) -> None:
     """Set one value of the chat's key-value state."""
-    # REPLACE, not an upsert: a turn rewrites `last_prompt` (kilobytes) beside the summary,
-    # and the upsert's update in place cost 3-4% of a turn at 10k messages.
-    sql.exec("REPLACE INTO state(key, value) VALUES (?, ?)", key, value)
+    sql.exec(
+        "INSERT INTO state(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        key,
+        value,
+    )
 
 
 # -- persona ---------------------------------------------------------------------------

@@ -397,10 +397,6 @@ def _forms_once(
 # The messages columns a ranked row carries (the turn's `retrieved` and `search`'s results).
 MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_id")
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
-_AUTHORS_OF = "SELECT id, author FROM messages WHERE id IN "
-# Few statement texts (ids padded with 0, no message's) for the statement cache; the largest
-# stays under a Durable Object's 100 bound parameters.
-_FETCH_SIZES = (4, 8, 16, 32, 64)
 
 
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
@@ -423,23 +419,15 @@ def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> l
 
 @functools.cache
 def _ranked(weights: tuple[float, ...]) -> str:
-    """The ranking statement: the best candidates (bm25, id) of a MATCH above a rowid, unordered
-    (bm25 first: the rows sort by (score, id) as tuples, with no key function)."""
+    """The ranking statement: the best candidates (bm25, id, author) of a MATCH above a rowid, unordered.
+
+    bm25 first: the rows sort by (score, id) as tuples, with no key function (ids are unique).
+    """
     return (
-        f"SELECT bm25(messages_fts, {', '.join(str(w) for w in weights)}) AS rank, rowid AS id "
-        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?"
+        "SELECT top.rank, top.id, (SELECT author FROM messages WHERE messages.id = top.id) AS author "
+        f"FROM (SELECT rowid AS id, bm25(messages_fts, {', '.join(str(w) for w in weights)}) AS rank "
+        "FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ? ORDER BY rank LIMIT ?) AS top"
     )
-
-
-def _authors(sql: SqlStorage, ids: list[int]) -> dict[int, str]:
-    """The author of each of `ids` that has a stored message."""
-    out: dict[int, str] = {}
-    for start in range(0, len(ids), _FETCH_SIZES[-1]):
-        chunk = ids[start : start + _FETCH_SIZES[-1]]
-        size = next(n for n in _FETCH_SIZES if n >= len(chunk))
-        marks = ",".join("?" * size)
-        out.update(rows_of(sql, f"{_AUTHORS_OF}({marks})", *chunk, *[0] * (size - len(chunk))))
-    return out
 
 
 def ranked_rows(
@@ -453,48 +441,35 @@ def ranked_rows(
     match = fts_query(kept)
     if match is None:
         return []
-    # The ranking reads only rowid and bm25 (any other column would be read for every
-    # matching row), sorted here by score then id (an ORDER BY in SQL cost a little more).
-    # The authors (for the boost) are read for the few candidates the boost could lift into
-    # the k best, not for all 50 in the ranking statement; the winners' rows for the k.
+    # One statement ranks and returns each candidate's author (for the boost): the ranking
+    # reads only rowid and bm25 (any other column would be read for every matching row);
+    # the author is looked up for the few kept. The winners' whole rows are read afterwards:
+    # k of them, not the 50 candidates (their texts were most of the rows' cost). Sorted
+    # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more. An index row
+    # without its message (none should exist) is left out, as the JOIN did.
     ranked_ids = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
-    candidates = [(int(i), -float(score)) for score, i in sorted(ranked_ids) if int(i) not in exclude]
+    rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
+    candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
     if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
         candidates = _forms_once(sql, kept, candidates)
-    # bm25() is negative, lower is better: the scores above are flipped, higher is better.
-    # Each keeps its place in the (bm25, id) order: equal scores stay in that order.
-    ranked = [(i, score, place) for place, (i, score) in enumerate(candidates) if score > 0]
-    ranked.sort(key=itemgetter(1), reverse=True)
-    # A candidate under the k-th best score divided by the boost's factor stays under those k
-    # even when boosted: only the others' authors are read. An index row without its message
-    # (none should exist) is left out, as if unmatched.
-    authors: dict[int, str] = {}
-    while True:
-        bar = ranked[min(k, len(ranked)) - 1][1] / (1.0 + AUTHOR_BOOST) if ranked else 0.0
-        contenders = [c for c in ranked if c[1] >= bar]
-        authors.update(_authors(sql, [i for i, _, _ in contenders if i not in authors]))
-        if all(i in authors for i, _, _ in contenders):
-            break
-        ranked = [c for c in ranked if c[0] in authors or c not in contenders]
-    # The rows whose author the query names score more.
+    # The authors the query names (a handful per chat, each tokenized once): their rows score more.
     named = {form for term in terms for form in term}
-    boosted = [
-        (i, score * (1.0 + AUTHOR_BOOST) if _named(authors[i], named) else score, place)
-        for i, score, place in contenders
-    ]
-    boosted.sort(key=lambda c: (-c[1], c[2]))
-    best = boosted[:k]
+    authors = {r[2] for r in rows}
+    boosted = {a for a in authors if a and not named.isdisjoint(tokens(a))} if AUTHOR_BOOST else set()
+    # bm25() is negative, lower is better: the scores above are flipped, higher is better.
+    if boosted:
+        author_of = {int(r[1]): r[2] for r in rows}
+        factor = 1.0 + AUTHOR_BOOST
+        candidates = [(i, score * factor if author_of[i] in boosted else score) for i, score in candidates]
+    ranked = [c for c in candidates if c[1] > 0]
+    ranked.sort(key=itemgetter(1), reverse=True)  # stable: equal scores keep their order, as with -score
+    best = ranked[:k]
     if not best:
         return []
     # One statement text per count of winners: the prepared-statement cache finds it again.
-    ids = [i for i, _, _ in best]
+    ids = [i for i, _ in best]
     by_id = {int(r[0]): r for r in rows_of(sql, _ROWS_OF + f"({','.join('?' * len(ids))})", *ids)}
     # bm25 gives a term in more than half the rows an idf of 1e-6 (in a small chat, with
     # the neighbours' words, that is most terms): such scores keep their order but are
     # shown as at least MIN_SCORE, so that they stay positive at the API's 6 decimals.
-    return [(by_id[i], max(score, MIN_SCORE)) for i, score, _ in best]
-
-
-def _named(author: str, named: set[str]) -> bool:
-    """Whether the query names `author` (one of the author's words is among the query's)."""
-    return bool(AUTHOR_BOOST) and bool(author) and not named.isdisjoint(tokens(author))
+    return [(by_id[i], max(score, MIN_SCORE)) for i, score in best]
