@@ -91,7 +91,10 @@ def count(m: ChatMemory, where: str = "1") -> int:
 
 
 def rebuilt(m: ChatMemory) -> list[dict[str, Any]]:
-    """The FTS rows a from-scratch index of the archive as it is now would hold (m is left as it was)."""
+    """The FTS rows a from-scratch index of the archive as it is now would hold (m is left as it was).
+
+    Up to m's newest indexed message: a live chat's newest messages wait for a batch (the tail).
+    """
     copy = chat()
     rows = m.sql.exec("SELECT id, role, author, author_id, text, ts, message_id FROM messages ORDER BY id")
     for r in rows:
@@ -102,7 +105,8 @@ def rebuilt(m: ChatMemory) -> list[dict[str, Any]]:
         )
     if rows:
         retrieval.index_messages(copy.sql, rows[0]["id"], rows[-1]["id"])
-    return listing(copy)
+    upto = retrieval.indexed_upto(m.sql)
+    return [r for r in listing(copy) if r["rowid"] <= upto]
 
 
 def pending_of(m: ChatMemory) -> str | None:
@@ -185,6 +189,8 @@ def test_a_reply_after_pending_rows_is_indexed_after_them():
     m = chat()
     m.import_messages(history(30), more=True)
     m.reply("glad to help with the lighthouse", tier="light", model="x", message_id="r")
+    assert listing(m) == rebuilt(m) and len(listing(m)) == 30  # the reply waits for a batch (the tail)
+    assert ids_of(m, "lighthouse")[:1] == ["r"]  # or for a search
     assert listing(m) == rebuilt(m) and len(listing(m)) == 31
 
 

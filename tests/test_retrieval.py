@@ -362,7 +362,9 @@ def test_forgetting_a_person_leaves_no_word_of_theirs_in_any_column():
     m.forget_author("bob")
     for r in m.sql.exec(f"SELECT {', '.join(columns)} FROM messages_fts"):
         assert not any("quetzal" in r[c] for c in columns), r
-    # Every survivor's row is what indexing the survivors afresh gives.
+    # Every survivor's row is what indexing the survivors afresh gives (the tail too, once a
+    # search has indexed it).
+    assert ids_of(m, "line 29")[:1] == ["live12"]
     fresh = memory()
     kept = m.sql.exec("SELECT author, text, ts FROM messages ORDER BY id")
     add(fresh, *[(r["author"], r["text"], r["ts"]) for r in kept])
@@ -471,8 +473,11 @@ def test_every_retrieval_statement_passes_the_durable_object_allow_list(tmp_path
     # Word forms scored once each (a statement per query), and a live turn linked after retrieval.
     add(m, *[("Bob", f"I met Ana {n} and will meet her again") for n in range(60)])
     assert len(ids_of(m, "who did Bob meet, and what did he buy or find?", 3)) == 3
-    m.turn("I met Ana at the lake", author="Bob", author_id="bob", message_id="live")
-    assert fts_row(m, "live")["body"] == "I met Ana at the lake"
+    for n in range(5):  # live turns: the tail waits, then goes into the index as one batch
+        m.turn(f"I met Ana at the lake {n}", author="Bob", author_id="bob", message_id=f"live{n}")
+    assert fts_row(m, "live0")["context_after"] == "I met Ana at the lake 1"
+    m.reply("a lake walk sounds lovely", tier="light", model="x", message_id="r")
+    assert ids_of(m, "walk") == ["r", "live4"]  # the newest messages, indexed for the search
 
 
 def test_an_index_row_without_its_message_is_never_an_answer():

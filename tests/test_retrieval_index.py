@@ -42,6 +42,8 @@ def test_may_is_a_month_only_where_it_names_one():
 def test_live_messages_are_indexed_with_their_month():
     m = memory()
     m.turn("hello there", author="Ann", author_id="ann", message_id="h")
+    assert m.sql.exec("SELECT rowid FROM messages_fts") == []  # the newest message waits (the tail)
+    m.search("hello")  # a search indexes it
     month = m.sql.exec("SELECT ts FROM messages")[0]["ts"][5:7]
     year = m.sql.exec("SELECT ts FROM messages")[0]["ts"][:4]
     from memory_engine.text import MONTHS
@@ -154,12 +156,12 @@ LISTING = "SELECT rowid, body, author, context_before, context_after, date FROM 
 
 def test_bulk_indexing_matches_one_by_one_indexing():
     one_by_one = memory()
-    for (a, t), i in zip(ROWS, range(1, len(ROWS) + 1), strict=True):
-        _store(one_by_one, [(a, t)])
-        retrieval.index_message(one_by_one.sql, i, t, a)
+    for i in range(1, len(ROWS) + 1):
+        _store(one_by_one, [ROWS[i - 1]])
+        retrieval.index_messages(one_by_one.sql, i, i)
     bulk = memory()
     _store(bulk, ROWS[:1])
-    retrieval.index_message(bulk.sql, 1, ROWS[0][1], ROWS[0][0])
+    retrieval.index_messages(bulk.sql, 1, 1)
     _store(bulk, ROWS[1:])
     retrieval.index_messages(bulk.sql, 2, 5)
     assert bulk.sql.exec(LISTING) == one_by_one.sql.exec(LISTING)
@@ -171,6 +173,8 @@ def test_a_live_turn_indexes_the_row_the_bulk_index_would():
     live = memory()
     for n, (a, t) in enumerate(ROWS):
         live.turn(t, author=a, author_id=a.lower(), message_id=f"m{n}")
+    assert len(live.sql.exec(LISTING)) == 4  # a batch of four, the fifth waits (the tail)
+    assert ids_of(live, "comet")  # a search indexes it
     bulk = memory()
     _store(bulk, ROWS)
     retrieval.index_messages(bulk.sql, 1, len(ROWS))

@@ -61,6 +61,7 @@ from tests.support.discord import (
 )
 from tests.support.engine import (
     FILLER,
+    INDEXED_OR_TAIL,
     add,
     fts_row,
     ids_of,
@@ -93,6 +94,7 @@ __all__ = [
     "EVERYONE_NAMES",
     "FAST",
     "FILLER",
+    "INDEXED_OR_TAIL",
     "INSTANT",
     "MEMORY_TOKEN",
     "MODELS",

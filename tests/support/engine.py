@@ -8,6 +8,15 @@ from memory_engine import ChatMemory
 
 from memory_worker.local import SqliteStorage
 
+# How many messages have an index row or wait for one (the tail: every message after the
+# index's newest row), less any index row whose message is gone. A consistent database gives
+# its count of messages.
+INDEXED_OR_TAIL = (
+    "SELECT (SELECT COUNT(*) FROM messages WHERE id IN (SELECT rowid FROM messages_fts) "
+    "OR id > (SELECT COALESCE(MAX(rowid), 0) FROM messages_fts)) "
+    "- (SELECT COUNT(*) FROM messages_fts WHERE rowid NOT IN (SELECT id FROM messages)) AS n"
+)
+
 
 def memory(tmp_path: Path | None = None) -> ChatMemory:
     """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""

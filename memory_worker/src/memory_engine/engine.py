@@ -15,9 +15,9 @@ from . import chat_state, forgetting, imports, turns, wire
 from .compaction import COMPACT_THRESHOLD
 from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
 from .notes import asks_about_the_past, current_facts, facts_view
-from .pending_index import ensure_indexed
+from .pending_index import ensure_indexed, ensure_searchable, index_after_reply, index_behind, index_tail
 from .prompt import render_prompt
-from .retrieval import TURNS_BEFORE, index_message, index_new, link_to, ranked_messages
+from .retrieval import TURNS_BEFORE, indexed_upto, ranked_messages
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
@@ -132,7 +132,7 @@ class ChatMemory:
             return None
         new_id = int(rows[0]["id"])
         if index:
-            index_message(self.sql, new_id, text, author)
+            index_after_reply(self.sql, new_id)
         return new_id
 
     def apply_facts(
@@ -258,16 +258,15 @@ class ChatMemory:
                 self._pruned_day = day
             recent = [m for m in before if m["id"] > topic_after][-want:] if want else []
             exclude = {current_id, *(m["id"] for m in recent)}
+            ids = [m["id"] for m in before]
+            upto = indexed_upto(self.sql)  # the newest messages may wait out of the index (the tail)
+            if not stored or (ids and upto + 1 < ids[0]) or any(i > upto and i not in exclude for i in ids):
+                # A waiting message this retrieval could find (after a topic start, a repeat):
+                # indexed first, without the words of this one (or they would find it).
+                upto = index_tail(self.sql, below=current_id if stored else None)
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
-            if stored:
-                # Indexed after the retrieval, which it could not be part of (it is excluded):
-                # the previous message gains its words only now, or it would match the
-                # question itself. And in rowid order: FTS5 writes its pending terms out as
-                # a segment whenever a row is written below the last one, so updating the
-                # previous row after inserting this one cost a second segment per turn.
-                if before:
-                    link_to(self.sql, before[-1]["id"], text)
-                index_new(self.sql, current_id, text, author, ts, [m["text"] for m in before])
+            if stored:  # after the retrieval, for the same reason
+                index_behind(self.sql, current_id, ids, upto)
             # The history only for a message that asks about the past: no other answer reads it.
             past = asks_about_the_past(text)
             facts, notes, history = turns.facts_of_turn(self.sql, PROMPT_FACTS_LIMIT, past)
@@ -314,7 +313,7 @@ class ChatMemory:
 
     def search(self, query: str, k: int = RETRIEVE_K) -> wire.SearchAnswer:
         """Rank older messages as `turn` does, excluding nothing and recording nothing."""
-        ensure_indexed(self.sql)
+        ensure_searchable(self.sql)
         return {"results": self._retrieve(query, k, set())}
 
     # -- replies and usage -------------------------------------------------------------

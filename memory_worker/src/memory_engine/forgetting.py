@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from . import chat_state, reminders, wire
 from .compaction import archive_backlog
-from .pending_index import pending
+from .pending_index import unindexed
 from .retrieval import drop_counts, unindex_messages, unindex_upto
 from .storage import SqlStorage, rows_of
 
@@ -34,7 +34,7 @@ def apply_retention(memory: ChatMemory, limit: int = RETENTION_STEP) -> int:
     upto = memory.summarized_upto()
     last = sql.exec("SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT 1 OFFSET ?", upto, excess - 1)
     cut = int(last[0]["id"]) if last else upto
-    unindex_upto(sql, cut, pending(sql))
+    unindex_upto(sql, cut, unindexed(sql))
     rows = rows_of(sql, "DELETE FROM messages WHERE id <= ? RETURNING id", cut)  # tuples: no dict a row
     return len(rows)
 
@@ -57,8 +57,8 @@ def forget_author(memory: ChatMemory, author_id: str) -> wire.ForgetAuthorAnswer
     where = "author_id = ? OR reply_to_author_id = ?"
 
     def run() -> wire.ForgetAuthorAnswer:
-        # Their rows an import left pending are deleted below, never indexed: gone too.
-        unindex_messages(sql, where, author_id, author_id, pending=pending(sql))
+        # Their rows not indexed yet (an import's pending rows, the tail) are deleted below: gone too.
+        unindex_messages(sql, where, author_id, author_id, pending=unindexed(sql))
         gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
         facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
         reminders.forget_author(sql, author_id)

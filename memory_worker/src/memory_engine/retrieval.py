@@ -77,6 +77,7 @@ MERGE_PAGES = 500
 Term = str | tuple[str, ...]
 
 _INSERT = f"INSERT INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
+_REPLACE = f"INSERT OR REPLACE INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
 _MONTH_OF = {f"{n:02d}": m for n, m in enumerate(MONTHS, 1)}
 
 # Per open database: the terms known to be in COUNT_CAP rows or more. Exact, not a guess:
@@ -128,93 +129,41 @@ def _index_rows(window: str, keep: str) -> str:
 def date_words(ts: str) -> str:
     """The month and year of an ISO timestamp in words ('2022-03-..' -> 'march 2022'), '' if odd.
 
-    The Python twin of `_date_words`, for a row built without SQL (`index_new`).
+    The Python twin of `_date_words` (tests compare them).
     """
     month = _MONTH_OF.get(ts[5:7])
     return f"{month} {ts[:4]}" if month else ""
 
 
-def index_new(
-    sql: SqlStorage, message_id: int, text: str, author: str, ts: str, before: Sequence[str]
+def indexed_upto(sql: SqlStorage) -> int:
+    """The id of the newest message in the index (0: none): every message up to it is indexed,
+    none after it (`pending_index`)."""
+    rows = sql.exec("SELECT rowid AS id FROM messages_fts ORDER BY rowid DESC LIMIT 1")
+    return int(rows[0]["id"]) if rows else 0
+
+
+def index_messages(
+    sql: SqlStorage, first_id: int, last_id: int, link: bool = True, end: int | None = None
 ) -> None:
-    """Index the newest message from values at hand: `before` holds the texts before it, oldest first.
+    """Index the stored messages from first_id (or the oldest one not indexed yet) through last_id.
 
-    The same row as `index_messages` writes (tests/test_retrieval_index.py checks it), with
-    no window query over the archive: the turn has just read the messages before it.
+    In one statement, each with the words of its neighbours up to message `end` (None: all).
+    With `link`, the message before them is indexed again: it may have been indexed while it
+    was the newest, without an after-context. OR REPLACE: a row that is in the index already
+    is written again (FTS5 deletes it first).
     """
-    wanted = list(before[len(before) - TURNS_BEFORE :]) if TURNS_BEFORE else []
-    wanted = [""] * (TURNS_BEFORE - len(wanted)) + wanted
-    context_before = " ".join(t[:NEIGHBOUR_CHARS] for t in wanted)
-    context_after = " ".join([""] * TURNS_AFTER)
-    sql.exec(
-        _INSERT + "VALUES (?, ?, ?, ?, ?, ?)",
-        message_id,
-        text,
-        author,
-        context_before,
-        context_after,
-        date_words(ts) if DATES else "",
+    lo = min(first_id, indexed_upto(sql) + 1)
+    back = sql.exec(
+        "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, TURNS_BEFORE + int(link)
     )
-
-
-def link_to(sql: SqlStorage, previous_id: int, text: str) -> None:
-    """`link_previous` when the caller knows the previous message's id and the new text."""
-    if TURNS_AFTER:
-        sql.exec(
-            "UPDATE messages_fts SET context_after = ? WHERE rowid = ?", text[:NEIGHBOUR_CHARS], previous_id
-        )
-
-
-def _window_start(sql: SqlStorage, message_id: int) -> int:
-    """The id of the second message before `message_id` (or the oldest one there is)."""
-    rows = sql.exec("SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT 2", message_id)
-    return int(rows[-1]["id"]) if rows else message_id
-
-
-def index_message(sql: SqlStorage, message_id: int, text: str, author: str, link: bool = True) -> None:
-    """Add one stored message to the full-text index, with its neighbours' words as context.
-
-    With `link` False the message before it does not gain its words yet (`link_previous`).
-    """
-    index_messages(sql, message_id, message_id, link)
-
-
-def index_messages(sql: SqlStorage, first_id: int, last_id: int, link: bool = True) -> None:
-    """Index every stored message with first_id <= id <= last_id in one statement (bulk import).
-
-    The message just before the batch gains the first one's words as its after-context
-    (unless `link` is False: then `link_previous` does it).
-    """
+    first = int(back[0]["id"]) if link and back else lo
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
     # does), so indexing after the whole batch roughly doubles import throughput.
-    start = _window_start(sql, first_id)
-    sql.exec(
-        _INSERT + _index_rows("(SELECT *, 1 AS hit FROM messages WHERE id >= ?)", "id >= ? AND id <= ?"),
-        start,
-        first_id,
-        last_id,
-    )
-    if link and start < first_id:
-        link_previous(sql, first_id)
-
-
-def link_previous(sql: SqlStorage, message_id: int) -> None:
-    """Give the message before `message_id` that one's words as its after-context.
-
-    A turn links its message only after its retrieval: right after a topic start the
-    message before it is not among the recent ones, and it must not be found by the
-    current message's own words.
-    """
-    if not TURNS_AFTER:
-        return
-    sql.exec(
-        "UPDATE messages_fts SET context_after = (SELECT substr(text, 1, ?) FROM messages WHERE id = ?) "
-        "WHERE rowid = (SELECT MAX(id) FROM messages WHERE id < ?)",
-        NEIGHBOUR_CHARS,
-        message_id,
-        message_id,
-    )
+    upto = "" if end is None else f" AND id <= {int(end)}"  # our own integer, written in
+    window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ?{upto})"
+    start = int(back[-1]["id"]) if back else lo
+    sql.exec(_REPLACE + _index_rows(window, "id >= ? AND id <= ?"), start, first, last_id)
 
 
 def unindex_messages(
