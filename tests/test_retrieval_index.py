@@ -235,3 +235,153 @@ def test_migrations_missing_below_the_newest_still_run():
     finally:
         storage.MIGRATIONS = saved
     assert [r["x"] for r in sql.exec("SELECT x FROM probe")] == [90]
+
+
+# -- the tail: the newest messages wait, then go into the index as one batch -------------------
+
+
+def _index_rows(m, message_id: str) -> int:
+    """How many index rows one message has (the FTS5 content table and the per-row sizes agree)."""
+    rows = m.sql.exec(
+        "SELECT (SELECT COUNT(*) FROM messages_fts_content WHERE id = m.id) AS content, "
+        "(SELECT COUNT(*) FROM messages_fts_docsize WHERE id = m.id) AS sizes "
+        "FROM messages AS m WHERE message_id = ?",
+        message_id,
+    )[0]
+    assert rows["content"] == rows["sizes"]
+    return int(rows["content"])
+
+
+def _averages(m) -> bytes:
+    """FTS5's totals record (rows and tokens per column: bm25's average lengths), after its check."""
+    m.sql.exec("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    return m.sql.exec("SELECT block FROM messages_fts_data WHERE id = 1")[0]["block"]
+
+
+def _turns(m, *texts: str, start: int = 0) -> None:
+    for n, text in enumerate(texts, start):
+        who = ("Ann", "Bob")[n % 2]
+        m.turn(text, author=who, author_id=who.lower(), message_id=f"t{n}")
+
+
+def _bulk_of(m) -> ChatMemory:
+    """The same archive, indexed at once."""
+    bulk = memory()
+    for r in m.sql.exec("SELECT id, role, author, author_id, text, ts, message_id FROM messages"):
+        bulk.sql.exec(
+            "INSERT INTO messages(id, role, author, author_id, text, ts, message_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            *r.values(),
+        )
+    retrieval.index_messages(bulk.sql, 1, 10**6)
+    return bulk
+
+
+def test_the_tail_goes_into_the_index_as_one_batch_of_complete_rows():
+    from memory_engine import engine, pending_index
+
+    # What waits is always among a turn's recent messages, which its retrieval excludes.
+    assert min(engine.RECENT_BY_MODE.values()) >= pending_index.TAIL_MAX
+    m = memory()
+    counts = []
+    for n in range(9):
+        _turns(m, f"line {n} about kayaks", start=n)
+        counts.append(m.sql.exec("SELECT COUNT(*) AS n FROM messages_fts")[0]["n"])
+    assert counts == [0, 0, 0, 0, 4, 4, 4, 4, 8]  # one write to the index every fourth message
+    assert fts_row(m, "t7")["context_after"] == "line 8 about kayaks" and _index_rows(m, "t8") == 0
+    bulk = _bulk_of(m)
+    assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING)[:-1]  # each row complete; the newest waits
+    assert ids_of(m, "line 8")[0] == "t8"  # a search indexes the tail first
+    assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING) and _averages(m) == _averages(bulk)
+
+
+def test_right_after_a_topic_start_the_waiting_messages_are_found():
+    from memory_engine.chat_state import start_topic
+
+    m = memory()
+    _turns(m, *(t for _, t in FILLER), "the zeppelin museum opens on friday")  # t4 waits
+    start_topic(m.sql, m.now())  # /new: the messages before it are no longer the recent ones
+    got = m.turn("when does the zeppelin museum open?", author="Bob", author_id="bob", message_id="q")
+    assert got["recent"] == [] and [r["message_id"] for r in got["retrieved"]][:1] == ["t4"]
+    # Found by its own words (no after-context then), then indexed again, complete.
+    assert fts_row(m, "t4")["context_after"] == "when does the zeppelin museum open?"
+    assert _index_rows(m, "t4") == 1 and _index_rows(m, "q") == 0
+
+
+def test_a_search_finds_the_newest_and_the_next_message_completes_its_row():
+    m = memory()
+    _turns(m, *(t for _, t in FILLER), "the zeppelin lands at noon", "is it on time?")
+    assert _index_rows(m, "t4") == 0 and _index_rows(m, "t5") == 0
+    assert ids_of(m, "zeppelin")[0] == "t4"
+    assert fts_row(m, "t5")["context_after"] == ""
+    _turns(m, "noon is early", start=6)
+    assert _index_rows(m, "t5") == 1 and fts_row(m, "t5")["context_after"] == "noon is early"
+    # The row written twice left no trace: the rows and totals of an index built at once.
+    assert ids_of(m, "early")[0] == "t6"
+    bulk = _bulk_of(m)
+    assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING) and _averages(m) == _averages(bulk)
+
+
+def test_fts5_insert_or_replace_deletes_the_old_row_first():
+    m = memory()
+    _store(m, ROWS[:1])
+    retrieval.index_messages(m.sql, 1, 1)
+    _store(m, ROWS[1:2])
+    before = _averages(m)
+    retrieval.index_messages(m.sql, 1, 1, link=False)  # message 1 again, message 2 as its after-context
+
+    def matches(word: str) -> list[int]:
+        found = m.sql.exec("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", word)
+        return [r["rowid"] for r in found]
+
+    assert _index_rows(m, "m0") == 1 and fts_row(m, "m0")["context_after"] == ROWS[1][1]
+    assert matches("comet") == [1]
+    after = _averages(m)
+    assert after != before and after[0] == before[0] == 1  # one row longer, not one row more
+    retrieval.index_messages(m.sql, 1, 1, link=False)  # again: one row, the same totals
+    assert _index_rows(m, "m0") == 1 and _averages(m) == after
+
+
+def test_a_reply_waits_with_the_tail_and_goes_in_complete():
+    m = memory()
+    _turns(m, "hello", "who wants to try the new ramen place?")
+    m.reply("the ramen place on Elm street is great", tier="light", model="x", message_id="r")
+    assert _index_rows(m, "r") == 0 and _index_rows(m, "t1") == 0
+    _turns(m, "sounds good", "see you there", start=2)  # the fifth message: the four before go in
+    assert fts_row(m, "r")["context_after"] == "sounds good" and _index_rows(m, "r") == 1
+    assert fts_row(m, "t1")["context_after"] == "the ramen place on Elm street is great"
+    assert _index_rows(m, "t3") == 0
+
+
+def test_a_repeated_older_message_finds_the_waiting_ones():
+    m = memory()
+    _turns(m, "where did the otter go?", *(t for _, t in FILLER), "the otter swam under the bridge")
+    got = m.turn("where did the otter go?", author="Ann", author_id="ann", message_id="t0")  # a retry
+    assert got["id"] == 1 and "t5" in [r["message_id"] for r in got["retrieved"]]
+
+
+def _fts_words(m) -> str:
+    """Everything the index's rows hold (FTS5's own copy of their columns)."""
+    return " ".join(str(v) for r in m.sql.exec("SELECT * FROM messages_fts_content") for v in r.values())
+
+
+def test_forgetting_a_waiting_message_or_its_neighbour_leaves_none_of_its_words():
+    for gone, words in (("bob", ("kumquat", "walrus")), ("ann", ("quokka",))):
+        m = memory()
+        for n in range(4):
+            m.turn(f"filler line {n}", author="Cy", author_id="cy", message_id=f"c{n}")
+        m.turn("my quokka is named Pip", author="Ann", author_id="ann", message_id="a0")  # 4 go in
+        m.turn("I keep a kumquat tree", author="Bob", author_id="bob", message_id="b0")
+        m.turn("and a walrus plush", author="Bob", author_id="bob", message_id="b1")
+        assert _index_rows(m, "a0") == 0 and "quokka" in fts_row(m, "c3")["context_after"]
+        m.forget_author(gone)
+        for when in ("forgotten", "searched", "next turns"):
+            text = _fts_words(m).lower()
+            assert not any(w in text for w in words), (gone, when)
+            if when == "forgotten":
+                ids_of(m, "filler")
+            elif when == "searched":
+                for n in range(5):
+                    m.turn(f"bye now {n}", author="Cy", author_id="cy", message_id=f"z{n}")
+        assert ids_of(m, words[0]) == []
+        assert m.sql.exec(LISTING) == _bulk_of(m).sql.exec(LISTING)
