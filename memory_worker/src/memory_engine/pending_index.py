@@ -16,14 +16,15 @@ would give it (tests/test_pending_index.py).
 The newest messages wait too (the tail): up to TAIL_MAX of them, which a turn's retrieval
 leaves out anyway (they are among its recent messages), are indexed together when one more
 arrives (`index_behind`), each complete (its after-context is the message after it). Each
-commit that writes to FTS5 adds a segment and some of FTS5's merge work: a turn that wrote
-its message and updated the previous one cost a 10k chat's turn about 13% of its
-instructions and 60% of the pages it wrote. Every message up to the index's newest row is
-indexed and none after it (`retrieval.indexed_upto`), so what waits is a range of ids
-(`unindexed`) that the forgetting leaves out of its work, as an import's pending rows.
-What could find a waiting message indexes the tail first: a search (`ensure_searchable`),
-a turn right after a topic start or with a repeated message (the engine). A message
-indexed while it was the newest has no after-context: the next message indexes it again.
+commit that writes to FTS5 adds a segment and some of FTS5's merge work: writing its message
+and updating the previous one's row was 13% of the instructions of a turn at 10k messages
+and 60% of the pages it wrote (benchmarks/README.md, "Issue 22, eighth pass"). Every message
+up to the index's newest row is indexed and none after it (`retrieval.indexed_upto`), so
+what waits is a range of ids (`unindexed`) that the forgetting leaves out of its work, as an
+import's pending rows. What could find a waiting message indexes the tail first: a search
+(`ensure_searchable`), a turn right after a topic start or with a repeated message (the
+engine). A message indexed while it was the newest has no after-context: the next message
+indexes it again.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """BM25 retrieval over a chat's FTS5 index: what gets indexed, and how a query is ranked.
 
-Each message is one FTS5 row (rowid = messages.id) with five columns: `body` (its own
-text), `author` (who wrote it), `context_before` (the two messages before it),
-`context_after` (the message after it, added when that one arrives) and `date` (its month
-and year in words, "march 2022", from `ts`). Chat turns are short and lean on the turns
-around them: "yes, last week, at the lake!" answers "did you go camping?", and "was that
-your first marathon?" is answered next. A question pins an event by its date ("what did
-she do in May 2023?") while the message says "yesterday". The neighbours' words and the
-date count less than a message's own words (BM25_WEIGHTS).
+Each message is one FTS5 row (rowid = messages.id) with five columns: `body` (its own text),
+`author` (who wrote it), `context_before` (the two messages before it), `context_after` (the
+message after it: the newest messages wait out of the index until it is there,
+`pending_index`) and `date` (its month and year in words, "march 2022", from `ts`). Chat
+turns are short and lean on the turns around them: "yes, last week, at the lake!" answers
+"did you go camping?", and "was that your first marathon?" is answered next. A question pins
+an event by its date ("what did she do in May 2023?") while the message says "yesterday".
+The neighbours' words and the date count less than a message's own words (BM25_WEIGHTS).
 
 Cost stays bounded in long chats and for long messages: FTS5 computes bm25() for every
 row that matches any query term, at a cost that grows with the number of terms, so a
