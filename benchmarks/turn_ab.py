@@ -13,7 +13,8 @@ memory_latency.py (the host's and the client's CPU both count); `--mode inproc`:
 `ChatMemory.turn` on the chat's database file. Repeated `--repeats` times on fresh copies;
 per turn the least CPU over the repeats, then the p50 and mean of those (and of all runs).
 Each turn's retrieved messages (ids and scores) are compared between the two engines: the
-run says how many turns differ (0 for a change that keeps every answer).
+run says how many turns differ (0 for a change that keeps every answer), and how many in
+their ids alone (a change of bm25's statistics moves scores in far decimals, not rankings).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ CHAT = "bench:turn-ab"
 
 
 def _digest(answer: dict[str, Any]) -> str:
-    """What two engines must agree on for a turn: the retrieved messages' ids and scores."""
+    """What two engines must agree on for a turn: the retrieved messages' ids and scores; then,
+    after a space, their ids alone (a change of bm25's statistics moves scores, not rankings)."""
     retrieved = [(m["id"], m["score"]) for m in answer.get("retrieved") or []]
-    return hashlib.sha256(json.dumps(retrieved).encode()).hexdigest()[:16]
+    ids = [m["id"] for m in answer.get("retrieved") or []]
+    return " ".join(hashlib.sha256(json.dumps(x).encode()).hexdigest()[:16] for x in (retrieved, ids))
 
 
 def _corpus(data: str) -> Any:
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         engines = {args.baseline_ref: ref_tree, "this tree": None}
         cpu: dict[str, list[list[float]]] = {name: [[] for _ in range(total)] for name in engines}
         answers: dict[str, list[set[str]]] = {name: [set() for _ in range(total)] for name in engines}
+        ranked: dict[str, list[set[str]]] = {name: [set() for _ in range(total)] for name in engines}
         for rep in range(args.repeats):
             procs = {}
             for k, (name, tree) in enumerate(engines.items()):
@@ -183,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                     assert proc.stdin is not None and proc.stdout is not None
                     proc.stdin.write(f"{i}\n")
                     proc.stdin.flush()
-                    spent, digest = proc.stdout.readline().split()
+                    spent, digest, ids = proc.stdout.readline().split()
                     cpu[name][i].append(float(spent))
                     answers[name][i].add(digest)
+                    ranked[name][i].add(ids)
             for proc in procs.values():
                 assert proc.stdin is not None
                 proc.stdin.close()
@@ -211,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:>12}: {least} | {every}")
     base, ours = summary[args.baseline_ref], summary["this tree"]
     differ = sum(a != b for a, b in zip(answers[args.baseline_ref], answers["this tree"], strict=True))
+    moved = sum(a != b for a, b in zip(ranked[args.baseline_ref], ranked["this tree"], strict=True))
     print(
-        f"turns whose retrieved messages (ids, scores) differ from {args.baseline_ref}'s: {differ} of {total}"
+        f"turns whose retrieved messages (ids, scores) differ from {args.baseline_ref}'s: "
+        f"{differ} of {total} "
+        f"(their ids alone: {moved})"
     )
     print(
         f"this tree / {args.baseline_ref}: p50 {ours['p50_of_least'] / base['p50_of_least']:.3f}, "
