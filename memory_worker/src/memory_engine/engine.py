@@ -17,7 +17,7 @@ from .facts import canonical_key, extract_facts, is_list_key, looks_like_correct
 from .notes import asks_about_the_past, current_facts, facts_view
 from .pending_index import ensure_indexed, ensure_searchable, index_after_reply, index_behind, index_tail
 from .prompt import render_prompt
-from .retrieval import TURNS_BEFORE, indexed_upto, ranked_messages
+from .retrieval import TURNS_BEFORE, ranked_messages
 from .storage import SqlStorage, migrate
 from .usage import record_usage, usage_on, usage_report
 
@@ -259,7 +259,7 @@ class ChatMemory:
             recent = [m for m in before if m["id"] > topic_after][-want:] if want else []
             exclude = {current_id, *(m["id"] for m in recent)}
             ids = [m["id"] for m in before]
-            upto = indexed_upto(self.sql)  # the newest messages may wait out of the index (the tail)
+            upto = int(state.pop(turns.INDEXED_UPTO) or 0)  # the newest messages may wait (the tail)
             if not stored or (ids and upto + 1 < ids[0]) or any(i > upto and i not in exclude for i in ids):
                 # A waiting message this retrieval could find (after a topic start, a repeat):
                 # indexed first, without the words of this one (or they would find it).

@@ -135,10 +135,13 @@ def date_words(ts: str) -> str:
     return f"{month} {ts[:4]}" if month else ""
 
 
+INDEXED_UPTO_SQL = "SELECT rowid AS id FROM messages_fts ORDER BY rowid DESC LIMIT 1"
+
+
 def indexed_upto(sql: SqlStorage) -> int:
     """The id of the newest message in the index (0: none): every message up to it is indexed,
     none after it (`pending_index`)."""
-    rows = sql.exec("SELECT rowid AS id FROM messages_fts ORDER BY rowid DESC LIMIT 1")
+    rows = sql.exec(INDEXED_UPTO_SQL)
     return int(rows[0]["id"]) if rows else 0
 
 

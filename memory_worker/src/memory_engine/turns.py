@@ -9,10 +9,12 @@ from typing import Any
 from . import chat_state
 from .facts import LIST_KEYS
 from .notes import FACT_FIELDS, FACT_HISTORY_LIMIT
-from .retrieval import MESSAGE_COLUMNS
+from .retrieval import INDEXED_UPTO_SQL, MESSAGE_COLUMNS
 from .storage import SqlStorage, rows_of
 
 MSG_COLUMNS = ", ".join(MESSAGE_COLUMNS)
+# Not a key of the state table: `state_and_newest` gives the index's newest id under it.
+INDEXED_UPTO = " indexed_upto"
 # The state keys a turn reads.
 TURN_STATE = ("mode", "summary", chat_state.TOPIC_AFTER, chat_state.TOPIC_AT, chat_state.PERSONA)
 # The newest fact rows a turn's `fact_history` is looked for in: a bounded read.
@@ -62,7 +64,8 @@ def _state_and_newest(counts: tuple[tuple[str | None, int], ...]) -> str:
     return (
         f"SELECT * FROM (SELECT 1 AS part, NULL AS key, NULL AS value, {MSG_COLUMNS} FROM messages "
         f"ORDER BY id DESC LIMIT COALESCE(?, {stored}, {int(auto)})) "
-        f"UNION ALL SELECT 0, key, value, {nulls} FROM state WHERE key IN ({marks})"
+        f"UNION ALL SELECT 0, key, value, {nulls} FROM state WHERE key IN ({marks}) "
+        f"UNION ALL SELECT 0, '{INDEXED_UPTO}', ({INDEXED_UPTO_SQL}), {nulls}"
     )
 
 
@@ -70,6 +73,8 @@ def state_and_newest(
     sql: SqlStorage, counts: dict[str | None, int], mode: str | None
 ) -> tuple[dict[str, str | None], list[dict[str, Any]]]:
     """The TURN_STATE keys and the newest messages, oldest first, in one statement (one crossing on a Worker).
+
+    The state has one more key, INDEXED_UPTO: the index's newest id (`retrieval.indexed_upto`).
 
     How many messages: `counts[mode]` (`counts[None]` for a mode not in it), for the request's
     `mode` or else the chat's stored one ("auto" when none is stored).
