@@ -150,23 +150,29 @@ def index_messages(
 ) -> None:
     """Index the stored messages from first_id (or the oldest one not indexed yet) through last_id.
 
-    In one statement, each with the words of its neighbours up to message `end` (None: all).
-    With `link`, the message before them is indexed again: it may have been indexed while it
-    was the newest, without an after-context. OR REPLACE: a row that is in the index already
-    is written again (FTS5 deletes it first).
+    Each with the words of its neighbours up to message `end` (None: all). With `link`, the
+    message before them is indexed again: it may have been indexed while it was the newest,
+    without an after-context. A row in the index already is written again (OR REPLACE: FTS5
+    deletes it first); those after the index's newest row are only inserted (no lookup).
     """
-    lo = min(first_id, indexed_upto(sql) + 1)
+    newest = indexed_upto(sql)
+    lo = min(first_id, newest + 1)
     back = sql.exec(
         "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, TURNS_BEFORE + int(link)
     )
-    first = int(back[0]["id"]) if link and back else lo
+    start = int(back[-1]["id"]) if back else lo
+    bound = "" if end is None else f" AND id <= {int(end)}"  # our own integer, written in
+    if link and back:
+        after = "(SELECT MIN(id) FROM messages WHERE id >= ?)"  # the first one indexed below
+        window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ? AND id <= {after}{bound})"
+        sql.exec(_REPLACE + _index_rows(window, "id = ?"), start, lo, int(back[0]["id"]))
+        start = int(back[min(1, len(back) - 1)]["id"])
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
     # does), so indexing after the whole batch roughly doubles import throughput.
-    upto = "" if end is None else f" AND id <= {int(end)}"  # our own integer, written in
-    window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ?{upto})"
-    start = int(back[-1]["id"]) if back else lo
-    sql.exec(_REPLACE + _index_rows(window, "id >= ? AND id <= ?"), start, first, last_id)
+    window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ?{bound})"
+    verb = _INSERT if lo > newest else _REPLACE
+    sql.exec(verb + _index_rows(window, "id >= ? AND id <= ?"), start, lo, last_id)
 
 
 def unindex_messages(
