@@ -161,18 +161,20 @@ def index_messages(
         "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, TURNS_BEFORE + int(link)
     )
     start = int(back[-1]["id"]) if back else lo
-    bound = "" if end is None else f" AND id <= {int(end)}"  # our own integer, written in
+    # The bound is a parameter: one statement text each way, which the prepared-statement
+    # caches find again (the Worker's too); a new text a batch was prepared each time.
+    bound, last = ("", []) if end is None else (" AND id <= ?", [end])
     if link and back:
         after = "(SELECT MIN(id) FROM messages WHERE id >= ?)"  # the first one indexed below
         window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ? AND id <= {after}{bound})"
-        sql.exec(_REPLACE + _index_rows(window, "id = ?"), start, lo, int(back[0]["id"]))
+        sql.exec(_REPLACE + _index_rows(window, "id = ?"), start, lo, *last, int(back[0]["id"]))
         start = int(back[min(1, len(back) - 1)]["id"])
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
     # does), so indexing after the whole batch roughly doubles import throughput.
     window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ?{bound})"
     verb = _INSERT if lo > newest else _REPLACE
-    sql.exec(verb + _index_rows(window, "id >= ? AND id <= ?"), start, lo, last_id)
+    sql.exec(verb + _index_rows(window, "id >= ? AND id <= ?"), start, *last, lo, last_id)
 
 
 def unindex_messages(
@@ -312,6 +314,17 @@ def _expanded(term: Term) -> bool:
     return isinstance(term, tuple) and len(term) > 1
 
 
+@functools.cache
+def _forms_statement(n: int, weights_of: tuple[float, ...]) -> str:
+    """`_forms_once`'s statement for n forms: each form's bm25 over a range of rowids bound once."""
+    weights = ", ".join(str(w) for w in weights_of)
+    return "WITH r(lo, hi) AS (SELECT ?, ?) " + " UNION ALL ".join(
+        f"SELECT {k} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
+        "WHERE messages_fts MATCH ? AND rowid >= (SELECT lo FROM r) AND rowid <= (SELECT hi FROM r)"
+        for k in range(n)
+    )
+
+
 def _forms_once(
     sql: SqlStorage, kept: list[Term], candidates: list[tuple[int, float]]
 ) -> list[tuple[int, float]]:
@@ -327,18 +340,12 @@ def _forms_once(
     groups = [t for t in kept if isinstance(t, tuple) and _expanded(t)]
     forms = [f for t in groups for f in t]
     # A range of rowids, not `rowid IN (...)`: FTS5 would run the MATCH once per listed id
-    # (4x slower here). The range holds no more rows than the main query scored. Its ends
-    # are our own integers, written in: a Durable Object binds at most 100 parameters.
+    # (4x slower here). The range holds no more rows than the main query scored. Its ends are
+    # bound once (a Durable Object binds at most 100 parameters), so the text depends on the
+    # number of forms alone and the prepared-statement caches find it again.
     ids = {i for i, _ in candidates}
-    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     rows = rows_of(  # tuples, not dicts: a few hundred rows
-        sql,
-        " UNION ALL ".join(
-            f"SELECT {n} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
-            f"WHERE messages_fts MATCH ? AND rowid >= {int(min(ids))} AND rowid <= {int(max(ids))}"
-            for n in range(len(forms))
-        ),
-        *(fts_query([f]) for f in forms),
+        sql, _forms_statement(len(forms), BM25_WEIGHTS), min(ids), max(ids), *(fts_query([f]) for f in forms)
     )
     share = {(int(form), int(i)): -float(score) for form, i, score in rows if int(i) in ids}
     out = []
