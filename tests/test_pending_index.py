@@ -20,7 +20,7 @@ from memory_engine import ChatMemory, retrieval
 from memory_engine.pending_index import PENDING
 
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
-from tests.support import ids_of
+from tests.support import bulk_indexed, ids_of
 
 LISTING = "SELECT rowid, body, author, context_before, context_after, date FROM messages_fts ORDER BY rowid"
 WORDS = [
@@ -95,18 +95,8 @@ def rebuilt(m: ChatMemory) -> list[dict[str, Any]]:
 
     Up to m's newest indexed message: a live chat's newest messages wait for a batch (the tail).
     """
-    copy = chat()
-    rows = m.sql.exec("SELECT id, role, author, author_id, text, ts, message_id FROM messages ORDER BY id")
-    for r in rows:
-        copy.sql.exec(
-            "INSERT INTO messages(id, role, author, author_id, text, ts, message_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            *r.values(),
-        )
-    if rows:
-        retrieval.index_messages(copy.sql, rows[0]["id"], rows[-1]["id"])
     upto = retrieval.indexed_upto(m.sql)
-    return [r for r in listing(copy) if r["rowid"] <= upto]
+    return [r for r in listing(bulk_indexed(m)) if r["rowid"] <= upto]
 
 
 def pending_of(m: ChatMemory) -> str | None:

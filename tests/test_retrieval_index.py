@@ -9,7 +9,7 @@ from memory_engine import ChatMemory, retrieval
 from memory_engine.text import fts_query, query_groups, query_terms
 
 from memory_worker.local import SqliteStorage
-from tests.support import FILLER, add, fts_row, ids_of, memory
+from tests.support import FILLER, add, bulk_indexed, fts_row, ids_of, memory
 
 # -- dates -------------------------------------------------------------------------------------
 
@@ -264,19 +264,6 @@ def _turns(m, *texts: str, start: int = 0) -> None:
         m.turn(text, author=who, author_id=who.lower(), message_id=f"t{n}")
 
 
-def _bulk_of(m) -> ChatMemory:
-    """The same archive, indexed at once."""
-    bulk = memory()
-    for r in m.sql.exec("SELECT id, role, author, author_id, text, ts, message_id FROM messages"):
-        bulk.sql.exec(
-            "INSERT INTO messages(id, role, author, author_id, text, ts, message_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            *r.values(),
-        )
-    retrieval.index_messages(bulk.sql, 1, 10**6)
-    return bulk
-
-
 def test_the_tail_goes_into_the_index_as_one_batch_of_complete_rows():
     from memory_engine import engine, pending_index
 
@@ -289,7 +276,7 @@ def test_the_tail_goes_into_the_index_as_one_batch_of_complete_rows():
         counts.append(m.sql.exec("SELECT COUNT(*) AS n FROM messages_fts")[0]["n"])
     assert counts == [0, 0, 0, 0, 4, 4, 4, 4, 8]  # one write to the index every fourth message
     assert fts_row(m, "t7")["context_after"] == "line 8 about kayaks" and _index_rows(m, "t8") == 0
-    bulk = _bulk_of(m)
+    bulk = bulk_indexed(m)
     assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING)[:-1]  # each row complete; the newest waits
     assert ids_of(m, "line 8")[0] == "t8"  # a search indexes the tail first
     assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING) and _averages(m) == _averages(bulk)
@@ -318,7 +305,7 @@ def test_a_search_finds_the_newest_and_the_next_message_completes_its_row():
     assert _index_rows(m, "t5") == 1 and fts_row(m, "t5")["context_after"] == "noon is early"
     # The row written twice left no trace: the rows and totals of an index built at once.
     assert ids_of(m, "early")[0] == "t6"
-    bulk = _bulk_of(m)
+    bulk = bulk_indexed(m)
     assert m.sql.exec(LISTING) == bulk.sql.exec(LISTING) and _averages(m) == _averages(bulk)
 
 
@@ -384,4 +371,4 @@ def test_forgetting_a_waiting_message_or_its_neighbour_leaves_none_of_its_words(
                 for n in range(5):
                     m.turn(f"bye now {n}", author="Cy", author_id="cy", message_id=f"z{n}")
         assert ids_of(m, words[0]) == []
-        assert m.sql.exec(LISTING) == _bulk_of(m).sql.exec(LISTING)
+        assert m.sql.exec(LISTING) == bulk_indexed(m).sql.exec(LISTING)

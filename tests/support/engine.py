@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_engine import ChatMemory
+from memory_engine import ChatMemory, retrieval
 
 from memory_worker.local import SqliteStorage
 
@@ -21,6 +21,21 @@ INDEXED_OR_TAIL = (
 def memory(tmp_path: Path | None = None) -> ChatMemory:
     """A fresh chat memory over SqliteStorage (in memory unless a directory is given)."""
     return ChatMemory(SqliteStorage(":memory:" if tmp_path is None else tmp_path / "chat.sqlite3"))
+
+
+def bulk_indexed(m: ChatMemory) -> ChatMemory:
+    """A fresh chat memory holding m's archive (the same ids), indexed at once (m is left as it was)."""
+    copy = memory()
+    rows = m.sql.exec("SELECT id, role, author, author_id, text, ts, message_id FROM messages ORDER BY id")
+    for r in rows:
+        copy.sql.exec(
+            "INSERT INTO messages(id, role, author, author_id, text, ts, message_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            *r.values(),
+        )
+    if rows:
+        retrieval.index_messages(copy.sql, rows[0]["id"], rows[-1]["id"])
+    return copy
 
 
 def ids_of(m: ChatMemory, query: str, k: int = 10) -> list[str]:
