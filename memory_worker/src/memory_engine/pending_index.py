@@ -35,7 +35,7 @@ from contextlib import suppress
 from typing import Any
 
 from . import chat_state
-from .retrieval import index_messages, indexed_upto
+from .retrieval import INDEXED_UPTO_SQL, index_messages, indexed_upto
 from .storage import SqlStorage
 
 PENDING = "index_pending"
@@ -94,21 +94,29 @@ def ensure_indexed(sql: SqlStorage) -> None:
         _CLEAN.add(sql)
 
 
+# The index's newest id and the newest message's id, in one statement (NULL: none).
+_ENDS = f"SELECT ({INDEXED_UPTO_SQL}) AS upto, (SELECT MAX(id) FROM messages) AS newest"
+
+
+def _ends(sql: SqlStorage) -> tuple[int, int]:
+    row = sql.exec(_ENDS)[0]
+    return int(row["upto"] or 0), int(row["newest"] or 0)
+
+
 def unindexed(sql: SqlStorage) -> tuple[int, int] | None:
     """The (lo, hi) ids of the messages not in the index yet (an import's pending rows, the tail), or None."""
-    upto = indexed_upto(sql)
-    newest = sql.exec("SELECT MAX(id) AS id FROM messages")[0]["id"]
-    return (upto + 1, int(newest)) if newest is not None and int(newest) > upto else None
+    upto, newest = _ends(sql)
+    return (upto + 1, newest) if newest > upto else None
 
 
 def index_tail(sql: SqlStorage, below: int | None = None) -> int:
     """Index the messages not indexed yet (those below id `below` only, when given, with no
     after-context from it); the index's newest id then."""
-    span = unindexed(sql)
-    if span is None or (below is not None and span[0] >= below):
-        return indexed_upto(sql)
-    hi = span[1] if below is None else below - 1
-    index_messages(sql, span[0], hi, link=False, end=hi)
+    upto, newest = _ends(sql)
+    hi = newest if below is None else min(newest, below - 1)
+    if hi <= upto:
+        return upto
+    index_messages(sql, upto + 1, hi, link=False, end=hi)
     return indexed_upto(sql)
 
 
