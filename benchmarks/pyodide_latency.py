@@ -273,13 +273,16 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
             try:
                 chats = {k: f"bench:{k}-{n}" for k in urls}
                 results: dict[str, dict[str, Any]] = {}
+                # The same messages for both hosts, in the prefill and in the turns alone: the
+                # corpus cycles, and a host given the next stretch of it would be timed on
+                # other conversations (other words to rank) than the host it is compared with.
+                batches = batches_of(corpus, n, f"p{n}")
                 for key in urls:
-                    batches = batches_of(corpus, n, f"{key}{n}")
                     results[key] = {"import_rate": await prefill(sessions[key], chats[key], batches, key)}
+                messages = corpus.take(turns + WARM_TURNS, f"t{n}")
                 for key in urls:
                     # Alone: the local host's CPU is this process's (its aiohttp client included,
                     # an upper bound for the host); Node's from /proc.
-                    messages = corpus.take(turns + WARM_TURNS, f"{key}t{n}")
                     results[key].update(
                         await timed_turns(sessions[key], chats[key], messages, key, cpu[key], side[key])
                     )
