@@ -19,8 +19,11 @@ child process (a short one, and every compaction's reads and writes, on its even
 the run also prints them like for like: the turns alone (Node's CPU less what it spent while
 the alarms ran, from the host's `stats`; the local host's inline compaction work stays in its
 figure), and compaction counted on both (the local host's process plus its children's).
-The $ figure stays on Node's total: compaction is billed on Workers too. Prints a table
-with the ratios; writes a PNG.
+The $ figure stays on Node's total: compaction is billed on Workers too. Then where a turn
+goes: the Pyodide host's time in SQLite (its `stats`, less the alarms'), and the same turns
+run once more by the engine alone in this process on the local chat's database, its SQLite
+time summed (what Python adds to the same SQL, with no HTTP). Prints a table with the
+ratios; writes a PNG.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from memory_latency import IMPORT_BATCH, Corpus, percentile
 
+from memory_worker.local import SqliteStorage
+from memory_worker.local.chats import chat_file
 from memory_worker.pyodide_runtime import PyodideHost
 
 TOKEN = "bench-token-0123456789abcdef"
@@ -233,8 +238,11 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
         pid = host.proc.pid
         cpu = {"local": time.process_time, "pyodide": lambda: process_cpu_s(pid)}
 
+        reads: list[dict[str, Any]] = []  # the host's stats at each read: its SQL time in them
+
         async def alarms() -> tuple[float, int]:
             stats = await asyncio.to_thread(host_stats, host)
+            reads.append(stats)
             return stats["alarm_cpu_ms"] / 1000, stats["alarms"]
 
         children: list[set[int]] = []
@@ -286,6 +294,9 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
                     results[key].update(
                         await timed_turns(sessions[key], chats[key], messages, key, cpu[key], side[key])
                     )
+                first, last = reads[-2], reads[-1]  # the pass's two reads: after the warm turns, at its end
+                sql = last["sql_ms"] - first["sql_ms"] - (last["alarm_sql_ms"] - first["alarm_sql_ms"])
+                results["pyodide"]["sql_ms"] = sql / turns
                 paired = await interleaved(sessions, chats, corpus.take(turns + WARM_TURNS, f"i{n}"))
                 for key, latencies in paired.items():
                     results[key]["interleaved"] = latencies
@@ -294,7 +305,68 @@ async def both(corpus: Corpus, n: int, turns: int, tmp: Path) -> dict[str, dict[
                     await session.close()
     finally:
         host.stop()
+    results["local"].update(engine_alone(tmp / "local" / chat_file(f"bench:local-{n}"), messages))
     return results
+
+
+class TimedSqlite(SqliteStorage):
+    """The local host's storage, summing the wall time of its statements (BEGIN and COMMIT included)."""
+
+    sql_s = 0.0
+
+    def exec(self, query: str, *params: Any) -> list[dict[str, Any]]:
+        """As SqliteStorage.exec, timed."""
+        started = time.perf_counter()
+        try:
+            return super().exec(query, *params)
+        finally:
+            self.sql_s += time.perf_counter() - started
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """As SqliteStorage.rows, timed."""
+        started = time.perf_counter()
+        try:
+            return super().rows(query, *params)
+        finally:
+            self.sql_s += time.perf_counter() - started
+
+    def transaction(self, fn: Callable[[], Any]) -> Any:
+        """As SqliteStorage.transaction; its BEGIN and COMMIT timed (what `fn` runs is timed above)."""
+        inside = 0.0
+
+        def timed() -> Any:
+            nonlocal inside
+            started = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                inside += time.perf_counter() - started
+
+        started = time.perf_counter()
+        try:
+            return super().transaction(timed)
+        finally:
+            self.sql_s += time.perf_counter() - started - inside
+
+
+def engine_alone(path: Path, messages: list[dict[str, Any]]) -> dict[str, float]:
+    """The same turns again on the local chat's database, by the engine alone in this process:
+    ms a turn in all and in SQLite (what Python adds to the SQL, without HTTP)."""
+    from memory_engine import ChatMemory
+
+    storage = TimedSqlite(path)
+    memory = ChatMemory(storage, retention=10**9)
+    total = 0.0
+    for i, m in enumerate(messages):
+        if i == WARM_TURNS:
+            storage.sql_s, total = 0.0, 0.0
+        started = time.perf_counter()
+        again = f"again-{m['message_id']}"  # a new message, not a repeat of the one the host stored
+        memory.turn(m["text"], author=m["author"], author_id=m["author_id"], message_id=again)
+        total += time.perf_counter() - started
+    storage.close()
+    turns = max(1, len(messages) - WARM_TURNS)
+    return {"engine_ms": total * 1000 / turns, "engine_sql_ms": storage.sql_s * 1000 / turns}
 
 
 def chart(results: dict[str, dict[str, Any]], starts: list[dict[str, float]], n: int, path: Path) -> None:
@@ -376,6 +448,15 @@ def report(corpus: Corpus, n: int, turns: int, png: Path, starts_wanted: int = C
         f"= {alone / local['cpu_ms']:.1f}x; compaction counted on both: "
         f"Pyodide {cpu_ms:.2f} vs local {with_child:.2f} ms (its process + its summarizer child "
         f"{local['side_ms']:.2f}) = {cpu_ms / with_child:.1f}x"
+    )
+    engine_python = local["engine_ms"] - local["engine_sql_ms"]
+    print(
+        f"Where a turn goes (the turns alone): on Pyodide {alone:.2f} CPU ms, of which SQL "
+        f"(node:sqlite and the emulator's checks) {pyodide['sql_ms']:.2f} ms and the rest "
+        f"{alone - pyodide['sql_ms']:.2f} ms "
+        f"(Python in WebAssembly, its JS glue, the Worker-to-object hop, HTTP); the same turns by "
+        f"the engine alone in CPython (in process, no HTTP): {local['engine_ms']:.2f} ms, of which "
+        f"SQLite {local['engine_sql_ms']:.2f} ms and Python {engine_python:.2f} ms"
     )
     print(
         f"machine load (1-min average) at start / end: {load_before:.2f} / {os.getloadavg()[0]:.2f} "

@@ -34,6 +34,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { loadPyodide } from "pyodide";
 import { IDLE_EVICT_MS, ObjectHost } from "./objects.mjs";
+import { sqlClock } from "./storage.mjs";
 import { wranglerVars } from "./wrangler.mjs";
 
 const MAX_BODY_BYTES = 100 * 1024 * 1024; // workerd's default request body limit
@@ -257,6 +258,8 @@ function control() {
           wasm: pyodide._module.HEAPU8.length,
           alarms: objects.alarmsRun,
           alarm_cpu_ms: objects.alarmCpuMs,
+          sql_ms: sqlClock.ms,
+          alarm_sql_ms: objects.alarmSqlMs,
           clients_gone: clientsGone,
         });
       }

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
-import { DurableObjectStorage } from "./storage.mjs";
+import { DurableObjectStorage, sqlClock } from "./storage.mjs";
 
 // Which object event a piece of JS runs for: outbound fetches open that object's gate.
 export const currentEvent = new AsyncLocalStorage();
@@ -194,9 +194,11 @@ export class ObjectHost {
     // half) is counted too. Handlers of several objects interleave (each await resumes in a
     // later task): the CPU is read while any runs, so it is counted once.
     this.alarmCpuMs = 0;
+    this.alarmSqlMs = 0; // of which in SQLite (storage.mjs `sqlClock`), read the same way
     this.alarmsRun = 0;
     this._alarmsRunning = 0;
     this._alarmCpuFrom = null;
+    this._alarmSqlFrom = 0;
     // The sweep never keeps the process alive on its own.
     this._sweeper = setInterval(() => this.sweep(), Math.max(10, Math.min(idleEvictMs, 10_000))).unref();
   }
@@ -267,7 +269,10 @@ export class ObjectHost {
     await slot.gate.enter();
     const event = { slot, active: true, suspended: 0 };
     const alarm = name === "alarm";
-    if (alarm && this._alarmsRunning++ === 0) this._alarmCpuFrom = process.cpuUsage();
+    if (alarm && this._alarmsRunning++ === 0) {
+      this._alarmCpuFrom = process.cpuUsage();
+      this._alarmSqlFrom = sqlClock.ms;
+    }
     try {
       const instance = this._instance(slot);
       return await currentEvent.run(event, () => this.python.call(instance, name, args));
@@ -277,6 +282,7 @@ export class ObjectHost {
         if (--this._alarmsRunning === 0) {
           const used = process.cpuUsage(this._alarmCpuFrom);
           this.alarmCpuMs += (used.user + used.system) / 1000;
+          this.alarmSqlMs += sqlClock.ms - this._alarmSqlFrom;
         }
       }
       slot.lastUsed = Date.now();

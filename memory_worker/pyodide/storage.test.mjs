@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES } from "./storage.mjs";
+import { DurableObjectStorage, MAX_BOUND_PARAMETERS, MAX_ROW_BYTES, sqlClock } from "./storage.mjs";
 import { AlarmBook, ObjectHost } from "./objects.mjs";
 
 function storage() {
@@ -186,4 +186,20 @@ test("alarms of several objects that run at once count the process's CPU once", 
   assert.ok(host.alarmCpuMs <= (used.user + used.system) / 1000, `${host.alarmCpuMs} ms, more than the process used`);
   host.close();
   rmSync(dir, { recursive: true, force: true });
+});
+
+test("sqlClock counts the time of every statement, refused ones and transactions' own included", () => {
+  const { s, done } = storage();
+  const slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT COUNT(*) AS c FROM n";
+  let before = sqlClock.ms;
+  const started = performance.now();
+  assert.equal(s.sql.exec(slow).one().c, 300000);
+  const took = performance.now() - started;
+  assert.ok(sqlClock.ms - before > 0.5 * took, `${sqlClock.ms - before} of ${took} ms counted`);
+  assert.ok(sqlClock.ms - before <= took, `${sqlClock.ms - before} ms, more than the call took`);
+  before = sqlClock.ms;
+  assert.throws(() => s.sql.exec("BEGIN"), /SQLITE_AUTH/);
+  s.transactionSync(() => s.sql.exec("INSERT INTO t(v) VALUES (1)"));
+  assert.ok(sqlClock.ms > before, "the refusal, the insert and SAVEPOINT/RELEASE are counted");
+  done();
 });

@@ -23,7 +23,10 @@ from .usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
-_BEFORE = {m: max(min(n, RING_SIZE), TURNS_BEFORE) for m, n in [*RECENT_BY_MODE.items(), (None, 4)]}
+RECENT_OTHERWISE = RECENT_BY_MODE["auto"]  # for a mode this version does not know
+_BEFORE = {
+    m: max(min(n, RING_SIZE), TURNS_BEFORE) for m, n in [*RECENT_BY_MODE.items(), (None, RECENT_OTHERWISE)]
+}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
@@ -244,7 +247,7 @@ class ChatMemory:
             state, before = turns.state_and_newest(self.sql, _BEFORE, mode)
             chosen = mode or state.get("mode") or "auto"
             topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
-            want = min(RECENT_BY_MODE.get(chosen, 4), RING_SIZE)
+            want = min(RECENT_BY_MODE.get(chosen, RECENT_OTHERWISE), RING_SIZE)
             current_id = turns.insert_user_message(self.sql, text, author, author_id, message_id, ts)
             stored = current_id is not None
             if current_id is None:  # a repeat: acknowledged, not stored twice
