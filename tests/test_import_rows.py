@@ -97,3 +97,20 @@ def test_both_insert_paths_store_the_same_rows_and_answer_alike():
     # by position, and so are the index's rowids and the facts' source messages.
     assert numbered(fast) == numbered(plain)
     assert len(fast.sql.exec(ALL)) == 150  # the retention cap was reached: rows went in both
+
+
+def test_message_ids_holding_a_nul_or_any_unicode_are_found_again():
+    # The local host's repeat lookup sent the ids as one JSON text to json_each, and SQLite
+    # before 3.45 reads "\u0000" there as an empty string: an id holding a NUL was never found,
+    # and its INSERT broke the UNIQUE constraint (a 500 for the whole batch; found by the
+    # HTTP fuzz soak).
+    ids = ["\x00", "a\x00b", "\u2028", "😀", "", "x", "x\x00"]
+    messages = [
+        {"role": "user", "text": f"t{i}", "author": "A", "author_id": "a", "message_id": mid}
+        for i, mid in enumerate(ids)
+    ]
+    m = ChatMemory(SqliteStorage(":memory:"), clock=CLOCK)
+    assert m.import_messages(messages) == {"imported": len(ids), "skipped": 0}
+    assert m.import_messages(messages) == {"imported": 0, "skipped": len(ids)}
+    assert sorted(r["message_id"] for r in m.sql.exec(ALL)) == sorted(ids)
+    assert m.turn("again", message_id="a\x00b")["id"] == 2  # the stored one, not a second

@@ -36,8 +36,8 @@ function refuseFunctions(db, query) {
 
 // The wall time spent in SQLite (every exec and the transactions' own statements), summed
 // over every database of this process: for the benchmarks, which split a turn's CPU into its
-// SQL and the rest (Python in WebAssembly, the JS runtime). The host is single-threaded and
-// a statement never awaits, so its wall time is its CPU time.
+// SQL and the rest (Python in WebAssembly, the JS runtime). A statement runs to its end on
+// the host's one thread, so its wall time is its CPU time (unless the machine is busy).
 export const sqlClock = { ms: 0 };
 
 const TRANSACTION_STATEMENT = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;

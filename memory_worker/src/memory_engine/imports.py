@@ -129,6 +129,11 @@ def _stored(sql: SqlStorage, rows: list[tuple[Any, ...]]) -> Iterator[tuple[int,
             i += 1
 
 
+# How many message ids one lookup binds (SQLite allows 999 or more; a Durable Object 100,
+# but this path is the local host's).
+_LOOKUP_CHUNK = 500
+
+
 def _stored_many(
     sql: SqlStorage, many: Callable[[str, list[tuple[Any, ...]]], None], rows: list[tuple[Any, ...]]
 ) -> Iterator[tuple[int, int]]:
@@ -140,14 +145,15 @@ def _stored_many(
     a chat runs one request at a time, so they are the counter's next ones, in order.
     """
     ids = [row[5] for row in rows if row[5] is not None]
-    known = set()
-    if ids:
-        found = rows_of(
-            sql,
-            "SELECT message_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?))",
-            json.dumps(ids, ensure_ascii=False),
-        )
-        known = {message_id for (message_id,) in found}
+    known: set[str] = set()
+    # Bound as values, not as one JSON text for json_each: SQLite before 3.45 (the sqlite3 of
+    # many Pythons) reads "\u0000" there as the end of the string, so a message_id holding a NUL
+    # was never found, and its INSERT broke the UNIQUE constraint (a 500 for the whole batch).
+    for start in range(0, len(ids), _LOOKUP_CHUNK):
+        chunk = ids[start : start + _LOOKUP_CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        found = rows_of(sql, f"SELECT message_id FROM messages WHERE message_id IN ({marks})", *chunk)
+        known.update(message_id for (message_id,) in found)
     kept: list[int] = []
     for i, row in enumerate(rows):
         if row[5] is not None:
