@@ -116,7 +116,7 @@ def index_tail(sql: SqlStorage, below: int | None = None) -> int:
     hi = newest if below is None else min(newest, below - 1)
     if hi <= upto:
         return upto
-    index_messages(sql, upto + 1, hi, link=False, end=hi)
+    index_messages(sql, upto + 1, hi, link=False, end=hi, newest=upto)
     return indexed_upto(sql)
 
 
@@ -141,9 +141,9 @@ def index_behind(sql: SqlStorage, current_id: int, before: list[int], upto: int)
         return
     waiting = [i for i in before if i > upto]
     if before[-1] == upto:
-        index_messages(sql, upto, upto, link=False, end=current_id)
+        index_messages(sql, upto, upto, link=False, end=current_id, newest=upto)
     elif len(waiting) >= TAIL_MAX or (waiting and len(waiting) == len(before) and waiting[0] > upto + 1):
-        index_messages(sql, waiting[0], before[-1], link=False, end=current_id)
+        index_messages(sql, waiting[0], before[-1], link=False, end=current_id, newest=upto)
 
 
 def index_after_reply(sql: SqlStorage, new_id: int) -> None:

@@ -146,7 +146,12 @@ def indexed_upto(sql: SqlStorage) -> int:
 
 
 def index_messages(
-    sql: SqlStorage, first_id: int, last_id: int, link: bool = True, end: int | None = None
+    sql: SqlStorage,
+    first_id: int,
+    last_id: int,
+    link: bool = True,
+    end: int | None = None,
+    newest: int | None = None,
 ) -> None:
     """Index the stored messages from first_id (or the oldest one not indexed yet) through last_id.
 
@@ -154,8 +159,10 @@ def index_messages(
     message before them is indexed again: it may have been indexed while it was the newest,
     without an after-context. A row in the index already is written again (OR REPLACE: FTS5
     deletes it first); those after the index's newest row are only inserted (no lookup).
+    `newest`: the index's newest id (`indexed_upto`), when the caller has just read it.
     """
-    newest = indexed_upto(sql)
+    if newest is None:
+        newest = indexed_upto(sql)
     lo = min(first_id, newest + 1)
     back = sql.exec(
         "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, TURNS_BEFORE + int(link)
