@@ -54,7 +54,7 @@ def test_node_storage_limits():
         timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "# fail 0" in run.stdout and "# pass 11" in run.stdout
+    assert "# fail 0" in run.stdout and "# pass 12" in run.stdout
 
 
 async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp_path):

@@ -9,7 +9,9 @@
 //   Pyodide's file system; `entry` is imported as workerd imports the main module.
 // - Each HTTP request builds a fresh `Default` entrypoint (`ctx`, `env`) and calls its
 //   `fetch` with the JS Request; a Python object with `js_object` (the SDK Response) is
-//   unwrapped, as workerd does (`res?.js_object ?? res`).
+//   unwrapped, as workerd does (`res?.js_object ?? res`). A stub's RPC method call reaches
+//   the object's Python method with its arguments through the SDK's `python_from_rpc`
+//   and its result through `python_to_rpc`, as workerd calls one.
 // - `env`: the `CHAT_MEMORY` namespace, the `[vars]` of wrangler.toml (beside `--src`
 //   unless `--wrangler` names one), and the vars/secrets of the process environment
 //   (MEMORY_API_TOKEN, SUMMARY_*, RETENTION_MESSAGES), which win as secrets and
@@ -120,12 +122,31 @@ const entry = pyodide.pyimport("entry");
 
 const { PyProxy } = pyodide.ffi;
 
+// An RPC method as workerd's Python entrypoint helper calls one: each argument through the
+// SDK's python_from_rpc, the result through python_to_rpc.
+const callRpc = pyodide.runPython(`
+from inspect import isawaitable
+from workers import python_from_rpc, python_to_rpc
+
+async def call_rpc(method, *args):
+    result = method(*[python_from_rpc(arg) for arg in args])
+    if isawaitable(result):
+        result = await result
+    return python_to_rpc(result)
+
+call_rpc
+`);
+
 // Calls one handler as workerd does (relaxed: extra arguments are dropped) and unwraps
-// an SDK Response to its JS Response.
-async function callHandler(instance, name, handlerArgs) {
+// an SDK Response to its JS Response; or an RPC method (`rpc`).
+async function callHandler(instance, name, handlerArgs, rpc = false) {
   const method = instance[name];
-  if (typeof method !== "function") throw new TypeError(`Method ${name} does not exist`);
+  if (typeof method !== "function") {
+    if (rpc) throw new TypeError(`The RPC receiver does not implement the method "${name}".`);
+    throw new TypeError(`Method ${name} does not exist`);
+  }
   try {
+    if (rpc) return await callRpc(method, ...handlerArgs);
     const result = await method.callRelaxed(...handlerArgs);
     if (result instanceof PyProxy) {
       try {

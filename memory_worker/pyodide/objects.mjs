@@ -1,6 +1,6 @@
-// Durable Objects as workerd runs them for one class: ids, the namespace binding, stubs,
-// one instance per id, the input gate (one event at a time per object), and alarms
-// persisted under DIR and fired again after a restart.
+// Durable Objects as workerd runs them for one class: ids, the namespace binding, stubs
+// (fetch and RPC methods), one instance per id, the input gate (one event at a time per
+// object), and alarms persisted under DIR and fired again after a restart.
 
 import { createHash } from "node:crypto";
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -20,6 +20,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 // low end of what Cloudflare describes for idle non-hibernating objects); its state is
 // in its database file, and the next event builds it again. The host may shorten it.
 export const IDLE_EVICT_MS = 70_000;
+// The names workerd calls as event handlers, never as RPC methods.
+const HANDLERS = new Set(["fetch", "alarm", "webSocketMessage", "webSocketClose", "webSocketError", "constructor"]);
 
 export class DurableObjectId {
   constructor(hex, name) {
@@ -136,7 +138,8 @@ export class DurableObjectState {
 }
 
 export class DurableObject {
-  // A stub (workerd names its class after the objects it reaches).
+  // A stub (workerd names its class after the objects it reaches). Any other name on it is
+  // an RPC method of the object (`stubOf` below).
   constructor(namespace, id) {
     this._ns = namespace;
     this.id = id;
@@ -146,6 +149,19 @@ export class DurableObject {
     // The request crosses to the object as a new Request (its body is consumed here).
     return this._ns._host.deliverFetch(this.id, new Request(input, init ?? undefined));
   }
+}
+
+// workerd's stubs answer every property name with an RPC method (not `then`: a stub is
+// not a promise). The arguments cross as a structured clone, as over workerd's RPC.
+const RPC_STUB = {
+  get(stub, name, receiver) {
+    if (typeof name === "symbol" || name === "then" || name in stub) return Reflect.get(stub, name, receiver);
+    return (...args) => stub._ns._host.deliverCall(stub.id, name, structuredClone(args));
+  },
+};
+
+function stubOf(namespace, id) {
+  return new Proxy(new DurableObject(namespace, id), RPC_STUB);
 }
 
 export class DurableObjectNamespace {
@@ -166,7 +182,7 @@ export class DurableObjectNamespace {
     return new DurableObjectId(Buffer.from(bytes).toString("hex"), undefined);
   }
   get(id, options) {
-    return new DurableObject(this, id);
+    return stubOf(this, id);
   }
   getByName(name, options) {
     return this.get(this.idFromName(name));
@@ -264,7 +280,7 @@ export class ObjectHost {
     }
   }
 
-  async _run(id, name, args) {
+  async _run(id, name, args, rpc = false) {
     const slot = this._slot(id);
     await slot.gate.enter();
     const event = { slot, active: true, suspended: 0 };
@@ -275,7 +291,7 @@ export class ObjectHost {
     }
     try {
       const instance = this._instance(slot);
-      return await currentEvent.run(event, () => this.python.call(instance, name, args));
+      return await currentEvent.run(event, () => this.python.call(instance, name, args, rpc));
     } finally {
       if (alarm) {
         this.alarmsRun += 1;
@@ -296,6 +312,14 @@ export class ObjectHost {
       throw new TypeError("The Durable Object's fetch handler did not return a Response");
     }
     return response;
+  }
+
+  // An RPC call: the handlers (fetch, alarm, ...) and private names are not RPC methods.
+  async deliverCall(id, name, args) {
+    if (HANDLERS.has(name) || name.startsWith("_")) {
+      throw new TypeError(`The RPC receiver does not implement the method "${name}".`);
+    }
+    return await this._run(id, name, args, true);
   }
 
   // Outbound fetch from inside an object: its gate opens while the request is out.

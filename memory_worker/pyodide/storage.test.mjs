@@ -188,6 +188,40 @@ test("alarms of several objects that run at once count the process's CPU once", 
   rmSync(dir, { recursive: true, force: true });
 });
 
+test("a stub's RPC methods reach the object's method through its gate, with copies of the arguments", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "do-rpc-"));
+  const calls = [];
+  let running = 0;
+  const python = {
+    construct: () => ({}),
+    release: () => {},
+    call: async (instance, name, args, rpc) => {
+      running += 1;
+      assert.equal(running, 1, "two events of one object ran at once");
+      calls.push({ name, args, rpc });
+      await new Promise((resolve) => setImmediate(resolve));
+      running -= 1;
+      return `${name}:${args[0]}`;
+    },
+  };
+  const host = new ObjectHost(dir, python, (text) => assert.fail(text));
+  const stub = host.namespace.get(host.namespace.idFromName("chat"));
+  assert.equal(stub.then, undefined); // a stub is not a promise: awaiting it gives the stub
+  assert.equal(await stub, stub);
+  assert.equal(stub.name, "chat");
+  const body = new Uint8Array([104, 0, 255]);
+  const answers = await Promise.all([stub.serve("POST", body), stub.serve("GET", null)]);
+  body[0] = 0; // after the call: the object holds its own copy
+  assert.deepEqual(answers, ["serve:POST", "serve:GET"]);
+  assert.deepEqual(calls.map((c) => [c.name, c.rpc]), [["serve", true], ["serve", true]]);
+  assert.deepEqual([...calls[0].args[1]], [104, 0, 255]);
+  for (const name of ["fetch", "alarm", "_private"]) {
+    await assert.rejects(host.deliverCall(stub.id, name, []), /does not implement the method/, name);
+  }
+  host.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test("sqlClock counts the time of every statement, refused ones and transactions' own included", () => {
   const { s, done } = storage();
   const slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT COUNT(*) AS c FROM n";

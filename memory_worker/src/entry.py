@@ -4,10 +4,14 @@ Both are thin shells over `memory_engine`, which holds every rule:
 
 - `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) itself
   with the shared `parse`, and forwards a valid call, with the body it read, to the chat's
-  own Durable Object (`env.CHAT_MEMORY`, one object per chat key).
-- `ChatMemorySQLite.fetch` parses again (the object trusts no caller) and runs `execute`
+  own Durable Object (`env.CHAT_MEMORY`, one object per chat key) over RPC: its method
+  `serve(method, url, authorization, body)`, as Cloudflare advises for Durable Objects
+  (compatibility date 2024-04-03 on): the parts of the request the engine reads cross as
+  plain values, with no second Request to build and no body stream to read again.
+- `ChatMemorySQLite.serve` parses again (the object trusts no caller) and runs `execute`
   on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
-  `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`.
+  `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`. The
+  object has no `fetch`: RPC is its one way in.
 - Compaction runs from the object's alarm: a call that leaves too much un-summarized
   history sets the alarm to now (unless one is pending sooner, or in a backoff) and
   returns; `alarm` runs one compaction and sets the next alarm by the engine's rule
@@ -68,6 +72,7 @@ T = TypeVar("T")
 # rather than leaving the chat without an alarm.
 UNEXPECTED_FAILURE_RETRY_MS = 60_000
 SUMMARY_TIMEOUT_S = 60.0
+DISPATCH_OFFER_URL = "https://dispatch/v1/dispatch/offer"  # where due reminders are offered
 HANDOVER_RETRY_MS = 5_000  # due reminders the dispatch object did not take: tried again soon
 REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the alarm earlier
 # A reminders' alarm that could not be set is tried again after these pauses (while the
@@ -320,10 +325,18 @@ class ChatMemorySQLite(DurableObject):
             )
         return self._summarize
 
-    async def fetch(self, request: Any) -> Any:
-        """Answer one API call forwarded by the Worker (a JS Response)."""
-        api = await _api_request(_js_request(request))
-        op = api if isinstance(api, ApiResponse) else parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
+    async def serve(self, method: str, url: str, authorization: str | None, body: Any = None) -> Any:
+        """Answer one API call sent over RPC by the Worker or another object: a JS Response.
+
+        `body` arrives as workerd's `python_from_rpc` gives a Uint8Array (a memoryview) or
+        None; it is passed on as it is: the engine only measures and decodes it, and a bytes
+        copy would hold an import's body (up to 32 MB) once more.
+        """
+        parts = urlsplit(str(url))
+        headers = {} if authorization is None else {"authorization": str(authorization)}
+        data = b"" if body is None else cast(bytes, body)
+        api = ApiRequest(str(method), parts.path or "/", parts.query, headers, data)
+        op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
         memory = self.memory()
@@ -447,18 +460,29 @@ class ChatMemorySQLite(DurableObject):
         chat_key = memory.state("chat_key") or ""
         items = reminders.due_items(memory.sql, chat_key, now_ms()) if chat_key else []
         if items:
-            namespace = self.env.CHAT_MEMORY
-            stub = namespace.get(namespace.idFromName(reminders.DISPATCH_KEY))
             token = _var(self.env, "MEMORY_API_TOKEN") or ""
-            resp = await stub.fetch(
-                "https://dispatch/v1/dispatch/offer",
-                method=HTTPMethod.POST,
-                headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
-                body=json.dumps({"items": items}),
+            body = json.dumps({"items": items}).encode("utf-8")
+            resp = await call_object(
+                self.env, reminders.DISPATCH_KEY, HTTPMethod.POST, DISPATCH_OFFER_URL, f"Bearer {token}", body
             )
-            if resp.status != 200:
+            if int(resp.status) != 200:
                 raise RuntimeError(f"the dispatch object answered {resp.status}")
             memory.sql.transaction(lambda: reminders.mark_handed(memory.sql, items))
+
+
+async def call_object(
+    env: Any, name: str, method: str, url: str, authorization: str | None, body: bytes
+) -> Any:
+    """Send one API call to the object named `name` over RPC (its `serve`); its JS Response.
+
+    Through the JS stub under the SDK's wrapper, the arguments converted as the wrapper
+    would (`python_to_rpc`: None as null, the body as a Uint8Array): the answer is passed on
+    as it is, where the wrapper would copy it into the SDK's Response.
+    """
+    namespace = env.CHAT_MEMORY
+    stub = python_to_rpc(namespace.get(namespace.idFromName(name)))
+    auth = _JSNULL if authorization is None else authorization
+    return await stub.serve(str(method), url, auth, to_js(body) if body else _JSNULL)
 
 
 class Default(WorkerEntrypoint):
@@ -473,14 +497,11 @@ class Default(WorkerEntrypoint):
         op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
-        namespace = self.env.CHAT_MEMORY
-        # The JS stub under the SDK's wrapper: its answer is passed on as it is, where the
-        # SDK's `fetch` would wrap it twice (pyodide's FetchResponse, then its Response).
-        stub = python_to_rpc(namespace.get(namespace.idFromName(op.chat_key)))
-        # The body already read goes along as bytes: a clone() of the request before reading
-        # it would tee its stream, which cost more than the copy.
-        body = to_js(api.body) if api.body else None
-        return await stub.fetch(request.url, method=api.method, headers=request.headers, body=body)
+        # The body already read goes along: a clone() of the request before reading it
+        # would tee its stream, which cost more than the copy.
+        return await call_object(
+            self.env, op.chat_key, api.method, request.url, api.headers.get("authorization"), api.body
+        )
 
 
 # The runtime calls a handler "relaxed" (extra arguments dropped): pyodide's relaxed_call reads

@@ -73,7 +73,9 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _text_of(body: bytes) -> str:
-    text = body.decode("utf-8")
+    # str(), not .decode(): a Worker's object hands over a body received over RPC as a
+    # memoryview (not copied into bytes: an import's body is up to 32 MB).
+    text = str(body, "utf-8")
     if text.startswith("\ufeff"):  # as json.loads: a byte order mark is not JSON
         raise ValueError("a byte order mark")
     return text

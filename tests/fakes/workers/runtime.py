@@ -13,8 +13,10 @@ Cloudflare's runtime that the memory worker depends on.
   and if it raises the runtime retries with exponential backoff (2 s, 4 s, ..., 6 retries),
   as Cloudflare does.
 - `DurableObjectNamespace`: `idFromName`, `idFromString`, `newUniqueId`, `get`,
-  `getByName`; a stub's `fetch` delivers a copy of the request to the object's `fetch`
-  (one instance per id, created on first use, its constructor given `(ctx, env)`).
+  `getByName`; a stub's `fetch` delivers a copy of the request to the object's `fetch`,
+  any other name on it calls that RPC method of the object (its arguments through
+  `python_from_rpc`, its result through `python_to_rpc`); one instance per id, created
+  on first use, its constructor given `(ctx, env)`.
 - `FakeWorkerd`: builds `env` (the namespace, vars, secrets), calls the entry's
   `Default.fetch` per request (uncaught errors answer 500 and are kept in `errors`).
 """
@@ -22,6 +24,7 @@ Cloudflare's runtime that the memory worker depends on.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 import secrets
 import time
@@ -40,9 +43,11 @@ from ._js import (
     js_object,
     jsnull,
 )
+from .rpc import python_from_rpc, python_to_rpc
 from .sql import SqlStorage
 
 ALARM_RETRIES = 6
+HANDLERS = frozenset({"fetch", "alarm", "webSocketMessage", "webSocketClose", "webSocketError"})
 ALARM_FIRST_BACKOFF_MS = 2000
 
 
@@ -163,7 +168,7 @@ class ExecutionContext(JsProxy):
 
 
 class DurableObjectStub(JsProxy):
-    """A stub: `fetch(input, init)` reaches the object."""
+    """A stub: `fetch(input, init)` reaches the object; any other name is an RPC method of it."""
 
     def __init__(self, namespace: DurableObjectNamespace, obj_id: DurableObjectId):
         super().__init__("DurableObject", {"id": obj_id, "name": obj_id.name})
@@ -174,6 +179,14 @@ class DurableObjectStub(JsProxy):
         """Deliver a request to the object's fetch; a promise of a JS Response (keyword
         arguments are the init object, as Pyodide passes them)."""
         return self._ns._deliver(self._obj_id, input, init or options)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or name == "then":  # not a promise; private names stay private
+                raise
+        return lambda *args: self._ns._call(self._obj_id, name, args)
 
 
 class DurableObjectNamespace(JsProxy):
@@ -220,6 +233,10 @@ class DurableObjectNamespace(JsProxy):
             request = JsRequest.new(str(input), **init)
         instance = self._runtime._instance(self._cls, obj_id)
         return await self._runtime._call_fetch(instance, request, where=f"object {obj_id.name}")
+
+    async def _call(self, obj_id: DurableObjectId, name: str, args: tuple[Any, ...]) -> Any:
+        instance = self._runtime._instance(self._cls, obj_id)
+        return await self._runtime._call_rpc(instance, name, args)
 
 
 class _Env(JsProxy):
@@ -306,6 +323,18 @@ class FakeWorkerd:
         except Exception:
             self.errors.append(f"{where}: {traceback.format_exc()}")
             return JsResponse("Internal Server Error", 500)
+
+    async def _call_rpc(self, instance: Any, name: str, args: tuple[Any, ...]) -> Any:
+        """Call an RPC method as workerd's Python entrypoint helper does: each argument
+        through `python_from_rpc`, the result through `python_to_rpc`; an error is thrown
+        to the caller (no Response stands in for it)."""
+        method = None if name in HANDLERS else getattr(instance, name, None)
+        if not callable(method):
+            raise JsException("TypeError", f'The RPC receiver does not implement the method "{name}".')
+        result = method(*(python_from_rpc(arg) for arg in args))
+        if inspect.isawaitable(result):
+            result = await result
+        return python_to_rpc(result)
 
     # -- the Worker ----------------------------------------------------------------------
 
