@@ -306,3 +306,35 @@ async def test_the_mirror_behaves_like_the_real_sdk(tmp_path):
         storage._sql.close()
     assert seen["mirror"] == seen["real"]
     assert seen["real"][3] == [("JsDict", {"i": 1, "r": 2, "t": "a\u200db", "n": None})]
+
+
+async def test_a_stubs_rpc_methods_reach_the_object_with_arguments_as_workerd_converts_them(tmp_path):
+    with fw.installed():
+        from pyodide.ffi import to_js
+
+        class Chat(fw.DurableObject):
+            seen: ClassVar[list] = []
+
+            async def serve(self, method, body, missing):
+                Chat.seen.append((method, bytes(body), type(body).__name__, missing))
+                return fw.Response(method)
+
+            async def fetch(self, request):
+                return fw.Response("fetched")
+
+        class Default(fw.WorkerEntrypoint):
+            async def fetch(self, request):
+                stub = fw.python_to_rpc(self.env.CHAT_MEMORY.getByName("one"))
+                assert not hasattr(stub, "then")  # a stub is not a promise
+                with pytest.raises(AttributeError):
+                    stub._private  # noqa: B018 - private names are no RPC methods
+                with pytest.raises(JsException, match="does not implement"):
+                    await stub.alarm()  # a handler is no RPC method
+                return await stub.serve("POST", to_js(b"h\x00\xff"), jsnull)
+
+        module = type(sys)("m")
+        module.Default, module.ChatMemorySQLite = Default, Chat
+        rt = fw.FakeWorkerd(module, tmp_path)
+        status, _, body = await rt.fetch("GET", "https://x/")
+    assert (status, body, rt.errors) == (200, b"POST", [])
+    assert Chat.seen == [("POST", b"h\x00\xff", "memoryview", None)]

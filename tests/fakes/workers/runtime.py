@@ -47,8 +47,9 @@ from .rpc import python_from_rpc, python_to_rpc
 from .sql import SqlStorage
 
 ALARM_RETRIES = 6
-HANDLERS = frozenset({"fetch", "alarm", "webSocketMessage", "webSocketClose", "webSocketError"})
 ALARM_FIRST_BACKOFF_MS = 2000
+# The names workerd calls as event handlers, never as RPC methods.
+HANDLERS = frozenset({"fetch", "alarm", "webSocketMessage", "webSocketClose", "webSocketError"})
 
 
 def now_ms() -> int:
