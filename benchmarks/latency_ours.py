@@ -201,6 +201,44 @@ async def host_alone(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int
         proc.wait(timeout=30)
 
 
+async def split(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> None:
+    """Where an HTTP turn's CPU goes: into CPU["split-http"] and CPU["split-engine"].
+
+    One chat, one process: turn i over HTTP (client, host and engine, as `over_http`), turn i+1
+    by `ChatMemory.turn` on the chat's own open memory, alternating, so that both meet the same
+    database, caches and load. The difference of the two is what the host and the HTTP stack
+    (aiohttp's client and server) add to the engine's turn.
+    """
+    import aiohttp
+
+    from memory_worker.local import EmbeddedMemoryHost
+
+    async with EmbeddedMemoryHost(tmp / "split-host", retention=10 * n) as host:
+        assert host.host is not None  # started by `async with`
+        headers = {"authorization": f"Bearer {host.token}"}
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
+            chat = f"bench:split-{n}"
+            await import_chat(http, chat, corpus, n, f"sp{n}", f"split, {n:,}")
+            await settle(http, chat, n)
+            memory = host.host.store.open(chat)
+            for i, m in enumerate(corpus.take(2 * (turns_measured + 5), f"spt{n}")):
+                body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
+                cpu = time.process_time()
+                if i % 2:
+                    memory.turn(**body)
+                else:
+                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                        await r.read()
+                    r.raise_for_status()
+                if i >= 10:  # the first few warm the caches
+                    key = "split-engine" if i % 2 else "split-http"
+                    CPU.setdefault((key, n), []).append((time.process_time() - cpu) * 1000)
+                if i % 50 == 0:
+                    progress(f"split, {n:,}: turn {i}/{2 * (turns_measured + 5)}")
+            progress_done()
+
+
 # In the lock-step part: our turns over HTTP after each seed turn (20 seed turns, 300 of ours).
 LOCKSTEP_OURS_PER_SEED = 15
 

@@ -117,6 +117,15 @@ def report(
                 f"of ours over HTTP: seed CPU p50 {_p50(seed):.1f} ms, ours {_p50(ours):.2f} / mean "
                 f"{sum(ours) / len(ours):.2f} ms | seed/HTTP {_ratio(_p50(seed), _p50(ours))}"
             )
+    for r in rows:
+        over, engine = CPU.get(("split-http", r["n"])), CPU.get(("split-engine", r["n"]))
+        if over and engine:
+            added = _p50(over) - _p50(engine)
+            print(
+                f"{r['n']:>8,} | split, one chat, turns alternating: over HTTP CPU p50 {_p50(over):.2f} ms, "
+                f"the engine's turn alone {_p50(engine):.2f} ms: the host and HTTP add {added:.2f} ms "
+                f"({added / _p50(over):.0%} of the HTTP turn)"
+            )
     if AFTER_IMPORT in http:
         after_cpu = _p50(CPU.get(("http", AFTER_IMPORT)))
         print(

@@ -20,6 +20,8 @@ worker spends per turn (its HTTP server included), without the client's share of
 trip that the one-process HTTP figure also counts.
 Also measured (`--parts lockstep`): the seed's turns and ours over HTTP interleaved (each seed
 turn followed by 15 of ours), so that the seed/HTTP ratio is not a ratio of two loads.
+Also measured (`--parts split`): our turns over HTTP alternating with the engine's own
+`ChatMemory.turn` on the same chat in the same process: what the host and HTTP add.
 Also measured: a bare FTS5 design (insert + OR top-3 lookup, in process; `bare_fts5`), its
 OR over the message's non-stopword tokens, and again over all of them.
 Prints a table with p50/p99 and the ratios; writes a PNG of latency vs N (log axes).
@@ -42,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from latency_baselines import bare_fts5, previous_design, seed_design
 from latency_corpus import IMPORT_BATCH, Corpus, percentile
-from latency_ours import AFTER_IMPORT, host_alone, in_process, lockstep, over_http
+from latency_ours import AFTER_IMPORT, host_alone, in_process, lockstep, over_http, split
 from latency_ours import settle as _settle  # the name turn_ab.py calls it by
 from latency_report import chart, goals, report
 
@@ -56,7 +58,7 @@ SIZES = (1_000, 10_000, 100_000)
 SEED_TURNS = {1_000: 30, 10_000: 20, 100_000: 3}
 
 
-PARTS = ("http", "host", "lockstep", "after-import", "previous", "inproc", "seed", "bare")
+PARTS = ("http", "host", "lockstep", "split", "after-import", "previous", "inproc", "seed", "bare")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         if "lockstep" in parts:
             for n in sizes:
                 asyncio.run(lockstep(corpus, n, SEED_TURNS.get(n, 3), tmp))
+        if "split" in parts:
+            for n in sizes:
+                asyncio.run(split(corpus, n, args.turns, tmp))
         if "previous" in parts:
             compared = previous_design(corpus, tmp)
         for n in sizes:
