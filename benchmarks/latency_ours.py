@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from latency_baselines import SeedBlobIndex, index_bytes
 from latency_corpus import CPU, IMPORT_BATCH, Corpus, progress, progress_done
+
+if TYPE_CHECKING:
+    from memory_worker.local import EmbeddedMemoryHost
 
 # -- in process --------------------------------------------------------------------------
 
@@ -201,6 +206,25 @@ async def host_alone(corpus: Corpus, sizes: tuple[int, ...], turns_measured: int
         proc.wait(timeout=30)
 
 
+@contextlib.asynccontextmanager
+async def settled_chat(
+    corpus: Corpus, n: int, tmp: Path, what: str, prefix: str
+) -> AsyncIterator[tuple[EmbeddedMemoryHost, Any, str]]:
+    """An embedded host, an aiohttp client of it, and a chat imported with n messages and settled."""
+    import aiohttp
+
+    from memory_worker.local import EmbeddedMemoryHost
+
+    async with EmbeddedMemoryHost(tmp / f"{what}-host", retention=10 * n) as host:
+        headers = {"authorization": f"Bearer {host.token}"}
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
+            chat = f"bench:{what}-{n}"
+            await import_chat(http, chat, corpus, n, prefix, f"{what}, {n:,}")
+            await settle(http, chat, n)
+            yield host, http, chat
+
+
 async def split(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> None:
     """Where an HTTP turn's CPU goes: into CPU["split-http"] and CPU["split-engine"].
 
@@ -209,34 +233,24 @@ async def split(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> None:
     database, caches and load. The difference of the two is what the host and the HTTP stack
     (aiohttp's client and server) add to the engine's turn.
     """
-    import aiohttp
-
-    from memory_worker.local import EmbeddedMemoryHost
-
-    async with EmbeddedMemoryHost(tmp / "split-host", retention=10 * n) as host:
+    async with settled_chat(corpus, n, tmp, "split", f"sp{n}") as (host, http, chat):
         assert host.host is not None  # started by `async with`
-        headers = {"authorization": f"Bearer {host.token}"}
-        timeout = aiohttp.ClientTimeout(total=600)
-        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
-            chat = f"bench:split-{n}"
-            await import_chat(http, chat, corpus, n, f"sp{n}", f"split, {n:,}")
-            await settle(http, chat, n)
-            memory = host.host.store.open(chat)
-            for i, m in enumerate(corpus.take(2 * (turns_measured + 5), f"spt{n}")):
-                body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
-                cpu = time.process_time()
-                if i % 2:
-                    memory.turn(**body)
-                else:
-                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
-                        await r.read()
-                    r.raise_for_status()
-                if i >= 10:  # the first few warm the caches
-                    key = "split-engine" if i % 2 else "split-http"
-                    CPU.setdefault((key, n), []).append((time.process_time() - cpu) * 1000)
-                if i % 50 == 0:
-                    progress(f"split, {n:,}: turn {i}/{2 * (turns_measured + 5)}")
-            progress_done()
+        memory = host.host.store.open(chat)
+        for i, m in enumerate(corpus.take(2 * (turns_measured + 5), f"spt{n}")):
+            body = {k: m[k] for k in ("text", "author", "author_id", "message_id")}
+            cpu = time.process_time()
+            if i % 2:
+                memory.turn(**body)
+            else:
+                async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                    await r.read()
+                r.raise_for_status()
+            if i >= 10:  # the first few warm the caches
+                key = "split-engine" if i % 2 else "split-http"
+                CPU.setdefault((key, n), []).append((time.process_time() - cpu) * 1000)
+            if i % 50 == 0:
+                progress(f"split, {n:,}: turn {i}/{2 * (turns_measured + 5)}")
+        progress_done()
 
 
 # In the lock-step part: our turns over HTTP after each seed turn (20 seed turns, 300 of ours).
@@ -251,35 +265,25 @@ async def lockstep(corpus: Corpus, n: int, seed_turns: int, tmp: Path) -> None:
     followed by LOCKSTEP_OURS_PER_SEED of ours (host and client in one process, as `over_http`),
     so both see the same load, turn for turn.
     """
-    import aiohttp
-
-    from memory_worker.local import EmbeddedMemoryHost
-
     seed = SeedBlobIndex(tmp / f"lockstep-seed-{n}.sqlite3")
     progress(f"lock-step, N={n:,}: building the seed's blob")
     seed.prefill(corpus.take(n, f"ls{n}"))
-    async with EmbeddedMemoryHost(tmp / "lockstep-host", retention=10 * n) as host:
-        headers = {"authorization": f"Bearer {host.token}"}
-        timeout = aiohttp.ClientTimeout(total=600)
-        async with aiohttp.ClientSession(host.url, headers=headers, timeout=timeout) as http:
-            chat = f"bench:lockstep-{n}"
-            await import_chat(http, chat, corpus, n, f"lh{n}", f"lock-step, {n:,}")
-            await settle(http, chat, n)
-            ours = corpus.take(5 + seed_turns * LOCKSTEP_OURS_PER_SEED, f"lt{n}")
-            for i, m in enumerate(corpus.take(seed_turns, f"lst{n}")):
-                progress(f"lock-step, N={n:,}: seed turn {i + 1}/{seed_turns}")
+    async with settled_chat(corpus, n, tmp, "lock-step", f"lh{n}") as (_, http, chat):
+        ours = corpus.take(5 + seed_turns * LOCKSTEP_OURS_PER_SEED, f"lt{n}")
+        for i, m in enumerate(corpus.take(seed_turns, f"lst{n}")):
+            progress(f"lock-step, N={n:,}: seed turn {i + 1}/{seed_turns}")
+            cpu = time.process_time()
+            seed.turn(m)
+            CPU.setdefault(("lockstep-seed", n), []).append((time.process_time() - cpu) * 1000)
+            start = 0 if i else 5  # the first 5 of ours warm the caches: not counted
+            for j, t in enumerate(ours[: start + LOCKSTEP_OURS_PER_SEED]):
+                body = {k: t[k] for k in ("text", "author", "author_id", "message_id")}
                 cpu = time.process_time()
-                seed.turn(m)
-                CPU.setdefault(("lockstep-seed", n), []).append((time.process_time() - cpu) * 1000)
-                start = 0 if i else 5  # the first 5 of ours warm the caches: not counted
-                for j, t in enumerate(ours[: start + LOCKSTEP_OURS_PER_SEED]):
-                    body = {k: t[k] for k in ("text", "author", "author_id", "message_id")}
-                    cpu = time.process_time()
-                    async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
-                        await r.read()
-                    if j >= start:
-                        CPU.setdefault(("lockstep-http", n), []).append((time.process_time() - cpu) * 1000)
-                    r.raise_for_status()
-                ours = ours[start + LOCKSTEP_OURS_PER_SEED :]
+                async with http.post(f"/v1/chats/{chat}/turn", json=body) as r:
+                    await r.read()
+                if j >= start:
+                    CPU.setdefault(("lockstep-http", n), []).append((time.process_time() - cpu) * 1000)
+                r.raise_for_status()
+            ours = ours[start + LOCKSTEP_OURS_PER_SEED :]
     seed.db.close()
     progress_done()
