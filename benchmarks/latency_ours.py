@@ -231,7 +231,9 @@ async def split(corpus: Corpus, n: int, turns_measured: int, tmp: Path) -> None:
     One chat, one process: turn i over HTTP (client, host and engine, as `over_http`), turn i+1
     by `ChatMemory.turn` on the chat's own open memory, alternating, so that both meet the same
     database, caches and load. The difference of the two is what the host and the HTTP stack
-    (aiohttp's client and server) add to the engine's turn.
+    (aiohttp's client and server) add to the engine's turn. Only p50s are reported: a direct
+    turn never yields to the event loop, so the host's background work (compaction alarms)
+    lands in the HTTP turns alone, and their mean would count it.
     """
     async with settled_chat(corpus, n, tmp, "split", f"sp{n}") as (host, http, chat):
         assert host.host is not None  # started by `async with`
