@@ -122,7 +122,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def _on_the_loop(previous, messages):
     """The offline summarizer as the seed ran it: its CPU work on the host's event loop."""
-    from memory_engine.compaction import offline_summary
+    from memory_engine.compaction.compact import offline_summary
 
     return offline_summary(previous, messages)
 
@@ -153,7 +153,7 @@ async def latency_figures(texts: list[str]) -> dict[str, list[float]]:
 
     async def slow_summarizer(previous, messages):
         await slow_gate.wait()  # a summarizer that takes as long as the measurement
-        from memory_engine.compaction import offline_summary
+        from memory_engine.compaction.compact import offline_summary
 
         return offline_summary(previous, messages)
 

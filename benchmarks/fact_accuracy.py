@@ -14,7 +14,7 @@ blind's first figure is the most honest estimate for unseen chat.
 
 A fact is one (key, value) pair; a removal ("I don't like X anymore") is ("-likes", X).
 Values compare case-folded, with spaces collapsed, surrounding punctuation and a leading
-"the/a/an" dropped. The baseline is `git show main:memory_worker/src/memory_engine/facts.py`
+"the/a/an" dropped. The baseline is `git show main:memory_worker/src/memory_engine/facts/extract.py`
 with its sibling facts*.py modules loaded into a temporary package in the same run
 (`--baseline-ref` to pick another commit).
 
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show-holdout", action="store_true", help="list the holdout errors too")
     args = parser.parse_args(argv)
 
-    from memory_engine import facts
+    from memory_engine.facts import extract as facts
 
     rows = load(args.data)
     old = baseline_module(args.baseline_ref)

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     refs: list[str] = args.baseline_ref or ["99c3e8c"]
 
-    from memory_engine import facts
+    from memory_engine.facts import extract as facts
 
     olds = [baseline_module(ref, f"facts_reference_{i}") for i, ref in enumerate(refs)]
     old = olds[-1]

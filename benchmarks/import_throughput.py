@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.chat.memory import HttpMemoryClient
+from bot.chat.memory.client import HttpMemoryClient
 from bot.config import settings_from
 from bot.importers import run
 from memory_worker.backup import backup

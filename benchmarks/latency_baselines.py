@@ -54,8 +54,8 @@ COMPARED_TURNS = 150
 
 def previous_design(corpus: Corpus, tmp: Path) -> dict[str, Any]:
     """In process, ours beside the previous design's index: import messages/s and turn p50 (ms)."""
-    from memory_engine import ChatMemory, retrieval
-
+    from memory_engine import ChatMemory
+    from memory_engine.index import retrieval
     from memory_worker.local import SqliteStorage
 
     batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
@@ -161,7 +161,7 @@ def bare_fts5(corpus: Corpus, n: int, turns_measured: int, tmp: Path, stopwords:
     looser reading of it, the default the stricter one).
     """
     design = "bare-all" if stopwords else "bare"
-    from memory_engine.text import STOPWORDS, tokens
+    from memory_engine.index.text import STOPWORDS, tokens
 
     db = sqlite3.connect(tmp / f"{design}-{n}.sqlite3", isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")

@@ -24,7 +24,6 @@ def in_process(
 ) -> tuple[list[float], tuple[int, int, int]]:
     """Turn latencies (ms) of ChatMemory over SqliteStorage after prefilling n messages; index sizes."""
     from memory_engine import ChatMemory
-
     from memory_worker.local import SqliteStorage
 
     storage = SqliteStorage(tmp / f"inproc-{n}.sqlite3")

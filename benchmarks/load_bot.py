@@ -123,7 +123,7 @@ async def bench_router(data: Path, chats: int, turns: int) -> Figures:
 
 async def bench_telegram(data: Path, chats: int, turns: int) -> Figures:
     """`chats` private Telegram chats sending `turns` messages each, all at once."""
-    from bot.adapters import telegram as tgad
+    from bot.adapters.telegram import adapter as tgad
     from tests.fakes.telegram_server import FakeTelegram
 
     async with FakeOpenAI(default=Echo()) as openai, FakeTelegram() as tg:

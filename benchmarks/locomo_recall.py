@@ -95,7 +95,6 @@ def padded_recall(convs: list[dict[str, Any]], size: int) -> tuple[float, ...]:
     are evidence. In process, the shipped weights.
     """
     from memory_engine import ChatMemory
-
     from memory_worker.local import SqliteStorage
 
     total = Tally()

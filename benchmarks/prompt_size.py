@@ -34,13 +34,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from locomo_recall import load, turns  # noqa: E402  (the same reading of LoCoMo)
-from memory_engine import ChatMemory  # noqa: E402
-from memory_engine.compaction import compact_once  # noqa: E402
-from memory_engine.offline_summary import offline_summarize  # noqa: E402
-from memory_engine.prompt import HEADER  # noqa: E402
 
-from bot.chat.models import MemoryContext  # noqa: E402
+from bot.chat.models.chat_model import MemoryContext  # noqa: E402
 from bot.chat.prompt import SYSTEM_INSTRUCTION, build_messages, quote_memory  # noqa: E402
+from memory_engine import ChatMemory  # noqa: E402
+from memory_engine.compaction.compact import compact_once  # noqa: E402
+from memory_engine.compaction.offline import offline_summarize  # noqa: E402
+from memory_engine.prompt import HEADER  # noqa: E402
 from memory_worker.local import SqliteStorage  # noqa: E402
 
 DEFAULT_DATA = (

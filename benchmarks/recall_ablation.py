@@ -64,8 +64,9 @@ def _apply(retrieval: Any, values: dict[str, float]) -> None:
 
 def ablation_tallies(convs: list[dict[str, Any]], name: str) -> tuple[Setting, dict[Setting, list[Tally]]]:
     """For one ablation row: per knob setting, one tally per conversation (in process)."""
-    from memory_engine import ChatMemory, retrieval, text_forms
-
+    from memory_engine import ChatMemory
+    from memory_engine.index import retrieval
+    from memory_engine.index import word_forms as text_forms
     from memory_worker.local import SqliteStorage
 
     knobs = [k for k in INDEX_OFF if k != "LIGHT_VERBS"]

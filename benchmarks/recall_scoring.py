@@ -71,7 +71,7 @@ def fts5_plain_baseline(msgs: list[dict[str, Any]], qs: list[dict[str, Any]]) ->
     """Plain FTS5 (porter unicode61, one body column, stopwords dropped from the query)."""
     import sqlite3
 
-    from memory_engine.text import STOPWORDS, tokens
+    from memory_engine.index.text import STOPWORDS, tokens
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2')")

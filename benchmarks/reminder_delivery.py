@@ -34,8 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.chat.memory import HttpMemoryClient  # noqa: E402
-from bot.chat.reminders_client import ReminderApi  # noqa: E402
+from bot.chat.memory.client import HttpMemoryClient  # noqa: E402
+from bot.chat.proactive.reminder_routes import ReminderApi  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 from tests.support import MEMORY_TOKEN, clean_env  # noqa: E402
 from tests.support.net import ServedMemory  # noqa: E402

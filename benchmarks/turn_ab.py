@@ -86,7 +86,6 @@ async def _serve_turns(data_dir: Path, data: str, n: int, turns: int, mode: str)
 
     if mode == "inproc":
         from memory_engine import ChatMemory
-
         from memory_worker.local import SqliteStorage
         from memory_worker.local.chats import chat_file
 

@@ -27,7 +27,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "memory_worker" / "src")]
 
 from memory_engine import chat_state, engine, notes, user_data  # noqa: E402
 from memory_engine.engine import ChatMemory  # noqa: E402
-
 from memory_worker.local import SqliteStorage  # noqa: E402
 
 WORDS = [

@@ -21,14 +21,14 @@ from typing import Any
 from bot.chat import logs
 from bot.chat.chats import ChatState
 from bot.chat.media import OpenAICompatTranscriber, Transcriber
-from bot.chat.memory import HttpMemoryClient, MemoryClient
-from bot.chat.models import ChatModel, OpenAICompatModel
-from bot.chat.offline import OfflineModel
+from bot.chat.memory.client import HttpMemoryClient, MemoryClient
+from bot.chat.memory.outbox import Outbox
+from bot.chat.models.chat_model import ChatModel, OpenAICompatModel
+from bot.chat.models.offline import OfflineModel
+from bot.chat.models.tiers import rank_tiers
 from bot.chat.options import Answering, PipelineOptions
-from bot.chat.outbox import Outbox
 from bot.chat.pipeline import Pipeline
-from bot.chat.reminders_delivery import ReminderDesk
-from bot.chat.tiers import rank_tiers
+from bot.chat.proactive.delivery import ReminderDesk
 from bot.config import Settings, Tier, load_settings
 from bot.shutdown import CLOSE_S, run_until_signalled
 
@@ -232,7 +232,7 @@ def run_telegram(data_dir: Path) -> int:
     settings = load_settings()
 
     async def main(stop: asyncio.Event) -> None:
-        from bot.adapters import telegram
+        from bot.adapters.telegram import adapter as telegram
 
         async with build_pipeline(settings, data_dir) as pipeline:
             await telegram.serve(
@@ -251,7 +251,7 @@ def run_discord(data_dir: Path) -> int:
     settings = load_settings()
 
     async def main(stop: asyncio.Event) -> None:
-        from bot.adapters import discord
+        from bot.adapters.discord import adapter as discord
 
         async with build_pipeline(settings, data_dir) as pipeline:
             await discord.serve(pipeline, settings, stop=stop)

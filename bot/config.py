@@ -149,7 +149,7 @@ class PhotoSettings:
 
 @dataclass(frozen=True)
 class ChoiceRules:
-    """The tier router's signals: thresholds and words ([router.choice]; see bot/chat/tiers.py)."""
+    """The tier router's signals: thresholds and words ([router.choice]; see bot/chat/models/tiers.py)."""
 
     long_chars: int = default("router.choice", "long_chars")
     very_long_chars: int = default("router.choice", "very_long_chars")

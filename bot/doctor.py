@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import TextIO
 
 import aiohttp
-from memory_engine import routes
 
-from bot.chat.memory import HttpMemoryClient, MemoryRefused, MemoryUnavailable
-from bot.chat.model_errors import diagnose, endpoint
-from bot.chat.models import ModelFailure, ModelRequest, OpenAICompatModel
+from bot.chat.memory.client import HttpMemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.models.chat_model import ModelFailure, ModelRequest, OpenAICompatModel
+from bot.chat.models.failures import diagnose, endpoint
 from bot.config import Settings, Tier, load_settings
+from memory_engine.api import routes
 
 TIMEOUT_S = 15.0
 TELEGRAM_API = "https://api.telegram.org/bot"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from memory_engine.wire import ExportPage
+from memory_engine.api.wire import ExportPage
 
 SHOWN = 20  # people listed when the name matches no one
 

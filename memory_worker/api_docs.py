@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memory_engine.openapi import document
+from memory_engine.api.openapi import document
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
@@ -49,7 +49,7 @@ def render(doc: dict[str, Any]) -> str:
     out = [
         f"# {info['title']} (v{info['version']})",
         "",
-        "<!-- Generated from the route table (memory_engine/routes.py) by "
+        "<!-- Generated from the route table (memory_engine/api/routes.py) by "
         "`python -m memory_worker.api_docs`; do not edit by hand. -->",
         "",
         info["description"],

@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from memory_engine.settings import DEPRECATED
-
-from .local.cli import serving_token
-from .local.storage import FolderInUse, ServeLock
+from memory_worker.local.cli import serving_token
+from memory_worker.local.storage import FolderInUse, ServeLock
 
 HOST_DIR = Path(__file__).resolve().parent / "pyodide"
 SRC_DIR = Path(__file__).resolve().parent / "src"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from memory_engine.compaction import SECTIONS
 
+from memory_engine.compaction.compact import SECTIONS
 from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.local.scheduler import UNEXPECTED_FAILURE_RETRY_MS
 from tests.support import TOKEN, wait_until
@@ -65,7 +65,7 @@ async def _summarized(previous: str, messages: list[dict[str, Any]]) -> str:
 
 def _rate_limited(calls: list[int], times: int = 10**9) -> Any:
     """A summarizer answering a 429 that asks for ten minutes (its first `times` calls), counting calls."""
-    from memory_engine.compaction import SummarizerError
+    from memory_engine.compaction.compact import SummarizerError
 
     async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
         calls.append(1)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from bot.app import build_pipeline
-from bot.chat.memory import HttpMemoryClient
-from bot.chat.models import OpenAICompatModel
-from bot.chat.offline import OfflineModel
+from bot.chat.memory.client import HttpMemoryClient
+from bot.chat.models.chat_model import OpenAICompatModel
+from bot.chat.models.offline import OfflineModel
 from bot.config import load_settings, settings_from
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
@@ -84,7 +84,7 @@ async def test_one_client_per_endpoint_and_keyless_tiers_left_out(tmp_path):
 
 
 def test_platform_adapters_are_imported_lazily():
-    names = "('bot.adapters.telegram', 'bot.adapters.discord', 'telegram', 'discord')"
+    names = "('bot.adapters.telegram.adapter', 'bot.adapters.discord.adapter', 'telegram', 'discord')"
     code = f"import sys, bot.app; print(any(m.startswith({names}) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False"
@@ -113,8 +113,8 @@ def test_the_defaults_are_the_packaged_bot_toml_and_stated_nowhere_else():
     import tomllib
     from importlib import resources
 
-    from bot.chat.fallback import RetryPolicy
-    from bot.chat.tiers import ChoiceRules
+    from bot.chat.models.fallback import RetryPolicy
+    from bot.chat.models.tiers import ChoiceRules
     from bot.config import (
         DEFAULT_CONFIG,
         DiscordSettings,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.chat.catchup import asks_what_i_missed
+from bot.chat.proactive.catchup import asks_what_i_missed
 from tests.support import default_config_settings
 from tests.support.core import running_pipeline, wait_until
 from tests.support.telegram import ask, running_bot

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bot.chat.tiers import rank_tiers
+from bot.chat.models.tiers import rank_tiers
 from bot.config import LimitSettings
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
 from tests.support import MODELS, default_config_settings, make_settings, msg, running_pipeline, wait_until
@@ -128,7 +128,7 @@ async def test_what_did_i_miss_on_telegram_is_written_by_the_shipped_light_tier(
 
 
 def test_the_light_tier_reads_the_newest_messages_within_a_bounded_prompt():
-    from bot.chat.catchup import LINE_CHARS, MODEL_CHARS, model_messages
+    from bot.chat.proactive.catchup import LINE_CHARS, MODEL_CHARS, model_messages
 
     long = [
         {

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from memory_engine import ChatMemory
-from memory_engine.compaction import (
+from memory_engine.compaction.compact import (
     BATCH_MESSAGES,
     IMPORT_TAIL,
     KEEP_UNSUMMARIZED,
@@ -29,11 +30,10 @@ from memory_engine.compaction import (
     summarizer_request,
     validate_summary,
 )
-from memory_engine.compaction_facts import split_reply
+from memory_engine.compaction.model_facts import split_reply
+from memory_engine.compaction.offline import named_things
 from memory_engine.forgetting import RETENTION_STEP
-from memory_engine.offline_summary import named_things
 from memory_engine.prompt import HEADER
-
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.openai_server import Answer, FakeOpenAI, Garbage, Hang, RateLimit, ServerError
 from tests.support import wait_until

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from memory_engine.compaction import SECTIONS, SummarizerError
 
+from memory_engine.compaction.compact import SECTIONS, SummarizerError
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, RateLimit
 from tests.support import TOKEN, clocked_worker, wait_until

@@ -11,7 +11,7 @@ import aiohttp
 import discord
 import pytest
 
-from bot.adapters import discord as adapter
+from bot.adapters.discord import adapter
 from bot.chat.types import CommandResult, File
 from bot.config import DiscordSettings
 from tests.fakes.discord_server import EPHEMERAL, MANAGE_GUILD, FakeDiscord

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from bot.adapters import discord as adapter
-from bot.adapters import discord_send
+from bot.adapters.discord import adapter
+from bot.adapters.discord import send as discord_send
 from bot.app import build_pipeline
 from bot.chat.pipeline import CUT_OFF
 from tests.fakes.discord_server import EPHEMERAL

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bot.chat import own_data
+from bot.chat.commands import own_data
 from tests.fakes.discord_server import EPHEMERAL
 from tests.support import World, answered, slash
 

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.adapters import discord as adapter
-from bot.adapters import discord_send
+from bot.adapters.discord import adapter
+from bot.adapters.discord import send as discord_send
 from tests.support import RecordingDiscordService, discord_settings_for, running_client
 
 INTERVAL = 0.2  # a faster pace than production, so the tests stay short

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from memory_engine.settings import retention_setting
 
 from bot.config import settings_from
+from memory_engine.settings import retention_setting
 from memory_worker.local.cli import settings_from_env
 from tests.support import REPO
 from tests.support.net import ServedMemory

@@ -1,6 +1,6 @@
 """Rule-based fact extraction: only what the speaker says about themselves, now.
 
-Unit tests of `memory_engine.facts` for every trap of issue 12 (and more of each kind), the
+Unit tests of `memory_engine.facts.extract` for every trap of issue 12 (and more of each kind), the
 labelled set's precision floor, and one conversation through the local host over real HTTP
 (corrections supersede, "anymore" removes, pets and family are lists).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_engine.facts import FactChange, extract_facts, is_list_key, merge_list
 
+from memory_engine.facts.extract import FactChange, extract_facts, is_list_key, merge_list
 from tests.support import start_backend
 
 ROOT = Path(__file__).resolve().parent.parent

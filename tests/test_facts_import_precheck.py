@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from memory_engine import facts_corrections, import_hold, imports
-from memory_engine.facts import extract_facts, looks_like_correction, states_nothing
-from memory_engine.facts_corrections import OPENING_WORDS
 
+from memory_engine.facts import corrections as facts_corrections
+from memory_engine.facts.corrections import OPENING_WORDS
+from memory_engine.facts.extract import extract_facts, looks_like_correction, states_nothing
+from memory_engine.imports import bulk as imports
+from memory_engine.imports import hold as import_hold
 from tests.test_facts_speed_equivalence import labelled, random_strings
 from tests.test_import_hold import chat, cut, dump, history, send, true_hints
 

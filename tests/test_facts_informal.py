@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from memory_engine import ChatMemory
-from memory_engine.facts import canonical_key, extract_facts
 
+from memory_engine import ChatMemory
+from memory_engine.facts.extract import canonical_key, extract_facts
 from memory_worker.local import SqliteStorage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,8 +133,8 @@ def test_migration_8_merges_keys_spelled_two_ways(tmp_path):
 
 
 def _corpus_clauses() -> list[str]:
-    from memory_engine.facts_chat import normalise, restore_subject
-    from memory_engine.facts_clauses import clauses, sentences
+    from memory_engine.facts.chat_forms import normalise, restore_subject
+    from memory_engine.facts.clauses import clauses, sentences
 
     bench = _benchmark()
     texts = [r["text"] for r in bench.load()] + [m for r in _rows() for m in r["messages"]]
@@ -142,11 +142,11 @@ def _corpus_clauses() -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "rule", __import__("memory_engine.facts", fromlist=["RULES"]).RULES, ids=lambda r: r.__name__
+    "rule", __import__("memory_engine.facts.extract", fromlist=["RULES"]).RULES, ids=lambda r: r.__name__
 )
 def test_every_rule_has_a_gate_from_its_patterns_and_fires(rule):
-    from memory_engine.facts_clauses import rule_gate
-    from memory_engine.facts_patterns import required_literals
+    from memory_engine.facts.clauses import rule_gate
+    from memory_engine.facts.patterns import required_literals
 
     gate = rule_gate(rule)
     assert gate, f"{rule.__name__}: a trigger pattern has no literal every match needs"
@@ -158,7 +158,7 @@ def test_every_rule_has_a_gate_from_its_patterns_and_fires(rule):
 
 
 def test_whole_word_gates_are_words_only_where_the_pattern_says_so():
-    from memory_engine.facts_patterns import required_words
+    from memory_engine.facts.patterns import required_words
 
     assert required_words(r"(?<![\w'])i(?:'m|\s+am)\s+(\d+)") == {"am"}  # a space each side
     assert required_words(r"\bmy\s+(?:job|day\s+job)\s+is\b") == {"day", "job"}

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_engine.facts import extract_facts
+
+from memory_engine.facts.extract import extract_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"

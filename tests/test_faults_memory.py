@@ -25,8 +25,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from memory_engine.compaction import SECTIONS
 
+from memory_engine.compaction.compact import SECTIONS
 from memory_worker.local import ChatStore, EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, FakeOpenAI, ServerError
 from tests.support import INDEXED_OR_TAIL, ServedMemory, wait_until
@@ -475,8 +475,7 @@ async def test_summarizer_down_100_attempts_across_a_restart_then_back(tmp_path,
 
 async def test_an_alarm_that_cannot_be_rescheduled_is_held_back_not_spun(tmp_path):
     """The alarm table on a full disk: a failed reschedule must not rerun the compaction at once."""
-    from memory_engine.compaction import SummarizerError
-
+    from memory_engine.compaction.compact import SummarizerError
     from memory_worker.local.scheduler import now_ms
 
     calls = 0

@@ -6,8 +6,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from bot.chat.followups import checkin_at
-from bot.chat.followups_detect import candidate, detect_plan
+from bot.chat.proactive.followups import checkin_at
+from bot.chat.proactive.plans import candidate, detect_plan
 from bot.config import FollowupSettings
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday

@@ -13,8 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memory_engine import ChatMemory
-from memory_engine.compaction import compact_once, offline_summarize
-
+from memory_engine.compaction.compact import compact_once, offline_summarize
 from memory_worker.local import SqliteStorage
 
 # Marta's distinctive words: her name, her dog's, her project's, her street's, her town's.

@@ -25,8 +25,8 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_engine import ChatMemory, Operation, Request, Response, execute, parse
 
+from memory_engine import ChatMemory, Operation, Request, Response, execute, parse
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.support import INDEXED_OR_TAIL
 
@@ -373,7 +373,7 @@ def expected_growth(op: Operation, memory: ChatMemory) -> set[int] | None:
 
 
 def test_offline_summary_survives_a_huge_word():
-    from memory_engine.compaction import offline_summary, validate_summary
+    from memory_engine.compaction.compact import offline_summary, validate_summary
 
     validate_summary(offline_summary("", [{"role": "user", "text": "a" * 65536, "ts": "t"}]))
 

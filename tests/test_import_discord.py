@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.discord import Translator
+from bot.adapters.discord.adapter import Translator
 from bot.cli import main
 from bot.config import settings_from
 from bot.importers import run

@@ -20,9 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
-from memory_engine import ChatMemory, import_hold
-from memory_engine.pending_index import HOLD, ensure_indexed, ensure_settled
 
+from memory_engine import ChatMemory
+from memory_engine.imports import hold as import_hold
+from memory_engine.index.pending import HOLD, ensure_indexed, ensure_settled
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 
 CAP = 60

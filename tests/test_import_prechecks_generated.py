@@ -12,11 +12,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_engine.facts import extract_facts, looks_like_correction, states_nothing
-from memory_engine.facts_corrections import OPENING_WORDS
-from memory_engine.imports import _row
-from memory_engine.route_args import _imported_message
-from memory_engine.validation import ApiError, imported_message
+
+from memory_engine.api.route_args import _imported_message
+from memory_engine.api.validation import ApiError, imported_message
+from memory_engine.facts.corrections import OPENING_WORDS
+from memory_engine.facts.extract import extract_facts, looks_like_correction, states_nothing
+from memory_engine.imports.bulk import _row
 
 FIELDS = ("role", "text", "author", "author_id", "message_id", "ts")
 FIELDS += ("reply_to_message_id", "reply_to_author_id", "extra")

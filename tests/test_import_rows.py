@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from memory_engine import ChatMemory
-
 from memory_worker.local import SqliteStorage
 
 T = TypeVar("T")

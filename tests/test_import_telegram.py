@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from telegram import Chat, User
 
-from bot.adapters.telegram import Translator
+from bot.adapters.telegram.adapter import Translator
 from bot.cli import main
 from bot.config import settings_from
 from bot.importers import run

@@ -8,9 +8,10 @@ import itertools
 from typing import Any
 
 import pytest
-from memory_engine import route_args
-from memory_engine.route_args import Call, _imported_message
-from memory_engine.validation import MAX_FIELD_CHARS, MAX_TEXT_BYTES, ApiError, imported_message
+
+from memory_engine.api import route_args
+from memory_engine.api.route_args import Call, _imported_message
+from memory_engine.api.validation import MAX_FIELD_CHARS, MAX_TEXT_BYTES, ApiError, imported_message
 
 FIELDS = ("role", "text", "author", "author_id", "message_id", "ts")
 FIELDS += ("reply_to_message_id", "reply_to_author_id")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_engine.facts_patterns import LiteralIndex, word_runs
+
+from memory_engine.facts.patterns import LiteralIndex, word_runs
 
 LITERALS = frozenset(
     [

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from memory_engine import Operation, Request, parse
-from memory_engine.compaction import SummarizerError, offline_summary
-from memory_engine.http_base import Response
-from memory_engine.operations import OPERATIONS, kind, names
-from memory_engine.settings import retention_setting
 
 from bot.chat.logs import JsonFormatter
+from memory_engine import Operation, Request, parse
+from memory_engine.api.http_types import Response
+from memory_engine.api.operations import OPERATIONS, kind, names
+from memory_engine.compaction.compact import SummarizerError, offline_summary
+from memory_engine.settings import retention_setting
 from memory_worker.local import EmbeddedMemoryHost, JsonLogFormatter, SqliteStorage, server
 from memory_worker.local.cli import settings_from_env
 from memory_worker.local.offline import OfflineSummarizer
@@ -62,7 +62,7 @@ def test_every_routed_operation_is_named_in_the_engine_table():
         op = parse(Request(method, f"/v1/chats/c1{path}", query, AUTH, raw), TOKEN)
         if isinstance(op, Operation):
             routed.append(op.name)
-            assert op.name in OPERATIONS, f"add {op.name!r} to memory_engine/operations.py"
+            assert op.name in OPERATIONS, f"add {op.name!r} to memory_engine/api/operations.py"
     assert {"turn", "reply", "import", "forget_author", "forget_chat", "compact"} <= set(routed)
 
 
@@ -255,7 +255,7 @@ NOT_IN_THE_HOST = (
     "tomllib",
     "openapi_core",
     "jsonschema",
-    "memory_engine.openapi",
+    "memory_engine.api.openapi",
 )
 
 

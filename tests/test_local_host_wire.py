@@ -13,8 +13,8 @@ import json
 import logging
 
 import pytest
-from memory_engine.validation import MAX_BODY_BYTES
 
+from memory_engine.api.validation import MAX_BODY_BYTES
 from memory_worker.local import EmbeddedMemoryHost
 from tests.support import TOKEN, wait_until
 

@@ -17,8 +17,8 @@ import time
 
 import httpx
 import pytest
-from memory_engine.compaction import SECTIONS
 
+from memory_engine.compaction.compact import SECTIONS
 from tests.fakes.workers.real_sdk import sdk_dir
 from tests.support import TOKEN, Backend, ServedMemory, WorkerBackend, start_backend
 

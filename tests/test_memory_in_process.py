@@ -4,9 +4,9 @@ same checks, same refusals), so a pipeline test on it shows what it would over H
 from __future__ import annotations
 
 import pytest
-from memory_engine import routes
 
-from bot.chat.memory import MemoryRefused
+from bot.chat.memory.client import MemoryRefused
+from memory_engine.api import routes
 from tests.support import local_memory
 from tests.support.memory import InProcessMemory
 
@@ -14,7 +14,7 @@ mem = pytest.fixture(local_memory, name="mem")
 
 
 async def test_the_same_calls_get_the_same_answers_as_the_real_host(mem):
-    from bot.chat.memory import HttpMemoryClient
+    from bot.chat.memory.client import HttpMemoryClient
 
     async with HttpMemoryClient(mem.host.url, mem.token) as http, InProcessMemory() as fake:
         answers = []

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from bot.chat.model_errors import CONFIG_TROUBLE
+from bot.chat.models.failures import CONFIG_TROUBLE
 from bot.chat.pipeline import APOLOGY
 from tests.fakes.openai_server import FakeOpenAI, ServerError
 from tests.support import INSTANT, make_settings, msg, running_pipeline
@@ -26,7 +26,7 @@ async def test_refusals_name_what_to_check(tmp_path, caplog, status, expected):
         FakeOpenAI(default=ServerError(status=status, message="no")) as fake,
         running_pipeline(make_settings(fake.url), tmp_path, options=INSTANT) as pipeline,
     ):
-        with caplog.at_level(logging.WARNING, logger="bot.chat.model_errors"):
+        with caplog.at_level(logging.WARNING, logger="bot.chat.models.failures"):
             reply = await pipeline.handle(msg("hello there, how are you doing today?"))
         assert not reply.ok
         assert reply.text.startswith(APOLOGY)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from memory_engine.notes import MAX_NOTES_PER_AUTHOR, asks_about_the_past
 
+from memory_engine.notes import MAX_NOTES_PER_AUTHOR, asks_about_the_past
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import local_memory, make_settings, msg, running_pipeline
 

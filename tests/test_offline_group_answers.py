@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.models import MemoryContext, ModelRequest
-from bot.chat.offline import UNKNOWN, OfflineModel
+from bot.chat.models.chat_model import MemoryContext, ModelRequest
+from bot.chat.models.offline import UNKNOWN, OfflineModel
 from tests.support import clean_env
 from tests.support.cli import run_cli
 

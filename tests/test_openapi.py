@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from memory_engine.openapi import document
 from openapi_core import OpenAPI
 from openapi_core.testing import MockRequest, MockResponse
 from openapi_spec_validator import validate
 
+from memory_engine.api.openapi import document
 from memory_worker.api_docs import DOC, render
 from memory_worker.api_docs import main as api_docs
 from tests.support import start_backend

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.chat import own_data
+from bot.chat.commands import own_data
 from bot.chat.pipeline import MEMORY_DOWN
 from bot.chat.types import CommandResult
 from tests.fakes.openai_server import Echo, FakeOpenAI

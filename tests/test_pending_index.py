@@ -16,9 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from memory_engine import ChatMemory, retrieval
-from memory_engine.pending_index import PENDING
 
+from memory_engine import ChatMemory
+from memory_engine.index import retrieval
+from memory_engine.index.pending import PENDING
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.support import bulk_indexed, ids_of
 

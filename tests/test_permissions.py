@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.console import ConsoleSession
-from bot.chat.outbox import Outbox
+from bot.chat.memory.outbox import Outbox
 from bot.chat.types import CommandResult, File
 from memory_worker.backup import backup, restore
 from tests.support import REPO, LocalBackend

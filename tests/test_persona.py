@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.chat.commands.registry import refused
 from bot.chat.prompt import MEMORY_RULE, PERSONA_HEAD, SYSTEM_INSTRUCTION
-from bot.chat.registry import refused
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import make_settings, msg, running_pipeline
 

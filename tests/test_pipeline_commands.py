@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from bot.chat.chats import ChatState, LastPrompt
-from bot.chat.commands import COMMANDS, GREETING
-from bot.chat.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
+from bot.chat.commands.handlers import COMMANDS, GREETING
+from bot.chat.commands.registry import NOT_AVAILABLE, Arg, Command, Registry, refused
 from bot.chat.types import CommandResult
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI, ServerError
 from tests.support import API_KEY, make_settings, msg, running_pipeline

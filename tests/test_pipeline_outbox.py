@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.chat.memory import HttpMemoryClient, MemoryUnavailable
-from bot.chat.outbox import Outbox
+from bot.chat.memory.client import HttpMemoryClient, MemoryUnavailable
+from bot.chat.memory.outbox import Outbox
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Echo, FakeOpenAI
 from tests.support import TcpGate, make_settings, msg, port_of, running_pipeline, tier_totals, wait_until

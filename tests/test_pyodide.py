@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from memory_engine.compaction import SECTIONS
-from memory_engine.http_api import MAX_BODY_BYTES
 
+from memory_engine.api.http import MAX_BODY_BYTES
+from memory_engine.compaction.compact import SECTIONS
 from memory_worker.local.storage import FolderInUse, ServeLock
 from memory_worker.pyodide_runtime import (
     HOST_DIR,

@@ -329,7 +329,7 @@ async def test_memory_unreachable_mid_telegram_conversation_replays_without_doub
 
 async def _memory_stats(data_dir, chat: str) -> dict:
     """The stats of one chat in a stopped bot's embedded memory (opened again to look)."""
-    from bot.chat.memory import HttpMemoryClient
+    from bot.chat.memory.client import HttpMemoryClient
 
     async with (
         EmbeddedMemoryHost(data_dir / "memory") as host,
@@ -380,7 +380,7 @@ async def test_sigterm_mid_answer_in_chat_finishes_it_and_records_it(tmp_path):
     assert out.decode() == answer + "\n\n"
     stats = await _memory_stats(tmp_path / "data", "console:grace")
     assert stats["total_messages"] == 2  # the question and the answer both landed
-    from bot.chat.outbox import Outbox
+    from bot.chat.memory.outbox import Outbox
 
     with Outbox(tmp_path / "data" / "outbox.sqlite3") as box:
         assert len(box) == 0
@@ -427,7 +427,7 @@ async def test_sigterm_mid_answer_in_telegram_finishes_it_and_logs_one_clean_lin
 
 
 async def test_discord_stop_finishes_the_answer_in_hand_before_closing(fake_discord, tmp_path):
-    from bot.adapters import discord as adapter
+    from bot.adapters.discord import adapter
 
     fake = fake_discord
     world = World(fake)
@@ -479,7 +479,7 @@ async def test_log_lines_name_chat_request_tier_latency_and_nothing_said(tmp_pat
 
 
 async def test_sigterm_replays_the_outbox_into_a_worker_that_came_back(tmp_path):
-    from bot.chat.memory import HttpMemoryClient
+    from bot.chat.memory.client import HttpMemoryClient
 
     mem_dir = tmp_path / "memory"
     gate = TcpGate()  # nothing behind it yet: the worker is down when the bot starts
@@ -539,7 +539,9 @@ async def test_lines_logged_while_a_message_is_handled_carry_its_chat_and_reques
     ]
     assert (down.bot_chat, down.bot_request) == ("test:ctx", request_id)
     line = KeyValueFormatter("%(name)s%(context)s %(message)s").format(down)
-    assert line.startswith(f"bot.chat.gateway [chat=test:ctx req={request_id}] memory worker unavailable")
+    assert line.startswith(
+        f"bot.chat.memory.gateway [chat=test:ctx req={request_id}] memory worker unavailable"
+    )
     assert "memory=False" in turn.getMessage()
 
 

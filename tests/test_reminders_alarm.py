@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_engine import ChatMemory, reminders
-from memory_engine.compaction import SECTIONS
 
-from bot.chat.memory import HttpMemoryClient
-from bot.chat.reminders_client import ReminderApi
-from bot.chat.reminders_delivery import Courier, Journal
+from bot.chat.memory.client import HttpMemoryClient
+from bot.chat.proactive.delivery import Courier, Journal
+from bot.chat.proactive.reminder_routes import ReminderApi
+from memory_engine import ChatMemory
+from memory_engine.compaction.compact import SECTIONS
+from memory_engine.reminders import store as reminders
 from memory_worker.local import EmbeddedMemoryHost, SqliteStorage
 from tests.fakes.gated_summarizer import GatedSummarizer
 from tests.support import MsClock, WorkerBackend, clocked_worker, wait_until

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.memory import HttpMemoryClient
-from bot.chat.reminders_client import ReminderApi
-from bot.chat.reminders_delivery import Courier, Journal
+from bot.chat.memory.client import HttpMemoryClient
+from bot.chat.proactive.delivery import Courier, Journal
+from bot.chat.proactive.reminder_routes import ReminderApi
 from bot.config import ReminderSettings
 from memory_worker.local import EmbeddedMemoryHost
 from tests.support import MEMORY_TOKEN, clean_env, wait_until

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.chat.reminders_parse import (
+from bot.chat.proactive.when import (
     EXAMPLE,
     ReminderParseError,
     format_every,

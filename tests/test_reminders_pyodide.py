@@ -11,11 +11,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from memory_engine.compaction import SECTIONS
 
-from bot.chat.memory import HttpMemoryClient
-from bot.chat.reminders_client import ReminderApi
-from bot.chat.reminders_delivery import Courier, Journal
+from bot.chat.memory.client import HttpMemoryClient
+from bot.chat.proactive.delivery import Courier, Journal
+from bot.chat.proactive.reminder_routes import ReminderApi
+from memory_engine.compaction.compact import SECTIONS
 from memory_worker.pyodide_runtime import PyodideHost, PyodideUnavailable, check_installed
 from tests.fakes.gated_summarizer import GatedSummarizer
 from tests.support import TOKEN, ServedMemory, wait_until

@@ -14,10 +14,11 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_engine import ChatMemory, retrieval
-from memory_engine.prompt import render_prompt
-from memory_engine.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
 
+from memory_engine import ChatMemory
+from memory_engine.index import retrieval
+from memory_engine.index.text import MAX_QUERY_TERMS, fts_query, query_terms, tokens
+from memory_engine.prompt import render_prompt
 from memory_worker.local import EmbeddedMemoryHost
 from tests.support import FILLER, add, fts_row, ids_of, memory
 

@@ -5,9 +5,9 @@ In process through ChatMemory over SqliteStorage (tests/test_retrieval.py has th
 
 from __future__ import annotations
 
-from memory_engine import ChatMemory, retrieval
-from memory_engine.text import fts_query, query_groups, query_terms
-
+from memory_engine import ChatMemory
+from memory_engine.index import retrieval
+from memory_engine.index.text import fts_query, query_groups, query_terms
 from memory_worker.local import SqliteStorage
 from tests.support import FILLER, add, bulk_indexed, fts_row, ids_of, memory
 
@@ -46,7 +46,7 @@ def test_live_messages_are_indexed_with_their_month():
     m.search("hello")  # a search indexes it
     month = m.sql.exec("SELECT ts FROM messages")[0]["ts"][5:7]
     year = m.sql.exec("SELECT ts FROM messages")[0]["ts"][:4]
-    from memory_engine.text import MONTHS
+    from memory_engine.index.text import MONTHS
 
     assert fts_row(m, "h")["date"] == f"{MONTHS[int(month) - 1]} {year}"
 
@@ -71,7 +71,7 @@ def test_british_and_american_spellings_find_each_other():
 def test_every_listed_form_stems_differently():
     import sqlite3
 
-    from memory_engine.text_forms import build_table
+    from memory_engine.index.word_forms import build_table
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2')")
@@ -117,7 +117,7 @@ def test_a_message_scores_once_per_word_by_its_best_form():
 
 
 def test_light_verbs_are_not_expanded():
-    from memory_engine.text_forms import LIGHT_VERBS, WORD_FORMS, build_table
+    from memory_engine.index.word_forms import LIGHT_VERBS, WORD_FORMS, build_table
 
     assert query_groups("what has she made, taken and given?") == [("made",), ("taken",), ("given",)]
     assert not any(set(group) & LIGHT_VERBS for group in WORD_FORMS.values())
@@ -265,7 +265,8 @@ def _turns(m, *texts: str, start: int = 0) -> None:
 
 
 def test_the_tail_goes_into_the_index_as_one_batch_of_complete_rows():
-    from memory_engine import engine, pending_index
+    from memory_engine import engine
+    from memory_engine.index import pending as pending_index
 
     # What waits is always among a turn's recent messages, which its retrieval excludes.
     assert min(engine.RECENT_BY_MODE.values()) >= pending_index.TAIL_MAX

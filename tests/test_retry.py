@@ -6,10 +6,10 @@ import email.utils
 import time
 
 import pytest
-from memory_engine.backoff import doubling, retry_after_s
-from memory_engine.compaction import SummarizerError, make_summarizer
 
 from bot.chat.retry import RetryPlan, patiently
+from memory_engine.backoff import doubling, retry_after_s
+from memory_engine.compaction.compact import SummarizerError, make_summarizer
 
 NOW = 1_800_000_000.0
 
@@ -32,7 +32,7 @@ def test_a_model_429_reads_its_retry_after_with_the_same_parser():
     import httpx
     import openai
 
-    from bot.chat.models import failure_from
+    from bot.chat.models.chat_model import failure_from
 
     soon = email.utils.formatdate(time.time() + 30, usegmt=True)
     response = httpx.Response(429, headers={"Retry-After": soon}, request=httpx.Request("POST", "http://x"))

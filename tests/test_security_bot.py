@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from bot.adapters import telegram as tgad
+from bot.adapters.telegram import adapter as tgad
+from bot.chat.commands.registry import refused
 from bot.chat.prompt import MEMORY_BEGIN, MEMORY_END, SYSTEM_INSTRUCTION
-from bot.chat.registry import refused
 from bot.config import DEFAULT_CONFIG, settings_from
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.discord_server import EPHEMERAL

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import memory_engine.http_api as http_api
 import pytest
 
+import memory_engine.api.http as http_api
 from memory_worker.local import ChatStore, EmbeddedMemoryHost, JsonLogFormatter
 
 TOKEN = "sec-test-token-Zq8KfL2mN4pR6tV0xY"

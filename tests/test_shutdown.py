@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.chat.memory import HttpMemoryClient
-from bot.chat.outbox import Outbox
+from bot.chat.memory.client import HttpMemoryClient
+from bot.chat.memory.outbox import Outbox
 from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.local.offline import OfflineSummarizer
 from tests.fakes.discord_server import FakeDiscord

@@ -3,9 +3,8 @@ clean topics and files, open questions only; the model's compaction prompt asks 
 
 from __future__ import annotations
 
-from memory_engine.compaction import SECTIONS
-from memory_engine.offline_summary import offline_summary
-
+from memory_engine.compaction.compact import SECTIONS
+from memory_engine.compaction.offline import offline_summary
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import wait_until
 from tests.test_compaction import _compactions, host_with, say, summary_echo

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from telegram.error import InvalidToken
 
-from bot.adapters import telegram as tgad
+from bot.adapters.telegram import adapter as tgad
 from bot.chat.types import CommandResult, File
 from bot.config import TelegramSettings
 from tests.fakes.telegram_server import FakeTelegram
@@ -239,7 +239,7 @@ async def test_a_failing_handler_is_logged_with_the_update_id_and_the_loop_goes_
     service = RecordingService()
     service.fail_on = "explode"
     chat = tg.private_chat(alice)
-    caplog.set_level(logging.ERROR, logger="bot.adapters.telegram")
+    caplog.set_level(logging.ERROR, logger="bot.adapters.telegram.adapter")
     async with running_bot(service, telegram_settings_for(tg, streaming), tg):
         tg.send(chat, alice, "explode")
         await tg.wait_for_message(chat["id"])

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bot.adapters import telegram as tgad
+from bot.adapters.telegram import adapter as tgad
 from tests.fakes.openai_server import Answer
 from tests.support import OWNER_ID, ask, bot_on_pipeline
 

@@ -22,7 +22,7 @@ from telegram import (
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Conflict, InvalidToken, RetryAfter
 
-from bot.adapters.telegram_html import markdown_to_html, split_for_telegram
+from bot.adapters.telegram.html import markdown_to_html, split_for_telegram
 from tests.fakes.telegram_server import parse_html, parse_markdown, parse_markdown_v2
 
 # PTB itself reads RetryAfter.retry_after (deprecated as an int in 22.2) when it retries a 429.

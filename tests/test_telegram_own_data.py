@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bot.adapters import telegram as tgad
-from bot.chat import own_data
+from bot.adapters.telegram import adapter as tgad
+from bot.chat.commands import own_data
 from tests.support import People, ask, bot_on_pipeline, numbered, prompt_section
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")

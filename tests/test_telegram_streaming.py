@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.adapters import telegram as tgad
 from bot.adapters.streaming import worth_showing
+from bot.adapters.telegram import adapter as tgad
 from bot.chat.types import IncomingMessage
 from tests.fakes.openai_server import Answer, StreamBreak
 from tests.fakes.telegram_server import FakeTelegram, parse_html
@@ -174,7 +174,7 @@ async def test_a_stream_failing_midway_keeps_the_text_and_says_sorry(tg, caplog)
     alice = tg.user(1, "Alice")
     chat = tg.private_chat(alice)
     service = ScriptedStream()
-    caplog.set_level(logging.ERROR, logger="bot.adapters.telegram")
+    caplog.set_level(logging.ERROR, logger="bot.adapters.telegram.adapter")
     async with running_bot(service, telegram_settings_for(tg), tg):
         tg.send(chat, alice, "go")
         await tg.wait_until(lambda: service.handled)

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from bot.chat.models import MemoryContext
+from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
 from bot.chat.prompt import (
     MEMORY_BEGIN,
     MEMORY_END,
@@ -16,7 +17,6 @@ from bot.chat.prompt import (
     quote_memory,
     redact,
 )
-from bot.chat.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
 from bot.config import Tier
 
 TIERS = {

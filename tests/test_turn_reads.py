@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from memory_engine import turns
 from memory_engine.engine import RECENT_BY_MODE, RING_SIZE
-from memory_engine.retrieval import TURNS_BEFORE
-
+from memory_engine.index.retrieval import TURNS_BEFORE
 from tests.support.engine import memory
 
 MODES = (None, "", "auto", "full", "odd")

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+
 from memory_engine import ChatMemory
 from memory_engine.storage import MIGRATIONS
-
 from memory_worker.local import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
 from tests.support import Backend, LocalBackend, PyodideBackend, start_backend

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from memory_engine.http_api import MAX_BODY_BYTES
 
+from memory_engine.api.http import MAX_BODY_BYTES
 from tests.fakes.workers._js import JsReadableStream
 from tests.support import TOKEN, WORKER_ORIGIN, WorkerBackend
 

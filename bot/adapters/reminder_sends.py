@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, TextIO
 
-from bot.chat.reminders_delivery import Send
+from bot.chat.proactive.delivery import Send
 
 if TYPE_CHECKING:
     import discord
     from telegram import Bot
 
-    from bot.adapters.telegram_send import TelegramSender
+    from bot.adapters.telegram.send import TelegramSender
 
 
 class NotDelivered(Exception):
@@ -49,7 +49,7 @@ def console_send(stdout: TextIO, chat_key: str) -> Send:
 
 def discord_send(client: discord.Client, budget_s: float) -> Send:
     """Send a reminder to a Discord channel with the adapter's retries."""
-    from bot.adapters.discord_send import send_with_retry
+    from bot.adapters.discord.send import send_with_retry
 
     async def send(chat_key: str, text: str, key: str) -> None:
         channel_id = platform_chat_id(chat_key)

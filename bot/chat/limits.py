@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.chat.tiers import spent_today
+from bot.chat.models.tiers import spent_today
 from bot.config import LimitSettings
 
 

@@ -7,13 +7,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from bot.chat.fallback import RetryPolicy
-from bot.chat.gateway import BackOff, MemoryGateway
 from bot.chat.media import Transcriber
-from bot.chat.memory import MemoryClient
-from bot.chat.models import ChatModel
-from bot.chat.outbox import Outbox
-from bot.chat.tiers import ChoiceRules
+from bot.chat.memory.client import MemoryClient
+from bot.chat.memory.gateway import BackOff, MemoryGateway
+from bot.chat.memory.outbox import Outbox
+from bot.chat.models.chat_model import ChatModel
+from bot.chat.models.fallback import RetryPolicy
+from bot.chat.models.tiers import ChoiceRules
 from bot.config import MemorySettings, Tier, default
 
 

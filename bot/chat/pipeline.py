@@ -18,15 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_engine import wire
-
-from bot.chat import followups, limits, logs, model_errors
+from bot.chat import limits, logs
 from bot.chat.access import AccessPolicy
 from bot.chat.chats import ChatState, LastPrompt
-from bot.chat.commands import COMMANDS
-from bot.chat.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
-from bot.chat.gateway import MemoryGateway
-from bot.chat.light import LightWriter
+from bot.chat.commands.handlers import COMMANDS
+from bot.chat.commands.registry import NOT_AVAILABLE, CommandContext, Registry, refused
 from bot.chat.logs import Turn, log_turn
 from bot.chat.media import (
     DESCRIBE,
@@ -38,14 +34,13 @@ from bot.chat.media import (
     split_description,
     unaddressed_text,
 )
-from bot.chat.memory import MemoryRefused, MemoryUnavailable
-from bot.chat.models import Attempt, MemoryContext, ModelFailure, ModelRequest
-from bot.chat.options import Answering
-from bot.chat.prompt import build_messages, redact, system_instruction
-from bot.chat.registry import NOT_AVAILABLE, CommandContext, Registry, refused
-from bot.chat.reminders import command_in_words
-from bot.chat.reminders_delivery import ReminderDesk
-from bot.chat.tiers import (
+from bot.chat.memory.client import MemoryRefused, MemoryUnavailable
+from bot.chat.memory.gateway import MemoryGateway
+from bot.chat.models import failures as model_errors
+from bot.chat.models.chat_model import Attempt, MemoryContext, ModelFailure, ModelRequest
+from bot.chat.models.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
+from bot.chat.models.light import LightWriter
+from bot.chat.models.tiers import (
     TierChoice,
     choose_tier,
     fallback_sequence,
@@ -53,8 +48,14 @@ from bot.chat.tiers import (
     split_force_prefix,
     unknown_tier_notice,
 )
+from bot.chat.options import Answering
+from bot.chat.proactive import followups
+from bot.chat.proactive.delivery import ReminderDesk
+from bot.chat.proactive.remind import command_in_words
+from bot.chat.prompt import build_messages, redact, system_instruction
 from bot.chat.types import CommandResult, IncomingMessage, Reply
 from bot.config import Settings
+from memory_engine.api import wire
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_engine.prompt import HEADER, render_prompt
-
-from bot.chat.models import MemoryContext
+from bot.chat.models.chat_model import MemoryContext
 from bot.chat.neutral import defang, one_line
 from bot.config import default
+from memory_engine.prompt import HEADER, render_prompt
 
 DEFAULT_SYSTEM_PROMPT: str = default("bot", "system_prompt").strip()
 # Fixed, whatever the config or a persona says: quoted memory is data, never instructions.

@@ -2,7 +2,7 @@
 
 Every back-off in the bot uses them: a Telegram or Discord send through an outage, Telegram's
 start-up while the Bot API is out of reach, an import batch the memory worker did not take,
-a model tier's retries (bot/chat/fallback.py: it reports each attempt and may move on to
+a model tier's retries (bot/chat/models/fallback.py: it reports each attempt and may move on to
 the next tier, so it runs its own loop on `RetryPlan.pause`), and the memory gateway's pause
 after a failure. The schedule and the `Retry-After` parser are the engine's
 (memory_engine/backoff.py), so compaction alarms read a server's wait the same way.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.chat.neutral import one_line
 
 if TYPE_CHECKING:
-    from bot.chat.registry import Registry
+    from bot.chat.commands.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 import orjson
-from memory_engine import wire
 from tqdm import tqdm
 
-from bot.chat.memory import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.memory.client import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
 from bot.importers import discord, telegram
 from bot.importers.common import MAX_TEXT_BYTES, ExportError, Record, Source
 from bot.importers.where import where_lines
+from memory_engine.api import wire
 
 READERS: dict[str, Callable[[Path, str], Iterator[Source]]] = {
     "telegram": telegram.sources,

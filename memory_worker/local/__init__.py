@@ -18,17 +18,18 @@ used closed first, with their WAL checkpointed on close.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memory_engine.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .alarms import AlarmTable
-    from .chats import ChatStore
-    from .cli import serve_forever
-    from .embedded import EmbeddedMemoryHost
-    from .logs import JsonLogFormatter
-    from .server import MemoryHost
-    from .storage import SqliteStorage
+    from memory_worker.local.alarms import AlarmTable
+    from memory_worker.local.chats import ChatStore
+    from memory_worker.local.cli import serve_forever
+    from memory_worker.local.embedded import EmbeddedMemoryHost
+    from memory_worker.local.logs import JsonLogFormatter
+    from memory_worker.local.server import MemoryHost
+    from memory_worker.local.storage import SqliteStorage
 
 # Imported when first asked for: `bot.jsonlog` needs only `logs`, and `chatbot memory serve`
 # must not pay for what it does not use before it answers /health.
@@ -43,10 +44,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__ = lazy_exports(__name__, _WHERE)
 
 
 __all__ = [

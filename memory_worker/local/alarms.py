@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from .storage import SqliteStorage
+from memory_worker.local.storage import SqliteStorage
 
 
 class AlarmTable:

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .storage import ServeLock, SqliteStorage, private_folder
+from memory_worker.local.storage import ServeLock, SqliteStorage, private_folder
 
 if TYPE_CHECKING:  # imported by the first open: the host listens before it loads the engine
     from memory_engine.engine import ChatMemory

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_engine.settings import retention_setting
-
-from . import logs
-from .embedded import EmbeddedMemoryHost
+from memory_worker.local import logs
+from memory_worker.local.embedded import EmbeddedMemoryHost
 
 log = logging.getLogger("memory_worker.local")
 

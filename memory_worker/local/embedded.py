@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 
-from .server import MemoryHost
+from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
+from memory_worker.local.server import MemoryHost
 
 if TYPE_CHECKING:  # only a configured summarizer posts: httpx is imported then, not at start
     import httpx
-    from memory_engine.compaction import Summarize
+
+    from memory_engine.compaction.compact import Summarize
 
 log = logging.getLogger("memory_worker.local")
 
@@ -77,7 +78,7 @@ class EmbeddedMemoryHost:
 
     def _summarizer(self) -> Summarize:
         """The given summarizer, else the configured endpoint's, else the offline one."""
-        from memory_engine.compaction import make_summarizer
+        from memory_engine.compaction.compact import make_summarizer
 
         base, model, key, timeout = self.summary
         return self.summarizer or make_summarizer(base, model, key, self._post, timeout)

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memory_engine.reminders import DISPATCH_KEY, due_items, mark_handed, offer
+from memory_engine.reminders.store import DISPATCH_KEY, due_items, mark_handed, offer
 
 if TYPE_CHECKING:
     from memory_engine.engine import ChatMemory
-
-    from .chats import ChatStore
+    from memory_worker.local.chats import ChatStore
 
 
 async def hand_over(store: ChatStore, chat_key: str, memory: ChatMemory, now_ms: Callable[[], int]) -> int:

@@ -9,8 +9,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .alarms import AlarmTable
-from .chats import ChatStore
+from memory_worker.local.alarms import AlarmTable
+from memory_worker.local.chats import ChatStore
 
 
 @functools.cache  # importlib.metadata is slow to import and to read: once per process

@@ -40,7 +40,7 @@ class OfflineSummarizer:
     def fn(self) -> SummaryFn:
         """The summary function run inline or in the child."""
         if self._fn is None:
-            from memory_engine.compaction import offline_summary
+            from memory_engine.compaction.compact import offline_summary
 
             self._fn = offline_summary
         return self._fn
@@ -53,7 +53,7 @@ class OfflineSummarizer:
         """The new summary of `messages` merged into `previous`."""
         from concurrent.futures.process import BrokenProcessPool
 
-        from memory_engine.compaction import SummarizerError
+        from memory_engine.compaction.compact import SummarizerError
 
         if sum(len(m.get("text") or "") for m in messages) <= self.inline_max_chars:
             return self.fn(previous, messages)

@@ -17,12 +17,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
-
-from .alarms import AlarmTable
-from .chats import ChatStore
+from memory_worker.local.alarms import AlarmTable
+from memory_worker.local.chats import ChatStore
 
 if TYPE_CHECKING:  # the engine's modules are imported by the calls (the host loads them after it listens)
-    from memory_engine.compaction import Summarize
+    from memory_engine.compaction.compact import Summarize
     from memory_engine.engine import ChatMemory
 
 log = logging.getLogger("memory_worker.local")
@@ -78,7 +77,7 @@ class CompactionScheduler:
 
     def after_write(self, chat_key: str, memory: ChatMemory) -> None:
         """Set the chat's alarm when its un-summarized history calls for a compaction."""
-        from memory_engine.compaction import alarm_needed, backing_off
+        from memory_engine.compaction.compact import alarm_needed, backing_off
 
         if chat_key in self._running:
             # Its alarm is running: when it ends, it sets the next one from what is left then
@@ -97,7 +96,7 @@ class CompactionScheduler:
 
     def after_reminders(self, chat_key: str, memory: ChatMemory) -> None:
         """Wake the chat's alarm by its earliest reminder not handed over yet (never later than set)."""
-        from memory_engine.reminders import next_alarm_ms
+        from memory_engine.reminders.store import next_alarm_ms
 
         due = next_alarm_ms(memory.sql)
         if due is None:
@@ -199,7 +198,7 @@ class CompactionScheduler:
 
     async def _hand_over(self, chat_key: str, memory: ChatMemory) -> int | None:
         """Hand the chat's due reminders to the dispatch object; None, or when to try again if it failed."""
-        from .handover import hand_over
+        from memory_worker.local.handover import hand_over
 
         try:
             await hand_over(self.store, chat_key, memory, self.now_ms)
@@ -209,8 +208,8 @@ class CompactionScheduler:
         return None
 
     async def _run_alarm(self, chat_key: str) -> None:
-        from memory_engine.compaction import on_alarm
-        from memory_engine.reminders import next_wake
+        from memory_engine.compaction.compact import on_alarm
+        from memory_engine.reminders.store import next_wake
 
         delay: int | None = UNEXPECTED_FAILURE_RETRY_MS
         at: int | None = None  # when the run meant the alarm to ring next

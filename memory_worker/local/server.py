@@ -31,29 +31,29 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
-from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
-from memory_engine.http_base import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
-from memory_engine.validation import BODY_TOO_LARGE, MAX_BODY_BYTES
 
-from .alarms import AlarmTable
-from .chats import MAX_OPEN_CHATS, ChatStore
-from .health import healthy, host_version, storage_state
-from .offline import OfflineSummarizer
-from .scheduler import CompactionScheduler, now_ms
+from memory_engine.api.http_types import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
+from memory_engine.api.validation import BODY_TOO_LARGE, MAX_BODY_BYTES
+from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
+from memory_worker.local.alarms import AlarmTable
+from memory_worker.local.chats import MAX_OPEN_CHATS, ChatStore
+from memory_worker.local.health import healthy, host_version, storage_state
+from memory_worker.local.offline import OfflineSummarizer
+from memory_worker.local.scheduler import CompactionScheduler, now_ms
 
 if TYPE_CHECKING:
-    from memory_engine.compaction import Summarize
-    from memory_engine.http_api import Operation
+    from memory_engine.api.http import Operation
+    from memory_engine.compaction.compact import Summarize
 
 log = logging.getLogger("memory_worker.local")
 REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the chat's alarm earlier
 # What `start` imports before the API is served: the route table (and through it the engine),
 # the alarms' compaction and reminders, and the reminders' hand-over.
 ENGINE_MODULES = (
-    "memory_engine.http_api",
-    "memory_engine.operations",
-    "memory_engine.compaction",
-    "memory_engine.reminders",
+    "memory_engine.api.http",
+    "memory_engine.api.operations",
+    "memory_engine.compaction.compact",
+    "memory_engine.reminders.store",
     "memory_worker.local.handover",
 )
 access_log = logging.getLogger("memory_worker.access")
@@ -123,7 +123,7 @@ class MemoryHost:
         to use (None, or the engine's `offline_summarize`: the offline one, off the event loop)."""
         try:
             await asyncio.to_thread(load_engine)
-            from memory_engine.compaction import offline_summarize
+            from memory_engine.compaction.compact import offline_summarize
 
             summarize = summarizer() if summarizer is not None else None
             if summarize is not None and summarize is not offline_summarize:
@@ -160,7 +160,7 @@ class MemoryHost:
         await self._loaded.wait()  # at once when loaded; before, the request waits for `start`
         if self._load_error is not None:
             raise RuntimeError("the memory engine did not load") from self._load_error
-        from memory_engine.http_api import parse
+        from memory_engine.api.http import parse
 
         op = parse(req, self.token)
         if isinstance(op, Response):
@@ -168,8 +168,8 @@ class MemoryHost:
         return await self._execute(op), op.chat_key
 
     async def _execute(self, op: Operation) -> Response:
-        from memory_engine.http_api import execute
-        from memory_engine.operations import kind
+        from memory_engine.api.http import execute
+        from memory_engine.api.operations import kind
 
         effects = kind(op.name)
         chat = op.chat_key
@@ -218,7 +218,7 @@ class MemoryHost:
         task.add_done_callback(self._index_tasks.discard)
 
     async def _build_index(self, chat: str) -> None:
-        from memory_engine.pending_index import ensure_indexed
+        from memory_engine.index.pending import ensure_indexed
 
         async with self.store.lock(chat):  # as a request: never inside another's transaction
             if self._closed or not self.store.exists(chat):

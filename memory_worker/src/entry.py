@@ -37,15 +37,17 @@ from http import HTTPMethod
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
-from memory_engine import ChatMemory, execute, parse, reminders
+from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
+
+from memory_engine import ChatMemory, execute, parse
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
-from memory_engine.compaction import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
-from memory_engine.http_api import JSON_HEADERS, MAX_BODY_BYTES
-from memory_engine.operations import kind
+from memory_engine.api.http import JSON_HEADERS, MAX_BODY_BYTES
+from memory_engine.api.operations import kind
+from memory_engine.api.validation import BODY_TOO_LARGE
+from memory_engine.compaction.compact import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
+from memory_engine.reminders import store as reminders
 from memory_engine.settings import retention_setting
-from memory_engine.validation import BODY_TOO_LARGE
-from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
 try:  # JS null as Pyodide may hand it back (rows, alarms); None where the runtime maps it
     from js import Array as _JsArray

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bot.adapters import discord as adapter
+from bot.adapters.discord import adapter
 from bot.app import build_pipeline
-from bot.chat.commands import COMMANDS
+from bot.chat.commands.handlers import COMMANDS
 from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import DiscordSettings, Settings
 from tests.fakes.discord_server import FakeDiscord

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_engine import ChatMemory, retrieval
-
+from memory_engine import ChatMemory
+from memory_engine.index import retrieval
 from memory_worker.local import SqliteStorage
 
 # How many messages have an index row or wait for one (the tail: every message after the

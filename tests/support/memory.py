@@ -18,12 +18,11 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from bot.chat.memory.client import MemoryClient, Query, answer_of, route_path
 from memory_engine import ChatMemory, Request, Response, execute, parse
-from memory_engine.compaction import offline_summarize
-from memory_engine.operations import kind
-from memory_engine.routes import Route
-
-from bot.chat.memory import MemoryClient, Query, answer_of, route_path
+from memory_engine.api.operations import kind
+from memory_engine.api.routes import Route
+from memory_engine.compaction.compact import offline_summarize
 from memory_worker.local import SqliteStorage
 
 B = TypeVar("B")

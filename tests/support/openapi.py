@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator
-from memory_engine.openapi import document
+
+from memory_engine.api.openapi import document
 
 DOC: dict[str, Any] = document()  # type: ignore[assignment]
 _COMPONENTS = DOC["components"]

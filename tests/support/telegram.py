@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from bot.adapters import telegram as tgad
+from bot.adapters.telegram import adapter as tgad
 from bot.app import build_pipeline
-from bot.chat.commands import COMMANDS
+from bot.chat.commands.handlers import COMMANDS
 from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import Settings, TelegramSettings
 from tests.fakes.openai_server import FakeOpenAI

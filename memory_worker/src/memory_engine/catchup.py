@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
-from . import wire
+from memory_engine.api import wire
 
 if TYPE_CHECKING:
-    from .engine import ChatMemory
+    from memory_engine.engine import ChatMemory
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 500
@@ -55,6 +55,6 @@ def _as_messages(rows: list[dict[str, Any]]) -> list[wire.Message]:
 
 
 def _day_before(memory: ChatMemory) -> str:
-    from .engine import utc_iso
+    from memory_engine.engine import utc_iso
 
     return utc_iso(memory.clock() - timedelta(days=1))

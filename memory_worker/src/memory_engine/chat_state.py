@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
-from . import wire
-from .storage import SqlStorage
+from memory_engine.api import wire
+from memory_engine.storage import SqlStorage
 
 MAX_PERSONA_CHARS = 2000
 AUTHOR_USAGE_DAYS_KEPT = 8  # "today" needs one day; a week is there for /usage and debugging

@@ -11,15 +11,29 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import chat_state, forgetting, imports, turns, wire
-from .compaction import COMPACT_THRESHOLD
-from .facts import canonical_key, extract_facts, is_list_key, looks_like_correction, merge_list
-from .notes import asks_about_the_past, current_facts, facts_view
-from .pending_index import ensure_indexed, ensure_searchable, index_after_reply, index_behind, index_tail
-from .prompt import render_prompt
-from .retrieval import TURNS_BEFORE, ranked_messages
-from .storage import SqlStorage, migrate
-from .usage import record_usage, usage_on, usage_report
+from memory_engine import chat_state, forgetting, turns
+from memory_engine.api import wire
+from memory_engine.compaction.compact import COMPACT_THRESHOLD
+from memory_engine.facts.extract import (
+    canonical_key,
+    extract_facts,
+    is_list_key,
+    looks_like_correction,
+    merge_list,
+)
+from memory_engine.imports import bulk as imports
+from memory_engine.index.pending import (
+    ensure_indexed,
+    ensure_searchable,
+    index_after_reply,
+    index_behind,
+    index_tail,
+)
+from memory_engine.index.retrieval import TURNS_BEFORE, ranked_messages
+from memory_engine.notes import asks_about_the_past, current_facts, facts_view
+from memory_engine.prompt import render_prompt
+from memory_engine.storage import SqlStorage, migrate
+from memory_engine.usage import record_usage, usage_on, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}

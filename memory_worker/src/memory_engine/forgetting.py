@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import chat_state, reminders, wire
-from .compaction import archive_backlog
-from .pending_index import unindexed
-from .retrieval import drop_counts, unindex_messages, unindex_upto
-from .storage import SqlStorage, rows_of
+from memory_engine import chat_state
+from memory_engine.api import wire
+from memory_engine.compaction.compact import archive_backlog
+from memory_engine.index.pending import unindexed
+from memory_engine.index.retrieval import drop_counts, unindex_messages, unindex_upto
+from memory_engine.reminders import store as reminders
+from memory_engine.storage import SqlStorage, rows_of
 
 if TYPE_CHECKING:
-    from .engine import ChatMemory
+    from memory_engine.engine import ChatMemory
 
 
 # At most this many messages go per compaction: a step stays small (about 40 us each) even

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from . import wire
-from .storage import SqlStorage
+from memory_engine.api import wire
+from memory_engine.storage import SqlStorage
 
 MAX_NOTE_CHARS = 500
 MAX_NOTES = 50  # all of them go into every prompt: bounded

@@ -6,11 +6,11 @@ import functools
 from operator import itemgetter
 from typing import Any
 
-from . import chat_state
-from .facts import LIST_KEYS
-from .notes import FACT_FIELDS, FACT_HISTORY_LIMIT
-from .retrieval import INDEXED_UPTO_SQL, MESSAGE_COLUMNS
-from .storage import SqlStorage, rows_of
+from memory_engine import chat_state
+from memory_engine.facts.extract import LIST_KEYS
+from memory_engine.index.retrieval import INDEXED_UPTO_SQL, MESSAGE_COLUMNS
+from memory_engine.notes import FACT_FIELDS, FACT_HISTORY_LIMIT
+from memory_engine.storage import SqlStorage, rows_of
 
 MSG_COLUMNS = ", ".join(MESSAGE_COLUMNS)
 # Not a key of the state table: `state_and_newest` gives the index's newest id under it.

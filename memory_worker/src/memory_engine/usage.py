@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from . import wire
-from .storage import SqlStorage
+from memory_engine.api import wire
+from memory_engine.storage import SqlStorage
 
 USAGE_ROWS_KEPT = 2000
 

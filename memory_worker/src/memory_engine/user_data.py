@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from . import reminders, wire
-from .chat_state import author_usage_rows, topic_start
-from .notes import as_facts
-from .storage import SqlStorage
+from memory_engine.api import wire
+from memory_engine.chat_state import author_usage_rows, topic_start
+from memory_engine.notes import as_facts
+from memory_engine.reminders import store as reminders
+from memory_engine.storage import SqlStorage
 
 FORMAT = "chatbot-memory-export/1"
 DEFAULT_PAGE = 500

@@ -40,13 +40,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import _js, entrypoints
-from .entrypoints import DurableObject, WorkerEntrypoint, handler
-from .fetch import fetch
-from .request import Request
-from .response import FetchResponse, Response
-from .rpc import python_from_rpc, python_to_rpc
-from .runtime import FakeWorkerd
+from tests.fakes.workers import _js, entrypoints
+from tests.fakes.workers.entrypoints import DurableObject, WorkerEntrypoint, handler
+from tests.fakes.workers.fetch import fetch
+from tests.fakes.workers.request import Request
+from tests.fakes.workers.response import FetchResponse, Response
+from tests.fakes.workers.rpc import python_from_rpc, python_to_rpc
+from tests.fakes.workers.runtime import FakeWorkerd
 
 __all__ = [
     "DurableObject",

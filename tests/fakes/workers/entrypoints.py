@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .request import Request, _is_js_instance
-from .rpc import _BindingWrapper, _EnvWrapper, _idempotent_new
+from tests.fakes.workers.request import Request, _is_js_instance
+from tests.fakes.workers.rpc import _BindingWrapper, _EnvWrapper, _idempotent_new
 
 WRAP_STORAGE = True
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from ._js import JsException, JsHeaders, JsRequest, JsResponse
-from .request import Request, _to_js_headers
-from .response import Response
+from tests.fakes.workers._js import JsException, JsHeaders, JsRequest, JsResponse
+from tests.fakes.workers.request import Request, _to_js_headers
+from tests.fakes.workers.response import Response
 
 
 async def _global_fetch(resource: Any, init: dict[str, Any]) -> JsResponse:

@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import _js
-from .fetch import _global_fetch
-from .response import FetchResponse
+from tests.fakes.workers import _js
+from tests.fakes.workers.fetch import _global_fetch
+from tests.fakes.workers.response import FetchResponse
 
 NAMES = (
     "js",

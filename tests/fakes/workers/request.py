@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from http import HTTPMethod
 from typing import Any
 
-from ._js import JsException, JsHeaders, JsRequest
+from tests.fakes.workers._js import JsException, JsHeaders, JsRequest
 
 
 class HTTPMessageMapping(http.client.HTTPMessage, Mapping):

@@ -6,8 +6,13 @@ import json
 from http import HTTPStatus
 from typing import Any
 
-from ._js import JsArrayBuffer, JsResponse
-from .request import HTTPMessageMapping, _is_js_instance, _js_headers_to_http_message, _to_js_headers
+from tests.fakes.workers._js import JsArrayBuffer, JsResponse
+from tests.fakes.workers.request import (
+    HTTPMessageMapping,
+    _is_js_instance,
+    _js_headers_to_http_message,
+    _to_js_headers,
+)
 
 
 class FetchResponse:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._js import JsProxy, jsnull, to_js_value
+from tests.fakes.workers._js import JsProxy, jsnull, to_js_value
 
 
 def _python_from_rpc_default_converter(value: Any, convert: Any, cache: Any) -> Any:
@@ -23,11 +23,11 @@ def _python_from_rpc_default_converter(value: Any, convert: Any, cache: Any) -> 
         return value
     name = value.constructor.name
     if name == "Response":
-        from .response import Response
+        from tests.fakes.workers.response import Response
 
         return Response(value)
     if name == "Request":
-        from .request import Request
+        from tests.fakes.workers.request import Request
 
         return Request(value)
     return value
@@ -171,7 +171,7 @@ class _FetcherWrapper(_BindingWrapper):
 
     def fetch(self, *args: Any, **kwargs: Any) -> Any:
         """Send a request to the bound object; an SDK Response."""
-        from .fetch import fetch
+        from tests.fakes.workers.fetch import fetch
 
         return fetch(*args, fetcher=self._binding.fetch, **kwargs)
 

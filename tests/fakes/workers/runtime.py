@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._js import (
+from tests.fakes.workers._js import (
     JsException,
     JsPromise,
     JsProxy,
@@ -43,8 +43,8 @@ from ._js import (
     js_object,
     jsnull,
 )
-from .rpc import python_from_rpc, python_to_rpc
-from .sql import SqlStorage
+from tests.fakes.workers.rpc import python_from_rpc, python_to_rpc
+from tests.fakes.workers.sql import SqlStorage
 
 ALARM_RETRIES = 6
 ALARM_FIRST_BACKOFF_MS = 2000
@@ -309,7 +309,7 @@ class FakeWorkerd:
         self.restart()
 
     def _wrap(self, request: JsRequest) -> Any:
-        from .request import Request
+        from tests.fakes.workers.request import Request
 
         return Request(request) if self.wrap_requests else request
 

@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ._js import (
+from tests.fakes.workers._js import (
     JsArrayBuffer,
     JsBigInt,
     JsException,

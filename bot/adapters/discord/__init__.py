@@ -1,0 +1,1 @@
+"""The Discord adapter (discord.py 2.7)."""

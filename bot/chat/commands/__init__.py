@@ -1,0 +1,1 @@
+"""The chat commands: the registry every adapter renders, and their handlers."""

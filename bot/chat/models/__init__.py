@@ -1,0 +1,1 @@
+"""Chat models: the interface, the OpenAI-compatible client, offline, fallback, tiers."""

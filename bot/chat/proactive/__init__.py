@@ -1,0 +1,1 @@
+"""What the bot does on its own: reminders, follow-ups, catch-up digests."""

@@ -1,0 +1,216 @@
+"""The checked arguments of each route, from its path, query and JSON body.
+
+Each function takes the route's `Call` and returns the keyword arguments of its handler,
+or raises `ApiError` saying what to fix. The route table (`routes.py`) names one per route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_engine import notes, user_data
+from memory_engine.api.validation import (
+    MAX_TEXT_BYTES,
+    MODES,
+    ROLES,
+    ApiError,
+    choice,
+    imported_message,
+    integer,
+    iso,
+    json_object,
+    number,
+    optional,
+    plain,
+    text,
+    unquote_strict,
+)
+from memory_engine.chat_state import MAX_PERSONA_CHARS
+
+MAX_SEARCH_K = 50
+MAX_REMAINING = 10**9  # an import's messages still to come (a hint): far beyond any export
+Args = dict[str, Any]
+
+
+@dataclass
+class Call:
+    """One request's parts: path parameters (still percent-encoded), query and raw body."""
+
+    params: dict[str, str]
+    query: dict[str, str]
+    raw_body: bytes = b""
+    _body: dict[str, Any] | None = field(default=None, repr=False)
+
+    def body(self) -> dict[str, Any]:
+        """The body as a checked JSON object (parsed once)."""
+        if self._body is None:
+            self._body = json_object(self.raw_body)
+        return self._body
+
+
+def no_args(call: Call) -> Args:
+    """A route without arguments: path, query and body are ignored."""
+    return {}
+
+
+def turn(call: Call) -> Args:
+    """`POST .../turn`."""
+    body = call.body()
+    return {
+        "text": text(body),
+        "author": optional(body, "author") or "",
+        "author_id": optional(body, "author_id") or "",
+        "message_id": optional(body, "message_id"),
+        "mode": choice(body.get("mode"), "mode", MODES),
+    }
+
+
+def reply(call: Call) -> Args:
+    """`POST .../reply`."""
+    body = call.body()
+    ok = body.get("ok", True)
+    if not isinstance(ok, bool):
+        raise ApiError(400, "ok must be true or false")
+    usage = body.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise ApiError(400, "usage must be an object")
+    tier = optional(body, "tier")
+    model = optional(body, "model")
+    if not tier or not model:
+        raise ApiError(400, "tier and model are required")
+    error = body.get("error")
+    return {
+        "text": text(body, required=ok),
+        "tier": tier,
+        "model": model,
+        "prompt_tokens": integer(usage.get("prompt_tokens", 0), "usage.prompt_tokens", 0, 10**9),
+        "completion_tokens": integer(usage.get("completion_tokens", 0), "usage.completion_tokens", 0, 10**9),
+        "latency_ms": number(body.get("latency_ms"), "latency_ms", default=None),
+        "cost_usd": number(body.get("cost_usd"), "cost_usd") or 0.0,
+        "ok": ok,
+        "message_id": optional(body, "message_id"),
+        "error": None if error is None else plain(error, "error", 2048),
+        "author_id": optional(body, "author_id") or "",
+        "reply_to_message_id": optional(body, "reply_to_message_id"),
+        "reply_to_author_id": optional(body, "reply_to_author_id") or None,
+    }
+
+
+def search(call: Call) -> Args:
+    """`GET .../search?q=&k=`."""
+    return {
+        "query": plain(call.query.get("q", ""), "q", MAX_TEXT_BYTES),
+        "k": integer(call.query.get("k", "3"), "k", 1, MAX_SEARCH_K),
+    }
+
+
+def facts(call: Call) -> Args:
+    """`GET .../facts?history=&kind=`."""
+    return {
+        "history": call.query.get("history", "0") not in ("0", "", "false", "no"),
+        "kind": choice(call.query.get("kind"), "kind", ("fact", "note")),
+    }
+
+
+def usage(call: Call) -> Args:
+    """`GET .../usage?author_id=`: that person's usage today too (the daily caps)."""
+    author_id = call.query.get("author_id")
+    return {"author_id": plain(author_id, "author_id") if author_id else None}
+
+
+def settings(call: Call) -> Args:
+    """`PUT .../settings`: mode, persona or both."""
+    body = call.body()
+    args: Args = {"mode": choice(body.get("mode"), "mode", MODES)}
+    if body.get("persona") is not None:
+        persona = plain(body["persona"], "persona", 4 * MAX_PERSONA_CHARS)
+        if len(persona) > MAX_PERSONA_CHARS:
+            raise ApiError(400, f"persona is over {MAX_PERSONA_CHARS} characters")
+        args["persona"] = persona
+    if args["mode"] is None and "persona" not in args:
+        raise ApiError(400, "give mode (auto or full) or persona")
+    return args
+
+
+def _author_filter(call: Call) -> str | None:
+    author_id = call.query.get("author_id")
+    if author_id is not None and not plain(author_id, "author_id"):
+        raise ApiError(400, "author_id must not be empty")
+    return author_id
+
+
+def export(call: Call) -> Args:
+    """`GET .../export?author_id=&after=&upto=&limit=`."""
+    after, upto = call.query.get("after"), call.query.get("upto")
+    return {
+        "author_id": _author_filter(call),
+        "after": None if after is None else integer(after, "after", 0, 2**63 - 1),
+        "upto": None if upto is None else integer(upto, "upto", 0, 2**63 - 1),
+        "limit": integer(call.query.get("limit", user_data.DEFAULT_PAGE), "limit", 1, user_data.MAX_PAGE),
+    }
+
+
+def forget_fact(call: Call) -> Args:
+    """`DELETE .../facts/{fact_id}?author_id=`."""
+    raw = unquote_strict(call.params["fact_id"], "fact id")
+    return {"fact_id": integer(raw, "fact id", 1, 2**63 - 1), "author_id": _author_filter(call)}
+
+
+def forget_author(call: Call) -> Args:
+    """`DELETE .../authors/{author_id}`."""
+    author_id = plain(unquote_strict(call.params["author_id"], "author_id"), "author_id")
+    if not author_id:
+        raise ApiError(400, "author_id must not be empty")
+    return {"author_id": author_id}
+
+
+def add_note(call: Call) -> Args:
+    """`POST .../notes`."""
+    body = call.body()
+    note = plain(body.get("text"), "text", 4 * notes.MAX_NOTE_CHARS).strip()
+    if not note or len(note) > notes.MAX_NOTE_CHARS:
+        raise ApiError(400, f"text must be 1 to {notes.MAX_NOTE_CHARS} characters")
+    return {
+        "text": note,
+        "author": optional(body, "author") or "",
+        "author_id": optional(body, "author_id") or "",
+    }
+
+
+def import_messages(call: Call) -> Args:
+    """`POST .../import`."""
+    body = call.body()
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise ApiError(400, "messages must be a list")
+    more = body.get("more", False)
+    if not isinstance(more, bool):
+        raise ApiError(400, "more must be true or false")
+    remaining = body.get("remaining")
+    if remaining is not None and (type(remaining) is not int or not 0 <= remaining <= MAX_REMAINING):
+        raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
+    out = []
+    for i, m in enumerate(messages):
+        checked = imported_message(m) if type(m) is dict else None  # most: every field plain
+        out.append(checked if checked is not None else _imported_message(m, i))
+    return {"messages": out, "more": more, "remaining": remaining}
+
+
+def _imported_message(m: Any, i: int) -> dict[str, Any]:
+    """One message of an import checked field by field (the refusals say which and why)."""
+    if not isinstance(m, dict):
+        raise ApiError(400, f"messages[{i}] must be an object")
+    try:
+        return {
+            "role": choice("user" if m.get("role") is None else m["role"], "role", ROLES),  # null = absent
+            "text": text(m),
+            "author": optional(m, "author"),
+            "author_id": optional(m, "author_id"),
+            "message_id": optional(m, "message_id"),
+            "ts": iso(m.get("ts"), "ts"),
+            "reply_to_message_id": optional(m, "reply_to_message_id"),
+            "reply_to_author_id": optional(m, "reply_to_author_id") or None,
+        }
+    except ApiError as err:
+        raise ApiError(err.status, f"messages[{i}]: {err.message}") from None

@@ -1,0 +1,1 @@
+"""Compaction: the rolling summary, by a model or by the offline summarizer."""

@@ -1,0 +1,1 @@
+"""Rule-based fact extraction from chat messages."""

@@ -1,0 +1,1 @@
+"""Bulk history imports."""

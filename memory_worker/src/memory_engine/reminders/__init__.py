@@ -1,0 +1,1 @@
+"""Reminders and the dispatch queue that hands them to the bot."""
