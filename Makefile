@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.installed
 PYODIDE_DIR := memory_worker/pyodide
 PYODIDE_STAMP := $(PYODIDE_DIR)/node_modules/.installed
 
-.PHONY: chat test lint soak bench clean pyodide
+.PHONY: chat test quick lint soak bench clean pyodide
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ chat: $(RUN_STAMP)
 test: $(STAMP) $(PYODIDE_STAMP)
 	$(PY) -m compileall -q -x node_modules bot memory_worker >/dev/null
 	$(PY) -m pytest -q -m "not slow" -n 2
+
+# The unit subset (under a minute): everything but the system tests (tests/conftest.py).
+quick: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not system" -n 2
 
 LINT_PATHS := bot memory_worker tests benchmarks
 

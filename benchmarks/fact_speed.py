@@ -15,7 +15,7 @@ It prints the best CPU time per message of each (`time.process_time`: the shared
 moves wall time far more), their ratios, and how many outputs differ from the last REF (must be
 0) on: the LoCoMo turns, the import messages, the labelled sentences, every string constant of
 the fact tests and every message of tests/data/facts_informal.jsonl, and seeded random strings
-(tests/test_facts_speed_equivalence.py's generator); each text alone and with the text before
+(tests/engine/test_facts_speed_equivalence.py's generator); each text alone and with the text before
 it as the speaker's previous message, and `looks_like_correction` of each.
 LoCoMo is not shipped: it is read from /work/shared/locomo.
 `--baseline-ref` may be given more than once (e.g. before a rule change and just before a speed
@@ -87,8 +87,7 @@ def test_strings() -> list[str]:
 
 def random_texts(n: int) -> list[str]:
     """Seeded random messages from the equivalence test's generator, and its edge cases."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    equivalence = importlib.import_module("test_facts_speed_equivalence")
+    equivalence = importlib.import_module("tests.engine.test_facts_speed_equivalence")
     return [*equivalence.random_strings(n, seed=99), *equivalence.EDGES]
 
 

@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.app.test_shutdown import black_hole  # noqa: E402
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
 from tests.fakes.openai_server import Answer, FakeOpenAI, Hang  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 from tests.support import clean_env, discord_env, wait_until  # noqa: E402
-from tests.test_shutdown import black_hole  # noqa: E402
 
 KEY = "sk-bench-shutdown-0123456789abcdef"
 

@@ -174,3 +174,37 @@ async def discord_bot(fake_discord, openai, world, tmp_path):
 
     async with discord_on_pipeline(fake_discord, openai, world, tmp_path) as client:
         yield client
+
+
+# `make quick` leaves these out: they start real processes (the bot, the hosts, Pyodide) or
+# wait on many real servers, and take most of the suite's time. Their tests are the same kind
+# of test as the rest; `make test` runs them all.
+SYSTEM_MODULES = frozenset(
+    {
+        "adapters/discord/test_discord_e2e.py",
+        "adapters/telegram/test_telegram.py",
+        "adapters/telegram/test_telegram_e2e.py",
+        "adapters/telegram/test_telegram_streaming.py",
+        "app/test_shutdown.py",
+        "bot/memory/test_faults_memory.py",
+        "bot/memory/test_reliability_bot.py",
+        "bot/models/test_tier_fallback.py",
+        "bot/proactive/test_followups.py",
+        "bot/proactive/test_reminders_delivery.py",
+        "bot/proactive/test_reminders_faults.py",
+        "engine/test_compaction.py",
+        "engine/test_user_data_api.py",
+        "hosts/test_memory_contract.py",
+        "hosts/test_pyodide.py",
+        "hosts/test_reminders_pyodide.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the system tests (SYSTEM_MODULES, and every test on the Pyodide host) `system`."""
+    here = __import__("pathlib").Path(__file__).parent
+    for item in items:
+        module = item.path.relative_to(here).as_posix()
+        if module in SYSTEM_MODULES or _ON_THE_PYODIDE_HOST.search(item.nodeid):
+            item.add_marker(pytest.mark.system)

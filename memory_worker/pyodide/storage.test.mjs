@@ -1,5 +1,5 @@
 // The Durable Object limits and semantics of storage.mjs / objects.mjs, under Node's own
-// test runner (run by tests/test_pyodide.py): what workerd refuses is refused here.
+// test runner (run by tests/hosts/test_pyodide.py): what workerd refuses is refused here.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";

@@ -6,7 +6,7 @@ alone takes 1-3 s on a loaded machine) for every run; here they are paid once pe
 What the command does is the same code: argument parsing, settings read from the environment
 and a `.env` in the working folder, the embedded memory host, the console on a pipe-like
 stdin. What only a real process shows (signals, exit without teardown, a fresh interpreter's
-imports) keeps its subprocess tests (tests/test_console.py, test_shutdown.py, test_app.py).
+imports) keeps its subprocess tests (tests/adapters/test_console.py, test_shutdown.py, test_app.py).
 
 Runs are serial (the environment, the working folder and the standard streams are the
 process's), which is how pytest runs tests.

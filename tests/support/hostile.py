@@ -1,6 +1,6 @@
 """Hostile export files (issue 24) and the peak RSS of the command that reads them.
 
-Shared by tests/test_import_hostile.py and benchmarks/import_memory.py.
+Shared by tests/importers/test_import_hostile.py and benchmarks/import_memory.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ characters of arithmetic models often write ("2*3*4" becomes "2<em>3</em>4" / "2
 turns "**a *b** c*" into nested emphasis that loses the asterisks, renumbers ordered lists,
 and (telegramify) decorates headings and bullets with emoji; entities would also mean a
 second sending path beside the plain-text fallback. This converter keeps every character
-that is not markup and always yields HTML Telegram parses (tests/test_telegram_fake.py).
+that is not markup and always yields HTML Telegram parses (tests/adapters/telegram/test_telegram_fake.py).
 """
 
 from __future__ import annotations

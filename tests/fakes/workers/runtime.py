@@ -84,7 +84,7 @@ class DurableObjectStorage(JsProxy):
             self._sql._run_internal(f"ROLLBACK TO {name}")
             self._sql._run_internal(f"RELEASE {name}")
             # A Python error raised in fn crosses into JS as a PythonError, and Pyodide
-            # (314, checked under tests/test_pyodide.py's runtime) hands the ORIGINAL
+            # (314, checked under tests/hosts/test_pyodide.py's runtime) hands the ORIGINAL
             # exception back to the Python caller of transactionSync; a JS error stays one.
             raise
         finally:

@@ -13,7 +13,7 @@ archive mark, whom an answer answers, what an author said before a correction) a
 that; a held row is dropped only once that cut has passed it. When the hint is wrong, the
 client stops, the host restarts or anything else reads the chat first, `settle` writes back
 the held rows the archive would still hold: the database is always the one the import
-without the hint gives (tests/test_import_hold.py compares them whole).
+without the hint gives (tests/engine/test_import_hold.py compares them whole).
 
 A hold starts only where following it is simple and exact: the chat holds no message and
 nothing pending, every message has a message_id "<prefix><number>" with the numbers

@@ -11,7 +11,7 @@ out of the index's work (`retrieval.unindex_messages`' `pending`), and anything 
 extends the index first builds it (`ensure_indexed`): a crash between batches, or a client
 that never sends its last one, never leaves a message unsearchable. The rows are indexed
 from the archive as it is then, so each one's neighbours are exactly those a live index
-would give it (tests/test_pending_index.py).
+would give it (tests/engine/test_pending_index.py).
 
 The newest messages wait too (the tail): up to TAIL_MAX of them, which a turn's retrieval
 leaves out anyway (they are among its recent messages), are indexed together when one more

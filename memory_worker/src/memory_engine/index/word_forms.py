@@ -149,7 +149,7 @@ _IRREGULAR = [
 
 # British and American spellings (each group also stems its regular forms). Porter already
 # joins some (travelled/traveled, cancelled/canceled, modelling/modeling): listing those
-# would count one word twice in bm25 (tests/test_retrieval.py checks that none is listed).
+# would count one word twice in bm25 (tests/engine/test_retrieval.py checks that none is listed).
 _SPELLINGS = [
     "favourite favorite",
     "favourites favorites",

@@ -16,7 +16,7 @@ from bot.importers.common import ExportError
 from bot.importers.run import import_export
 from tests.support import TOKEN, local_memory, stored_messages
 
-EXPORTS = Path(__file__).parent / "data" / "exports"
+EXPORTS = Path(__file__).parents[1] / "data" / "exports"
 GUILD = EXPORTS / "discord_guild.json"
 DM = EXPORTS / "discord_dm.json"
 KEY = "discord:5001"

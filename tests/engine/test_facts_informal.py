@@ -14,7 +14,7 @@ from memory_engine import ChatMemory
 from memory_engine.facts.extract import canonical_key, extract_facts
 from memory_worker.local import SqliteStorage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "facts_informal.jsonl"
 STATEMENT_KINDS = [
     "subject_left_out",

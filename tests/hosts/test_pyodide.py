@@ -5,7 +5,7 @@ whole process group loses no acknowledged write, the compaction alarm fires, rea
 summarizer through the runtime's `fetch`, lets other requests in while it waits, and
 survives a crash; the host's storage refuses what a Durable Object refuses (Node's own
 test runner, `memory_worker/pyodide/storage.test.mjs`). The contract suite runs on this
-runtime too (backend "pyodide" in tests/test_memory_contract.py).
+runtime too (backend "pyodide" in tests/hosts/test_memory_contract.py).
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ async def test_state_survives_eviction_of_every_object(pyodide_host):
 
 async def test_a_client_gone_mid_body_is_a_disconnect_not_a_host_error(pyodide_host):
     # It was reported as "host: Error: aborted", which fails whichever test sees it; workerd
-    # and the local host (tests/test_local_host_wire.py) see a disconnect.
+    # and the local host (tests/hosts/test_local_host_wire.py) see a disconnect.
     pyodide_host.control("reset")
     before = pyodide_host.control("stats")["clients_gone"]
     body = json.dumps({"text": "half of a message", "author": "Ada", "author_id": "a1"}).encode()

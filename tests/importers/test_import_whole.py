@@ -12,7 +12,7 @@ import pytest
 from bot.importers import common, run
 from bot.importers.common import ExportError
 
-EXPORTS = Path(__file__).parent / "data" / "exports"
+EXPORTS = Path(__file__).parents[1] / "data" / "exports"
 FILES = [
     ("telegram", EXPORTS / "telegram_supergroup.json"),
     ("discord", EXPORTS / "discord_guild.json"),

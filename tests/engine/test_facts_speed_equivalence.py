@@ -6,7 +6,7 @@ here: first-person triggers, guards, names in many scripts, case-folding odditie
 emoji, quotes, dashes and stray punctuation. LoCoMo is compared in benchmarks/fact_speed.py
 (its text is not shipped). When the rules change on purpose, re-freeze:
 
-    .venv/bin/python -m tests.test_facts_speed_equivalence --write
+    .venv/bin/python -m tests.engine.test_facts_speed_equivalence --write
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from memory_engine.facts.extract import extract_facts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "tests" / "data" / "facts_labelled.jsonl"
 FIXTURE = ROOT / "tests" / "data" / "facts_outputs.json"
 RANDOM_STRINGS = 4000

@@ -19,7 +19,7 @@ from bot.chat.models.offline import UNKNOWN, OfflineModel
 from tests.support import clean_env
 from tests.support.cli import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _benchmark():

@@ -15,7 +15,7 @@ from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI
 from tests.support import API_KEY, FAST, make_settings, msg
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_no_key_means_offline_with_embedded_memory(tmp_path):

@@ -201,7 +201,7 @@ def test_the_offline_summarizers_child_ends_when_it_is_closed(tmp_path):
     async def run() -> int:
         import functools
 
-        from tests.test_local_host import _held_summary
+        from tests.hosts.test_local_host import _held_summary
 
         summarizer = OfflineSummarizer(fn=functools.partial(_held_summary, str(flags)), inline_max_chars=0)
         rows = [{"role": "user", "author": "Ann", "text": "I live in Rome.", "ts": "t"}]

@@ -1,6 +1,6 @@
 """Retrieval's index: dates, word forms, bulk and live indexing alike, migration 4 (issue 16).
 
-In process through ChatMemory over SqliteStorage (tests/test_retrieval.py has the rest).
+In process through ChatMemory over SqliteStorage (tests/engine/test_retrieval.py has the rest).
 """
 
 from __future__ import annotations

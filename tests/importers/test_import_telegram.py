@@ -20,7 +20,7 @@ from bot.importers.run import ImportFailed, import_export
 from tests.support import TOKEN, local_memory, stored_messages
 from tests.support.memory import InProcessMemory
 
-EXPORTS = Path(__file__).parent / "data" / "exports"
+EXPORTS = Path(__file__).parents[1] / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"
 ACCOUNT = EXPORTS / "telegram_account.json"
 GROUP_KEY = "telegram:-1001234567890"

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
+from tests.bot.proactive.test_reminders_delivery import Clock, bot, settings_for
 from tests.support import wait_until
 from tests.support.telegram import ask
-from tests.test_reminders_delivery import Clock, bot, settings_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

@@ -14,7 +14,7 @@ from bot.cli import main
 from tests.support import REPO, clean_env, console_chat, stored_messages
 from tests.support.cli import CliRun, run_cli
 
-EXPORTS = Path(__file__).parent / "data" / "exports"
+EXPORTS = Path(__file__).parents[1] / "data" / "exports"
 GROUP = EXPORTS / "telegram_supergroup.json"
 GROUP_KEY = "telegram:-1001234567890"
 

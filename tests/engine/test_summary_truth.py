@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from memory_engine.compaction.compact import SECTIONS
 from memory_engine.compaction.offline import offline_summary
+from tests.engine.test_compaction import _compactions, host_with, say, summary_echo
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import wait_until
-from tests.test_compaction import _compactions, host_with, say, summary_echo
 
 
 def _said(*lines: tuple[str, str]) -> list[dict]:

@@ -19,10 +19,10 @@ from memory_engine.facts.corrections import OPENING_WORDS
 from memory_engine.facts.extract import extract_facts, looks_like_correction, states_nothing
 from memory_engine.imports import bulk as imports
 from memory_engine.imports import hold as import_hold
-from tests.test_facts_speed_equivalence import labelled, random_strings
-from tests.test_import_hold import chat, cut, dump, history, send, true_hints
+from tests.engine.test_facts_speed_equivalence import labelled, random_strings
+from tests.engine.test_import_hold import chat, cut, dump, history, send, true_hints
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from import_throughput import WORDS  # noqa: E402 (the generated export's words)
 

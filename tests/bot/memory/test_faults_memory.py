@@ -7,7 +7,7 @@
   (when the tests run as root): a clear 507, no corrupted database, the other chats keep
   being served, and the same chat once space is back.
 - The summarizer down over 100 compaction attempts across a host restart, with several
-  chats (the single-chat case is in tests/test_compaction.py).
+  chats (the single-chat case is in tests/engine/test_compaction.py).
 """
 
 from __future__ import annotations

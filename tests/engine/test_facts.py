@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from memory_engine.facts.extract import FactChange, extract_facts, is_list_key, merge_list
 from tests.support import start_backend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def facts(text: str) -> list[tuple[str, str]]:

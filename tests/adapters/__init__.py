@@ -1,0 +1,1 @@
+"""The platform adapters: console, message splitting."""

@@ -1,0 +1,1 @@
+"""Discord against the fake REST API and gateway."""

@@ -1,0 +1,1 @@
+"""Telegram against the fake Bot API."""

@@ -1,0 +1,1 @@
+"""The bot's pipeline: access, limits, media, streaming, what reaches the model."""

@@ -1,0 +1,1 @@
+"""The chat commands: own data, permissions, persona, notes."""

@@ -1,0 +1,1 @@
+"""The memory gateway: the client, the outbox, retries, memory faults."""

@@ -1,0 +1,1 @@
+"""Chat models: the tier router, the fallback model, model failures, the offline model."""

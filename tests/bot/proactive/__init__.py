@@ -1,0 +1,1 @@
+"""Reminders, follow-ups and catch-up digests."""

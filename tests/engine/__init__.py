@@ -1,0 +1,1 @@
+"""The memory engine on its own: facts, retrieval, compaction, imports, forgetting, export."""

@@ -1,0 +1,1 @@
+"""History imports: Telegram Desktop and DiscordChatExporter files."""
