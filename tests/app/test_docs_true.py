@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,3 +156,174 @@ async def test_memory_serve_logs_the_json_fields_deploy_readme_names(tmp_path):
         request
     )
     assert not {"time", "message", "chat_key"} & keys  # the names the doc used to give
+
+
+# -- docs/architecture.md: the map names real files, every package, and the imports as they are
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+TOPS = ("bot/", "memory_worker/", "tests/", "config/", "docs/", "benchmarks/", "deploy/")
+
+
+def code_folders() -> list[Path]:
+    """Every folder of bot/ and memory_worker/ that holds Python modules."""
+    found = {p.parent for top in ("bot", "memory_worker") for p in (REPO / top).rglob("*.py")}
+    return sorted(f for f in found if "node_modules" not in f.parts)
+
+
+def named_paths(text: str) -> list[str]:
+    """The backticked paths of a doc: ending in .py or /, one word or more."""
+    return re.findall(r"`([\w./-]+(?:\.py|/))`", text)
+
+
+def exists(path: str, folder: str | None = None) -> bool:
+    """A path from the repository root, from the folder it is named under, or a real path's tail."""
+    if path.startswith(TOPS):
+        return (REPO / path).exists()
+    if folder is not None and (REPO / folder / path).exists():
+        return True
+    tail = "/" + path.rstrip("/")
+    return any(
+        p.as_posix().endswith(tail) for top in ("bot", "memory_worker") for p in (REPO / top).rglob("*")
+    )
+
+
+def folder_rows() -> dict[str, list[str]]:
+    """The map's folders table: folder -> its row's cells."""
+    table = ARCHITECTURE.split("| folder | what lives there | may import |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in table.strip().splitlines()[1:]]
+    return {row[0].strip("`"): row for row in rows}
+
+
+def test_every_path_the_map_names_exists():
+    rows = folder_rows()
+    paths = named_paths(ARCHITECTURE)
+    assert {"bot/chat/pipeline.py", "bot/chat/memory/client.py", "memory_worker/local/server.py"} <= set(
+        paths
+    )
+    missing = [p for p in paths if not exists(p)]
+    for folder, row in rows.items():  # in the folders table, a module may be named from its row's folder
+        missing = [p for p in missing if not (p in row[1] and exists(p, folder))]
+    assert missing == []
+
+
+def test_the_map_names_every_package_folder():
+    rows = folder_rows()
+    packages = {f.relative_to(REPO).as_posix() + "/" for f in code_folders()}
+    assert {"bot/chat/commands/", "memory_worker/src/memory_engine/facts/"} <= packages
+    assert packages - set(rows) == set()
+    assert [f for f in rows if f.startswith(("bot/", "memory_worker/")) and not (REPO / f).is_dir()] == []
+
+
+def module_name(path: Path) -> str:
+    """The dotted name a file is imported by (`memory_engine` and `entry` live under memory_worker/src)."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[:2] == ["memory_worker", "src"]:
+        parts = parts[2:]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_imports(path: Path, modules: set[str]) -> Iterator[str]:
+    """The project modules a file imports (`from a.b import c`: `a.b.c` when c is a module)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                for a in node.names
+            ]
+        else:
+            continue
+        yield from (
+            n for n in names if n.split(".", 1)[0] in ("bot", "memory_engine", "memory_worker", "entry")
+        )
+
+
+def test_each_folder_imports_only_what_the_map_says():
+    rows = folder_rows()
+    files = [p for f in code_folders() for p in f.glob("*.py")]
+    modules = {module_name(p) for p in files}
+    home = {module_name(p): p.parent for p in files}
+    wrong = []
+    for path in files:
+        folder = path.parent.relative_to(REPO).as_posix() + "/"
+        allowed = re.findall(r"`([\w.]+)`", rows[folder][2])
+        for name in project_imports(path, modules):
+            target = name if name in home else name.rsplit(".", 1)[0]
+            if home.get(target) == path.parent or any(name == a or name.startswith(a + ".") for a in allowed):
+                continue
+            wrong.append(f"{path.relative_to(REPO)} imports {name}")
+    assert wrong == [], "update the 'may import' column of docs/architecture.md, or the import"
+
+
+def test_the_engine_imports_the_standard_library_alone():
+    engine = REPO / "memory_worker" / "src" / "memory_engine"
+    outside = []
+    for path in engine.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                else []
+            )
+            top = {n.split(".", 1)[0] for n in names if n}
+            outside += [f"{path.name}: {t}" for t in top - sys.stdlib_module_names - {"memory_engine"}]
+    assert outside == []
+
+
+# -- the command tables of README.md, docs/telegram.md and docs/discord.md come from the registry
+
+
+def test_each_command_table_is_the_registry_rendered():
+    from bot.chat.commands import docs
+    from bot.chat.commands.handlers import COMMANDS
+
+    texts = {doc.name: doc.read_text(encoding="utf-8") for doc in docs.DOCS}
+    assert {name: docs.platforms_in(text) for name, text in texts.items()} == {
+        "README.md": ["all"],
+        "telegram.md": ["telegram"],
+        "discord.md": ["discord"],
+    }
+    for name, text in texts.items():
+        assert docs.refreshed(text) == text, f"{name}: run python -m bot.chat.commands.docs"
+    # Every command the registry offers is in each table of its platforms, under its name.
+    for command in COMMANDS:
+        for name, platform in (("README.md", "all"), ("telegram.md", "telegram"), ("discord.md", "discord")):
+            table = texts[name].split(f"<!-- commands:{platform} -->", 1)[1].split("<!-- /commands -->", 1)[0]
+            shown = re.search(rf"^\| `/{command.name}\b", table, re.M) is not None
+            assert shown == (platform == "all" or command.on(platform)), (name, command.name)
+    assert (
+        "`/start`" not in texts["discord.md"].split("<!-- commands:discord -->", 1)[1].split("<!-- /", 1)[0]
+    )
+
+
+def test_the_command_tables_are_rewritten_when_they_drift(tmp_path, monkeypatch, capsys):
+    from bot.chat.commands import docs
+    from bot.chat.commands.registry import Command, Registry
+
+    stale = tmp_path / "telegram.md"
+    stale.write_text(
+        "intro\n\n<!-- commands:telegram -->\n| old |\n<!-- /commands -->\n\nafter\n", encoding="utf-8"
+    )
+    monkeypatch.setattr(docs, "DOCS", (stale,))
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    assert docs.main(["--check"]) == 1
+    assert "telegram.md: differs" in capsys.readouterr().out
+    assert docs.main([]) == 0
+    text = stale.read_text(encoding="utf-8")
+    assert (
+        "| `/remind [TEXT]` | everyone |" in text and "| old |" not in text and text.endswith("\n\nafter\n")
+    )
+    assert docs.main(["--check"]) == 0
+
+    async def nothing(ctx):  # pragma: no cover - never run
+        raise AssertionError
+
+    one = Registry([Command("ping", "say pong | loudly", nothing, who="admin", aliases=("p",))])
+    assert (
+        docs.markdown_table(one, "telegram").splitlines()[2]
+        == "| `/ping`, `/p` | admins | say pong \\| loudly |"
+    )
+    assert docs.markdown_table(one, "discord").splitlines()[2] == "| `/ping` | admins | say pong \\| loudly |"

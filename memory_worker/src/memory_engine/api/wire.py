@@ -259,7 +259,7 @@ class SearchAnswer(TypedDict):
 
 
 class FactsAnswer(TypedDict):
-    """Facts and notes, newest first."""
+    """Facts and notes, oldest first: in the order each value was set (a changed fact comes last)."""
 
     facts: list[Fact]
 
