@@ -76,6 +76,7 @@ _ON_THE_PYODIDE_HOST = re.compile(
 )
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`make test`'s two workers share the tests out one by one, except that every test on the
     session's Pyodide host goes to the same worker: one host starts (7 s of CPU), not two.
