@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.adapters.console import ConsoleSession
 from bot.app import build_pipeline
-from bot.chat.models.chat_model import ModelAnswer, ModelRequest
+from bot.chat.models.base import ModelAnswer, ModelRequest
 from bot.chat.options import PipelineOptions
 from bot.config import load_settings, settings_from
 

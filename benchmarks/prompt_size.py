@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from locomo_recall import load, turns  # noqa: E402  (the same reading of LoCoMo)
 
-from bot.chat.models.chat_model import MemoryContext  # noqa: E402
+from bot.chat.models.base import MemoryContext  # noqa: E402
 from bot.chat.prompt import SYSTEM_INSTRUCTION, build_messages, quote_memory  # noqa: E402
 from memory_engine import ChatMemory  # noqa: E402
 from memory_engine.compaction.compact import compact_once  # noqa: E402

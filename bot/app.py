@@ -23,8 +23,9 @@ from bot.chat.chats import ChatState
 from bot.chat.media import OpenAICompatTranscriber, Transcriber
 from bot.chat.memory.client import HttpMemoryClient, MemoryClient
 from bot.chat.memory.outbox import Outbox
-from bot.chat.models.chat_model import ChatModel, OpenAICompatModel
+from bot.chat.models.base import ChatModel
 from bot.chat.models.offline import OfflineModel
+from bot.chat.models.openai_compat import OpenAICompatModel
 from bot.chat.models.tiers import rank_tiers
 from bot.chat.options import Answering, PipelineOptions
 from bot.chat.pipeline import Pipeline

@@ -21,8 +21,9 @@ from typing import TextIO
 import aiohttp
 
 from bot.chat.memory.client import HttpMemoryClient, MemoryRefused, MemoryUnavailable
-from bot.chat.models.chat_model import ModelFailure, ModelRequest, OpenAICompatModel
+from bot.chat.models.base import ModelFailure, ModelRequest
 from bot.chat.models.failures import diagnose, endpoint
+from bot.chat.models.openai_compat import OpenAICompatModel
 from bot.config import Settings, Tier, load_settings
 from memory_engine.api import routes
 

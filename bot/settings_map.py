@@ -13,10 +13,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-
-class SettingsError(ValueError):
-    """A settings file or variable that cannot be read: names the file (or variable) and key."""
-
+from bot.errors import SettingsError
 
 DERIVED = {"toml": False}  # field metadata: not a key of the table (a name, a resolved secret)
 

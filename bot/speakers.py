@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from bot.errors import SpeakerNotFound
 from memory_engine.api.wire import ExportPage
 
 SHOWN = 20  # people listed when the name matches no one
@@ -21,10 +22,6 @@ class Speaker:
 
     author: str
     author_id: str
-
-
-class SpeakerNotFound(LookupError):
-    """No one (or more than one person) in the chat goes by that name; the message says who does."""
 
 
 async def find_speaker(pages: AsyncIterator[ExportPage], chat: str, name: str) -> Speaker:

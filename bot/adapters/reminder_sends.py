@@ -7,16 +7,13 @@ import hashlib
 from typing import TYPE_CHECKING, TextIO
 
 from bot.chat.proactive.delivery import Send
+from bot.errors import NotDelivered
 
 if TYPE_CHECKING:
     import discord
     from telegram import Bot
 
     from bot.adapters.telegram.send import TelegramSender
-
-
-class NotDelivered(Exception):
-    """The platform did not take the reminder within the send budget."""
 
 
 def platform_chat_id(chat_key: str) -> int:

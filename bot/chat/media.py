@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.chat.types import IncomingMessage, MediaPart
 from bot.config import PhotoSettings, TranscriptionSettings
+from bot.errors import BadImage, TranscriptionFailed
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -56,14 +57,6 @@ PHOTO_BAD = "I couldn't open that picture: the file seems damaged, or it isn't a
 PHOTO_TOO_BIG = "That picture is too large for me: I read images up to {limit}."
 PHOTO_FETCH_FAILED = "I couldn't download that picture. Please try again."
 CAPTION_READ = "I answered your caption."
-
-
-class TranscriptionFailed(Exception):
-    """The speech-to-text call failed; `why` is what the user may read."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
 
 
 class Transcriber(Protocol):
@@ -246,10 +239,6 @@ class MediaReader:
         except BadImage as exc:
             log.info("unreadable picture: %s", exc)
             return PHOTO_BAD, None
-
-
-class BadImage(Exception):
-    """The bytes are not a picture Pillow can decode."""
 
 
 _MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}

@@ -11,7 +11,7 @@ from bot.chat.media import Transcriber
 from bot.chat.memory.client import MemoryClient
 from bot.chat.memory.gateway import BackOff, MemoryGateway
 from bot.chat.memory.outbox import Outbox
-from bot.chat.models.chat_model import ChatModel
+from bot.chat.models.base import ChatModel
 from bot.chat.models.fallback import RetryPolicy
 from bot.chat.models.tiers import ChoiceRules
 from bot.config import MemorySettings, Tier, default

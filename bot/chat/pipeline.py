@@ -37,7 +37,7 @@ from bot.chat.media import (
 from bot.chat.memory.client import MemoryRefused, MemoryUnavailable
 from bot.chat.memory.gateway import MemoryGateway
 from bot.chat.models import failures as model_errors
-from bot.chat.models.chat_model import Attempt, MemoryContext, ModelFailure, ModelRequest
+from bot.chat.models.base import Attempt, MemoryContext, ModelFailure, ModelRequest
 from bot.chat.models.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
 from bot.chat.models.light import LightWriter
 from bot.chat.models.tiers import (

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.neutral import defang, one_line
 from bot.config import default
 from memory_engine.prompt import HEADER, render_prompt

@@ -18,20 +18,12 @@ from typing import Any, BinaryIO
 import ijson
 import orjson
 
+from bot.errors import ExportError
 from bot.importers.located import locate
 
 MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
 CHAT_KEY = re.compile(r"[A-Za-z0-9:_\-.]{1,128}")  # the memory API's chat keys
-
-
-class ExportError(ValueError):
-    """A file that cannot be imported; the message names the file, and the line or the field at fault."""
-
-    def __init__(self, path: Path | str, what: str, line: int | None = None, col: int | None = None):
-        self.path, self.what, self.line, self.col = str(path), what, line, col
-        where = f"{path}:{line}:{col}" if line is not None else str(path)
-        super().__init__(f"{where}: {what}")
 
 
 @dataclass(slots=True)

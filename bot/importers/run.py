@@ -31,6 +31,7 @@ from tqdm import tqdm
 from bot.chat.memory.client import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
+from bot.errors import ImportFailed
 from bot.importers import discord, telegram
 from bot.importers.common import MAX_TEXT_BYTES, ExportError, Record, Source
 from bot.importers.where import where_lines
@@ -53,10 +54,6 @@ RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tri
 # messages (the worker need not store the rows its retention cap deletes before the end).
 MORE = b',"more":true,"remaining":%d}'
 PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
-
-
-class ImportFailed(RuntimeError):
-    """The memory worker refused or did not take a batch; what was sent before it stays stored."""
 
 
 @dataclass

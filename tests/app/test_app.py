@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bot.app import build_pipeline
 from bot.chat.memory.client import HttpMemoryClient
-from bot.chat.models.chat_model import OpenAICompatModel
 from bot.chat.models.offline import OfflineModel
+from bot.chat.models.openai_compat import OpenAICompatModel
 from bot.config import load_settings, settings_from
 from memory_worker.local import EmbeddedMemoryHost
 from tests.fakes.openai_server import Answer, Echo, FakeOpenAI

@@ -13,7 +13,7 @@ import unicodedata
 import pytest
 
 from bot.adapters.console import ConsoleSession
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.neutral import defang, one_line, printable
 from bot.chat.prompt import MEMORY_BEGIN, MEMORY_END, build_messages
 from bot.chat.types import IncomingMessage

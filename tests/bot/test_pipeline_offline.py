@@ -7,7 +7,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from bot.app import build_pipeline
-from bot.chat.models.chat_model import MemoryContext, ModelRequest
+from bot.chat.models.base import MemoryContext, ModelRequest
 from bot.chat.models.offline import OFFLINE_NOTICE, OFFLINE_SHORT, UNKNOWN, OfflineModel
 from bot.config import load_settings
 from tests.support import FAST, msg

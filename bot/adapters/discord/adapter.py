@@ -37,6 +37,7 @@ from bot.chat.commands.registry import Command, refused
 from bot.chat.types import ChatService, CommandResult, IncomingMessage, MediaPart
 from bot.chat_keys import discord_chat_key
 from bot.config import Settings
+from bot.errors import ChatbotError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ PLATFORM = "discord"
 __all__ = ["DiscordBot", "build_client", "parts_of", "run_client", "serve"]
 
 
-class NotAdmin(app_commands.CheckFailure):
+class NotAdmin(ChatbotError, app_commands.CheckFailure):
     """The user may not run an admin command here."""
 
 

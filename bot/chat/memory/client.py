@@ -20,32 +20,13 @@ import aiohttp
 import yarl
 
 from bot.config import default
+from bot.errors import MemoryRefused, MemoryUnavailable
 from memory_engine.api import routes, wire
 from memory_engine.api.routes import Route
 
 B = TypeVar("B")
 R = TypeVar("R")
 Query = Mapping[str, str | int | None]
-
-
-class MemoryUnavailable(Exception):
-    """The memory worker could not be reached or failed on its side (retry later).
-
-    `status` is the HTTP status when it answered (401/403: a wrong token, which no retry heals).
-    """
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class MemoryRefused(Exception):
-    """The memory worker refused the request (4xx); `status` and `error` say why."""
-
-    def __init__(self, status: int, error: str) -> None:
-        super().__init__(f"memory worker refused ({status}): {error}")
-        self.status = status
-        self.error = error
 
 
 def _segment(value: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
 from bot.chat.memory.outbox import Outbox
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.types import IncomingMessage
 from bot.config import default
 from memory_engine.api import wire

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from bot.config import Tier, default
+from bot.errors import FailureKind
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ def endpoint(tier: Tier) -> str:
     return tier.base_url or default("summary", "openai_base_url")
 
 
-def diagnose(tier: Tier, kind: str, status: int | None) -> Problem | None:
+def diagnose(tier: Tier, kind: FailureKind | Literal[""], status: int | None) -> Problem | None:
     """The problem behind a failure of `kind` (see ModelFailure) and HTTP `status`; None if transient."""
     url = endpoint(tier)
     key_env = tier.api_key_env
@@ -64,7 +66,9 @@ def diagnose(tier: Tier, kind: str, status: int | None) -> Problem | None:
     return None
 
 
-def problems(failures: Iterable[tuple[str, str, int | None]], tiers: Mapping[str, Tier]) -> list[Problem]:
+def problems(
+    failures: Iterable[tuple[str, FailureKind | Literal[""], int | None]], tiers: Mapping[str, Tier]
+) -> list[Problem]:
     """The distinct configuration problems among failed attempts given as (tier, kind, status)."""
     found: dict[str, Problem | None] = {}
     for name, kind, status in failures:

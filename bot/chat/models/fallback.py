@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from bot.chat.models.chat_model import (
+from bot.chat.models.base import (
     AnswerStream,
     Attempt,
     ChatModel,
@@ -46,6 +46,7 @@ from bot.chat.models.chat_model import (
 )
 from bot.chat.retry import RetryPlan
 from bot.config import RouterSettings
+from bot.errors import AllTiersFailed
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,6 @@ class RetryPolicy:
             max_attempts_per_tier=router.max_attempts_per_tier,
             max_wait_s=router.max_retry_wait_s,
         )
-
-
-class AllTiersFailed(ExceptionGroup):
-    """Every tier failed within the budget; the exceptions are the attempts' failures, in order
-    (a bug in a model call among them, when that is what ended it), `attempts` their records."""
-
-    attempts: tuple[Attempt, ...] = ()
 
 
 class TierStream:

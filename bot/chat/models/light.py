@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.chat import limits
-from bot.chat.models.chat_model import ModelFailure, ModelRequest
+from bot.chat.models.base import ModelFailure, ModelRequest
 from bot.chat.models.tiers import rank_tiers
 from bot.chat.prompt import redact
 from bot.chat.types import IncomingMessage

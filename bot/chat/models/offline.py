@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat.models.chat_model import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.chat.models.base import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
 from bot.chat.models.offline_people import Person, named_in, people, phrase, tokens
 from memory_engine.notes import asks_about_the_past
 

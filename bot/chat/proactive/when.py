@@ -16,6 +16,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.errors import ReminderParseError
+
 EXAMPLE = (
     "For example: /remind tomorrow at 9 to call the bank, /remind in 20 minutes to take the bread "
     "out, /remind on Friday at 18:00 to book the table, or /remind every Monday at 8 to put the bins out."
@@ -49,10 +51,6 @@ _TIME_WORDS = re.compile(
 )
 _BARE_AT = re.compile(r"\b(at|um|à|a las)\s+(\d{1,2})\b(?!\s*[:h.]\d)(?!\s*(?:am|pm))", re.IGNORECASE)
 MAX_WORDS = 40
-
-
-class ReminderParseError(ValueError):
-    """The words cannot be read as a reminder: `str(err)` says why, with an example."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def test_a_model_429_reads_its_retry_after_with_the_same_parser():
     import httpx
     import openai
 
-    from bot.chat.models.chat_model import failure_from
+    from bot.chat.models.openai_compat import failure_from
 
     soon = email.utils.formatdate(time.time() + 30, usegmt=True)
     response = httpx.Response(429, headers={"Retry-After": soon}, request=httpx.Request("POST", "http://x"))

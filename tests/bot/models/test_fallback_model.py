@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.chat.models.chat_model import ChatModel, ModelAnswer, ModelFailure, ModelRequest
+from bot.chat.models.base import ChatModel, ModelAnswer, ModelFailure, ModelRequest
 from bot.chat.models.fallback import AllTiersFailed, FallbackModel, RetryPolicy
 
 POLICY = RetryPolicy(time_budget_s=60.0, request_timeout_s=30.0, max_attempts_per_tier=2, max_wait_s=5.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.models.chat_model import MemoryContext, ModelRequest
+from bot.chat.models.base import MemoryContext, ModelRequest
 from bot.chat.models.offline import UNKNOWN, OfflineModel
 from tests.support import clean_env
 from tests.support.cli import run_cli

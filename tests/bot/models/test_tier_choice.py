@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.models.tiers import ChoiceRules, choose_tier, fallback_sequence, rank_tiers, split_force_prefix
 from bot.chat.prompt import (
     MEMORY_BEGIN,

@@ -250,7 +250,7 @@ async def test_a_bug_in_a_model_call_is_not_retried_it_is_logged_and_answered_wi
 ):
     """A programming error is not a model failure: no retry, no other tier (it would hide the
     bug for the whole time budget), its traceback in the log, the apology for the user."""
-    from bot.chat.models.chat_model import ModelAnswer
+    from bot.chat.models.base import ModelAnswer
 
     calls: list[str] = []
 
