@@ -166,8 +166,10 @@ async def build_pipeline(
         transcriber = None if offline else await _open_transcriber(settings, stack)
         fallback = [t for t in settings.router.fallback_order if t in tiers] or list(tiers)
         default = settings.router.default_tier if settings.router.default_tier in tiers else fallback[0]
+        reminders = ReminderDesk(client, data_dir, settings.reminders, clock, settings.limits)
         pipeline = Pipeline(
             memory=gateway,
+            reminders=reminders,
             answering=Answering(
                 chosen,
                 tiers,
@@ -187,8 +189,7 @@ async def build_pipeline(
         stack.push_async_callback(pipeline.drain, CLOSE_S)
         # Due reminders: each adapter starts a courier for its platform's chats; they stop
         # before anything else closes (a send in hand is recorded first).
-        pipeline.reminders = ReminderDesk(client, data_dir, settings.reminders, clock, settings.limits)
-        stack.push_async_callback(pipeline.reminders.stop)
+        stack.push_async_callback(reminders.stop)
         yield pipeline
 
 

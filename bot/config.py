@@ -212,13 +212,20 @@ class ConsoleSettings:
 
 
 @dataclass(frozen=True)
-class MemorySettings:
-    """How the bot talks to the memory worker: its timeout, and the outbox replay and back-off."""
+class MemoryRetry:
+    """How the bot retries the memory worker: after a failure it is skipped `retry_s`, doubling
+    up to `retry_max_s`; the outbox is replayed every `replay_interval_s` (the memory gateway)."""
 
-    timeout_s: float = default("memory", "timeout_s")
     replay_interval_s: float = default("memory", "replay_interval_s")
     retry_s: float = default("memory", "retry_s")
     retry_max_s: float = default("memory", "retry_max_s")
+
+
+@dataclass(frozen=True)
+class MemorySettings(MemoryRetry):
+    """[memory]: how the bot talks to the memory worker: its retries, and each request's timeout."""
+
+    timeout_s: float = default("memory", "timeout_s")
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,7 @@ async def run_console(
     if interactive is None:
         interactive = stdin.isatty()
     session = ConsoleSession(service, chat_key, data_dir=data_dir, author=author, author_id=author_id)
-    desk = getattr(service, "reminders", None)  # due reminders of this console chat, printed
-    if desk is not None:
-        desk.start("console", console_send(stdout, chat_key), prefix=chat_key)
+    service.reminders.start("console", console_send(stdout, chat_key), prefix=chat_key)  # printed
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
         stdout.write(

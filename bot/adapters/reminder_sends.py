@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, TextIO
 
-from bot.chat.proactive.delivery import Send
+from bot.chat.types import ReminderSend as Send
 from bot.errors import NotDelivered
 
 if TYPE_CHECKING:

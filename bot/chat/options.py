@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.chat.media import Transcriber
 from bot.chat.memory.client import MemoryClient
-from bot.chat.memory.gateway import BackOff, MemoryGateway
+from bot.chat.memory.gateway import MemoryGateway
 from bot.chat.memory.outbox import Outbox
 from bot.chat.models.base import ChatModel
 from bot.chat.models.fallback import RetryPolicy
 from bot.chat.models.tiers import ChoiceRules
-from bot.config import MemorySettings, Tier, default
+from bot.config import MemoryRetry, Tier
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,7 @@ class Answering:
 class PipelineOptions:
     """The memory gateway's pacing ([memory] of bot.toml); tests and benchmarks pass faster ones."""
 
-    replay_interval_s: float = default("memory", "replay_interval_s")  # outbox retried this often
-    memory_retry_s: float = default("memory", "retry_s")  # after a failure, skip the worker this long
-    memory_retry_max_s: float = default("memory", "retry_max_s")
+    memory: MemoryRetry = field(default_factory=MemoryRetry)
     # How the tier fallback waits between retries (back-off, Retry-After): tests pass one that
     # returns at once, so retry decisions are checked without waiting out real time.
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
@@ -49,16 +47,10 @@ class PipelineOptions:
     close_timeout_s: float = 0.3
 
     @classmethod
-    def from_settings(cls, memory: MemorySettings) -> PipelineOptions:
+    def from_settings(cls, memory: MemoryRetry) -> PipelineOptions:
         """The options the settings' [memory] table states."""
-        return cls(memory.replay_interval_s, memory.retry_s, memory.retry_max_s)
+        return cls(memory)
 
     def gateway(self, client: MemoryClient, outbox: Outbox) -> MemoryGateway:
         """The memory gateway these options describe."""
-        return MemoryGateway(
-            client,
-            outbox,
-            replay_interval_s=self.replay_interval_s,
-            backoff=BackOff(self.memory_retry_s, self.memory_retry_max_s),
-            close_timeout_s=self.close_timeout_s,
-        )
+        return MemoryGateway(client, outbox, retry=self.memory, close_timeout_s=self.close_timeout_s)

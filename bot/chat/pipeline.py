@@ -92,6 +92,7 @@ class Pipeline:
         memory: MemoryGateway,
         answering: Answering,
         settings: Settings,
+        reminders: ReminderDesk,
         chats: ChatState | None = None,
         commands: Registry = COMMANDS,
         secrets: Iterable[str] = (),
@@ -113,7 +114,7 @@ class Pipeline:
         self.secrets = tuple(s for s in secrets if s)
         self.access = AccessPolicy(settings.access, settings.admin_user_ids)
         self.clock = clock or (lambda: datetime.now(UTC))  # UTC: the day of the daily caps
-        self.reminders: ReminderDesk | None = None  # set by the composition root (app.py)
+        self.reminders = reminders  # due reminders: each adapter starts it for its platform's chats
         self.media = MediaReader(
             answering.transcriber,
             settings.transcription,

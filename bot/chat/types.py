@@ -103,12 +103,31 @@ class CommandResult:
         return next((f.data for f in self.files if f.mime == "image/png"), None)
 
 
+# How a platform sends one due reminder: (chat key, text, occurrence key); raises if not sent.
+ReminderSend = Callable[[str, str, str], Awaitable[None]]
+
+
+class ReminderDeliveries(Protocol):
+    """The delivery of due reminders, as an adapter starts it for its platform's chats."""
+
+    def start(
+        self, platform: str, send: ReminderSend, parallel: bool = False, prefix: str | None = None
+    ) -> object:
+        """Deliver the due reminders of `platform`'s chats (those starting with `prefix`, when given)
+        through `send`, in the background until the service closes (`parallel`: chats at once, for a
+        platform that keeps one copy of a repeated send)."""
+
+
 class ChatService(Protocol):
     """What adapters may call: the pipeline's whole surface towards the platforms."""
 
     @property
     def registry(self) -> Registry:
         """The chat commands, which every adapter renders (menus, slash commands, /help)."""
+
+    @property
+    def reminders(self) -> ReminderDeliveries:
+        """The delivery of due reminders: each adapter starts it for its platform's chats."""
 
     async def handle(self, message: IncomingMessage) -> Reply:
         """Record the message, answer it with memory, record the answer."""

@@ -19,14 +19,25 @@ from bot.app import build_pipeline
 from bot.chat.options import PipelineOptions
 from bot.chat.pipeline import Pipeline
 from bot.chat.types import IncomingMessage
-from bot.config import Settings, settings_from
+from bot.config import MemoryRetry, Settings, settings_from
 from tests.support.memory import InProcessMemory
 
 API_KEY = "sk-test-secret-0123456789abcdefXYZ"
 MODELS = {"light": "m-light", "standard": "m-standard", "heavy": "m-heavy"}
 MEMORY_TOKEN = "memory-token-reliability-0123456789"  # a memory host token of the right length
 REPO = Path(__file__).resolve().parents[2]
-FAST = PipelineOptions(replay_interval_s=0.05, memory_retry_s=0.05, memory_retry_max_s=0.2)
+FAST = PipelineOptions(MemoryRetry(replay_interval_s=0.05, retry_s=0.05, retry_max_s=0.2))
+
+
+class NoReminders:
+    """The reminder delivery of an in-test ChatService: records which platforms started it."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def start(self, platform: str, send: object, parallel: bool = False, prefix: str | None = None) -> None:
+        """Note the start; no reminder is ever due."""
+        self.started.append(platform)
 
 
 async def no_wait(seconds: float) -> None:

@@ -17,7 +17,7 @@ from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import DiscordSettings, Settings
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.core import default_config_settings, wait_until
+from tests.support.core import NoReminders, default_config_settings, wait_until
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 ADMIN_NAMES = sorted(c.name for c in COMMANDS if c.admin and c.on("discord"))
@@ -47,6 +47,7 @@ class RecordingDiscordService:
 
     def __init__(self, answer: Callable[[IncomingMessage], str] | None = None) -> None:
         self.answer = answer or (lambda m: f"echo: {m.text}")
+        self.reminders = NoReminders()  # the ChatService protocol has it; no reminder is due here
         self.handled: list[IncomingMessage] = []
         self.recorded: list[IncomingMessage] = []
         self.commands: list[tuple[IncomingMessage, str, str]] = []

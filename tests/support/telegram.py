@@ -16,7 +16,7 @@ from bot.chat.types import CommandResult, File, IncomingMessage, Reply
 from bot.config import Settings, TelegramSettings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.support.core import MEMORY_TOKEN, default_config_settings, running_pipeline
+from tests.support.core import MEMORY_TOKEN, NoReminders, default_config_settings, running_pipeline
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 ADMIN_ONLY = {c.name for c in COMMANDS if c.admin}
@@ -40,6 +40,7 @@ class RecordingService:
     registry = COMMANDS  # the real commands: menus and handlers are built from them
 
     def __init__(self) -> None:
+        self.reminders = NoReminders()  # the ChatService protocol has it; no reminder is due here
         self.handled: list[IncomingMessage] = []
         self.recorded: list[IncomingMessage] = []
         self.commands: list[tuple[IncomingMessage, str, str]] = []

@@ -255,11 +255,11 @@ class DiscordBot(discord.Client):
             log.error("slash command sync failed (the bot still chats): %s", exc)
 
     async def on_ready(self) -> None:
-        """Once connected: deliver the due reminders of Discord channels (reminders_delivery)."""
-        desk = getattr(self.service, "reminders", None)
-        if desk is not None and not self._reminders_started:
+        """Once connected: deliver the due reminders of Discord channels (on the first connection only)."""
+        if not self._reminders_started:
             self._reminders_started = True
-            desk.start("discord", discord_send(self, self.settings.discord.send_budget_s), parallel=True)
+            send = discord_send(self, self.settings.discord.send_budget_s)
+            self.service.reminders.start("discord", send, parallel=True)  # Discord keeps one copy (nonce)
 
     async def on_message(self, message: discord.Message) -> None:
         """Answer DMs, mentions and replies; record the rest of a guild channel."""

@@ -426,9 +426,7 @@ async def serve(
         except TelegramError as exc:
             log.warning("could not register the command menus: %r", exc)  # the commands still work
         await app.start()
-        desk = getattr(service, "reminders", None)  # due reminders of Telegram chats (reminders_delivery)
-        if desk is not None:
-            desk.start("telegram", telegram_send(app.bot, adapter.sender))
+        service.reminders.start("telegram", telegram_send(app.bot, adapter.sender))  # one at a time
         try:
             if settings.telegram.webhook_url:
                 async with webhook_server(app, settings, webhook_listen, webhook_port) as port:

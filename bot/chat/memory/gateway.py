@@ -14,14 +14,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
 from bot.chat.memory.outbox import Outbox
 from bot.chat.models.base import MemoryContext
 from bot.chat.types import IncomingMessage
-from bot.config import default
+from bot.config import MemoryRetry
 from memory_engine.api import wire
 from memory_engine.api.routes import Route
 from memory_engine.backoff import doubling
@@ -31,16 +30,8 @@ B = TypeVar("B")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class BackOff:
-    """How long the worker is skipped after a failure: `first_s`, doubling up to `max_s`."""
-
-    first_s: float = default("memory", "retry_s")
-    max_s: float = default("memory", "retry_max_s")
-
-
 class MemoryGateway(MemoryRoutes):
-    """The memory client, the outbox and the back-off behind one surface; open it with `async with`.
+    """The memory client, the outbox and the retries behind one surface; open it with `async with`.
 
     Its reads and admin actions (`search`, `facts`, ... of `MemoryRoutes`) go through `call`
     straight to the client; only `turn` and `reply` are kept in the outbox.
@@ -51,15 +42,13 @@ class MemoryGateway(MemoryRoutes):
         client: MemoryClient,
         outbox: Outbox,
         *,
-        replay_interval_s: float = default("memory", "replay_interval_s"),
-        backoff: BackOff | None = None,
+        retry: MemoryRetry | None = None,
         clock: Callable[[], float] = time.monotonic,
         close_timeout_s: float = 5.0,
     ) -> None:
         self.client = client
         self.outbox = outbox
-        self.replay_interval_s = replay_interval_s
-        self.backoff = backoff or BackOff()
+        self.retry = retry or MemoryRetry()
         self._clock = clock
         self._down_until = 0.0
         self._failures = 0
@@ -89,7 +78,7 @@ class MemoryGateway(MemoryRoutes):
         while True:
             # asyncio.timeout, not wait_for: wait_for on 3.11 can swallow our own cancellation.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.replay_interval_s):
+                async with asyncio.timeout(self.retry.replay_interval_s):
                     await self._wake.wait()
             self._wake.clear()
             if not len(self.outbox):
@@ -128,7 +117,9 @@ class MemoryGateway(MemoryRoutes):
         # Warn once per outage; the retries while it lasts are debug noise.
         level = logging.DEBUG if self.is_down() else logging.WARNING
         log.log(level, "memory worker unavailable (%s); answering without memory, keeping records", why)
-        self._down_until = self._clock() + doubling(self._failures, self.backoff.first_s, self.backoff.max_s)
+        self._down_until = self._clock() + doubling(
+            self._failures, self.retry.retry_s, self.retry.retry_max_s
+        )
         self._failures += 1
 
     def _up(self) -> None:

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import sqlite3
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,11 +41,12 @@ from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryUnavailabl
 from bot.chat.proactive.followups import followup_text, is_followup
 from bot.chat.proactive.reminder_routes import DispatchItem, Reminder, ReminderApi
 from bot.chat.proactive.when import format_when, next_occurrence
+from bot.chat.types import ReminderSend
 from bot.config import LimitSettings, ReminderSettings
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, str, str], Awaitable[None]]  # (chat key, text, occurrence key): raises if not sent
+Send = ReminderSend  # (chat key, text, occurrence key): raises if not sent
 LEASE_BATCH = 20
 
 
@@ -275,7 +276,7 @@ class Courier:
 
 
 class ReminderDesk:
-    """What the composition root hands the adapters: a courier per platform, started and stopped."""
+    """The `ReminderDeliveries` of the service adapters see: a courier per platform, started and stopped."""
 
     def __init__(
         self,
