@@ -154,10 +154,7 @@ async def build_pipeline(
         offline = False
         if models is not None:
             chosen = dict(models)
-            tiers = {
-                n: settings.tiers.get(n) or Tier(name=n, model=getattr(m, "model", n))
-                for n, m in chosen.items()
-            }
+            tiers = {n: settings.tiers.get(n) or Tier(name=n, model=m.model) for n, m in chosen.items()}
         else:
             chosen, tiers = await _open_models(settings, stack)
         if not chosen:

@@ -90,7 +90,12 @@ class OpenAICompatTranscriber:
             raise TranscriptionFailed(f"the speech-to-text service answered HTTP {exc.status_code}") from exc
         except openai.APIError as exc:
             raise TranscriptionFailed("the speech-to-text service could not be reached") from exc
-        text = getattr(result, "text", result)
+        # The SDK builds its answer from whatever the server sent, unchecked: anything but a
+        # transcription with text (or the text itself) is unreadable.
+        try:
+            text: object = result if isinstance(result, str) else result.text
+        except AttributeError:
+            text = None
         if not isinstance(text, str):
             raise TranscriptionFailed("the speech-to-text service answered something unreadable")
         return text.strip()

@@ -85,7 +85,8 @@ class Translator:
         if not text and not media:
             return None  # embeds-only, stickers, other attachments without text: nothing to read
         in_dm = message.guild is None
-        perms = getattr(message.author, "guild_permissions", None)
+        # A Member in a guild (its permissions there); a User in a DM, who has none.
+        perms = message.author.guild_permissions if isinstance(message.author, discord.Member) else None
         return IncomingMessage(
             chat_key=self.chat_key(message.channel.id, message.author.id),
             author=message.author.display_name,

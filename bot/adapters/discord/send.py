@@ -28,6 +28,11 @@ EDIT_INTERVAL_S = 1.0
 TRANSIENT_ERRORS = (discord.DiscordServerError, aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 
+def _where(channel: discord.abc.Messageable) -> str:
+    """The channel's id for a log line ("?" for a Messageable without one)."""
+    return str(channel.id) if isinstance(channel, discord.abc.Snowflake) else "?"
+
+
 @contextlib.asynccontextmanager
 async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
     """Show "typing…" until the block ends; failing to show it never stops the answer."""
@@ -37,7 +42,7 @@ async def typing_shown(channel: discord.abc.Messageable) -> AsyncIterator[None]:
             try:
                 await channel.typing()  # awaiting a Typing triggers it once
             except (discord.HTTPException, *TRANSIENT_ERRORS) as exc:
-                log.warning("typing indicator in %s failed: %r", getattr(channel, "id", "?"), exc)
+                log.warning("typing indicator in %s failed: %r", _where(channel), exc)
             await asyncio.sleep(TYPING_REFRESH_S)
 
     task = asyncio.create_task(keep_typing())
@@ -60,7 +65,7 @@ async def send_with_retry(
     `nonce`: the caller's own (a reminder's, the same after a restart), else a fresh one."""
     # The same nonce with enforce_nonce on every try: Discord keeps one copy if an earlier try got through.
     nonce = secrets.randbelow(10**18) if nonce is None else nonce
-    where = getattr(channel, "id", "?")
+    where = _where(channel)
     try:
         return await patiently(
             lambda: channel.send(content, nonce=nonce, **kwargs),

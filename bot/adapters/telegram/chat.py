@@ -27,20 +27,6 @@ from bot.config import Settings
 log = logging.getLogger(__name__)
 
 ADMIN_CACHE_S = 60.0
-_ATTACHMENTS = (
-    "photo",
-    "sticker",
-    "voice",
-    "audio",
-    "video",
-    "video_note",
-    "animation",
-    "document",
-    "location",
-    "contact",
-    "poll",
-    "dice",
-)
 
 
 @dataclass
@@ -91,7 +77,21 @@ class Translator:
     @staticmethod
     def attachments(message: Message) -> tuple[str, ...]:
         """Kinds of non-text parts ("photo", "voice", ...)."""
-        return tuple(k for k in _ATTACHMENTS if getattr(message, k, None))
+        parts = (
+            ("photo", message.photo),
+            ("sticker", message.sticker),
+            ("voice", message.voice),
+            ("audio", message.audio),
+            ("video", message.video),
+            ("video_note", message.video_note),
+            ("animation", message.animation),
+            ("document", message.document),
+            ("location", message.location),
+            ("contact", message.contact),
+            ("poll", message.poll),
+            ("dice", message.dice),
+        )
+        return tuple(kind for kind, part in parts if part)
 
     def media(self, message: Message) -> tuple[MediaPart, ...]:
         """The parts the chat service can read: voice, audio, video notes, photos, image or audio files.
@@ -100,9 +100,11 @@ class Translator:
         base_file_url); sizes and durations come from the message itself.
         """
         parts: list[MediaPart] = []
-        for kind, item, mime, name in (
-            ("voice", message.voice, "audio/ogg", "voice.ogg"),
-            ("voice", message.audio, "audio/mpeg", "audio.mp3"),
+        voice, audio = message.voice, message.audio
+        audio_name = (audio and audio.file_name) or "audio.mp3"
+        for kind, item, mime, name in (  # what the platform says of the file first, else ours
+            ("voice", voice, (voice and voice.mime_type) or "audio/ogg", "voice.ogg"),
+            ("voice", audio, (audio and audio.mime_type) or "audio/mpeg", audio_name),
             ("voice", message.video_note, "video/mp4", "video_note.mp4"),
         ):
             if item is not None:
@@ -110,8 +112,8 @@ class Translator:
                     MediaPart(
                         kind,
                         _fetcher(message, item.file_id),
-                        mime=getattr(item, "mime_type", None) or mime,
-                        name=getattr(item, "file_name", None) or name,
+                        mime=mime,
+                        name=name,
                         size=item.file_size,
                         duration_s=_seconds(item.duration),
                     )

@@ -33,7 +33,7 @@ def failure_from(exc: BaseException) -> ModelFailure | None:
         return ModelFailure("timeout", "the model did not answer in time", retryable=True)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        retry_after = retry_after_s(getattr(exc.response, "headers", None))
+        retry_after = retry_after_s(exc.response.headers)
         if status == 429:
             return ModelFailure(
                 "rate_limit", "rate limited", retryable=True, retry_after=retry_after, status=status
