@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Literal
 
 from bot.chat.models.tiers import spent_today
 from bot.config import LimitSettings
+from memory_engine.api import wire
+
+TierUsages = Mapping[str, wire.TierUsage]  # today's calls and cost per tier (a turn's `usage_today`)
 
 
 @dataclass(frozen=True)
@@ -58,20 +61,24 @@ def _until(delta: timedelta) -> str:
     return f"in {hours} h {minutes} min" if hours else f"in {minutes} min"
 
 
-def _num(data: Mapping[str, Any] | None, key: str) -> float:
-    try:
-        return float((data or {}).get(key) or 0)
+def _num(data: wire.AuthorUsage | None, key: Literal["messages", "chat_messages", "cost_usd"]) -> float:
+    if data is None:
+        return 0.0
+    try:  # the worker's data: a count that is not a number counts as none
+        return float(data.get(key) or 0)
     except (TypeError, ValueError):
         return 0.0
 
 
 def usage_numbers(
-    usage_today: Mapping[str, Any] | None, author: Mapping[str, Any] | None
+    usage_today: TierUsages | None, author: wire.AuthorUsage | None, one_more: bool = False
 ) -> dict[str, float]:
-    """Today's counts per [limits] key, from the worker's usage records."""
+    """Today's counts per [limits] key, from the worker's usage records (`one_more`: counting a
+    message not yet recorded, as a follow-up would be, in the person's and the chat's)."""
+    more = 1.0 if one_more else 0.0
     return {
-        "user_messages_per_day": _num(author, "messages"),
-        "chat_messages_per_day": _num(author, "chat_messages"),
+        "user_messages_per_day": _num(author, "messages") + more,
+        "chat_messages_per_day": _num(author, "chat_messages") + more,
         "user_cost_usd_per_day": _num(author, "cost_usd"),
         "chat_cost_usd_per_day": spent_today(usage_today),
     }
@@ -90,16 +97,18 @@ def caps_of(limits: LimitSettings) -> dict[str, float]:
 
 def check(
     limits: LimitSettings,
-    usage_today: Mapping[str, Any] | None,
-    author: Mapping[str, Any] | None,
+    usage_today: TierUsages | None,
+    author: wire.AuthorUsage | None,
     now: datetime,
+    *,
+    one_more: bool = False,
 ) -> CapHit | None:
     """The first cap this message is over, or None.
 
     Message counts include the current message, so a cap of 20 answers 20 messages; costs are
     what was spent before it, so the message that reaches a cost cap is the last one answered.
     """
-    used = usage_numbers(usage_today, author)
+    used = usage_numbers(usage_today, author, one_more)
     for name, cap in caps_of(limits).items():
         over = used[name] > cap if name.endswith("messages_per_day") else used[name] >= cap
         if over:
@@ -109,8 +118,8 @@ def check(
 
 def left_lines(
     limits: LimitSettings,
-    usage_today: Mapping[str, Any] | None,
-    author: Mapping[str, Any] | None,
+    usage_today: TierUsages | None,
+    author: wire.AuthorUsage | None,
     now: datetime,
 ) -> list[str]:
     """For /usage: each cap that is set, what is used today and what is left."""

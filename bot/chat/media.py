@@ -20,8 +20,9 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from bot.chat.models.base import ImagePart, TextPart
 from bot.chat.types import IncomingMessage, MediaPart
 from bot.config import PhotoSettings, TranscriptionSettings
 from bot.errors import BadImage, TranscriptionFailed
@@ -269,9 +270,9 @@ def normalize_image(data: bytes, max_side: int) -> tuple[str, bytes]:
         raise BadImage(f"{type(exc).__name__}: {exc}") from exc
 
 
-def image_content(text: str, images: tuple[tuple[str, bytes], ...]) -> list[dict[str, Any]]:
+def image_content(text: str, images: tuple[tuple[str, bytes], ...]) -> list[TextPart | ImagePart]:
     """The content parts of a user message with pictures: the text, then each image as a data URL."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts: list[TextPart | ImagePart] = [{"type": "text", "text": text}]
     for mime, data in images:
         url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
         parts.append({"type": "image_url", "image_url": {"url": url}})

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from bot.chat import limits, logs
 from bot.chat.access import AccessPolicy
@@ -36,8 +35,9 @@ from bot.chat.media import (
 )
 from bot.chat.memory.client import MemoryRefused, MemoryUnavailable
 from bot.chat.memory.gateway import MemoryGateway
+from bot.chat.memory.outbox import Outbox
 from bot.chat.models import failures as model_errors
-from bot.chat.models.base import Attempt, MemoryContext, ModelFailure, ModelRequest
+from bot.chat.models.base import Attempt, ChatMessage, MemoryContext, ModelFailure, ModelRequest
 from bot.chat.models.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
 from bot.chat.models.light import LightWriter
 from bot.chat.models.tiers import (
@@ -136,7 +136,7 @@ class Pipeline:
         return self._commands
 
     @property
-    def outbox(self) -> Any:
+    def outbox(self) -> Outbox:
         """The gateway's outbox (records waiting for the memory worker)."""
         return self.memory.outbox
 
@@ -238,7 +238,8 @@ class Pipeline:
         if intake.images:
             current = messages[-1]
             content = image_content(str(current["content"]), intake.images)
-            messages = (*messages[:-1], {"role": "user", "content": content})
+            with_images: ChatMessage = {"role": "user", "content": content}
+            messages = (*messages[:-1], with_images)
         request = ModelRequest(
             messages=messages,
             chat_key=chat,

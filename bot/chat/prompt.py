@@ -13,13 +13,13 @@ the current message: each message reaches the model once.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from bot.chat.models.base import MemoryContext
+from bot.chat.models.base import ChatMessage, MemoryContext
 from bot.chat.neutral import defang, one_line
 from bot.config import default
+from memory_engine.api import wire
 from memory_engine.prompt import HEADER, render_prompt
 
 DEFAULT_SYSTEM_PROMPT: str = default("bot", "system_prompt").strip()
@@ -60,7 +60,7 @@ def quote_memory(prompt: str) -> str:
 class BuiltPrompt:
     """The model's messages, and the memory text quoted in them (what /why shows)."""
 
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[ChatMessage, ...]
     memory: str  # "" when no memory block was sent
     dropped: tuple[str, ...] = ()  # what was left out to fit the context window, in order
     turns: int = 0  # how many recent messages went as chat turns (before the current one)
@@ -69,9 +69,9 @@ class BuiltPrompt:
         """What /why shows: the memory block, then the recent messages sent as chat turns."""
         parts = [self.memory or HEADER]
         first = len(self.messages) - 1 - self.turns
-        recent = [m for m in self.messages[first:-1] if isinstance(m["content"], str)]
+        recent = [(m["role"], text) for m in self.messages[first:-1] if isinstance(text := m["content"], str)]
         if recent:
-            lines = "\n".join(f"- {m['role']}: {' '.join(m['content'].split())}" for m in recent)
+            lines = "\n".join(f"- {role}: {' '.join(text.split())}" for role, text in recent)
             parts.append(f"Recent messages: (sent as chat turns)\n{lines}")
         return "\n\n".join(parts)
 
@@ -81,8 +81,8 @@ KEEP_TURNS = 2
 _QUOTING = 60  # the memory block's markers around the quoted lines
 
 
-def _turns(recent: Iterable[Mapping[str, Any]], group: bool) -> list[dict[str, str]]:
-    turns: list[dict[str, str]] = []
+def _turns(recent: Iterable[wire.Message], group: bool) -> list[ChatMessage]:
+    turns: list[ChatMessage] = []
     for m in recent:
         # Stored text is other people's words, like the quoted memory: no marker gets through.
         content = defang(str(m.get("text") or ""))
@@ -115,7 +115,7 @@ def build_messages(
     is cut, then the last exchange, and only then are facts and notes cut.
     """
     author, text = defang(one_line(author)), defang(text)
-    current = {"role": "user", "content": f"{author}: {text}" if group and author else text}
+    current: ChatMessage = {"role": "user", "content": f"{author}: {text}" if group and author else text}
     turns = _turns(memory.recent if memory else (), group)
     retrieved = list(memory.retrieved) if memory else []
     summary = memory.summary if memory else ""
@@ -152,7 +152,7 @@ def build_messages(
         room = max_chars - (size() - len(body)) - 2 * (body.count("\n") + 1)
         body = body[: max(0, room - 45)].rstrip() + "\n[memory cut to fit the model's context]"
         dropped.append("part of the facts and notes")
-    head: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    head: list[ChatMessage] = [{"role": "system", "content": system}]
     if body:
         head.append({"role": "system", "content": quote_memory(body)})
     return BuiltPrompt(tuple(head + turns + [current]), body, tuple(dropped), len(turns))

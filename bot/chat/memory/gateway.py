@@ -14,10 +14,10 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryRoutes, MemoryUnavailable, Query
-from bot.chat.memory.outbox import Outbox
+from bot.chat.memory.outbox import Body, Kind, Outbox
 from bot.chat.models.base import MemoryContext
 from bot.chat.types import IncomingMessage
 from bot.config import MemoryRetry
@@ -126,8 +126,8 @@ class MemoryGateway(MemoryRoutes):
         self._down_until = 0.0
         self._failures = 0
 
-    def _keep(self, chat: str, kind: str, body: Mapping[str, Any]) -> None:
-        self.outbox.add(chat, kind, dict(body))
+    def _keep(self, chat: str, kind: Kind, body: Body) -> None:
+        self.outbox.add(chat, kind, body)
         self._wake.set()
 
     # -- the two records of a message ---------------------------------------------------

@@ -20,9 +20,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict, cast
 
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryUnavailable
+from memory_engine.api import wire
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,19 @@ _THEIRS = (
     "chat = ? AND (? = '' OR json_extract(body, '$.author_id') = ? "
     "OR json_extract(body, '$.reply_to_author_id') = ?)"
 )
+
+
+Kind = Literal["turn", "reply"]
+Body = wire.TurnRequest | wire.ReplyRequest  # a "turn" record's, a "reply" record's
+
+
+class DeadRecord(TypedDict):
+    """A record the worker refused, moved aside with its error."""
+
+    chat: str
+    kind: Kind
+    body: Body
+    error: str
 
 
 class Outbox:
@@ -98,7 +112,7 @@ class Outbox:
             return 0
         return int(self._db.execute("SELECT COUNT(*) FROM outbox WHERE chat = ?", (chat,)).fetchone()[0])
 
-    def add(self, chat: str, kind: str, body: dict[str, Any], made: float | None = None) -> None:
+    def add(self, chat: str, kind: Kind, body: Body, made: float | None = None) -> None:
         """Keep one record for later delivery (committed before returning); one `made` before
         a forget of its person or chat is dropped instead."""
         made = self.clock() if made is None else made
@@ -110,7 +124,7 @@ class Outbox:
         )
         self._pending += 1
 
-    def _forgotten(self, chat: str, body: dict[str, Any], made: float) -> bool:
+    def _forgotten(self, chat: str, body: Body, made: float) -> bool:
         people = {"", str(body.get("author_id") or ""), str(body.get("reply_to_author_id") or "")}
         marks = ",".join("?" * len(people))
         row = self._db.execute(
@@ -141,7 +155,7 @@ class Outbox:
             self._pending = self._count()
             return int(gone)
 
-    def dead(self) -> list[dict[str, Any]]:
+    def dead(self) -> list[DeadRecord]:
         """Records the worker refused (kept for a human to look at)."""
         rows = self._db.execute("SELECT chat, kind, body, error FROM dead ORDER BY id").fetchall()
         return [{"chat": c, "kind": k, "body": json.loads(b), "error": e} for c, k, b, e in rows]
@@ -159,22 +173,23 @@ class Outbox:
                 if row is None:
                     break
                 rid, chat, kind, body_text, made = row
-                body = json.loads(body_text)
+                body: Body = json.loads(body_text)
                 if self._forgotten(chat, body, made):  # belt and braces: forget deletes them
                     self._db.execute("DELETE FROM outbox WHERE id = ?", (rid,))
                     self._pending -= 1
                     continue
                 try:
                     if kind == "turn":
+                        turn = cast("wire.TurnRequest", body)  # the kind column says which
                         await memory.turn(
                             chat,
-                            body["text"],
-                            author=body.get("author"),
-                            author_id=body.get("author_id"),
-                            message_id=body.get("message_id"),
+                            turn["text"],
+                            author=turn.get("author"),
+                            author_id=turn.get("author_id"),
+                            message_id=turn.get("message_id"),
                         )
                     else:
-                        await memory.reply(chat, body)
+                        await memory.reply(chat, cast("wire.ReplyRequest", body))
                 except MemoryUnavailable:
                     self._db.execute("UPDATE outbox SET attempts = attempts + 1 WHERE id = ?", (rid,))
                     break

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypedDict
 
 from bot.errors import FailureKind, ModelFailure
 from memory_engine.api import wire
@@ -18,6 +18,7 @@ from memory_engine.api import wire
 __all__ = [
     "AnswerStream",
     "Attempt",
+    "ChatMessage",
     "ChatModel",
     "FailureKind",
     "MemoryContext",
@@ -62,6 +63,33 @@ class MemoryContext:
         )
 
 
+class TextPart(TypedDict):
+    """The text of a message with pictures."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrl(TypedDict):
+    """Where a picture is: a data URL (`data:image/png;base64,...`)."""
+
+    url: str
+
+
+class ImagePart(TypedDict):
+    """One picture of a message."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class ChatMessage(TypedDict):
+    """One chat message in the OpenAI format: text, or (a message with pictures) content parts."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str | list[TextPart | ImagePart]
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """One call to a model: the messages to send and who asked what.
@@ -69,7 +97,7 @@ class ModelRequest:
     A message's `content` is text, or a list of content parts (text and image_url) for a photo.
     """
 
-    messages: tuple[dict[str, Any], ...]
+    messages: tuple[ChatMessage, ...]
     chat_key: str
     author: str
     author_id: str

@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.chat import limits
-from bot.chat.models.base import ModelFailure, ModelRequest
+from bot.chat.models.base import ChatMessage, ModelFailure, ModelRequest
 from bot.chat.models.tiers import rank_tiers
 from bot.chat.prompt import redact
 from bot.chat.types import IncomingMessage
@@ -47,9 +47,7 @@ class LightModel(Protocol):
     """Chat messages (OpenAI format) for `message`'s chat in, the light tier's answer out (None:
     offline, capped or failed: the caller answers without a model)."""
 
-    async def __call__(
-        self, message: IncomingMessage, messages: Sequence[dict[str, Any]]
-    ) -> LightAnswer | None:
+    async def __call__(self, message: IncomingMessage, messages: Sequence[ChatMessage]) -> LightAnswer | None:
         """One call to the light tier, recorded."""
 
 
@@ -97,9 +95,7 @@ class LightWriter:
         hit = limits.check(self.settings.limits, usage.get("today"), usage.get("today_author"), self.clock())
         return hit is not None
 
-    async def __call__(
-        self, message: IncomingMessage, messages: Sequence[dict[str, Any]]
-    ) -> LightAnswer | None:
+    async def __call__(self, message: IncomingMessage, messages: Sequence[ChatMessage]) -> LightAnswer | None:
         """One call to the light tier, recorded; None when offline, capped or failed."""
         ranked = rank_tiers(self.tiers)
         if self.offline or not ranked or self.model.models.get(ranked[0]) is None:

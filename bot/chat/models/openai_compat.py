@@ -60,7 +60,7 @@ def _raise_failure(exc: BaseException) -> NoReturn:
 
 
 def _messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    # Our messages are plain {"role", "content"} dicts: exactly the SDK's typed dicts at run time.
+    # Our ChatMessages are the SDK's typed dicts of a system, user or assistant message.
     return cast("list[ChatCompletionMessageParam]", list(request.messages))
 
 

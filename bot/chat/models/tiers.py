@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.config import ChoiceRules, Tier
+from memory_engine.api import wire
 
 __all__ = ["ChoiceRules", "TierChoice", "choose_tier", "fallback_sequence", "rank_tiers"]
 
@@ -80,7 +80,7 @@ def unknown_tier_notice(text: str, tiers: Sequence[str]) -> str:
     )
 
 
-def spent_today(usage_today: Mapping[str, Any] | None) -> float:
+def spent_today(usage_today: Mapping[str, wire.TierUsage] | None) -> float:
     """Total cost in USD over every tier today."""
     total = 0.0
     for row in (usage_today or {}).values():
@@ -135,7 +135,7 @@ def choose_tier(
     attachments: Sequence[str] = (),
     conversation_length: int = 0,
     forced: str | None = None,
-    usage_today: Mapping[str, Any] | None = None,
+    usage_today: Mapping[str, wire.TierUsage] | None = None,
     daily_budget_usd: float = 0.0,
 ) -> TierChoice:
     """Pick the tier for one message (see the module docstring for the rules)."""
@@ -165,7 +165,7 @@ def choose_tier(
     return TierChoice(tier=tier, score=score, forced=forced, reasons=tuple(reasons), budget_spent_usd=spent)
 
 
-def fallback_sequence(chosen: str, fallback_order: Sequence[str], tiers: Mapping[str, Any]) -> list[str]:
+def fallback_sequence(chosen: str, fallback_order: Sequence[str], tiers: Mapping[str, Tier]) -> list[str]:
     """The chosen tier first, then the configured fallback order (a tier left out of it is
     never a fallback: leaving `heavy` out keeps failures from landing on the dearest model)."""
     seq: list[str] = []

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from bot.chat.commands.registry import Command, CommandContext
+from bot.chat.models.base import ChatMessage
 from bot.chat.neutral import defang, one_line
 from bot.chat.prompt import quote_memory
 from bot.chat.types import CommandResult
@@ -143,7 +144,7 @@ def _others(answer: CatchupAnswer, asker_id: str) -> list[Message]:
     return [m for m in answer["messages"] if m["role"] == "user" and m["author_id"] != asker_id]
 
 
-def model_messages(answer: CatchupAnswer, asker: str, asker_id: str) -> list[dict[str, str]]:
+def model_messages(answer: CatchupAnswer, asker: str, asker_id: str) -> list[ChatMessage]:
     """The light tier's messages: the instruction, then the others' messages quoted as data."""
     who = defang(one_line(asker)) or "the asker"
     mark = _mark(answer).replace("your", "their")

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from bot.chat import limits as caps
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryUnavailable
@@ -247,11 +246,10 @@ class Courier:
         if self.limits is None or not caps.caps_of(self.limits):
             return False
         usage = await self.api.client.usage(item["chat_key"], r["author_id"] or None)
-        mine: dict[str, Any] = dict(usage.get("today_author") or {})
         # The check-in would be one more answer: counted as if its person had sent a message.
-        for key in ("messages", "chat_messages"):
-            mine[key] = float(mine.get(key) or 0) + 1
-        hit = caps.check(self.limits, usage.get("today"), mine, self.clock())
+        hit = caps.check(
+            self.limits, usage.get("today"), usage.get("today_author"), self.clock(), one_more=True
+        )
         if hit is None:
             return False
         log.info("follow-up %s waits: cap %s reached", item["key"], hit.name)
