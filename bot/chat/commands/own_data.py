@@ -13,11 +13,11 @@ import gzip
 import io
 import json
 from collections.abc import AsyncIterable, Mapping, Sequence
-from typing import Any
 
 from bot.chat.commands.registry import Arg, Command, CommandContext
 from bot.chat.memory.client import MemoryRefused
 from bot.chat.types import CommandResult, File
+from memory_engine.api import wire
 
 # What each platform lets a bot upload; a bigger export goes gzipped (JSON shrinks ~5-10x).
 UPLOAD_LIMIT = {"telegram": 50 * 1000 * 1000, "discord": 8 * 1024 * 1024}  # Discord: 8-10 MiB, plan-dependent
@@ -33,29 +33,29 @@ def _number(args: str) -> int | None:
     return int(word) if word.isascii() and word.isdigit() and 0 < int(word) < 2**63 else None
 
 
-def _who(item: Mapping[str, Any]) -> str:
+def _who(item: wire.Fact) -> str:
     return str(item.get("author") or item.get("author_id") or "someone")
 
 
-def _fact_line(fact: Mapping[str, Any]) -> str:
+def _fact_line(fact: wire.Fact) -> str:
     return f"#{fact['id']} {fact.get('key')}: {fact.get('value')}"
 
 
-def _note_line(note: Mapping[str, Any]) -> str:
+def _note_line(note: wire.Fact) -> str:
     return f"#{note['id']} {note.get('value')} (from {_who(note)})"
 
 
 # -- /export ---------------------------------------------------------------------------
 
 
-async def export_json(pages: AsyncIterable[Mapping[str, Any]]) -> tuple[bytes, dict[str, Any]]:
-    """One JSON document from the export's pages, and its header (everything but the messages).
+async def export_json(pages: AsyncIterable[wire.ExportPage]) -> tuple[bytes, dict[str, object]]:
+    """One JSON document from the export's pages, and its header (the first page but its messages).
 
     Written page by page as they arrive, one message per line: only the document being built
     and one page are in memory at a time, never the whole chat as Python objects.
     """
     out = io.StringIO()
-    header: dict[str, Any] | None = None
+    header: dict[str, object] | None = None
     written = 0
     async for page in pages:
         if header is None:
@@ -72,7 +72,7 @@ async def export_json(pages: AsyncIterable[Mapping[str, Any]]) -> tuple[bytes, d
     return out.getvalue().encode("utf-8"), header
 
 
-def _dump(value: Any) -> str:
+def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
@@ -100,7 +100,8 @@ async def _export(ctx: CommandContext) -> CommandResult:
     if not whole and not author_id:
         return CommandResult("I can't tell who you are here, so I can't export your data.")
     data, header = await export_json(ctx.memory.export(ctx.chat, author_id))
-    counts = header.get("export", {}).get("counts", {})
+    info = header.get("export")  # the worker's wire.ExportInfo
+    counts: Mapping[str, int] = (info.get("counts") or {}) if isinstance(info, dict) else {}
     what = ", ".join(_count(int(counts.get(k) or 0), k[:-1]) for k in ("messages", "facts", "notes"))
     if whole:
         text = f"This chat's whole memory: {what}, with their history, and the settings, summary, usage."
@@ -145,9 +146,7 @@ async def _remember(ctx: CommandContext) -> CommandResult:
     )
 
 
-async def _remove(
-    ctx: CommandContext, kind: str, items: Sequence[Mapping[str, Any]], n: int
-) -> CommandResult:
+async def _remove(ctx: CommandContext, kind: str, items: Sequence[wire.Fact], n: int) -> CommandResult:
     """Remove fact or note `n` of `items` (the chat's current ones of `kind`), if the asker may."""
     item = next((i for i in items if int(i.get("id") or 0) == n), None)
     lister = "/remember" if kind == "note" else "/forgetfact (yours) or /facts (admins)"

@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal
+
+from memory_engine.api import wire
+
+_TOTALS: tuple[Literal["calls", "errors", "prompt_tokens", "completion_tokens", "cost_usd"], ...] = (
+    "calls",
+    "errors",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+)
 
 
-def usage_table(usage: Mapping[str, Any]) -> str:
+def usage_table(usage: wire.UsageAnswer) -> str:
     """routerUsage totals per tier as a fixed-width text table."""
-    tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
+    tiers: Mapping[str, wire.TierUsage] = usage.get("tiers") or {}
     header = f"{'tier':<10} {'calls':>6} {'errors':>6} {'in tok':>9} {'out tok':>9} {'cost $':>10}"
     lines = [header, "-" * len(header)]
-    total = {"calls": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    total: dict[str, float] = {
+        "calls": 0,
+        "errors": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }
     for name, row in tiers.items():
-        for key in total:
+        for key in _TOTALS:
             total[key] += row.get(key) or 0
         lines.append(
             f"{name[:10]:<10} {int(row.get('calls') or 0):>6} {int(row.get('errors') or 0):>6} "
@@ -29,18 +45,19 @@ def usage_table(usage: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def usage_chart_png(usage: Mapping[str, Any]) -> bytes:
+def usage_chart_png(usage: wire.UsageAnswer) -> bytes:
     """A PNG bar chart of calls (ok / errors) and cost per tier (matplotlib, Agg, no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
+    tiers: Mapping[str, wire.TierUsage] = usage.get("tiers") or {}
     names = list(tiers) or ["(none)"]
-    calls = [int((tiers.get(n) or {}).get("calls") or 0) for n in names]
-    errors = [int((tiers.get(n) or {}).get("errors") or 0) for n in names]
+    rows = [tiers.get(n) for n in names]
+    calls = [int(r.get("calls") or 0) if r else 0 for r in rows]
+    errors = [int(r.get("errors") or 0) if r else 0 for r in rows]
     ok = [c - e for c, e in zip(calls, errors, strict=True)]
-    cost = [float((tiers.get(n) or {}).get("cost_usd") or 0.0) for n in names]
+    cost = [float(r.get("cost_usd") or 0.0) if r else 0.0 for r in rows]
     fig = Figure(figsize=(7, 3.2), dpi=100)
     FigureCanvasAgg(fig)
     ax1, ax2 = fig.subplots(1, 2)

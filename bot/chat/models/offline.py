@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.chat.models.base import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
 from bot.chat.models.offline_people import Person, named_in, people, phrase, tokens
+from memory_engine.api import wire
 from memory_engine.notes import asks_about_the_past
 
 OFFLINE_NOTICE = (
@@ -182,7 +182,7 @@ class OfflineModel:
         return _OneShot(self.answer(request))
 
 
-def _own_facts(facts: Iterable[Mapping[str, Any]], author_id: str, author: str) -> dict[str, str]:
+def _own_facts(facts: Iterable[wire.Fact], author_id: str, author: str) -> dict[str, str]:
     """The speaker's current facts, key -> value (the first value of a key wins)."""
     facts = list(facts)
     mine = [f for f in facts if str(f.get("author_id") or "") == author_id] or [
@@ -320,14 +320,14 @@ def _overlap(answer: str, words: set[str]) -> int:
     return len({_stem(w) for w in words if w not in _STOP} & {_stem(t) for t in tokens(answer)})
 
 
-def _whose_note(note: Mapping[str, Any], asker: str) -> str:
+def _whose_note(note: wire.Fact, asker: str) -> str:
     if str(note.get("author_id") or "") == asker:
         return "You asked me to remember"
     return f"{note.get('author') or 'Someone'} asked me to remember"
 
 
 def _from_fact(
-    facts: Mapping[str, str], words: set[str], text: str, own: Sequence[Mapping[str, Any]], who: Person | None
+    facts: Mapping[str, str], words: set[str], text: str, own: Sequence[wire.Message], who: Person | None
 ) -> str | None:
     """The one fact a question asks for, phrased for whose it is."""
     scored = sorted(((_key_score(k, words, text, v), k) for k, v in facts.items()), reverse=True)
@@ -354,12 +354,12 @@ def _stem(word: str) -> str:
     return word
 
 
-def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
+def _from_message(messages: Sequence[wire.Message], words: set[str], asker: str) -> str | None:
     """The earlier statement sharing the most words with the question, quoted with its author."""
     wanted = {_stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
     if not wanted:
         return None
-    best: tuple[int, int, Mapping[str, Any] | None] = (0, 0, None)
+    best: tuple[int, int, wire.Message | None] = (0, 0, None)
     for m in messages:
         overlap = len(wanted & {_stem(t) for t in tokens(str(m.get("text") or ""))})
         if overlap and (overlap, int(m.get("id") or 0)) > best[:2]:
@@ -373,7 +373,7 @@ def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker:
     return f"{best[2].get('author') or 'Someone'} said: “{quoted}”"
 
 
-def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:
+def _said(messages: Sequence[wire.Message], key: str) -> str | None:
     pattern = _SAID[key]
     # Newest statement wins, like a superseding fact.
     for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from memory_engine.api import wire
 
 LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages"})
 
@@ -62,7 +63,7 @@ class Person:
         return self.display or self.facts.get("name", "") or "someone"
 
 
-def people(facts: Iterable[Mapping[str, Any]], messages: Iterable[Mapping[str, Any]]) -> dict[str, Person]:
+def people(facts: Iterable[wire.Fact], messages: Iterable[wire.Message]) -> dict[str, Person]:
     """Everyone in the chat by author id, with their current facts (the first value of a key wins)."""
     found: dict[str, Person] = {}
     for m in messages:

@@ -39,7 +39,7 @@ from bot.chat import limits as caps
 from bot.chat.memory.client import MemoryClient, MemoryRefused, MemoryUnavailable
 from bot.chat.proactive.followups import followup_text, is_followup
 from bot.chat.proactive.reminder_routes import DispatchItem, Reminder, ReminderApi
-from bot.chat.proactive.when import format_when, next_occurrence
+from bot.chat.proactive.when import every_of, format_when, next_occurrence
 from bot.chat.types import ReminderSend
 from bot.config import LimitSettings, ReminderSettings
 
@@ -55,7 +55,7 @@ def _utcnow() -> datetime:
 
 def reminder_text(r: Reminder, late_by_s: float, late_after_s: float) -> str:
     """What the chat reads: whose reminder, its words, and when it is late, that it is."""
-    if is_followup(r.get("every")):  # a check-in is asked when it is asked: never "late"
+    if is_followup(every_of(r)):  # a check-in is asked when it is asked: never "late"
         return followup_text(r)
     who = f" for {r['author']}" if r.get("author") else ""
     text = f"⏰ Reminder{who}: {r['text']}"
@@ -216,7 +216,7 @@ class Courier:
             await self.api.ack([item["key"]])  # gone, or this occurrence is recorded as sent
             return
         now = self.now_ms()
-        if is_followup(r.get("every")) and await self._capped(item, r):
+        if is_followup(every_of(r)) and await self._capped(item, r):
             return
         late_by_s = (now - item["due_at"]) / 1000
         text = reminder_text(r, late_by_s, self.settings.late_after_s)
@@ -257,7 +257,7 @@ class Courier:
         return True
 
     def _next_due(self, r: Reminder) -> int | None:
-        every = r.get("every")
+        every = every_of(r)
         if not every or is_followup(every):
             return None
         after = max(self.clock(), datetime.fromtimestamp(r["due_at"] / 1000, UTC))

@@ -20,7 +20,7 @@ from bot.chat.commands.registry import Arg, Command, CommandContext
 from bot.chat.memory.gateway import MemoryGateway
 from bot.chat.proactive.plans import candidate, detect_plan
 from bot.chat.proactive.reminder_routes import Reminder, ReminderApi
-from bot.chat.proactive.when import zone
+from bot.chat.proactive.when import Every, every_of, zone
 from bot.chat.types import CommandResult, IncomingMessage
 from bot.config import FollowupSettings, ReminderSettings, Settings
 from memory_engine.reminders.wire import ReminderRequest
@@ -31,14 +31,14 @@ FOLLOWUPS_FACT = "followups"
 MARK = "followup"
 
 
-def is_followup(every: dict[str, Any] | None) -> bool:
+def is_followup(every: Every | None) -> bool:
     """True for a follow-up kept as a reminder (its `every` names the event, not a recurrence)."""
     return bool(every) and MARK in (every or {})
 
 
 def followup_text(r: Reminder) -> str:
     """What the chat reads: the person, and how their event went."""
-    event = str((r.get("every") or {}).get(MARK) or "plan")
+    event = str((every_of(r) or {}).get(MARK) or "plan")
     who = f"{r['author']}, how" if r.get("author") else "How"
     return f"{who} did your {event} go?"
 
@@ -96,7 +96,7 @@ async def notice(
     day = due.astimezone(zone(tz)).date()
     for r in await api.pending(chat, message.author_id):
         taken = datetime.fromtimestamp(r["due_at"] / 1000, UTC).astimezone(zone(tz)).date()
-        if is_followup(r.get("every")) and taken == day:
+        if is_followup(every_of(r)) and taken == day:
             return None  # at most one follow-up a day per person
     body: ReminderRequest = {
         "text": f"follow-up: your {plan.event} on {plan.day.isoformat()}",
@@ -121,7 +121,7 @@ async def cancel_pending(api: ReminderApi, chat: str, author_id: str) -> int:
     """Cancel the person's pending follow-ups in this chat; how many."""
     gone = 0
     for r in await api.pending(chat, author_id):
-        if is_followup(r.get("every")):
+        if is_followup(every_of(r)):
             await api.cancel(chat, r["id"], author_id)
             gone += 1
     return gone

@@ -18,6 +18,7 @@ from bot.chat.proactive.reminder_routes import Reminder, ReminderApi
 from bot.chat.proactive.when import (
     EXAMPLE,
     ReminderParseError,
+    every_of,
     format_every,
     format_when,
     looks_like_request,
@@ -66,7 +67,7 @@ async def remind(ctx: CommandContext) -> CommandResult:
         "author": ctx.message.author,
         "author_id": ctx.message.author_id,
         "tz": tz,
-        "every": parsed.every,
+        "every": dict(parsed.every) if parsed.every else None,
     }
     try:
         kept = await ReminderApi(ctx.memory.client).add(ctx.chat, body)
@@ -82,7 +83,7 @@ async def remind(ctx: CommandContext) -> CommandResult:
 def reminder_line(r: Reminder) -> str:
     """`#ID when[, every ...]: text (who)`: one line of /reminders, the number first."""
     due = datetime.fromtimestamp(r["due_at"] / 1000, UTC)
-    every = r.get("every")
+    every = every_of(r)
     repeat = " (follow-up)" if is_followup(every) else f", {format_every(every)}" if every else ""
     who = f" ({r['author']})" if r.get("author") else ""
     return f"#{r['id']} {format_when(due, r['tz'])}{repeat}: {r['text']}{who}"

@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ReminderParseError
+from memory_engine.reminders.wire import Reminder
 
 EXAMPLE = (
     "For example: /remind tomorrow at 9 to call the bank, /remind in 20 minutes to take the bread "
@@ -53,6 +54,22 @@ _BARE_AT = re.compile(r"\b(at|um|à|a las)\s+(\d{1,2})\b(?!\s*[:h.]\d)(?!\s*(?:a
 MAX_WORDS = 40
 
 
+class Every(TypedDict, total=False):
+    """How a reminder repeats, as the bot writes it (the memory worker keeps it as it is): at
+    `at` (HH:MM, local) every day, on one `weekday` (0 is Monday) or on `weekdays`; a follow-up
+    names its event (`followup`) instead, and does not repeat."""
+
+    at: str
+    weekday: int
+    weekdays: list[int]
+    followup: str
+
+
+def every_of(r: Reminder) -> Every | None:
+    """A kept reminder's `every`: what the bot wrote, back from the worker's JSON."""
+    return cast("Every | None", r.get("every"))
+
+
 @dataclass(frozen=True)
 class ParsedReminder:
     """What to remind of and when (UTC), in which zone, and how it repeats (None: once)."""
@@ -60,7 +77,7 @@ class ParsedReminder:
     task: str
     due: datetime  # aware, UTC
     tz: str
-    every: dict[str, Any] | None = None
+    every: Every | None = None
 
 
 def zone(name: str) -> ZoneInfo:
@@ -199,7 +216,7 @@ def _recurring(body: str, m: re.Match[str], now: datetime, tz: str, date_only_ti
         raise ReminderParseError(f"{hour_s}:{minute_s or '00'} is not a time of day. {EXAMPLE}")
     rest = body[: m.start()] + " " + body[m.end() :]
     rest = re.sub(r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", " ", rest, flags=re.IGNORECASE)
-    every: dict[str, Any] = {"at": f"{hour:02d}:{minute:02d}"}
+    every: Every = {"at": f"{hour:02d}:{minute:02d}"}
     if unit in WEEKDAYS:
         every["weekday"] = WEEKDAYS.index(unit)
     elif unit == "weekday":
@@ -207,7 +224,7 @@ def _recurring(body: str, m: re.Match[str], now: datetime, tz: str, date_only_ti
     return ParsedReminder(_task(rest), next_occurrence(every, tz, now), tz, every)
 
 
-def next_occurrence(every: dict[str, Any], tz: str, after: datetime) -> datetime:
+def next_occurrence(every: Every, tz: str, after: datetime) -> datetime:
     """The first occurrence of a recurrence strictly after `after` (UTC), at its wall-clock time in `tz`."""
     where = zone(tz)
     hour, minute = (int(x) for x in str(every["at"]).split(":"))
@@ -229,7 +246,7 @@ def format_when(due: datetime, tz: str) -> str:
     return f"{local.strftime('%A')} {local.day} {local.strftime('%B %Y')} at {local.strftime('%H:%M')} ({tz})"
 
 
-def format_every(every: dict[str, Any]) -> str:
+def format_every(every: Every) -> str:
     """ "every Monday at 08:00" for a recurrence."""
     if "weekday" in every:
         return f"every {WEEKDAYS[int(every['weekday'])].capitalize()} at {every['at']}"
