@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dotenv import dotenv_values
 
+from bot.errors import SettingsError as SettingsError  # also here: callers read bot.config
 from bot.settings_map import DERIVED, blank_to_none, check_keys, env_var, ids
-from bot.settings_map import SettingsError as SettingsError  # re-exported: callers read bot.config
 from bot.settings_map import section as section
 
 _SOURCE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
@@ -41,6 +41,7 @@ def _packaged_config() -> Path:
 
 
 DEFAULT_CONFIG = _packaged_config()
+T = TypeVar("T")
 
 
 @functools.cache
@@ -357,8 +358,21 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str =
             f"{source}: no table [{unknown[0]}] (tables: {', '.join(sorted(_TABLES))}, tiers)"
         )
     data = with_defaults(data)
-    t: dict[str, Any] = {name: section(cls, data[name], env, name, source) for name, cls in _TABLES.items()}
-    bot, summary, router = t["bot"], t["summary"], t["router"]
+
+    def table(cls: type[T], name: str) -> T:
+        return section(cls, data[name], env, name, source)
+
+    # In the order of _TABLES: a file with several bad tables names the first.
+    access, limits = table(AccessSettings, "access"), table(LimitSettings, "limits")
+    transcription, photos = table(TranscriptionSettings, "transcription"), table(PhotoSettings, "photos")
+    router, memory = table(RouterSettings, "router"), table(MemorySettings, "memory")
+    telegram, discord = table(TelegramSettings, "telegram"), table(DiscordSettings, "discord")
+    console, reminders = table(ConsoleSettings, "console"), table(ReminderSettings, "reminders")
+    followups, bot, summary = (
+        table(FollowupSettings, "followups"),
+        table(_BotTable, "bot"),
+        table(_SummaryTable, "summary"),
+    )
     tiers = _tiers(data, env, source, summary.openai_base_url)
     router = replace(
         router,
@@ -373,21 +387,21 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str =
         memory_scope=bot.memory_scope,
         daily_budget_usd=bot.daily_budget_usd,
         system_prompt=bot.system_prompt,
-        access=t["access"],
-        limits=t["limits"],
-        transcription=_transcription(t["transcription"], env, tiers.get(router.default_tier)),
-        photos=t["photos"],
-        memory=t["memory"],
+        access=access,
+        limits=limits,
+        transcription=_transcription(transcription, env, tiers.get(router.default_tier)),
+        photos=photos,
+        memory=memory,
         memory_url=blank_to_none(env.get("MEMORY_URL")),
         memory_token=blank_to_none(env.get("MEMORY_API_TOKEN")),
         summary_base_url=blank_to_none(env.get("SUMMARY_BASE_URL")),
         summary_model=blank_to_none(env.get("SUMMARY_MODEL")),
         summary_api_key=blank_to_none(env.get("SUMMARY_API_KEY")),
-        telegram=t["telegram"],
-        discord=t["discord"],
-        console=t["console"],
-        reminders=t["reminders"],
-        followups=t["followups"],
+        telegram=telegram,
+        discord=discord,
+        console=console,
+        reminders=reminders,
+        followups=followups,
     )
 
 

@@ -44,7 +44,7 @@ def section(
     check_keys(cls, table, name, source)
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # cls is a dataclass
-    values: dict[str, Any] = dict(derived)
+    values: dict[str, object] = dict(derived)
     for f in fields:
         var = f.metadata.get("env")
         raw = blank_to_none(env.get(var)) if var else None

@@ -337,22 +337,19 @@ class DiscordBot(discord.Client):
     async def deliver(self, interaction: discord.Interaction, result: CommandResult) -> None:
         """Show a CommandResult: text in parts, the PNG attached, a button when it needs confirming."""
         parts: list[str | None] = [*split_text(discord_text(result), MESSAGE_LIMIT)] or [None]
-        extra: dict[str, Any] = {}
-        if result.files:
-            extra["attachments"] = [discord.File(io.BytesIO(f.data), filename=f.name) for f in result.files]
-        if result.confirm:
-            extra["view"] = ConfirmView(self, result.confirm, interaction.user.id)
+        files = [discord.File(io.BytesIO(f.data), filename=f.name) for f in result.files]
+        view = ConfirmView(self, result.confirm, interaction.user.id) if result.confirm else None
+        # MISSING: left as it is (an edit without files keeps the message's attachments).
+        attachments = files or discord.utils.MISSING
         is_button = interaction.type is discord.InteractionType.component
         if not interaction.response.is_done() and is_button:
-            await interaction.response.edit_message(content=parts[0], view=extra.pop("view", None), **extra)
+            await interaction.response.edit_message(content=parts[0], view=view, attachments=attachments)
         elif not interaction.response.is_done():
-            files = extra.pop("attachments", [])
             await interaction.response.send_message(
-                parts[0], ephemeral=result.ephemeral, files=files, **extra
+                parts[0], ephemeral=result.ephemeral, files=files, view=view or discord.utils.MISSING
             )
         else:
-            view = extra.pop("view", None)
-            await interaction.edit_original_response(content=parts[0], view=view, **extra)
+            await interaction.edit_original_response(content=parts[0], view=view, attachments=attachments)
         for part in parts[1:]:
             await interaction.followup.send(part or "", ephemeral=result.ephemeral)
 
