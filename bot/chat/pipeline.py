@@ -55,7 +55,6 @@ from bot.chat.proactive.remind import command_in_words
 from bot.chat.prompt import build_messages, redact, system_instruction
 from bot.chat.types import CommandResult, IncomingMessage, Reply
 from bot.config import Settings
-from memory_engine.api import wire
 
 log = logging.getLogger(__name__)
 
@@ -160,33 +159,30 @@ class Pipeline:
             prep.failures.append(attempt)
         if prep.intake.images:  # memory keeps the picture's description line
             text = remembered_answer(text)
-        ok, error = attempt.ok, attempt.error
-        if ok and self.chats.forgot_since(prep.message.chat_key, prep.message.author_id, prep.generation):
+        # Each attempt has its own idempotency key; the good one is the reply's id.
+        key = (
+            f"{prep.message_id}:reply"
+            if attempt.ok
+            else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"
+        )
+        if attempt.ok and self.chats.forgot_since(
+            prep.message.chat_key, prep.message.author_id, prep.generation
+        ):
             # They said /forgetme (or an admin /forget) while this answer was being made: the
             # answer to their forgotten message is not kept; the call's usage still counts.
-            ok, text, error = False, "", "answered, not kept: its asker was forgotten meanwhile"
-        body: wire.ReplyRequest = {
-            "text": text if ok else "",
-            "tier": attempt.tier,
-            "model": attempt.model,
-            "usage": {"prompt_tokens": attempt.prompt_tokens, "completion_tokens": attempt.completion_tokens},
-            "latency_ms": round(attempt.latency_ms, 3),
-            "cost_usd": self._cost(attempt.tier, attempt.prompt_tokens, attempt.completion_tokens),
-            "ok": ok,
-            "author_id": prep.message.author_id,
-            # Whose message this answers: forgetting that person removes the answer too.
-            "reply_to_message_id": prep.message_id,
-            "reply_to_author_id": prep.message.author_id,
-            # Each attempt has its own idempotency key; the good one is the reply's id.
-            "message_id": (
-                f"{prep.message_id}:reply"
-                if attempt.ok
-                else f"{prep.message_id}:try{attempt.number}:{prep.attempt_key}"
-            ),
-        }
-        if error:
-            body["error"] = redact(error, self.secrets)
-        await self.memory.reply(prep.message.chat_key, body)
+            attempt = replace(
+                attempt, ok=False, error="answered, not kept: its asker was forgotten meanwhile"
+            )
+        if attempt.error:
+            attempt = replace(attempt, error=redact(attempt.error, self.secrets))
+        record = attempt.reply_request(
+            text,
+            cost_usd=self._cost(attempt.tier, attempt.prompt_tokens, attempt.completion_tokens),
+            message_id=key,
+            author_id=prep.message.author_id,
+            reply_to_message_id=prep.message_id,
+        )
+        await self.memory.reply(prep.message.chat_key, record)
 
     async def _prepare(self, message: IncomingMessage, intake: Intake) -> _Prepared:
         message_id = message.message_id or uuid.uuid4().hex

@@ -125,6 +125,36 @@ class Attempt:
     kind: FailureKind | Literal[""] = ""
     status: int | None = None
 
+    def reply_request(
+        self,
+        text: str,
+        *,
+        cost_usd: float,
+        message_id: str,
+        author_id: str,
+        reply_to_message_id: str | None = None,
+    ) -> wire.ReplyRequest:
+        """This attempt as the memory worker records it: its usage row, and `text` as the
+        answer when it is ok. The answer remembers whose message it answers (`author_id`, and
+        `reply_to_message_id` when given), so forgetting that person removes it too."""
+        record: wire.ReplyRequest = {
+            "text": text if self.ok else "",
+            "tier": self.tier,
+            "model": self.model,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "latency_ms": round(self.latency_ms, 3),
+            "cost_usd": cost_usd,
+            "ok": self.ok,
+            "author_id": author_id,
+            "reply_to_author_id": author_id,
+            "message_id": message_id,
+        }
+        if reply_to_message_id is not None:
+            record["reply_to_message_id"] = reply_to_message_id
+        if self.error:
+            record["error"] = self.error
+        return record
+
 
 @dataclass(frozen=True)
 class ModelAnswer:

@@ -17,11 +17,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from bot.chat import limits
-from bot.chat.models.base import ChatMessage, ModelFailure, ModelRequest
+from bot.chat.models.base import Attempt, ChatMessage, ModelFailure, ModelRequest
 from bot.chat.models.tiers import rank_tiers
 from bot.chat.prompt import redact
 from bot.chat.types import IncomingMessage
-from memory_engine.api import wire
 
 if TYPE_CHECKING:
     from bot.chat.memory.gateway import MemoryGateway
@@ -148,19 +147,18 @@ class LightWriter:
         """Record the attempt as the pipeline records answers (the words when good, a usage row
         either way; forgetting the asker removes the words); its cost."""
         cost = self.tiers[tier].cost_usd(*tokens)
-        body: wire.ReplyRequest = {
-            "text": redact(text, self.secrets) if error is None else "",
-            "tier": tier,
-            "model": model,
-            "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]},
-            "latency_ms": round((self.model.now() - started) * 1000.0, 3),
-            "cost_usd": cost,
-            "ok": error is None,
-            "author_id": message.author_id,
-            "reply_to_author_id": message.author_id,
-            "message_id": key,
-        }
-        if error:
-            body["error"] = redact(error, self.secrets)
-        await self.memory.reply(message.chat_key, body)
+        attempt = Attempt(
+            tier=tier,
+            model=model,
+            number=1,
+            ok=error is None,
+            latency_ms=(self.model.now() - started) * 1000.0,
+            prompt_tokens=tokens[0],
+            completion_tokens=tokens[1],
+            error=redact(error, self.secrets) if error else None,
+        )
+        record = attempt.reply_request(
+            redact(text, self.secrets), cost_usd=cost, message_id=key, author_id=message.author_id
+        )
+        await self.memory.reply(message.chat_key, record)
         return cost
