@@ -36,7 +36,7 @@ from bot.chat.media import (
 from bot.chat.memory.client import MemoryRefused, MemoryUnavailable
 from bot.chat.memory.gateway import MemoryGateway
 from bot.chat.memory.outbox import Outbox
-from bot.chat.models import failures as model_errors
+from bot.chat.models import failures
 from bot.chat.models.base import Attempt, ChatMessage, MemoryContext, ModelFailure, ModelRequest
 from bot.chat.models.fallback import AllTiersFailed, FallbackModel, RetryPolicy, TierStream
 from bot.chat.models.light import LightWriter
@@ -256,10 +256,10 @@ class Pipeline:
         return replace(intake, notice=_with_notice(intake.notice, typo)) if typo else intake
 
     def _apology(self, prep: _Prepared) -> str:
-        """APOLOGY, and what to fix when a tier's key, model or URL is wrong (model_errors.py)."""
+        """APOLOGY, and what to fix when a tier's key, model or URL is wrong (failures.py)."""
         failed = ((a.tier, a.kind, a.status) for a in prep.failures)
-        found = model_errors.problems(failed, self.tiers)
-        return redact(model_errors.apology(APOLOGY, found, admin=prep.message.is_admin), self.secrets)
+        found = failures.problems(failed, self.tiers)
+        return redact(failures.apology(APOLOGY, found, admin=prep.message.is_admin), self.secrets)
 
     def _cap_reached(self, prep: _Prepared) -> str | None:
         """The answer when a daily cap is reached (no model call), else None.

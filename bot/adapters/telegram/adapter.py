@@ -7,8 +7,8 @@ Telegram's 4096 characters, sent as HTML converted from the model's Markdown, an
 as plain text when Telegram rejects the formatting. Flood limits and RetryAfter are handled by
 PTB's AIORateLimiter. Updates of one chat are handled in order, chats in parallel.
 
-The parts: translation and admin rights (telegram_chat), formatting (telegram_html), sending
-(telegram_send), streamed answers (telegram_stream), the webhook server (telegram_webhook).
+The parts: translation and admin rights (chat.py), formatting (html.py), sending (send.py),
+streamed answers (stream.py), the webhook server (webhook.py).
 The commands, their menus and their handlers come from the chat service's command registry.
 """
 

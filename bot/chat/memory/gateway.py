@@ -207,7 +207,7 @@ class MemoryGateway(MemoryRoutes):
         await self.outbox.forget(chat)  # first: nothing of it may be replayed after
         return await super().forget_chat(chat)
 
-    # -- people's own data (issue 15) ---------------------------------------------------
+    # -- people's own data -------------------------------------------------------------
 
     async def export(self, chat: str, author_id: str | None = None) -> AsyncIterator[wire.ExportPage]:
         """The pages of an export, first to last: the first holds everything but later messages.

@@ -2,7 +2,7 @@
 
 `/followups on|off` keeps the person's choice as their fact `followups` in this chat's memory
 (default off; a group counts only if they opted in in that group). `notice` reads every
-message of someone who opted in for a dated plan of their own (`followups_detect`, no model)
+message of someone who opted in for a dated plan of their own (`plans.py`, no model)
 and keeps it as a reminder of another kind (its `every` is `{"followup": EVENT}`, no
 recurrence), so storage, export, /forgetme, the chat's alarm and exactly-once delivery are the
 reminders' own. The check-in is the day after, at `[followups] checkin_time` local, moved out

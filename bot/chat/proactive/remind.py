@@ -1,7 +1,7 @@
 """The reminder commands: /remind, /reminders, /unremind, /timezone, and "remind me ..." in words.
 
 A reminder is kept by the chat's memory (the memory worker) and delivered by
-`reminders_delivery.Courier`; here it is read, confirmed with its exact date and clock time
+`delivery.Courier`; here it is read, confirmed with its exact date and clock time
 in the person's time zone (their `/timezone` fact, else the configured default, and the
 confirmation says which), listed and cancelled.
 """
