@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from bot.chat.models.base import AnswerStream, ModelAnswer, ModelRequest
 from bot.errors import ModelFailure
@@ -18,7 +18,9 @@ from memory_engine.backoff import retry_after_s
 
 if TYPE_CHECKING:  # the openai SDK takes ~0.8 s to import: offline chats never load it
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
+
+T = TypeVar("T")
 
 
 def failure_from(exc: BaseException) -> ModelFailure | None:
@@ -64,12 +66,21 @@ def _messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
     return cast("list[ChatCompletionMessageParam]", list(request.messages))
 
 
-def _usage_of(obj: Any) -> tuple[int, int]:
-    usage = getattr(obj, "usage", None)
+def _sent(read: Callable[[], T]) -> T | None:
+    """A field the server sent, or None where it left it out: the SDK builds its objects from
+    whatever the server sent, unchecked, so a declared field may be missing."""
+    try:
+        return read()
+    except AttributeError:
+        return None
+
+
+def _usage_of(obj: ChatCompletion | ChatCompletionChunk) -> tuple[int, int]:
+    usage = _sent(lambda: obj.usage)
     if usage is None:
         return 0, 0
     try:  # server data: counts that are not numbers count as unknown
-        return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+        return int(_sent(lambda: usage.prompt_tokens) or 0), int(_sent(lambda: usage.completion_tokens) or 0)
     except (TypeError, ValueError):
         return 0, 0
 
@@ -101,7 +112,7 @@ class OpenAICompatModel:
         prompt_tokens, completion_tokens = _usage_of(resp)
         return ModelAnswer(
             text=text,
-            model=getattr(resp, "model", None) or self.model,
+            model=_sent(lambda: resp.model) or self.model,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
@@ -149,19 +160,24 @@ class _OpenAIStream:
                 chunk = await self._iter.__anext__()
             except StopAsyncIteration:
                 return None
-            if getattr(chunk, "usage", None) is not None:
-                self.prompt_tokens, self.completion_tokens = _usage_of(chunk)
-            if getattr(chunk, "model", None):
-                self.model = chunk.model
-            choices = getattr(chunk, "choices", None) or []
-            if not choices:
-                continue
-            try:  # the SDK builds chunks from whatever the server sent, unchecked
-                piece = getattr(choices[0].delta, "content", None)
-            except (AttributeError, IndexError, TypeError, KeyError) as exc:
-                raise ModelFailure("malformed", "a chunk without a delta", retryable=True) from exc
+            piece = self._take(chunk)
             if piece:
                 return piece
+
+    def _take(self, chunk: ChatCompletionChunk) -> str | None:
+        """The text of one chunk, if any; its usage and model noted."""
+        if _sent(lambda: chunk.usage) is not None:
+            self.prompt_tokens, self.completion_tokens = _usage_of(chunk)
+        if model := _sent(lambda: chunk.model):
+            self.model = model
+        choices = _sent(lambda: chunk.choices) or []
+        if not choices:
+            return None
+        try:  # the SDK builds chunks from whatever the server sent, unchecked
+            delta = choices[0].delta
+        except (AttributeError, IndexError, TypeError, KeyError) as exc:
+            raise ModelFailure("malformed", "a chunk without a delta", retryable=True) from exc
+        return _sent(lambda: delta.content)
 
     async def first_piece(self) -> None:
         """Read until the first text (a stream that ends without text is malformed)."""
