@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memory_engine.errors import MemoryEngineError
 from memory_worker.local.chats import chat_file
 from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock, private_file
 
@@ -37,7 +38,7 @@ MANIFEST = "manifest.json"
 ALARMS = "alarms.sqlite3"
 
 
-class BackupError(RuntimeError):
+class BackupError(MemoryEngineError, RuntimeError):
     """A backup or restore that cannot be done; the message says why, and nothing was changed."""
 
 

@@ -46,12 +46,10 @@ if TYPE_CHECKING:
     from memory_engine.compaction.compact import Summarize
 
 log = logging.getLogger("memory_worker.local")
-REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the chat's alarm earlier
 # What `start` imports before the API is served: the route table (and through it the engine),
 # the alarms' compaction and reminders, and the reminders' hand-over.
 ENGINE_MODULES = (
     "memory_engine.api.http",
-    "memory_engine.api.operations",
     "memory_engine.compaction.compact",
     "memory_engine.reminders.store",
     "memory_worker.local.handover",
@@ -169,9 +167,8 @@ class MemoryHost:
 
     async def _execute(self, op: Operation) -> Response:
         from memory_engine.api.http import execute
-        from memory_engine.api.operations import kind
 
-        effects = kind(op.name)
+        effects = op.kind
         chat = op.chat_key
         if effects.summarizes:  # waits on the summarizer: must not hold up the chat's turns
             if not self.store.exists(chat):
@@ -196,9 +193,9 @@ class MemoryHost:
                 self.store.checkpoint(chat)
             if effects.grows:
                 self.scheduler.after_write(chat, memory)
-            if op.name == "import":
-                self._index_later(chat, more=bool(op.args.get("more")))
-            if op.name in REMINDER_WRITES:
+            if effects.continues_import:
+                self._index_later(chat, more=effects.defers_index)
+            if effects.sets_alarm:
                 self.scheduler.after_reminders(chat, memory)
             return response
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memory_engine.errors import MemoryEngineError
+
 T = TypeVar("T")
 
 SQLITE_MAX_PAGES = 1073741823  # SQLite's default max_page_count: "no limit"
@@ -117,7 +119,7 @@ class SqliteStorage:
 SERVE_LOCK = ".serving.lock"
 
 
-class FolderInUse(RuntimeError):
+class FolderInUse(MemoryEngineError, RuntimeError):
     """Another process holds the folder's serve lock the other way."""
 
 

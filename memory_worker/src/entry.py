@@ -43,7 +43,7 @@ from memory_engine import ChatMemory, execute, parse
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.api.http import JSON_HEADERS, MAX_BODY_BYTES
-from memory_engine.api.operations import kind
+from memory_engine.api.routes import Kind
 from memory_engine.api.validation import BODY_TOO_LARGE
 from memory_engine.compaction.compact import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
 from memory_engine.reminders import store as reminders
@@ -76,7 +76,6 @@ UNEXPECTED_FAILURE_RETRY_MS = 60_000
 SUMMARY_TIMEOUT_S = 60.0
 DISPATCH_OFFER_URL = "https://dispatch/v1/dispatch/offer"  # where due reminders are offered
 HANDOVER_RETRY_MS = 5_000  # due reminders the dispatch object did not take: tried again soon
-REMINDER_WRITES = frozenset({"add_reminder", "reminder_delivered"})  # may move the alarm earlier
 # A reminders' alarm that could not be set is tried again after these pauses (while the
 # object lives), and on the object's next request of any kind until it is set.
 ALARM_RETRY_DELAYS_S = (1.0, 5.0, 30.0, 120.0)
@@ -344,7 +343,7 @@ class ChatMemorySQLite(DurableObject):
         memory = self.memory()
         if self._alarm_unsure:
             await self._reminders_alarm(memory, "a later request")
-        if op.name in REMINDER_WRITES:  # its alarm hands reminders over under this key
+        if op.kind.sets_alarm:  # its alarm hands reminders over under this key
             memory.record_chat_key(op.chat_key)
         try:
             answer = await execute(op, memory, self.summarizer())
@@ -352,18 +351,18 @@ class ChatMemorySQLite(DurableObject):
             log.exception("internal error chat=%s op=%s", op.chat_key, op.name)
             return _response(ApiResponse(500, {"error": "internal error"}))
         if answer.status == 200:
-            await self._after(op.name, memory)
+            await self._after(op.name, op.kind, memory)
         return _response(answer)
 
-    async def _after(self, name: str, memory: ChatMemory) -> None:
+    async def _after(self, name: str, effects: Kind, memory: ChatMemory) -> None:
         # Scheduling must never fail the call that was already recorded. The reminders' alarm
         # is set on its own: an error while scheduling compaction must not leave a reminder
         # without its alarm (it would wait for some later write).
         try:
-            await self._after_write(name, memory)
+            await self._after_write(effects, memory)
         except Exception:
             log.exception("could not schedule compaction after %s", name)
-        if name in REMINDER_WRITES:
+        if effects.sets_alarm:
             await self._reminders_alarm(memory, name)
 
     async def _reminders_alarm(self, memory: ChatMemory, after: str) -> bool:
@@ -389,10 +388,9 @@ class ChatMemorySQLite(DurableObject):
             if await self._reminders_alarm(self._memory, "a retry"):
                 return
 
-    async def _after_write(self, name: str, memory: ChatMemory) -> None:
+    async def _after_write(self, effects: Kind, memory: ChatMemory) -> None:
         """Free an erased chat's storage, or make the alarm ring for a compaction now due."""
         storage = self.ctx.storage
-        effects = kind(name)
         if effects.erases_chat:
             # The rows are gone; free the object's storage entirely, as the local host
             # deletes the chat's database file. The schema is rebuilt on next use.

@@ -3,8 +3,8 @@
 Scheduling a compaction and setting the reminders' alarm shared one try block: an error
 while scheduling the compaction skipped the reminder's alarm, which then waited for some
 later write (a reminder must always arrive). Today no route both grows the history and
-writes a reminder, but `Kind` is data in the route table; the test gives `add_reminder`
-`grows=True` and makes the compaction's check fail, under the fake workerd.
+writes a reminder, but `Kind` is data in the route table; the test gives `add_reminder`'s
+operation `grows=True` and makes the compaction's check fail, under the fake workerd.
 
 A reminders' alarm whose setAlarm fails is not left to some later write either (the row is
 committed, and add_reminder has no idempotency key, so the call is answered 200): the object
@@ -18,16 +18,18 @@ import dataclasses
 
 async def test_a_failed_compaction_schedule_still_sets_the_reminders_alarm(worker, monkeypatch, caplog):
     entry = worker.entry
-    real_kind = entry.kind
+    real_parse = entry.parse
 
-    def kind(name: str):
-        effects = real_kind(name)
-        return dataclasses.replace(effects, grows=True) if name == "add_reminder" else effects
+    def parse(req, token):
+        op = real_parse(req, token)
+        if getattr(op, "name", None) != "add_reminder":
+            return op
+        return dataclasses.replace(op, kind=dataclasses.replace(op.kind, grows=True))
 
     def broken(memory) -> bool:
         raise RuntimeError("the compaction check failed")
 
-    monkeypatch.setattr(entry, "kind", kind)
+    monkeypatch.setattr(entry, "parse", parse)
     monkeypatch.setattr(entry, "alarm_needed", broken)
     due = entry.now_ms() + 3_600_000
     await worker.ok("POST", "/v1/chats/rm/reminders", {"text": "in an hour", "due_at": due})

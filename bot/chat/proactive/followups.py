@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import Any, Final
 
 from bot.chat.commands.registry import Arg, Command, CommandContext
 from bot.chat.memory.gateway import MemoryGateway
@@ -28,7 +28,7 @@ from memory_engine.reminders.wire import ReminderRequest
 log = logging.getLogger(__name__)
 
 FOLLOWUPS_FACT = "followups"
-MARK = "followup"
+MARK: Final = "followup"
 
 
 def is_followup(every: Every | None) -> bool:

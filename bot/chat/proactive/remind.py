@@ -67,7 +67,7 @@ async def remind(ctx: CommandContext) -> CommandResult:
         "author": ctx.message.author,
         "author_id": ctx.message.author_id,
         "tz": tz,
-        "every": dict(parsed.every) if parsed.every else None,
+        "every": parsed.every,
     }
     try:
         kept = await ReminderApi(ctx.memory.client).add(ctx.chat, body)

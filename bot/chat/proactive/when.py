@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, TypedDict, cast
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ReminderParseError
-from memory_engine.reminders.wire import Reminder
+from memory_engine.reminders.wire import Every, Reminder
 
 EXAMPLE = (
     "For example: /remind tomorrow at 9 to call the bank, /remind in 20 minutes to take the bread "
@@ -54,20 +54,9 @@ _BARE_AT = re.compile(r"\b(at|um|à|a las)\s+(\d{1,2})\b(?!\s*[:h.]\d)(?!\s*(?:a
 MAX_WORDS = 40
 
 
-class Every(TypedDict, total=False):
-    """How a reminder repeats, as the bot writes it (the memory worker keeps it as it is): at
-    `at` (HH:MM, local) every day, on one `weekday` (0 is Monday) or on `weekdays`; a follow-up
-    names its event (`followup`) instead, and does not repeat."""
-
-    at: str
-    weekday: int
-    weekdays: list[int]
-    followup: str
-
-
 def every_of(r: Reminder) -> Every | None:
-    """A kept reminder's `every`: what the bot wrote, back from the worker's JSON."""
-    return cast("Every | None", r.get("every"))
+    """A kept reminder's `every`: what the bot wrote, back from the worker."""
+    return r.get("every")
 
 
 @dataclass(frozen=True)

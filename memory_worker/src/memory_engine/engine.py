@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
@@ -249,17 +249,17 @@ class ChatMemory:
         author_id: str = "",
         message_id: str | None = None,
         mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> wire.TurnAnswer:
         """Record a user message, then build its memory prompt from everything before it."""
         ts = self.now()
         day = ts[:10]
 
-        def build() -> dict[str, Any]:
+        def build() -> wire.TurnAnswer:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
             # The state and the messages before this one (per mode: the recent and the index's), read once.
             state, before = turns.state_and_newest(self.sql, _BEFORE, mode)
-            chosen = mode or state.get("mode") or "auto"
+            chosen = cast(wire.Mode, mode or state.get("mode") or "auto")  # as the API checked or stored it
             topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
             want = min(RECENT_BY_MODE.get(chosen, RECENT_OTHERWISE), RING_SIZE)
             current_id = turns.insert_user_message(self.sql, text, author, author_id, message_id, ts)
@@ -312,7 +312,7 @@ class ChatMemory:
         ensure_indexed(self.sql)  # what an import left pending, once (nothing after that)
         return self.sql.transaction(build)
 
-    def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[dict[str, Any]]:
+    def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[wire.Message]:
         n = min(n, RING_SIZE)
         rows = self.sql.exec(
             f"SELECT {MSG_COLUMNS} FROM messages WHERE id < ? AND id > ? ORDER BY id DESC LIMIT ?",
@@ -321,7 +321,7 @@ class ChatMemory:
             n,
         )
         rows.reverse()
-        return rows
+        return cast(list[wire.Message], rows)  # MSG_COLUMNS: Message's keys
 
     # -- retrieval ---------------------------------------------------------------------
 
@@ -488,7 +488,7 @@ class ChatMemory:
     # -- bulk import and forgetting ----------------------------------------------------
 
     def import_messages(
-        self, messages: list[dict[str, Any]], more: bool = False, remaining: int | None = None
+        self, messages: list[wire.ImportedMessage], more: bool = False, remaining: int | None = None
     ) -> wire.ImportAnswer:
         """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
 

@@ -11,6 +11,7 @@ import re
 from typing import Any, cast
 
 from memory_engine.api import wire
+from memory_engine.errors import FactNotFound, NoteLimitError, NotTheirFact
 from memory_engine.storage import SqlStorage
 
 MAX_NOTE_CHARS = 500
@@ -32,18 +33,6 @@ def asks_about_the_past(text: str) -> bool:
         if not any(word in low for word in _PAST_WORDS):
             return False  # most messages, every turn: ~8x faster than the search
     return _PAST.search(text) is not None
-
-
-class NoteLimitError(ValueError):
-    """The chat already keeps the most notes it may."""
-
-
-class FactNotFound(LookupError):
-    """No current fact or note has that id."""
-
-
-class NotTheirFact(PermissionError):
-    """The fact exists but belongs to someone other than the caller named."""
 
 
 def as_facts(rows: list[dict[str, Any]]) -> list[wire.Fact]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from memory_engine import chat_state
+from memory_engine.api import wire
 from memory_engine.facts.extract import LIST_KEYS
 from memory_engine.index.retrieval import INDEXED_UPTO_SQL, MESSAGE_COLUMNS
 from memory_engine.notes import FACT_FIELDS, FACT_HISTORY_LIMIT
@@ -33,7 +34,6 @@ _FACTS_OF_TURN = (
     "WHERE id > (SELECT COALESCE(MAX(id), 0) FROM facts) - ? AND superseded_at IS NOT NULL "
     f"AND kind = 'fact' AND key NOT IN ({_LISTS}) ORDER BY id DESC LIMIT ?)"
 )
-_TOTALS = ("calls", "errors", "prompt_tokens", "completion_tokens", "cost_usd")
 # Today's usage per tier and the author's counts (what `usage_on` and
 # `chat_state.usage_today_author` answer) in one statement: a tier row per tier, then one row
 # for the author (tier NULL) with their messages and the chat's beside the calls.
@@ -71,7 +71,7 @@ def _state_and_newest(counts: tuple[tuple[str | None, int], ...]) -> str:
 
 def state_and_newest(
     sql: SqlStorage, counts: dict[str | None, int], mode: str | None
-) -> tuple[dict[str, str | None], list[dict[str, Any]]]:
+) -> tuple[dict[str, str | None], list[wire.Message]]:
     """The TURN_STATE keys and the newest messages, oldest first, in one statement (one crossing on a Worker).
 
     The state has one more key, INDEXED_UPTO: the index's newest id (`retrieval.indexed_upto`).
@@ -81,10 +81,10 @@ def state_and_newest(
     """
     n = counts.get(mode, counts[None]) if mode else None
     state: dict[str, str | None] = {}
-    messages = []
+    messages: list[wire.Message] = []
     for part, key, value, *row in rows_of(sql, _state_and_newest(tuple(counts.items())), n, *TURN_STATE):
         if part:
-            messages.append(dict(zip(MESSAGE_COLUMNS, row, strict=True)))
+            messages.append(cast(wire.Message, dict(zip(MESSAGE_COLUMNS, row, strict=True))))
         else:
             state[key] = value
     messages.sort(key=itemgetter("id"))
@@ -110,20 +110,20 @@ def insert_user_message(
 
 def facts_of_turn(
     sql: SqlStorage, limit: int, history: bool
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[wire.Fact], list[wire.Fact], list[wire.Fact]]:
     """(the newest `limit` current facts, the notes, the fact history), each oldest first.
 
     With `history`, the history holds the newest FACT_HISTORY_LIMIT superseded values of
     single-valued keys among the newest FACT_HISTORY_WINDOW fact rows; else it is empty.
     """
-    parts: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]] = ([], [], [])
+    parts: tuple[list[wire.Fact], list[wire.Fact], list[wire.Fact]] = ([], [], [])
     for part, *values, superseded_at in rows_of(
         sql, _FACTS_OF_TURN, limit, FACT_HISTORY_WINDOW, FACT_HISTORY_LIMIT if history else 0
     ):
-        fact = dict(zip(_FACT_NAMES, values, strict=True))
+        fact: dict[str, Any] = dict(zip(_FACT_NAMES, values, strict=True))
         if part == 2:
             fact["superseded_at"] = superseded_at
-        parts[part].append(fact)
+        parts[part].append(cast(wire.Fact, fact))  # FACT_FIELDS are Fact's keys
     for rows in parts:
         rows.sort(key=lambda f: f["id"])
     return parts
@@ -131,10 +131,10 @@ def facts_of_turn(
 
 def usage_of_day(
     sql: SqlStorage, author_id: str, day: str
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+) -> tuple[dict[str, wire.TierUsage], wire.AuthorUsage]:
     """(today's totals per tier, as `usage.usage_on`; the author's, as `chat_state.usage_today_author`)."""
-    tiers: dict[str, dict[str, Any]] = {}
-    author: dict[str, Any] = {}
+    tiers: dict[str, wire.TierUsage] = {}
+    author: wire.AuthorUsage | None = None
     for tier, calls, errors, prompt, completion, cost, mine, chat in rows_of(
         sql, _DAY_USAGE, day, day, author_id, day, day, author_id
     ):
@@ -149,6 +149,12 @@ def usage_of_day(
                 "chat_messages": int(chat or 0),
             }
             continue
-        totals = (int(calls or 0), int(errors or 0), int(prompt or 0), int(completion or 0))
-        tiers[tier] = dict(zip(_TOTALS, (*totals, round(float(cost or 0.0), 8)), strict=True))
+        tiers[tier] = {
+            "calls": int(calls or 0),
+            "errors": int(errors or 0),
+            "prompt_tokens": int(prompt or 0),
+            "completion_tokens": int(completion or 0),
+            "cost_usd": round(float(cost or 0.0), 8),
+        }
+    assert author is not None  # the statement's last part is one row, always
     return dict(sorted(tiers.items())), author

@@ -3,7 +3,8 @@
 `parse` checks the token, the route, the chat key and the arguments, and turns a request
 into an `Operation` (or an error `Response`); `execute` runs an operation on one chat's
 `ChatMemory`. Both read the route table (`routes.py`): the Worker entry, the Durable Object
-and the local host all call these two, so every host answers exactly alike.
+and the local host all call these two, so every host answers exactly alike. A host decides
+what a call needs (a lock, the alarm, freeing the chat's storage) from its `kind` alone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from memory_engine.api.http_types import CHAT_KEY, JSON_HEADERS, VERSION, Request, Response
 from memory_engine.api.route_args import MAX_SEARCH_K, Call
-from memory_engine.api.routes import BY_NAME, ROUTES, Ctx, Route
+from memory_engine.api.routes import BY_NAME, ROUTES, WRITE, Ctx, Kind, Route
 from memory_engine.api.validation import (
     BODY_TOO_LARGE,
     MAX_BODY_BYTES,
@@ -54,11 +55,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Operation:
-    """A validated call on one chat: `name` is the route's operation, `args` its checked arguments."""
+    """A validated call on one chat: `name` is the route's operation, `args` its checked arguments
+    (the route's TypedDict), `kind` what it does to the chat."""
 
     name: str
     chat_key: str
-    args: dict[str, Any]
+    args: Mapping[str, object]
+    kind: Kind = WRITE
 
 
 def _refusal(err: ApiError) -> Response:
@@ -165,7 +168,8 @@ def _parse(req: Request, token: str) -> Operation | Response:
     if len(req.body) > MAX_BODY_BYTES:
         raise ApiError(413, BODY_TOO_LARGE)
     args = route.args(Call(params, query_of(req.query), req.body))
-    return Operation(route.name, chat_key, args)
+    kind = route.effects if route.effects_of is None else route.effects_of(args)
+    return Operation(route.name, chat_key, args, kind)
 
 
 async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None = None) -> Response:
@@ -173,7 +177,8 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
     route = BY_NAME.get(op.name)
     if route is None or route.run is None:
         return Response(404, {"error": "unknown route"})
-    if op.name != "import":  # an import's next batch continues what it held; all else sees it settled
+    # An import's next batch continues what it held; everything else sees the chat settled.
+    if not op.kind.continues_import:
         ensure_settled(memory.sql)
     try:
         answer = route.run(Ctx(memory, op.chat_key, summarize), op.args)

@@ -1,9 +1,11 @@
 """What each API operation does to a chat, read from the route table for every host.
 
-`http_api.parse` turns a request into an `Operation` whose `name` is a route's. The hosts
-(the Durable Object shell in `entry.py`, the local host) decide from its `Kind` alone
-whether a call needs the chat's database, may call for a compaction, must leave nothing on
-disk, or waits on the summarizer. Each route states its `Kind` in `routes.py`.
+`http.parse` turns a request into an `Operation` whose `kind` is its route's `Kind` (an
+import batch's says whether it leaves rows to index later). The hosts (the Durable Object
+shell in `entry.py`, the local host) decide from it alone whether a call needs the chat's
+database, may call for a compaction, must leave nothing on disk, waits on the summarizer,
+moves the chat's alarm or continues an import. Each route states its `Kind` in `routes.py`;
+this table gives them by operation name.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """The checked arguments of each route, from its path, query and JSON body.
 
-Each function takes the route's `Call` and returns the keyword arguments of its handler,
-or raises `ApiError` saying what to fix. The route table (`routes.py`) names one per route.
+Each function takes the route's `Call` and returns the keyword arguments of its handler
+as the route's own TypedDict, or raises `ApiError` saying what to fix. The route table
+(`routes.py`) names one per route, and mypy checks that its handler takes what it returns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from memory_engine import notes, user_data
+from memory_engine.api import wire
 from memory_engine.api.validation import (
     MAX_TEXT_BYTES,
     MODES,
@@ -30,7 +32,103 @@ from memory_engine.chat_state import MAX_PERSONA_CHARS
 
 MAX_SEARCH_K = 50
 MAX_REMAINING = 10**9  # an import's messages still to come (a hint): far beyond any export
-Args = dict[str, Any]
+
+
+class NoArgs(TypedDict):
+    """A route without arguments."""
+
+
+class TurnArgs(TypedDict):
+    """`ChatMemory.turn`'s arguments."""
+
+    text: str
+    author: str
+    author_id: str
+    message_id: str | None
+    mode: str | None
+
+
+class ReplyArgs(TypedDict):
+    """`ChatMemory.reply`'s arguments."""
+
+    text: str
+    tier: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float | None
+    cost_usd: float
+    ok: bool
+    message_id: str | None
+    error: str | None
+    author_id: str
+    reply_to_message_id: str | None
+    reply_to_author_id: str | None
+
+
+class SearchArgs(TypedDict):
+    """`ChatMemory.search`'s arguments."""
+
+    query: str
+    k: int
+
+
+class FactsArgs(TypedDict):
+    """`ChatMemory.facts`'s arguments."""
+
+    history: bool
+    kind: str | None
+
+
+class AuthorFilter(TypedDict):
+    """One person's part only (None: everyone's)."""
+
+    author_id: str | None
+
+
+class SettingsArgs(TypedDict):
+    """`ChatMemory.update_settings`'s arguments (`persona` only when given)."""
+
+    mode: str | None
+    persona: NotRequired[str]
+
+
+class ExportArgs(TypedDict):
+    """`user_data.export_page`'s paging and filter."""
+
+    author_id: str | None
+    after: int | None
+    upto: int | None
+    limit: int
+
+
+class ForgetFactArgs(TypedDict):
+    """`notes.forget_fact`'s arguments."""
+
+    fact_id: int
+    author_id: str | None
+
+
+class AuthorArgs(TypedDict):
+    """One person, named."""
+
+    author_id: str
+
+
+class NoteArgs(TypedDict):
+    """`notes.add_note`'s arguments."""
+
+    text: str
+    author: str
+    author_id: str
+
+
+class ImportArgs(TypedDict):
+    """`ChatMemory.import_messages`'s arguments."""
+
+    messages: list[wire.ImportedMessage]
+    more: bool
+    remaining: int | None
 
 
 @dataclass
@@ -40,7 +138,7 @@ class Call:
     params: dict[str, str]
     query: dict[str, str]
     raw_body: bytes = b""
-    _body: dict[str, Any] | None = field(default=None, repr=False)
+    _body: dict[str, object] | None = field(default=None, repr=False)
 
     def body(self) -> dict[str, Any]:
         """The body as a checked JSON object (parsed once)."""
@@ -49,12 +147,12 @@ class Call:
         return self._body
 
 
-def no_args(call: Call) -> Args:
+def no_args(call: Call) -> NoArgs:
     """A route without arguments: path, query and body are ignored."""
     return {}
 
 
-def turn(call: Call) -> Args:
+def turn(call: Call) -> TurnArgs:
     """`POST .../turn`."""
     body = call.body()
     return {
@@ -66,7 +164,7 @@ def turn(call: Call) -> Args:
     }
 
 
-def reply(call: Call) -> Args:
+def reply(call: Call) -> ReplyArgs:
     """`POST .../reply`."""
     body = call.body()
     ok = body.get("ok", True)
@@ -97,7 +195,7 @@ def reply(call: Call) -> Args:
     }
 
 
-def search(call: Call) -> Args:
+def search(call: Call) -> SearchArgs:
     """`GET .../search?q=&k=`."""
     return {
         "query": plain(call.query.get("q", ""), "q", MAX_TEXT_BYTES),
@@ -105,7 +203,7 @@ def search(call: Call) -> Args:
     }
 
 
-def facts(call: Call) -> Args:
+def facts(call: Call) -> FactsArgs:
     """`GET .../facts?history=&kind=`."""
     return {
         "history": call.query.get("history", "0") not in ("0", "", "false", "no"),
@@ -113,16 +211,16 @@ def facts(call: Call) -> Args:
     }
 
 
-def usage(call: Call) -> Args:
+def usage(call: Call) -> AuthorFilter:
     """`GET .../usage?author_id=`: that person's usage today too (the daily caps)."""
     author_id = call.query.get("author_id")
     return {"author_id": plain(author_id, "author_id") if author_id else None}
 
 
-def settings(call: Call) -> Args:
+def settings(call: Call) -> SettingsArgs:
     """`PUT .../settings`: mode, persona or both."""
     body = call.body()
-    args: Args = {"mode": choice(body.get("mode"), "mode", MODES)}
+    args: SettingsArgs = {"mode": choice(body.get("mode"), "mode", MODES)}
     if body.get("persona") is not None:
         persona = plain(body["persona"], "persona", 4 * MAX_PERSONA_CHARS)
         if len(persona) > MAX_PERSONA_CHARS:
@@ -140,7 +238,7 @@ def _author_filter(call: Call) -> str | None:
     return author_id
 
 
-def export(call: Call) -> Args:
+def export(call: Call) -> ExportArgs:
     """`GET .../export?author_id=&after=&upto=&limit=`."""
     after, upto = call.query.get("after"), call.query.get("upto")
     return {
@@ -151,13 +249,13 @@ def export(call: Call) -> Args:
     }
 
 
-def forget_fact(call: Call) -> Args:
+def forget_fact(call: Call) -> ForgetFactArgs:
     """`DELETE .../facts/{fact_id}?author_id=`."""
     raw = unquote_strict(call.params["fact_id"], "fact id")
     return {"fact_id": integer(raw, "fact id", 1, 2**63 - 1), "author_id": _author_filter(call)}
 
 
-def forget_author(call: Call) -> Args:
+def forget_author(call: Call) -> AuthorArgs:
     """`DELETE .../authors/{author_id}`."""
     author_id = plain(unquote_strict(call.params["author_id"], "author_id"), "author_id")
     if not author_id:
@@ -165,7 +263,7 @@ def forget_author(call: Call) -> Args:
     return {"author_id": author_id}
 
 
-def add_note(call: Call) -> Args:
+def add_note(call: Call) -> NoteArgs:
     """`POST .../notes`."""
     body = call.body()
     note = plain(body.get("text"), "text", 4 * notes.MAX_NOTE_CHARS).strip()
@@ -178,7 +276,7 @@ def add_note(call: Call) -> Args:
     }
 
 
-def import_messages(call: Call) -> Args:
+def import_messages(call: Call) -> ImportArgs:
     """`POST .../import`."""
     body = call.body()
     messages = body.get("messages")
@@ -190,20 +288,22 @@ def import_messages(call: Call) -> Args:
     remaining = body.get("remaining")
     if remaining is not None and (type(remaining) is not int or not 0 <= remaining <= MAX_REMAINING):
         raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
-    out = []
+    out: list[wire.ImportedMessage] = []
     for i, m in enumerate(messages):
         checked = imported_message(m) if type(m) is dict else None  # most: every field plain
         out.append(checked if checked is not None else _imported_message(m, i))
     return {"messages": out, "more": more, "remaining": remaining}
 
 
-def _imported_message(m: Any, i: int) -> dict[str, Any]:
+def _imported_message(m: object, i: int) -> wire.ImportedMessage:
     """One message of an import checked field by field (the refusals say which and why)."""
     if not isinstance(m, dict):
         raise ApiError(400, f"messages[{i}] must be an object")
     try:
         return {
-            "role": choice("user" if m.get("role") is None else m["role"], "role", ROLES),  # null = absent
+            "role": cast(
+                wire.Role, choice("user" if m.get("role") is None else m["role"], "role", ROLES)
+            ),  # null: absent
             "text": text(m),
             "author": optional(m, "author"),
             "author_id": optional(m, "author_id"),

@@ -10,8 +10,11 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote
+
+from memory_engine.api import wire
+from memory_engine.errors import ApiError
 
 MAX_TEXT_BYTES = 64 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -19,15 +22,6 @@ BODY_TOO_LARGE = f"request body over {MAX_BODY_BYTES} bytes"  # the 413 of every
 MAX_FIELD_CHARS = 256
 MODES = ("auto", "full")
 ROLES = ("user", "assistant", "system")
-
-
-class ApiError(Exception):
-    """A refusal with its HTTP status and a message saying what is wrong."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def unquote_strict(raw: str, name: str) -> str:
@@ -173,7 +167,7 @@ _ROLES_CHECKED = {None: "user"} | {role: role for role in ROLES}  # null = absen
 _IMPORT_FIELDS = ("author", "author_id", "message_id", "reply_to_message_id", "reply_to_author_id", "ts")
 
 
-def imported_message(m: dict[str, Any]) -> dict[str, Any] | None:
+def imported_message(m: dict[str, Any]) -> wire.ImportedMessage | None:
     """One message of an import, checked in one pass when it is in the form nearly all are
     (every field a string within its limits, a valid `ts`): `m` itself, its role filled in;
     else None, and `route_args` checks it field by field, which refuses it with the field's
@@ -199,7 +193,7 @@ def imported_message(m: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if role is None:
         m["role"] = checked
-    return m
+    return cast(wire.ImportedMessage, m)  # every field just checked, absent ones read as None
 
 
 def _fits(value: str, max_bytes: int) -> bool:

@@ -20,6 +20,7 @@ from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS, doubling, ret
 from memory_engine.compaction.model_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from memory_engine.compaction.model_facts import clean_facts, split_reply
 from memory_engine.compaction.offline import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
+from memory_engine.errors import SummarizerError
 from memory_engine.index.retrieval import merge_segments
 from memory_engine.storage import rows_of
 
@@ -66,14 +67,6 @@ NOT_BEFORE = "compaction_not_before"
 Summarize = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
 # post(url, headers, body, timeout_s) -> (status, headers, body)
 Post = Callable[[str, dict[str, str], bytes, float], Awaitable[tuple[int, dict[str, str], bytes]]]
-
-
-class SummarizerError(Exception):
-    """The summarizer failed or answered something unusable; nothing was changed."""
-
-    def __init__(self, message: str, retry_after_ms: int | None = None):
-        super().__init__(message)
-        self.retry_after_ms = retry_after_ms
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ _INSERT = (
 
 
 def import_messages(
-    memory: ChatMemory, messages: list[dict[str, Any]], more: bool = False, remaining: int | None = None
+    memory: ChatMemory, messages: list[wire.ImportedMessage], more: bool = False, remaining: int | None = None
 ) -> wire.ImportAnswer:
     """Store many messages at once, idempotent by message_id; keeps their `ts`; archives old history.
 
@@ -65,8 +65,12 @@ def import_messages(
             if role == "user":
                 if not states_nothing(text):  # (most messages: the rules would find nothing)
                     memory.apply_facts(text, author, author_id, new_id, ts)
-            elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
-                answers.append((new_id, m["reply_to_message_id"]))
+            elif (
+                role == "assistant"
+                and (answered := m.get("reply_to_message_id"))
+                and not m.get("reply_to_author_id")
+            ):
+                answers.append((new_id, answered))
         if stored:
             first_id, last_id = stored[0][0], stored[-1][0]
             # Ids in [first, last] are all this import's, since one chat runs one request at
@@ -85,7 +89,7 @@ def import_messages(
     return memory.sql.transaction(run)
 
 
-def _row(m: dict[str, Any], now: str) -> tuple[Any, ...]:
+def _row(m: wire.ImportedMessage, now: str) -> tuple[Any, ...]:
     """A message as the INSERT's columns (an assistant message may say whom it answers)."""
     role = m["role"]
     return (

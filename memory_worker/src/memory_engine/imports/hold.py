@@ -40,6 +40,7 @@ from memory_engine.index.pending import (
     HOLD,
     PENDING,
     SESSIONS,
+    Hold,
     add_pending,
     build_pending,
     forget_settled,
@@ -76,7 +77,7 @@ _SESSIONS = SESSIONS  # storage -> its hold's _Session (`settle` drops it with t
 
 def take(
     memory: ChatMemory,
-    messages: list[dict[str, Any]],
+    messages: list[wire.ImportedMessage],
     rows: list[tuple[Any, ...]],
     more: bool,
     remaining: int | None,
@@ -125,8 +126,8 @@ def take(
 def _batch(
     memory: ChatMemory,
     s: _Session,
-    hold: dict[str, Any],
-    messages: list[dict[str, Any]],
+    hold: Hold,
+    messages: list[wire.ImportedMessage],
     rows: list[tuple[Any, ...]],
     numbers: list[int],
     more: bool,

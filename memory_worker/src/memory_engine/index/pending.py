@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import weakref
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from memory_engine import chat_state
 from memory_engine.index.retrieval import INDEXED_UPTO_SQL, index_messages, indexed_upto
@@ -160,7 +160,17 @@ def forget_clean(sql: SqlStorage) -> None:
 
 # -- rows an import held (`import_hold`): written back when anything else reads the chat --
 
-HOLD = "import_hold"  # state: {"next": id, "cut": id, "blobs": [[first id, last id], ...]}
+HOLD = "import_hold"  # state: a Hold as JSON
+
+
+class Hold(TypedDict):
+    """An import's hold: the next id it gives, the cut (rows at or below it go), its blobs' id ranges."""
+
+    next: int
+    cut: int
+    blobs: list[list[int]]
+
+
 HELD = "import_held:"  # + a blob's first id: the rows of one batch held, as JSON
 HELD_COLUMNS = "id, role, author, author_id, text, ts, message_id, reply_to_author_id"
 HELD_INSERT = f"INSERT INTO messages({HELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -171,10 +181,10 @@ _SETTLED: weakref.WeakSet[SqlStorage] = weakref.WeakSet()
 SESSIONS: weakref.WeakKeyDictionary[SqlStorage, Any] = weakref.WeakKeyDictionary()
 
 
-def held(sql: SqlStorage) -> dict[str, Any] | None:
+def held(sql: SqlStorage) -> Hold | None:
     """The import hold of this database, or None."""
     rows = sql.exec("SELECT value FROM state WHERE key = ?", HOLD)
-    return json.loads(rows[0]["value"]) if rows and rows[0]["value"] else None
+    return cast(Hold, json.loads(rows[0]["value"])) if rows and rows[0]["value"] else None
 
 
 def settle(sql: SqlStorage) -> bool:

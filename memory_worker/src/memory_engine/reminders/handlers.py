@@ -1,18 +1,18 @@
 """The reminder and dispatch routes: their checked arguments and their handlers.
 
-The entries themselves are in the route table (`routes.py`); the wire types in
-`reminder_wire.py`; what they do in `reminders.py`. The dispatch routes
-(`/v1/dispatch/...`) run on the one dispatch object (`reminders.DISPATCH_KEY`), the others
+The entries themselves are in the route table (`api/routes.py`); the wire types in
+`reminders/wire.py`; what they do in `reminders/store.py`. The dispatch routes
+(`/v1/dispatch/...`) run on the one dispatch object (`store.DISPATCH_KEY`), the others
 on a chat.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from memory_engine import catchup
-from memory_engine.api.route_args import Args, Call
+from memory_engine.api.route_args import AuthorFilter, Call, NoArgs
 from memory_engine.api.validation import ApiError, integer, plain, unquote_strict
 from memory_engine.reminders import store as reminders
 from memory_engine.reminders import wire as w
@@ -58,15 +58,119 @@ def _list(value: Any, name: str) -> list[Any]:
 # -- arguments ---------------------------------------------------------------------------------
 
 
-def add_args(call: Call) -> Args:
+class AddArgs(TypedDict):
+    """`store.add`'s arguments."""
+
+    text: str
+    due_at: int
+    author: str
+    author_id: str
+    tz: str
+    every: w.Every | None
+
+
+class IdArgs(TypedDict):
+    """One reminder by id."""
+
+    reminder_id: int
+
+
+class CancelArgs(TypedDict):
+    """One reminder, and whose it must be (None: anyone's)."""
+
+    reminder_id: int
+    author_id: str | None
+
+
+class DeliveredArgs(TypedDict):
+    """`store.delivered`'s arguments."""
+
+    reminder_id: int
+    due_at: int
+    sent_at: int
+    late: bool
+    next_due_at: int | None
+
+
+class PersonFact(TypedDict):
+    """A person's time zone kept as their fact."""
+
+    timezone: str
+    author: str
+    author_id: str
+
+
+class FollowupsArgs(TypedDict):
+    """A person's follow-ups choice kept as their fact."""
+
+    on: bool
+    author: str
+    author_id: str
+
+
+class OfferArgs(TypedDict):
+    """Occurrences a chat's alarm offers."""
+
+    items: list[w.DispatchItem]
+
+
+class LeaseArgs(TypedDict):
+    """`store.lease`'s arguments (but the clock)."""
+
+    owner: str
+    prefixes: list[str]
+    limit: int
+    lease_ms: int
+
+
+class AckArgs(TypedDict):
+    """Occurrences done."""
+
+    keys: list[str]
+
+
+class ReleaseArgs(TypedDict):
+    """`store.release`'s arguments."""
+
+    key: str
+    owner: str
+    retry_at: int
+
+
+class CatchupArgs(TypedDict):
+    """`catchup.catchup`'s arguments."""
+
+    author_id: str
+    limit: int
+
+
+_EVERY_FIELDS: dict[str, type] = {"at": str, "weekday": int, "weekdays": list, "followup": str}
+
+
+def _every(value: object) -> w.Every | None:
+    """`every` as `Every` says: the bot computes recurrences, the engine stores and returns them."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(repr(value)) > MAX_EVERY_CHARS:
+        raise ApiError(400, f"every must be an object (at most {MAX_EVERY_CHARS} characters)")
+    for key, item in value.items():
+        kind = _EVERY_FIELDS.get(key)
+        if (
+            kind is None
+            or type(item) is not kind
+            or (isinstance(item, list) and any(type(d) is not int for d in item))
+        ):
+            raise ApiError(400, "every holds at and followup (text), weekday (a number), weekdays (numbers)")
+    return cast(w.Every, value)
+
+
+def add_args(call: Call) -> AddArgs:
     """`POST .../reminders`."""
     body = call.body()
     text = plain(body.get("text"), "text", 4 * reminders.MAX_TEXT).strip()
     if not text or len(text) > reminders.MAX_TEXT:
         raise ApiError(400, f"text must be 1 to {reminders.MAX_TEXT} characters")
-    every = body.get("every")
-    if every is not None and (not isinstance(every, dict) or len(repr(every)) > MAX_EVERY_CHARS):
-        raise ApiError(400, f"every must be an object (at most {MAX_EVERY_CHARS} characters)")
+    every = _every(body.get("every"))
     return {
         "text": text,
         "due_at": _ms(body.get("due_at"), "due_at"),
@@ -77,22 +181,22 @@ def add_args(call: Call) -> Args:
     }
 
 
-def list_args(call: Call) -> Args:
+def list_args(call: Call) -> AuthorFilter:
     """`GET .../reminders[?author_id=]`."""
     return {"author_id": _author_query(call)}
 
 
-def get_args(call: Call) -> Args:
+def get_args(call: Call) -> IdArgs:
     """`GET .../reminders/{reminder_id}`."""
     return {"reminder_id": _reminder_id(call)}
 
 
-def cancel_args(call: Call) -> Args:
+def cancel_args(call: Call) -> CancelArgs:
     """`DELETE .../reminders/{reminder_id}[?author_id=]`."""
     return {"reminder_id": _reminder_id(call), "author_id": _author_query(call)}
 
 
-def delivered_args(call: Call) -> Args:
+def delivered_args(call: Call) -> DeliveredArgs:
     """`POST .../delivered`."""
     body = call.body()
     late = body.get("late", False)
@@ -108,7 +212,7 @@ def delivered_args(call: Call) -> Args:
     }
 
 
-def timezone_args(call: Call) -> Args:
+def timezone_args(call: Call) -> PersonFact:
     """`PUT .../timezone`."""
     body = call.body()
     name = plain(body.get("timezone"), "timezone", 64).strip()
@@ -120,7 +224,7 @@ def timezone_args(call: Call) -> Args:
     return {"timezone": name, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
 
 
-def followups_args(call: Call) -> Args:
+def followups_args(call: Call) -> FollowupsArgs:
     """`PUT .../followups`."""
     body = call.body()
     on = body.get("on")
@@ -132,10 +236,10 @@ def followups_args(call: Call) -> Args:
     return {"on": on, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
 
 
-def _item(value: Any, n: int) -> reminders.DispatchItem:
+def _item(value: Any, n: int) -> w.DispatchItem:
     if not isinstance(value, dict):
         raise ApiError(400, f"items[{n}] must be an object")
-    item: reminders.DispatchItem = {
+    item: w.DispatchItem = {
         "key": plain(value.get("key"), "key"),
         "chat_key": plain(value.get("chat_key"), "chat_key"),
         "reminder_id": integer(value.get("reminder_id"), "reminder_id", 1, MAX_ID),
@@ -147,12 +251,12 @@ def _item(value: Any, n: int) -> reminders.DispatchItem:
     return item
 
 
-def offer_args(call: Call) -> Args:
+def offer_args(call: Call) -> OfferArgs:
     """`POST /v1/dispatch/offer`."""
     return {"items": [_item(i, n) for n, i in enumerate(_list(call.body().get("items"), "items"))]}
 
 
-def lease_args(call: Call) -> Args:
+def lease_args(call: Call) -> LeaseArgs:
     """`POST /v1/dispatch/lease`."""
     body = call.body()
     prefixes = body.get("prefixes") or []
@@ -166,12 +270,12 @@ def lease_args(call: Call) -> Args:
     }
 
 
-def ack_args(call: Call) -> Args:
+def ack_args(call: Call) -> AckArgs:
     """`POST /v1/dispatch/ack`."""
     return {"keys": [plain(k, "keys") for k in _list(call.body().get("keys"), "keys")]}
 
 
-def release_args(call: Call) -> Args:
+def release_args(call: Call) -> ReleaseArgs:
     """`POST /v1/dispatch/release`."""
     body = call.body()
     return {
@@ -181,7 +285,7 @@ def release_args(call: Call) -> Args:
     }
 
 
-def catchup_args(call: Call) -> Args:
+def catchup_args(call: Call) -> CatchupArgs:
     """`GET .../catchup?author_id=&limit=`."""
     author_id = plain(call.query.get("author_id") or "", "author_id")
     if not author_id:
@@ -198,7 +302,7 @@ def now_ms(ctx: Ctx) -> int:
     return int(ctx.memory.clock().timestamp() * 1000)
 
 
-def add(ctx: Ctx, a: Args) -> w.ReminderAnswer:
+def add(ctx: Ctx, a: AddArgs) -> w.ReminderAnswer:
     """Keep a reminder (400 past the per-chat limit)."""
     try:
         return reminders.add(ctx.memory.sql, ctx.memory.now(), **a)
@@ -206,12 +310,12 @@ def add(ctx: Ctx, a: Args) -> w.ReminderAnswer:
         raise ApiError(400, str(err)) from None
 
 
-def pending(ctx: Ctx, a: Args) -> w.RemindersAnswer:
+def pending(ctx: Ctx, a: AuthorFilter) -> w.RemindersAnswer:
     """The pending reminders."""
     return reminders.pending(ctx.memory.sql, a["author_id"])
 
 
-def get(ctx: Ctx, a: Args) -> w.ReminderAnswer:
+def get(ctx: Ctx, a: IdArgs) -> w.ReminderAnswer:
     """One reminder (404 when gone)."""
     try:
         return reminders.get(ctx.memory.sql, a["reminder_id"])
@@ -219,7 +323,7 @@ def get(ctx: Ctx, a: Args) -> w.ReminderAnswer:
         raise ApiError(404, str(err)) from None
 
 
-def cancel(ctx: Ctx, a: Args) -> w.CancelAnswer:
+def cancel(ctx: Ctx, a: CancelArgs) -> w.CancelAnswer:
     """Cancel one (404 none pending, 403 someone else's)."""
     try:
         return reminders.cancel(ctx.memory.sql, a["reminder_id"], a["author_id"])
@@ -229,48 +333,48 @@ def cancel(ctx: Ctx, a: Args) -> w.CancelAnswer:
         raise ApiError(403, str(err)) from None
 
 
-def delivered(ctx: Ctx, a: Args) -> w.DeliveredAnswer:
+def delivered(ctx: Ctx, a: DeliveredArgs) -> w.DeliveredAnswer:
     """Record the send of one occurrence (idempotent)."""
     return reminders.delivered(ctx.memory.sql, **a)
 
 
-def set_timezone(ctx: Ctx, a: Args) -> w.TimezoneAnswer:
+def set_timezone(ctx: Ctx, a: PersonFact) -> w.TimezoneAnswer:
     """Keep a person's zone as their fact `timezone`."""
     ctx.memory.learn_fact(a["author"], a["author_id"], "timezone", a["timezone"], source=0)
     return {"timezone": a["timezone"]}
 
 
-def set_followups(ctx: Ctx, a: Args) -> w.FollowupsAnswer:
+def set_followups(ctx: Ctx, a: FollowupsArgs) -> w.FollowupsAnswer:
     """Keep a person's opt-in to follow-ups in this chat as their fact `followups` (on/off)."""
     ctx.memory.learn_fact(a["author"], a["author_id"], "followups", "on" if a["on"] else "off", source=0)
     return {"on": bool(a["on"])}
 
 
-def offer(ctx: Ctx, a: Args) -> w.OfferAnswer:
+def offer(ctx: Ctx, a: OfferArgs) -> w.OfferAnswer:
     """Queue due occurrences (the dispatch object)."""
     return reminders.offer(ctx.memory.sql, a["items"], now_ms(ctx))
 
 
-def lease(ctx: Ctx, a: Args) -> w.LeaseAnswer:
+def lease(ctx: Ctx, a: LeaseArgs) -> w.LeaseAnswer:
     """Lease ready occurrences (the dispatch object)."""
     return reminders.lease(ctx.memory.sql, now_ms=now_ms(ctx), **a)
 
 
-def ack(ctx: Ctx, a: Args) -> w.AckAnswer:
+def ack(ctx: Ctx, a: AckArgs) -> w.AckAnswer:
     """Mark occurrences done (the dispatch object)."""
     return reminders.ack(ctx.memory.sql, a["keys"], now_ms(ctx))
 
 
-def release(ctx: Ctx, a: Args) -> w.ReleaseAnswer:
+def release(ctx: Ctx, a: ReleaseArgs) -> w.ReleaseAnswer:
     """Give a lease back (the dispatch object)."""
     return reminders.release(ctx.memory.sql, **a)
 
 
-def catch_up(ctx: Ctx, a: Args) -> catchup.CatchupAnswer:
+def catch_up(ctx: Ctx, a: CatchupArgs) -> catchup.CatchupAnswer:
     """What was said since the asker's last message."""
     return catchup.catchup(ctx.memory, **a)
 
 
-def queue_state(ctx: Ctx, a: Args) -> w.QueueState:
+def queue_state(ctx: Ctx, a: NoArgs) -> w.QueueState:
     """Counts of the dispatch queue."""
     return reminders.queue_state(ctx.memory.sql)

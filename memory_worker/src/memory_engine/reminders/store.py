@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memory_engine.errors import NotTheirReminder, ReminderNotFound, TooManyReminders
 from memory_engine.reminders.wire import (
     AckAnswer,
     CancelAnswer,
     DeliveredAnswer,
     DispatchItem,
+    Every,
     LeaseAnswer,
     OfferAnswer,
     QueueState,
@@ -43,18 +45,6 @@ TABLES = ("reminders",)  # what forgetting the whole chat empties
 COLUMNS = (
     "id, author, author_id, text, due_at, tz, every, created_at, state, sent_count, last_sent_at, last_late"
 )
-
-
-class ReminderNotFound(Exception):
-    """No pending reminder with that id in this chat."""
-
-
-class NotTheirReminder(Exception):
-    """The reminder belongs to someone else (and the caller is not an admin)."""
-
-
-class TooManyReminders(Exception):
-    """The chat has MAX_PENDING pending reminders already."""
 
 
 def occurrence_key(chat_key: str, reminder_id: int, due_at: int) -> str:
@@ -91,7 +81,7 @@ def add(
     author: str = "",
     author_id: str = "",
     tz: str = "UTC",
-    every: dict[str, Any] | None = None,
+    every: Every | None = None,
 ) -> ReminderAnswer:
     """Keep a reminder; `{"reminder"}`. Raises TooManyReminders past MAX_PENDING."""
 

@@ -1,8 +1,21 @@
-"""The wire types of the reminder and dispatch routes (see `reminders.py`, `reminders_api.py`)."""
+"""The wire types of the reminder and dispatch routes (see `reminders/store.py`, `reminders/handlers.py`)."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
+
+
+class Every(TypedDict, total=False):
+    """How a reminder repeats, as the bot computes it (the engine stores it as it came).
+
+    `at` the local time ("HH:MM"); `weekday` one day (0 is Monday) or `weekdays` several, else
+    every day. A follow-up has `followup` (the event asked about) and no recurrence.
+    """
+
+    at: str
+    weekday: int
+    weekdays: list[int]
+    followup: str
 
 
 class Reminder(TypedDict):
@@ -14,7 +27,7 @@ class Reminder(TypedDict):
     text: str
     due_at: int
     tz: str
-    every: dict[str, Any] | None
+    every: Every | None
     created_at: str
     state: str
     sent_count: int
@@ -40,7 +53,7 @@ class ReminderRequest(TypedDict):
     author: NotRequired[str]
     author_id: NotRequired[str]
     tz: NotRequired[str]
-    every: NotRequired[dict[str, Any] | None]
+    every: NotRequired[Every | None]
 
 
 class ReminderAnswer(TypedDict):
