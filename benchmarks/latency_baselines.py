@@ -44,8 +44,8 @@ def index_bytes(path: Path) -> tuple[int, int, int]:
     return n, ours, previous
 
 
-# The previous design's index-time knobs (retrieval.py): one turn before, none after, no dates.
-PREVIOUS_INDEX = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "NEIGHBOUR_CHARS": 2000}
+# The previous design's index-time knobs (RetrievalSettings): one turn before, none after, no dates.
+PREVIOUS_INDEX = {"turns_before": 1, "turns_after": 0, "dates": False, "neighbour_chars": 2000}
 IMPORT_COMPARED = 20_000
 
 
@@ -55,36 +55,28 @@ COMPARED_TURNS = 150
 def previous_design(corpus: Corpus, tmp: Path) -> dict[str, Any]:
     """In process, ours beside the previous design's index: import messages/s and turn p50 (ms)."""
     from memory_engine import ChatMemory
-    from memory_engine.index import retrieval
+    from memory_engine.index.retrieval import SHIPPED, RetrievalSettings
     from memory_worker.local import SqliteStorage
 
     batches = [corpus.take(IMPORT_BATCH, "imp") for _ in range(IMPORT_COMPARED // IMPORT_BATCH)]
     live = corpus.take(COMPARED_TURNS, "live")
-    saved = {k: getattr(retrieval, k) for k in PREVIOUS_INDEX}
+    previous = RetrievalSettings(**PREVIOUS_INDEX)
     out: dict[str, float] = {}
     turns: dict[str, list[float]] = {}
-    try:
-        # Alternated twice, so that a change in the machine's load hits both alike.
-        for run, (name, knobs) in enumerate([("previous", PREVIOUS_INDEX), ("ours", saved)] * 2):
-            for k, v in knobs.items():
-                setattr(retrieval, k, v)
-            storage = SqliteStorage(tmp / f"import-{run}.sqlite3")
-            memory = ChatMemory(storage, retention=10 * IMPORT_COMPARED)
-            progress(f"import in process, {name} index, run {run // 2 + 1}/2")
+    # Alternated twice, so that a change in the machine's load hits both alike.
+    for run, (name, knobs) in enumerate([("previous", previous), ("ours", SHIPPED)] * 2):
+        storage = SqliteStorage(tmp / f"import-{run}.sqlite3")
+        memory = ChatMemory(storage, retention=10 * IMPORT_COMPARED, retrieval=knobs)
+        progress(f"import in process, {name} index, run {run // 2 + 1}/2")
+        started = time.perf_counter()
+        for batch in batches:
+            memory.import_messages(batch)
+        out[name] = out.get(name, 0.0) + (time.perf_counter() - started)
+        for m in live:
             started = time.perf_counter()
-            for batch in batches:
-                memory.import_messages(batch)
-            out[name] = out.get(name, 0.0) + (time.perf_counter() - started)
-            for m in live:
-                started = time.perf_counter()
-                memory.turn(
-                    m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"]
-                )
-                turns.setdefault(name, []).append((time.perf_counter() - started) * 1000)
-            storage.close()
-    finally:
-        for k, v in saved.items():
-            setattr(retrieval, k, v)
+            memory.turn(m["text"], author=m["author"], author_id=m["author_id"], message_id=m["message_id"])
+            turns.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        storage.close()
     progress_done()
     return {
         "import": {name: 2 * IMPORT_COMPARED / seconds for name, seconds in out.items()},

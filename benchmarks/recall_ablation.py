@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
 from recall_data import progress, questions, turns
 from recall_scoring import KS, Tally, sum_tallies
 
-# Index-time knobs of retrieval.py per ablation row: each row is built from the previous
-# design ("baseline": one turn before as context, no dates, no word forms) plus one change.
-# "all, first forms" is issue 16's first design: light verbs expanded (text_forms.build_table)
-# and a word's forms summed (retrieval.FORMS_ONCE False).
-INDEX_OFF = {"TURNS_BEFORE": 1, "TURNS_AFTER": 0, "DATES": False, "WORD_FORMS": False}
-INDEX_OFF |= {"FORMS_ONCE": True, "LIGHT_VERBS": False, "NEIGHBOUR_CHARS": 2000}
-NEIGHBOURS = {"TURNS_BEFORE": 2, "TURNS_AFTER": 1, "NEIGHBOUR_CHARS": 500}
-ALL = {**INDEX_OFF, **NEIGHBOURS, "DATES": True, "WORD_FORMS": True}
+from memory_engine.index.retrieval import SHIPPED, RetrievalSettings
+
+# Index-time knobs of retrieval (RetrievalSettings fields) per ablation row: each row is the
+# "baseline" (one turn before as context, no dates, no word forms) plus one change.
+# "all, first forms" expands light verbs too (word_forms.build_table) and sums a word's forms
+# (forms_once False). `light_verbs` is the word-forms table's knob, not retrieval's.
+INDEX_OFF = {"turns_before": 1, "turns_after": 0, "dates": False, "word_forms": False}
+INDEX_OFF |= {"forms_once": True, "light_verbs": False, "neighbour_chars": 2000}
+NEIGHBOURS = {"turns_before": 2, "turns_after": 1, "neighbour_chars": 500}
+ALL = {**INDEX_OFF, **NEIGHBOURS, "dates": True, "word_forms": True}
 ABLATIONS: dict[str, dict[str, Any]] = {
     "baseline": INDEX_OFF,
     "+neighbours": {**INDEX_OFF, **NEIGHBOURS},
-    "+dates": {**INDEX_OFF, "DATES": True},
-    "+word forms": {**INDEX_OFF, "WORD_FORMS": True},
-    "all, first forms": {**ALL, "FORMS_ONCE": False, "LIGHT_VERBS": True},
+    "+dates": {**INDEX_OFF, "dates": True},
+    "+word forms": {**INDEX_OFF, "word_forms": True},
+    "all, first forms": {**ALL, "forms_once": False, "light_verbs": True},
     "all": ALL,
 }
 # The query-time knobs tuned per row: bm25 weights of context_before, context_after and
-# date (index 2, 3, 4 of retrieval.BM25_WEIGHTS) and the author boost. A row tunes only
+# date (index 2, 3, 4 of RetrievalSettings.bm25_weights) and the author boost. A row tunes only
 # the knobs its index has; the others stay at the shipped value.
 GRID = {"before": (0.35, 0.5, 0.75), "after": (0.1, 0.2, 0.35), "date": (0.5, 1.0, 1.5)}
 GRID["boost"] = (0.2, 0.35, 0.5)
@@ -37,9 +40,9 @@ Setting = tuple[tuple[str, float], ...]
 def _tuned(knobs: dict[str, Any]) -> list[str]:
     """The query-time knobs an ablation row tunes."""
     names = ["before", "boost"]
-    if knobs["TURNS_AFTER"]:
+    if knobs["turns_after"]:
         names.append("after")
-    if knobs["DATES"]:
+    if knobs["dates"]:
         names.append("date")
     return names
 
@@ -49,62 +52,57 @@ def _grid_for(knobs: dict[str, Any]) -> list[Setting]:
     return [tuple(zip(names, values, strict=True)) for values in itertools.product(*(GRID[n] for n in names))]
 
 
-def _shipped(retrieval: Any) -> dict[str, float]:
-    w = retrieval.BM25_WEIGHTS
-    return {"before": w[2], "after": w[3], "date": w[4], "boost": retrieval.AUTHOR_BOOST}
+def _shipped(knobs: RetrievalSettings) -> dict[str, float]:
+    w = knobs.bm25_weights
+    return {"before": w[2], "after": w[3], "date": w[4], "boost": knobs.author_boost}
 
 
-def _apply(retrieval: Any, values: dict[str, float]) -> None:
-    weights = list(retrieval.BM25_WEIGHTS)
+def _with(knobs: RetrievalSettings, values: dict[str, float]) -> RetrievalSettings:
+    """`knobs` with the query-time values of one grid setting."""
+    weights = list(knobs.bm25_weights)
     for name, idx in WEIGHT_INDEX.items():
         weights[idx] = values[name]
-    retrieval.BM25_WEIGHTS = tuple(weights)
-    retrieval.AUTHOR_BOOST = values["boost"]
+    return dataclasses.replace(knobs, bm25_weights=tuple(weights), author_boost=values["boost"])
 
 
 def ablation_tallies(convs: list[dict[str, Any]], name: str) -> tuple[Setting, dict[Setting, list[Tally]]]:
     """For one ablation row: per knob setting, one tally per conversation (in process)."""
     from memory_engine import ChatMemory
-    from memory_engine.index import retrieval
-    from memory_engine.index import word_forms as text_forms
+    from memory_engine.index import word_forms
     from memory_worker.local import SqliteStorage
 
-    knobs = [k for k in INDEX_OFF if k != "LIGHT_VERBS"]
-    saved = {k: getattr(retrieval, k) for k in (*knobs, "BM25_WEIGHTS", "AUTHOR_BOOST")}
-    table = text_forms.WORD_FORMS
-    shipped = _shipped(retrieval)
+    row = dict(ABLATIONS[name])
+    light_verbs = row.pop("light_verbs")
+    index = dataclasses.replace(SHIPPED, **row)  # the row's index, built once per conversation
+    shipped = _shipped(SHIPPED)
+    table = word_forms.WORD_FORMS
     out: dict[Setting, list[Tally]] = {}
     try:
-        for knob, value in ABLATIONS[name].items():
-            if knob == "LIGHT_VERBS":
-                text_forms.WORD_FORMS = text_forms.build_table(light_verbs=value)
-            else:
-                setattr(retrieval, knob, value)
+        word_forms.WORD_FORMS = word_forms.build_table(light_verbs=light_verbs)
         settings = _grid_for(ABLATIONS[name])
         default: Setting = tuple((n, shipped[n]) for n in _tuned(ABLATIONS[name]))
         if default not in settings:
             settings.append(default)
         built = []
         for conv in convs:
-            memory = ChatMemory(SqliteStorage(":memory:"))
+            memory = ChatMemory(SqliteStorage(":memory:"), retrieval=index)
             msgs = turns(conv)
             memory.import_messages(msgs)
             built.append((memory, questions(conv, {m["message_id"] for m in msgs})))
         for n, setting in enumerate(settings, 1):
             progress(f"{name}: setting {n}/{len(settings)} {dict(setting)}")
-            _apply(retrieval, {**shipped, **dict(setting)})
+            knobs = _with(index, {**shipped, **dict(setting)})
             per_conv = []
             for memory, qs in built:
+                view = ChatMemory(memory.sql, retrieval=knobs)  # the same chat, other query knobs
                 tally = Tally()
                 for q in qs:
-                    res = memory.search(q["question"], max(KS))["results"]
+                    res = view.search(q["question"], max(KS))["results"]
                     tally.add(q["category"], q["evidence"], [m["message_id"] for m in res])
                 per_conv.append(tally)
             out[setting] = per_conv
     finally:
-        for knob, value in saved.items():
-            setattr(retrieval, knob, value)
-        text_forms.WORD_FORMS = table
+        word_forms.WORD_FORMS = table
     return default, out
 
 

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memory_worker.local.storage import ServeLock, SqliteStorage, private_folder
 
@@ -93,10 +93,7 @@ class ChatStore:
         try:
             if self.max_pages is not None:
                 storage.limit_pages(self.max_pages)
-            options: dict[str, Any] = {} if self.retention is None else {"retention": self.retention}
-            if self.clock is not None:
-                options["clock"] = self.clock
-            memory = ChatMemory(storage, **options)
+            memory = ChatMemory(storage, clock=self.clock, retention=self.retention)
             memory.record_chat_key(chat_key)
         except BaseException:
             storage.conn.close()  # a failed open (disk full) must not leak a connection

@@ -7,8 +7,9 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from memory_engine.api.wire import Health
 from memory_worker.local.alarms import AlarmTable
 from memory_worker.local.chats import ChatStore
 
@@ -24,12 +25,33 @@ def host_version() -> str:
         return "dev"
 
 
-def storage_state(data_dir: Path, store: ChatStore, alarms: AlarmTable, compactions: int) -> dict[str, Any]:
+class StorageState(TypedDict):
+    """`/health?detail=1`'s `storage`: no chat data, only counts, free space, whether writes work."""
+
+    data_dir_writable: bool
+    open_chats: int
+    pending_alarms: int | None
+    compactions_running: int
+    disk_free_bytes: NotRequired[int]
+    error: NotRequired[str]
+
+
+class HealthAnswer(Health, total=False):
+    """`GET /health` of the local host: the Worker's answer, and with `?detail=1` (or when
+    storage is broken) the host's version, its storage state, requests in flight, uptime."""
+
+    host_version: str
+    storage: StorageState
+    in_flight: int
+    uptime_s: float
+
+
+def storage_state(data_dir: Path, store: ChatStore, alarms: AlarmTable, compactions: int) -> StorageState:
     """What the storage looks like now; an `error` key when it is not healthy.
 
     No chat data: only counts, free space and whether the data folder takes a write.
     """
-    state: dict[str, Any] = {
+    state: StorageState = {
         "data_dir_writable": False,
         "open_chats": store.open_count,
         "pending_alarms": None,
@@ -51,6 +73,6 @@ def storage_state(data_dir: Path, store: ChatStore, alarms: AlarmTable, compacti
     return state
 
 
-def healthy(state: dict[str, Any]) -> bool:
+def healthy(state: StorageState) -> bool:
     """True when the storage state says the host can serve writes."""
     return bool(state["data_dir_writable"]) and "error" not in state

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the child process is started by the first large batch: its modules load then
     from concurrent.futures import ProcessPoolExecutor
 
+    from memory_engine.api.wire import Message
+
 # Batches with more text than this go to the child process (about 20 chat messages).
 INLINE_MAX_CHARS = 3000
 NICENESS = 10
 STOP_POLL_S = 0.1  # how soon the child notices the host stopping or gone
 
-SummaryFn = Callable[[str, list[dict[str, Any]]], str]
+SummaryFn = Callable[[str, list["Message"]], str]
 
 
 class OfflineSummarizer:
@@ -49,7 +51,7 @@ class OfflineSummarizer:
     def fn(self, fn: SummaryFn) -> None:
         self._fn = fn
 
-    async def __call__(self, previous: str, messages: list[dict[str, Any]]) -> str:
+    async def __call__(self, previous: str, messages: list[Message]) -> str:
         """The new summary of `messages` merged into `previous`."""
         from concurrent.futures.process import BrokenProcessPool
 
@@ -72,7 +74,7 @@ class OfflineSummarizer:
                 initializer=_child_started,
                 initargs=(os.getpid(), self._stop),
             )
-        rows = [dict(m) for m in messages]
+        rows = [m.copy() for m in messages]
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, self.fn, previous, rows)
         except BrokenProcessPool as err:

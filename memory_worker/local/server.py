@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import orjson
@@ -37,7 +37,7 @@ from memory_engine.api.validation import BODY_TOO_LARGE, MAX_BODY_BYTES
 from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 from memory_worker.local.alarms import AlarmTable
 from memory_worker.local.chats import MAX_OPEN_CHATS, ChatStore
-from memory_worker.local.health import healthy, host_version, storage_state
+from memory_worker.local.health import HealthAnswer, healthy, host_version, storage_state
 from memory_worker.local.offline import OfflineSummarizer
 from memory_worker.local.scheduler import CompactionScheduler, now_ms
 
@@ -142,14 +142,12 @@ class MemoryHost:
         broken); `?detail=1` adds the storage state. No chat data, no token needed."""
         storage = storage_state(self.data_dir, self.store, self.alarms, self.scheduler.running)
         ok = healthy(storage)
-        payload: dict[str, Any] = {"ok": ok, "version": VERSION}
+        payload: HealthAnswer = {"ok": ok, "version": VERSION}
         if detail or not ok:
-            payload.update(
-                host_version=self.version,
-                storage=storage,
-                in_flight=self.in_flight,
-                uptime_s=round(time.monotonic() - self.started, 1),
-            )
+            payload["host_version"] = self.version
+            payload["storage"] = storage
+            payload["in_flight"] = self.in_flight
+            payload["uptime_s"] = round(time.monotonic() - self.started, 1)
         return Response(200 if ok else 503, payload)
 
     async def _respond(self, req: Request) -> tuple[Response, str | None]:
@@ -221,7 +219,8 @@ class MemoryHost:
             if self._closed or not self.store.exists(chat):
                 return
             try:
-                ensure_indexed(self.store.open(chat).sql)
+                memory = self.store.open(chat)
+                ensure_indexed(memory.sql, memory.retrieval)
             except (sqlite3.Error, OSError) as err:  # the chat's next read indexes them
                 log.warning("could not index an idle import chat=%s: %s", chat, err)
 

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable
 from http import HTTPMethod
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
@@ -43,6 +41,7 @@ from memory_engine import ChatMemory, execute, parse
 from memory_engine import Request as ApiRequest
 from memory_engine import Response as ApiResponse
 from memory_engine.api.http import JSON_HEADERS, MAX_BODY_BYTES
+from memory_engine.api.http_types import request_of
 from memory_engine.api.routes import Kind
 from memory_engine.api.validation import BODY_TOO_LARGE
 from memory_engine.compaction.compact import Summarize, alarm_needed, backing_off, make_summarizer, on_alarm
@@ -141,7 +140,8 @@ class DurableObjectSql:
         self._array_from = _JsArray.from_
         self._depth = 0
         self._fn: Callable[[], Any] | None = None
-        self._outcome: dict[str, Any] = {}
+        self._result: Any = None  # what the last transaction's function returned, or raised
+        self._error: BaseException | None = None
         # One JS proxy of one callable for every transactionSync, made once: a proxy per
         # call would be one more object for the JS garbage collector to release.
         self._run_fn = create_proxy(self._run)
@@ -166,9 +166,9 @@ class DurableObjectSql:
         assert fn is not None  # set by the caller just before transactionSync runs this
         self._depth += 1
         try:
-            self._outcome["result"] = fn()
+            self._result = fn()
         except BaseException as err:
-            self._outcome["error"] = err
+            self._error = err
             raise  # so the runtime rolls the transaction back
         finally:
             self._depth -= 1
@@ -178,18 +178,18 @@ class DurableObjectSql:
         """Run `fn` inside `ctx.storage.transactionSync` (a nested call joins the outer one)."""
         if self._depth:
             return fn()
-        self._fn, self._outcome = fn, {}
+        self._fn, self._error = fn, None
         try:
             self._storage.transactionSync(self._run_fn)
         except BaseException:
-            error = self._outcome.pop("error", None)
+            error, self._error = self._error, None
             if error is not None:
-                # The runtime re-raises it as a JS error; the engine wants its own.
-                raise error from None
+                raise error from None  # the runtime re-raises it as a JS error; the engine wants its own
             raise
         finally:
             self._fn = None
-        return self._outcome.pop("result")
+        result, self._result = self._result, None
+        return cast(T, result)
 
 
 async def post_with_fetch(
@@ -208,29 +208,23 @@ async def post_with_fetch(
         return await go()
 
 
-def _js_request(request: Any) -> Any:
-    """The JS Request a handler was given (the runtime may hand over the SDK's wrapper of it)."""
-    return request.js_object if isinstance(request, Request) else request
-
-
 # Requests and answers cross as the JS objects themselves: the SDK's Request and Response
 # wrappers (headers as an `email` message, signature checks, a second wrapper around a
 # stub's answer) cost about as much CPU on Pyodide as the engine's SQL of a turn.
 async def _api_request(request: Any) -> ApiRequest | ApiResponse:
     """The engine's view of a JS Request: method, path, query, the Authorization header, body.
 
-    The engine reads no other header (`http_api.authorized`); fetching only that one saves
+    The engine reads no other header (`api.http.authorized`); fetching only that one saves
     walking every header across the boundary. A body over the API's limit is refused (413)
     before it is read whole, as the local host refuses it.
     """
-    url = urlsplit(request.url)
     authorization = request.headers.get("authorization")
-    headers = {} if _is_null(authorization) else {"authorization": str(authorization)}
     # No body (a GET): nothing to await, and an await costs Pyodide's event loop two turns.
     body = b"" if _is_null(request.body) else await _read_body(request)
     if body is None:
         return ApiResponse(413, {"error": BODY_TOO_LARGE})
-    return ApiRequest(str(request.method), url.path or "/", url.query, headers, body)
+    auth = None if _is_null(authorization) else str(authorization)
+    return request_of(str(request.method), str(request.url), auth, body)
 
 
 async def _read_body(request: Any) -> bytes | None:
@@ -241,9 +235,8 @@ async def _read_body(request: Any) -> bytes | None:
     refused unread, and the stream is read chunk by chunk and dropped once it passes the
     limit (no Content-Length, or one that lies). The declared length frames the body, as in
     HTTP: once that much has arrived, no further read waits for the stream's end.
-    With a declared length the chunks are copied into one buffer of that size (about the
-    body once at the peak; the chunks and then their join held it twice, and an object
-    has 128 MB); without one they are joined.
+    With a declared length the chunks are copied into one buffer of that size (the body is
+    held about once at the peak: an object has 128 MB); without one they are joined.
     """
     declared = "" if _is_null(length := request.headers.get("content-length")) else str(length)
     expected = int(declared) if declared.isascii() and declared.isdigit() else -1  # -1: unknown
@@ -266,7 +259,7 @@ async def _read_body(request: Any) -> bytes | None:
             chunks.append(chunk.to_bytes())
         elif size + n <= len(buffer):
             chunk.assign_to(memoryview(buffer)[size : size + n])  # JS to the buffer, no bytes between
-        else:  # longer than it said: kept whole, as before (the limit still holds)
+        else:  # longer than it said: kept whole (the limit still holds)
             del buffer[size:]
             buffer += chunk.to_bytes()
         size += n
@@ -310,7 +303,7 @@ class ChatMemorySQLite(DurableObject):
             for note in notes:
                 log.warning(note)
             sql = DurableObjectSql(self.ctx.storage)
-            self._memory = ChatMemory(sql) if retention is None else ChatMemory(sql, retention=retention)
+            self._memory = ChatMemory(sql, retention=retention)
         return self._memory
 
     def summarizer(self) -> Summarize:
@@ -333,10 +326,8 @@ class ChatMemorySQLite(DurableObject):
         None; it is passed on as it is: the engine only measures and decodes it, and a bytes
         copy would hold an import's body (up to 32 MB) once more.
         """
-        parts = urlsplit(str(url))
-        headers = {} if authorization is None else {"authorization": str(authorization)}
-        data = b"" if body is None else cast(bytes, body)
-        api = ApiRequest(str(method), parts.path or "/", parts.query, headers, data)
+        auth = None if authorization is None else str(authorization)
+        api = request_of(str(method), str(url), auth, b"" if body is None else cast(bytes, body))
         op = parse(api, _var(self.env, "MEMORY_API_TOKEN") or "")
         if isinstance(op, ApiResponse):
             return _response(op)
@@ -404,23 +395,17 @@ class ChatMemorySQLite(DurableObject):
             self._memory = None
         elif effects.grows and not self._alarm_running and alarm_needed(memory):
             # While the alarm runs, a write has nothing to add: when it ends it sets the
-            # next one from what is left then (`on_alarm`). Before, each turn during a
-            # compaction read the alarm and set it again.
-            await self._compaction_now(memory)
+            # next one from what is left then (`on_alarm`).
+            await self._alarm_by(now_ms(), compaction_of=memory)
 
-    async def _compaction_now(self, memory: ChatMemory) -> None:
-        """Make the alarm ring now, unless it rings sooner or waits out a failed compaction's backoff."""
-        now = now_ms()
-        current = await self.ctx.storage.getAlarm()
-        if _is_null(current) or (int(current) > now and not backing_off(memory)):
-            await self.ctx.storage.setAlarm(now)
-
-    async def _alarm_by(self, at: int | None) -> None:
-        """Make the object's one alarm ring no later than `at` (compaction and reminders share it)."""
+    async def _alarm_by(self, at: int | None, compaction_of: ChatMemory | None = None) -> None:
+        """Make the object's one alarm ring no later than `at` (compaction and reminders share it);
+        for a compaction (`compaction_of`), not while it waits out a failed one's backoff."""
         if at is None:
             return
         current = await self.ctx.storage.getAlarm()
-        if _is_null(current) or int(current) > at:
+        current = None if _is_null(current) else int(current)
+        if reminders.moves_alarm(current, at, compaction_of is not None and backing_off(compaction_of)):
             await self.ctx.storage.setAlarm(at)
 
     async def alarm(self, alarm_info: Any = None) -> None:
@@ -461,7 +446,7 @@ class ChatMemorySQLite(DurableObject):
         items = reminders.due_items(memory.sql, chat_key, now_ms()) if chat_key else []
         if items:
             token = _var(self.env, "MEMORY_API_TOKEN") or ""
-            body = json.dumps({"items": items}).encode("utf-8")
+            body = reminders.offer_body(items)
             resp = await call_object(
                 self.env, reminders.DISPATCH_KEY, HTTPMethod.POST, DISPATCH_OFFER_URL, f"Bearer {token}", body
             )
@@ -490,7 +475,8 @@ class Default(WorkerEntrypoint):
 
     async def fetch(self, request: Any) -> Any:
         """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
-        request = _js_request(request)
+        if isinstance(request, Request):  # the runtime may hand over the SDK's wrapper of the JS Request
+            request = request.js_object
         api = await _api_request(request)
         if isinstance(api, ApiResponse):  # a body over the limit, refused before it was read whole
             return _response(api)

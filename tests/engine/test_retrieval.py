@@ -258,7 +258,7 @@ def test_an_author_name_alone_does_not_match_everything_they_wrote():
     assert ids_of(m, "Ann pottery")[0] == "m3"
 
 
-def test_the_author_boost_ranks_as_if_every_candidate_were_boosted(monkeypatch):
+def test_the_author_boost_ranks_as_if_every_candidate_were_boosted():
     # Only the candidates the boost could lift into the k best have their author read: the
     # answer must be the one of boosting all of them.
     rng = random.Random(11)
@@ -273,9 +273,8 @@ def test_the_author_boost_ranks_as_if_every_candidate_were_boosted(monkeypatch):
         query = " ".join([*rng.sample(words, 2), name])
         k = rng.choice([1, 3, 5])
         got = retrieval.rank(m.sql, query, k, set())
-        with monkeypatch.context() as patch:
-            patch.setattr(retrieval, "AUTHOR_BOOST", 0.0)
-            plain = retrieval.rank(m.sql, query, retrieval.CANDIDATES, set())
+        no_boost = retrieval.RetrievalSettings(author_boost=0.0)
+        plain = retrieval.rank(m.sql, query, retrieval.CANDIDATES, set(), no_boost)
         boosted = [(i, s * factor if author[i] == name else s) for i, s in plain]
         expected = sorted(boosted, key=lambda c: -c[1])[:k]
         assert [i for i, _ in got] == [i for i, _ in expected]

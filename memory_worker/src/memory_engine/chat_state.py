@@ -7,7 +7,7 @@ survives restarts and is gone with the chat. Functions take the engine's `SqlSto
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Any
+from typing import cast
 
 from memory_engine.api import wire
 from memory_engine.storage import SqlStorage
@@ -144,13 +144,14 @@ def forget_author_usage(sql: SqlStorage, author_id: str) -> None:
     sql.exec("DELETE FROM messages_daily WHERE author_id = ?", author_id)
 
 
-def author_usage_rows(sql: SqlStorage, author_id: str) -> list[dict[str, Any]]:
+def author_usage_rows(sql: SqlStorage, author_id: str) -> list[wire.DayUsage]:
     """The per-day usage kept for one person, oldest day first."""
-    return sql.exec(
+    rows = sql.exec(
         "SELECT day, calls, errors, prompt_tokens, completion_tokens, cost_usd "
         "FROM usage_daily_author WHERE author_id = ? ORDER BY day",
         author_id,
     )
+    return cast(list[wire.DayUsage], rows)  # the SELECT names DayUsage's keys
 
 
 def usage_today_author(sql: SqlStorage, author_id: str, day: str) -> wire.AuthorUsage:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
@@ -29,8 +29,8 @@ from memory_engine.index.pending import (
     index_behind,
     index_tail,
 )
-from memory_engine.index.retrieval import TURNS_BEFORE, ranked_messages
-from memory_engine.notes import asks_about_the_past, current_facts, facts_view
+from memory_engine.index.retrieval import SHIPPED, RetrievalSettings, ranked_messages
+from memory_engine.notes import asks_about_the_past, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate
 from memory_engine.usage import record_usage, usage_on, usage_report
@@ -38,9 +38,6 @@ from memory_engine.usage import record_usage, usage_on, usage_report
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
 RECENT_OTHERWISE = RECENT_BY_MODE["auto"]  # for a mode this version does not know
-_BEFORE = {
-    m: max(min(n, RING_SIZE), TURNS_BEFORE) for m, n in [*RECENT_BY_MODE.items(), (None, RECENT_OTHERWISE)]
-}
 RETRIEVE_K = 3
 PROMPT_FACTS_LIMIT = 40
 RETENTION_MESSAGES = 50_000  # archived messages kept searchable per chat
@@ -61,11 +58,23 @@ class ChatMemory:
     """The memory of one chat: archive + index, ring, facts, summary state, usage."""
 
     def __init__(
-        self, sql: SqlStorage, clock: Callable[[], datetime] = _now, retention: int = RETENTION_MESSAGES
+        self,
+        sql: SqlStorage,
+        clock: Callable[[], datetime] | None = None,
+        retention: int | None = None,
+        retrieval: RetrievalSettings = SHIPPED,
     ):
+        """`clock` None: the real UTC time; `retention` None: RETENTION_MESSAGES."""
         self.sql = sql
-        self.clock = clock
-        self.retention = retention
+        self.clock = clock or _now
+        self.retention = RETENTION_MESSAGES if retention is None else retention
+        self.retrieval = retrieval
+        # The messages a turn reads before its own, per mode: its recent ones, and the ones
+        # the index links a new message to.
+        self._before = {
+            m: max(min(n, RING_SIZE), retrieval.turns_before)
+            for m, n in [*RECENT_BY_MODE.items(), (None, RECENT_OTHERWISE)]
+        }
         self._pruned_day = ""  # the day whose old daily counters were last pruned (see `turn`)
         migrate(sql, self.now())
 
@@ -103,24 +112,22 @@ class ChatMemory:
 
     # -- recording ---------------------------------------------------------------------
 
-    def _find_by_message_id(self, message_id: str | None) -> dict[str, Any] | None:
+    def _find_by_message_id(self, message_id: str | None) -> wire.Message | None:
         if message_id is None:
             return None
         rows = self.sql.exec(f"SELECT {MSG_COLUMNS} FROM messages WHERE message_id = ?", message_id)
-        return rows[0] if rows else None
+        return cast(wire.Message, rows[0]) if rows else None  # MSG_COLUMNS: Message's keys
 
     def _answered_author(self, message_id: str | None, author_id: str | None) -> str | None:
         if author_id:
             return author_id
         answered = self._find_by_message_id(message_id)
-        if answered is None:
-            # Unsaid: the bot answers the newest user message. When that guess is wrong, a
-            # forgetting removes a reply too many, never leaves one behind.
-            rows = self.sql.exec(
-                "SELECT author_id FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1"
-            )
-            answered = rows[0] if rows else None
-        return (answered or {}).get("author_id") or None
+        if answered is not None:
+            return answered["author_id"] or None
+        # Unsaid: the bot answers the newest user message. When that guess is wrong, a
+        # forgetting removes a reply too many, never leaves one behind.
+        rows = self.sql.exec("SELECT author_id FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1")
+        return (rows[0]["author_id"] or None) if rows else None
 
     def insert_message(
         self,
@@ -149,7 +156,7 @@ class ChatMemory:
             return None
         new_id = int(rows[0]["id"])
         if index:
-            index_after_reply(self.sql, new_id)
+            index_after_reply(self.sql, new_id, self.retrieval)
         return new_id
 
     def apply_facts(
@@ -258,7 +265,7 @@ class ChatMemory:
             # One transaction: an answer is sent only for a turn whose every write landed
             # (a full disk fails the whole turn, never half of it).
             # The state and the messages before this one (per mode: the recent and the index's), read once.
-            state, before = turns.state_and_newest(self.sql, _BEFORE, mode)
+            state, before = turns.state_and_newest(self.sql, self._before, mode)
             chosen = cast(wire.Mode, mode or state.get("mode") or "auto")  # as the API checked or stored it
             topic_after = int(state.get(chat_state.TOPIC_AFTER) or 0)  # /new: recent starts after it
             want = min(RECENT_BY_MODE.get(chosen, RECENT_OTHERWISE), RING_SIZE)
@@ -268,7 +275,7 @@ class ChatMemory:
                 existing = self._find_by_message_id(message_id)
                 assert existing is not None
                 current_id = int(existing["id"])
-                before = self._recent_before(current_id, max(want, TURNS_BEFORE))
+                before = self._recent_before(current_id, max(want, self.retrieval.turns_before))
             else:
                 self.apply_facts(text, author, author_id, current_id, ts)
                 chat_state.count_message(self.sql, author_id, day, prune=self._pruned_day != day)
@@ -280,10 +287,10 @@ class ChatMemory:
             if not stored or (ids and upto + 1 < ids[0]) or any(i > upto and i not in exclude for i in ids):
                 # A waiting message this retrieval could find (after a topic start, a repeat):
                 # indexed first, without the words of this one (or they would find it).
-                upto = index_tail(self.sql, below=current_id if stored else None)
+                upto = index_tail(self.sql, below=current_id if stored else None, knobs=self.retrieval)
             retrieved = self._retrieve(text, RETRIEVE_K, exclude)
             if stored:  # after the retrieval, for the same reason
-                index_behind(self.sql, current_id, ids, upto)
+                index_behind(self.sql, current_id, ids, upto, self.retrieval)
             # The history only for a message that asks about the past: no other answer reads it.
             past = asks_about_the_past(text)
             facts, notes, history = turns.facts_of_turn(self.sql, PROMPT_FACTS_LIMIT, past)
@@ -309,7 +316,7 @@ class ChatMemory:
                 "usage_today_author": usage_author,
             }
 
-        ensure_indexed(self.sql)  # what an import left pending, once (nothing after that)
+        ensure_indexed(self.sql, self.retrieval)  # what an import left pending, once (nothing after that)
         return self.sql.transaction(build)
 
     def _recent_before(self, current_id: int, n: int, after: int = 0) -> list[wire.Message]:
@@ -326,11 +333,11 @@ class ChatMemory:
     # -- retrieval ---------------------------------------------------------------------
 
     def _retrieve(self, query: str, k: int, exclude: set[int]) -> list[wire.ScoredMessage]:
-        return ranked_messages(self.sql, query, k, exclude)
+        return ranked_messages(self.sql, query, k, exclude, self.retrieval)
 
     def search(self, query: str, k: int = RETRIEVE_K) -> wire.SearchAnswer:
         """Rank older messages as `turn` does, excluding nothing and recording nothing."""
-        ensure_searchable(self.sql)
+        ensure_searchable(self.sql, self.retrieval)
         return {"results": self._retrieve(query, k, set())}
 
     # -- replies and usage -------------------------------------------------------------
@@ -400,7 +407,7 @@ class ChatMemory:
             mid = message_id if message_id is not None else (str(new_id) if new_id else None)
             return {"message_id": mid, "id": new_id}
 
-        ensure_indexed(self.sql)
+        ensure_indexed(self.sql, self.retrieval)
         return self.sql.transaction(record)
 
     def usage_today(self) -> dict[str, wire.TierUsage]:
@@ -417,9 +424,6 @@ class ChatMemory:
         return report
 
     # -- views -------------------------------------------------------------------------
-
-    def _current_facts(self, limit: int | None = None, kind: str | None = "fact") -> list[dict[str, Any]]:
-        return current_facts(self.sql, limit, kind)
 
     def facts(self, history: bool = False, kind: str | None = None) -> wire.FactsAnswer:
         """Current facts and notes, each with its id and kind; with `history`, superseded ones too."""

@@ -36,7 +36,7 @@ def apply_retention(memory: ChatMemory, limit: int = RETENTION_STEP) -> int:
     upto = memory.summarized_upto()
     last = sql.exec("SELECT id FROM messages WHERE id <= ? ORDER BY id LIMIT 1 OFFSET ?", upto, excess - 1)
     cut = int(last[0]["id"]) if last else upto
-    unindex_upto(sql, cut, unindexed(sql))
+    unindex_upto(sql, cut, unindexed(sql), memory.retrieval)
     rows = rows_of(sql, "DELETE FROM messages WHERE id <= ? RETURNING id", cut)  # tuples: no dict a row
     return len(rows)
 
@@ -60,7 +60,7 @@ def forget_author(memory: ChatMemory, author_id: str) -> wire.ForgetAuthorAnswer
 
     def run() -> wire.ForgetAuthorAnswer:
         # Their rows not indexed yet (an import's pending rows, the tail) are deleted below: gone too.
-        unindex_messages(sql, where, author_id, author_id, pending=unindexed(sql))
+        unindex_messages(sql, where, author_id, author_id, pending=unindexed(sql), knobs=memory.retrieval)
         gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
         facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
         reminders.forget_author(sql, author_id)

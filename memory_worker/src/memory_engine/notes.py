@@ -97,32 +97,19 @@ def forget_fact(
     return sql.transaction(run)
 
 
-def current_facts(
-    sql: SqlStorage, limit: int | None = None, kind: str | None = "fact"
-) -> list[dict[str, Any]]:
+def current_facts(sql: SqlStorage, limit: int | None = None, kind: str | None = "fact") -> list[wire.Fact]:
     """Current facts of `kind` ("fact", "note", None: both), the newest `limit`, oldest first."""
     query = f"SELECT {FACT_FIELDS} FROM facts WHERE superseded_at IS NULL AND kind LIKE ? ORDER BY id DESC"
     like = kind or "%"
     rows = sql.exec(query + " LIMIT ?", like, limit) if limit else sql.exec(query, like)
     rows.reverse()
-    return rows
+    return as_facts(rows)
 
 
 def facts_view(sql: SqlStorage, history: bool = False, kind: str | None = None) -> list[wire.Fact]:
     """What `GET /facts` lists: current facts (or, with `history`, every value ever held)."""
     if not history:
-        return as_facts(current_facts(sql, None, kind))
+        return current_facts(sql, None, kind)
     return as_facts(
         sql.exec(f"SELECT {FACT_FIELDS}, superseded_at FROM facts WHERE kind LIKE ? ORDER BY id", kind or "%")
     )
-
-
-def fact_history(sql: SqlStorage, limit: int = FACT_HISTORY_LIMIT) -> list[dict[str, Any]]:
-    """The newest superseded facts, oldest first: "where did I live before Lisbon?" needs them."""
-    rows = sql.exec(
-        f"SELECT {FACT_FIELDS}, superseded_at FROM facts "
-        "WHERE superseded_at IS NOT NULL AND kind = 'fact' ORDER BY id DESC LIMIT ?",
-        limit,
-    )
-    rows.reverse()
-    return rows

@@ -7,9 +7,10 @@ summary, facts and notes), and no message reaches the model twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from json.encoder import encode_basestring
-from typing import Any
+
+from memory_engine.api import wire
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 
@@ -35,7 +36,7 @@ def _name(name: str) -> str:
     return " ".join(name.split())[:64]
 
 
-def _speaker(msg: Mapping[str, Any]) -> str:
+def _speaker(msg: wire.Message) -> str:
     if msg["role"] == "assistant":
         return "assistant"
     return _name(msg.get("author") or "") or msg["role"]
@@ -45,7 +46,7 @@ def _when(ts: str) -> str:
     return ts[:16].replace("T", " ")
 
 
-def _line(msg: Mapping[str, Any]) -> str:
+def _line(msg: wire.Message) -> str:
     ts = _when(msg.get("ts") or "")
     return f"- [{ts}] {_speaker(msg)}: {_quote(msg['text'])}"
 
@@ -63,10 +64,10 @@ def _quoted_lines(text: str) -> str:
 
 
 def render_prompt(
-    retrieved: Iterable[Mapping[str, Any]],
+    retrieved: Iterable[wire.Message],
     summary: str | None,
-    facts: Iterable[Mapping[str, Any]],
-    notes: Iterable[Mapping[str, Any]] = (),
+    facts: Iterable[wire.Fact],
+    notes: Iterable[wire.Fact] = (),
     topic_started_at: str | None = None,
 ) -> str:
     """The memory prompt: header, retrieved, then summary, facts and notes when present."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from operator import itemgetter
-from typing import Any, cast
+from typing import cast
 
 from memory_engine import chat_state
 from memory_engine.api import wire
@@ -120,10 +120,10 @@ def facts_of_turn(
     for part, *values, superseded_at in rows_of(
         sql, _FACTS_OF_TURN, limit, FACT_HISTORY_WINDOW, FACT_HISTORY_LIMIT if history else 0
     ):
-        fact: dict[str, Any] = dict(zip(_FACT_NAMES, values, strict=True))
+        fact = cast(wire.Fact, dict(zip(_FACT_NAMES, values, strict=True)))  # FACT_FIELDS: Fact's keys
         if part == 2:
             fact["superseded_at"] = superseded_at
-        parts[part].append(cast(wire.Fact, fact))  # FACT_FIELDS are Fact's keys
+        parts[part].append(fact)
     for rows in parts:
         rows.sort(key=lambda f: f["id"])
     return parts

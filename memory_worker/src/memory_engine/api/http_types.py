@@ -11,8 +11,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-__all__ = ["CHAT_KEY", "JSON_HEADERS", "VERSION", "Request", "Response"]
+__all__ = ["CHAT_KEY", "JSON_HEADERS", "VERSION", "Request", "Response", "request_of"]
 
 VERSION = "1"
 CHAT_KEY = re.compile(r"^[A-Za-z0-9:_\-.]{1,128}\Z")  # \Z: `$` would let a trailing "\n" in
@@ -28,6 +29,13 @@ class Request:
     query: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+
+
+def request_of(method: str, url: str, authorization: str | None, body: bytes = b"") -> Request:
+    """A request from the parts the engine reads: method, URL, the Authorization header, body."""
+    parts = urlsplit(url)
+    headers = {} if authorization is None else {"authorization": authorization}
+    return Request(method, parts.path or "/", parts.query, headers, body)
 
 
 @dataclass(frozen=True)

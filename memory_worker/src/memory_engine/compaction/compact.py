@@ -14,8 +14,9 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from memory_engine.api import wire
 from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS, doubling, retry_after_s
 from memory_engine.compaction.model_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from memory_engine.compaction.model_facts import clean_facts, split_reply
@@ -64,7 +65,7 @@ IMPORT_TAIL = COMPACT_THRESHOLD - KEEP_UNSUMMARIZED
 NOT_BEFORE = "compaction_not_before"
 
 # Summarize(previous_summary, messages) -> new summary text
-Summarize = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
+Summarize = Callable[[str, list[wire.Message]], Awaitable[str]]
 # post(url, headers, body, timeout_s) -> (status, headers, body)
 Post = Callable[[str, dict[str, str], bytes, float], Awaitable[tuple[int, dict[str, str], bytes]]]
 
@@ -74,7 +75,7 @@ class Job:
     """One compaction to run: the messages to fold into the previous summary."""
 
     previous: str
-    messages: list[dict[str, Any]]
+    messages: list[wire.Message]
     base_upto: int  # the mark the job started from; a commit checks it is unchanged
     upto: int  # the newest message id the new summary covers
     epoch: str  # changes when someone is forgotten: a job from before is dropped
@@ -175,12 +176,12 @@ def prepare(memory: ChatMemory, keep: int | None = None, force: bool = False) ->
         newest_kept if newest_kept is not None else 2**62,
         BATCH_MESSAGES,
     )
-    batch: list[dict[str, Any]] = []
+    batch: list[wire.Message] = []
     size = 0
     for row in rows:
         if batch and size + len(row["text"]) > BATCH_CHARS:
             break
-        batch.append(row)
+        batch.append(cast(wire.Message, row))  # MSG_COLUMNS: Message's keys
         size += len(row["text"])
     if not batch:
         return None
@@ -295,7 +296,7 @@ _INSTRUCTIONS = (
 )
 
 
-def summarizer_request(model: str, previous: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def summarizer_request(model: str, previous: str, messages: list[wire.Message]) -> dict[str, Any]:
     """The chat-completions body asking for the merged anchored summary."""
     lines = [
         json.dumps(
@@ -335,7 +336,7 @@ def make_summarizer(
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
 
-    async def summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+    async def summarize(previous: str, messages: list[wire.Message]) -> str:
         body = json.dumps(summarizer_request(model or "gpt-4.1-nano", previous, messages)).encode()
         try:
             status, resp_headers, raw = await post(url, headers, body, timeout_s)

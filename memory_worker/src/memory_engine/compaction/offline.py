@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
+from memory_engine.api import wire
 from memory_engine.facts.extract import extract_facts, is_list_key, merge_list
 from memory_engine.facts.patterns import LazyRe, lazy
 from memory_engine.index.text import STOPWORDS, tokens
@@ -82,7 +82,7 @@ _CALLED = lazy(r"(\b[\w ]{0,40}?)\s(?:named|called)\s+([^\W\d_][\w'’\-]*)", re
 _AFTER = lazy(rf"^\s+({_WORKS})\b", re.I)  # "the Atlas project"
 
 
-def _speaker(m: dict[str, Any]) -> str:
+def _speaker(m: wire.Message) -> str:
     return m.get("author") or m.get("role") or "someone"
 
 
@@ -131,7 +131,7 @@ def _kind(before: str, after: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def named_things(messages: list[dict[str, Any]]) -> list[tuple[str, str | None, int]]:
+def named_things(messages: list[wire.Message]) -> list[tuple[str, str | None, int]]:
     """(name, kind or None, mentions) of what the speakers talk about, most mentioned first."""
     speakers = {_speaker(m).lower() for m in messages}
     counts: Counter[str] = Counter()
@@ -190,7 +190,7 @@ _FILLER = frozenset(
 )
 
 
-def _frequent_words(said: list[dict[str, Any]], n: int = 6) -> list[str]:
+def _frequent_words(said: list[wire.Message], n: int = 6) -> list[str]:
     skip = _FILLER | {w for m in said for w in tokens(_speaker(m))}
     # Bounded in length: one 60k-character "word" must not fill the summary.
     words = Counter(
@@ -241,12 +241,12 @@ def _objective(old: list[str], who: list[str], labels: list[str]) -> list[str]:
     return [f"- Conversation with {people} about: {what}."]
 
 
-async def offline_summarize(previous: str, messages: list[dict[str, Any]]) -> str:
+async def offline_summarize(previous: str, messages: list[wire.Message]) -> str:
     """An extractive summary in the same sections: topics, facts, key sentences, open questions."""
     return offline_summary(previous, messages)
 
 
-def offline_summary(previous: str, messages: list[dict[str, Any]]) -> str:
+def offline_summary(previous: str, messages: list[wire.Message]) -> str:
     """The offline summarizer's text (synchronous core of `offline_summarize`)."""
     old = _sections_of(previous) if previous else {h: [] for h in SECTIONS}
     said = [m for m in messages if m.get("role") == "user"]
@@ -321,7 +321,7 @@ _FACT_LINE = lazy(r"^- (?P<who>.+?): (?P<key>[a-z_]+) = (?P<value>.+)$", 0)
 _MOVED = {"location": "moved from {old} to {new}"}
 
 
-def _people_facts(old: list[str], said: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], str], list[str]]:
+def _people_facts(old: list[str], said: list[wire.Message]) -> tuple[dict[tuple[str, str], str], list[str]]:
     """Each speaker's current facts (the previous summary's, then the messages'), and the moves."""
     current: dict[tuple[str, str], str] = {}
     changes: list[str] = []
@@ -351,7 +351,7 @@ def _people_facts(old: list[str], said: list[dict[str, Any]]) -> tuple[dict[tupl
     return {k: v for k, v in current.items() if v}, changes[-10:]
 
 
-def _superseded(said: list[dict[str, Any]], current: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+def _superseded(said: list[wire.Message], current: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
     """(speaker, value) of every value a speaker stated that is no longer theirs."""
     out: list[tuple[str, str]] = []
     for m in said:
@@ -378,7 +378,7 @@ def _content(text: str) -> set[str]:
     return {t for t in tokens(text) if t not in STOPWORDS and t not in _FILLER and len(t) > 2}
 
 
-def _open_questions(said: list[dict[str, Any]]) -> list[str]:
+def _open_questions(said: list[wire.Message]) -> list[str]:
     """The questions nobody answered: a later message of someone else sharing its words answers it."""
     out: list[str] = []
     for i, m in enumerate(said):
@@ -394,7 +394,7 @@ def _open_questions(said: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _files(messages: list[dict[str, Any]]) -> list[str]:
+def _files(messages: list[wire.Message]) -> list[str]:
     """Whole URLs and file names mentioned, never a piece of a URL."""
     found: set[str] = set()
     for m in messages:

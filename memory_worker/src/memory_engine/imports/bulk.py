@@ -83,7 +83,7 @@ def import_messages(
             # Before the index is built: the rows the cap deletes now are never indexed.
             memory.apply_retention(limit=max(len(stored), RETENTION_STEP))
         if not more:
-            build_pending(memory.sql)
+            build_pending(memory.sql, memory.retrieval)
         return {"imported": len(stored), "skipped": len(messages) - len(stored)}
 
     return memory.sql.transaction(run)

@@ -197,7 +197,7 @@ def _batch(
     memory.set_state(HOLD, json.dumps({"next": s.next_id, "cut": s.cut, "blobs": blobs}))
     if not more:  # its end: what would still be there is written (nothing, when the hint was right)
         settle(sql)
-        build_pending(sql)
+        build_pending(sql, memory.retrieval)
     return {"imported": len(rows), "skipped": 0}
 
 

@@ -35,7 +35,13 @@ from contextlib import suppress
 from typing import Any, TypedDict, cast
 
 from memory_engine import chat_state
-from memory_engine.index.retrieval import INDEXED_UPTO_SQL, index_messages, indexed_upto
+from memory_engine.index.retrieval import (
+    INDEXED_UPTO_SQL,
+    SHIPPED,
+    RetrievalSettings,
+    index_messages,
+    indexed_upto,
+)
 from memory_engine.storage import SqlStorage
 
 PENDING = "index_pending"
@@ -65,7 +71,7 @@ def add_pending(sql: SqlStorage, first_id: int, last_id: int) -> None:
     chat_state.put(sql, PENDING, f"{lo}:{last_id}")
 
 
-def build_pending(sql: SqlStorage) -> bool:
+def build_pending(sql: SqlStorage, knobs: RetrievalSettings = SHIPPED) -> bool:
     """Index the pending rows that are still stored, in one statement; True when any were pending."""
     span = pending(sql)
     if span is None:
@@ -75,12 +81,12 @@ def build_pending(sql: SqlStorage) -> bool:
     # the oldest left, and the message before it gains its words (as a live index links it).
     first = sql.exec("SELECT MIN(id) AS id FROM messages WHERE id >= ? AND id <= ?", lo, hi)[0]["id"]
     if first is not None:
-        index_messages(sql, int(first), hi)
+        index_messages(sql, int(first), hi, knobs=knobs)
     sql.exec("DELETE FROM state WHERE key = ?", PENDING)
     return True
 
 
-def ensure_indexed(sql: SqlStorage) -> None:
+def ensure_indexed(sql: SqlStorage, knobs: RetrievalSettings = SHIPPED) -> None:
     """Settle an import's hold and build what it left pending, in its own transaction; call it
     before reading the index.
 
@@ -89,7 +95,7 @@ def ensure_indexed(sql: SqlStorage) -> None:
     """
     if sql in _CLEAN:  # False for a storage that cannot be weakly referenced
         return
-    sql.transaction(lambda: (settle(sql), build_pending(sql)))
+    sql.transaction(lambda: (settle(sql), build_pending(sql, knobs)))
     with suppress(TypeError):  # a storage that cannot be weakly referenced: its state is read each time
         _CLEAN.add(sql)
 
@@ -109,28 +115,30 @@ def unindexed(sql: SqlStorage) -> tuple[int, int] | None:
     return (upto + 1, newest) if newest > upto else None
 
 
-def index_tail(sql: SqlStorage, below: int | None = None) -> int:
+def index_tail(sql: SqlStorage, below: int | None = None, knobs: RetrievalSettings = SHIPPED) -> int:
     """Index the messages not indexed yet (those below id `below` only, when given, with no
     after-context from it); the index's newest id then."""
     upto, newest = _ends(sql)
     hi = newest if below is None else min(newest, below - 1)
     if hi <= upto:
         return upto
-    index_messages(sql, upto + 1, hi, link=False, end=hi, newest=upto)
+    index_messages(sql, upto + 1, hi, link=False, end=hi, newest=upto, knobs=knobs)
     return indexed_upto(sql)
 
 
-def ensure_searchable(sql: SqlStorage) -> None:
+def ensure_searchable(sql: SqlStorage, knobs: RetrievalSettings = SHIPPED) -> None:
     """`ensure_indexed`, then the tail indexed too, in its own transaction: before a search."""
-    ensure_indexed(sql)
+    ensure_indexed(sql, knobs)
     if unindexed(sql) is not None:
         # A search is a read: when the write fails (a full disk: nothing was written), it
         # still answers, from the rest of the index. (The engine knows no storage's errors.)
         with suppress(Exception):
-            sql.transaction(lambda: index_tail(sql))
+            sql.transaction(lambda: index_tail(sql, knobs=knobs))
 
 
-def index_behind(sql: SqlStorage, current_id: int, before: list[int], upto: int) -> None:
+def index_behind(
+    sql: SqlStorage, current_id: int, before: list[int], upto: int, knobs: RetrievalSettings = SHIPPED
+) -> None:
     """After message `current_id` is stored (a turn's, after its retrieval): index the tail when due.
 
     `before`: the ids of the messages before it, oldest first (TAIL_MAX of them at least, when
@@ -141,15 +149,15 @@ def index_behind(sql: SqlStorage, current_id: int, before: list[int], upto: int)
         return
     waiting = [i for i in before if i > upto]
     if before[-1] == upto:
-        index_messages(sql, upto, upto, link=False, end=current_id, newest=upto)
+        index_messages(sql, upto, upto, link=False, end=current_id, newest=upto, knobs=knobs)
     elif len(waiting) >= TAIL_MAX or (waiting and len(waiting) == len(before) and waiting[0] > upto + 1):
-        index_messages(sql, waiting[0], before[-1], link=False, end=current_id, newest=upto)
+        index_messages(sql, waiting[0], before[-1], link=False, end=current_id, newest=upto, knobs=knobs)
 
 
-def index_after_reply(sql: SqlStorage, new_id: int) -> None:
+def index_after_reply(sql: SqlStorage, new_id: int, knobs: RetrievalSettings = SHIPPED) -> None:
     """`index_behind` for a message stored on its own (a reply): reads what it needs."""
     rows = sql.exec("SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", new_id, TAIL_MAX + 1)
-    index_behind(sql, new_id, [int(r["id"]) for r in reversed(rows)], indexed_upto(sql))
+    index_behind(sql, new_id, [int(r["id"]) for r in reversed(rows)], indexed_upto(sql), knobs)
 
 
 def forget_clean(sql: SqlStorage) -> None:

@@ -3,17 +3,19 @@
 Each message is one FTS5 row (rowid = messages.id) with five columns: `body` (its own text),
 `author` (who wrote it), `context_before` (the two messages before it), `context_after` (the
 message after it: the newest messages wait out of the index until it is there,
-`pending_index`) and `date` (its month and year in words, "march 2022", from `ts`). Chat
+`index.pending`) and `date` (its month and year in words, "march 2022", from `ts`). Chat
 turns are short and lean on the turns around them: "yes, last week, at the lake!" answers
 "did you go camping?", and "was that your first marathon?" is answered next. A question pins
 an event by its date ("what did she do in May 2023?") while the message says "yesterday".
 The neighbours' words and the date count less than a message's own words (BM25_WEIGHTS).
+The tunables are one frozen `RetrievalSettings` (the shipped values by default), which a
+`ChatMemory` holds and passes in; the benchmarks pass their variants the same way.
 
 Cost stays bounded in long chats and for long messages: FTS5 computes bm25() for every
 row that matches any query term, at a cost that grows with the number of terms, so a
 query first keeps its most selective terms within a budget (see `_select`). The terms it
 drops are the common ones, whose bm25 idf is small anyway. A term's other word forms
-(met/meet, colour/color: `text_forms`) are OR-ed alternatives inside the same term, and
+(met/meet, colour/color: `word_forms`) are OR-ed alternatives inside the same term, and
 a message scores for a word once, by its best-matching form (see `_forms_once`).
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
 
@@ -43,7 +46,7 @@ CANDIDATES = 50
 # Each neighbour's text is indexed up to this many characters: its gist, bounded cost.
 NEIGHBOUR_CHARS = 500
 # How many messages before and after a message are indexed with it (the ablation knobs of
-# benchmarks/locomo_recall.py; 1 and 0 was the previous design).
+# benchmarks/recall_ablation.py).
 TURNS_BEFORE = 2
 TURNS_AFTER = 1
 # Whether the month and year are indexed, and month names kept in queries ("in May").
@@ -51,8 +54,7 @@ DATES = True
 # Whether query terms are expanded with their other word forms.
 WORD_FORMS = True
 # Whether a message scores once per word, by the word's best form, rather than once per
-# form it holds (the ablation knob of benchmarks/locomo_recall.py; False was issue 16's
-# first design).
+# form it holds (an ablation knob of benchmarks/recall_ablation.py).
 FORMS_ONCE = True
 # The smallest score `rank` reports (see there).
 MIN_SCORE = 1e-6
@@ -75,6 +77,28 @@ MERGE_PAGES = 500
 
 # A query term: a word, or a word and its other forms (OR-ed alternatives).
 Term = str | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """Retrieval's tunables, the shipped values by default (the constants above say why each).
+
+    The index-time ones (`turns_before`, `turns_after`, `dates`, `neighbour_chars`) shape the
+    index rows: one chat's database must be built and kept with the same ones.
+    """
+
+    bm25_weights: tuple[float, ...] = BM25_WEIGHTS
+    author_boost: float = AUTHOR_BOOST
+    candidates: int = CANDIDATES
+    neighbour_chars: int = NEIGHBOUR_CHARS
+    turns_before: int = TURNS_BEFORE
+    turns_after: int = TURNS_AFTER
+    dates: bool = DATES
+    word_forms: bool = WORD_FORMS
+    forms_once: bool = FORMS_ONCE
+
+
+SHIPPED = RetrievalSettings()
 
 _INSERT = f"INSERT INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
 _REPLACE = f"INSERT OR REPLACE INTO messages_fts(rowid, {', '.join(COLUMNS)}) "
@@ -106,21 +130,22 @@ def _date_words(ts: str) -> str:
     return f"COALESCE((CASE substr({ts}, 6, 2) {cases} END) || ' ' || substr({ts}, 1, 4), '')"
 
 
-def _neighbours(values: list[str]) -> str:
-    return " || ' ' || ".join(f"substr(COALESCE({v}, ''), 1, {NEIGHBOUR_CHARS})" for v in values) or "''"
+def _neighbours(values: list[str], chars: int) -> str:
+    return " || ' ' || ".join(f"substr(COALESCE({v}, ''), 1, {int(chars)})" for v in values) or "''"
 
 
-def _index_rows(window: str, keep: str) -> str:
+def _index_rows(window: str, keep: str, knobs: RetrievalSettings) -> str:
     """A SELECT of index rows (rowid + COLUMNS) for the messages `keep` picks among those `window` orders.
 
     The neighbours are those in the window, in id order: the window must reach two messages
     before and one after the rows kept. `window` is a FROM source with id, text, author, ts.
     """
-    before = [f"lag(text, {n}) OVER w" for n in range(TURNS_BEFORE, 0, -1)]
-    after = [f"lead(text, {n}) OVER w" for n in range(1, TURNS_AFTER + 1)]
-    date = _date_words("ts") if DATES else "''"
+    before = [f"lag(text, {n}) OVER w" for n in range(knobs.turns_before, 0, -1)]
+    after = [f"lead(text, {n}) OVER w" for n in range(1, knobs.turns_after + 1)]
+    date = _date_words("ts") if knobs.dates else "''"
+    chars = knobs.neighbour_chars
     inner = (
-        f"SELECT id, text, author, {_neighbours(before)} AS cb, {_neighbours(after)} AS ca, "
+        f"SELECT id, text, author, {_neighbours(before, chars)} AS cb, {_neighbours(after, chars)} AS ca, "
         f"{date} AS dt, hit FROM {window} WINDOW w AS (ORDER BY id)"
     )
     return f"SELECT id, text, author, cb, ca, dt FROM ({inner}) WHERE {keep}"
@@ -152,6 +177,7 @@ def index_messages(
     link: bool = True,
     end: int | None = None,
     newest: int | None = None,
+    knobs: RetrievalSettings = SHIPPED,
 ) -> None:
     """Index the stored messages from first_id (or the oldest one not indexed yet) through last_id.
 
@@ -165,7 +191,7 @@ def index_messages(
         newest = indexed_upto(sql)
     lo = min(first_id, newest + 1)
     back = sql.exec(
-        "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, TURNS_BEFORE + int(link)
+        "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?", lo, knobs.turns_before + int(link)
     )
     start = int(back[-1]["id"]) if back else lo
     # The bound is a parameter: one statement text each way, which the prepared-statement
@@ -174,18 +200,22 @@ def index_messages(
     if link and back:
         after = "(SELECT MIN(id) FROM messages WHERE id >= ?)"  # the first one indexed below
         window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ? AND id <= {after}{bound})"
-        sql.exec(_REPLACE + _index_rows(window, "id = ?"), start, lo, *last, int(back[0]["id"]))
+        sql.exec(_REPLACE + _index_rows(window, "id = ?", knobs), start, lo, *last, int(back[0]["id"]))
         start = int(back[min(1, len(back) - 1)]["id"])
     # One statement instead of one per message: FTS5 flushes its pending terms to a new
     # segment whenever another statement opens a savepoint (every INSERT INTO messages
     # does), so indexing after the whole batch roughly doubles import throughput.
     window = f"(SELECT *, 1 AS hit FROM messages WHERE id >= ?{bound})"
     verb = _INSERT if lo > newest else _REPLACE
-    sql.exec(verb + _index_rows(window, "id >= ? AND id <= ?"), start, *last, lo, last_id)
+    sql.exec(verb + _index_rows(window, "id >= ? AND id <= ?", knobs), start, *last, lo, last_id)
 
 
 def unindex_messages(
-    sql: SqlStorage, where: str, *params: object, pending: tuple[int, int] | None = None
+    sql: SqlStorage,
+    where: str,
+    *params: object,
+    pending: tuple[int, int] | None = None,
+    knobs: RetrievalSettings = SHIPPED,
 ) -> None:
     """Remove from the index the messages selected by `where`, and their words from every neighbour.
 
@@ -204,7 +234,7 @@ def unindex_messages(
     back = sql.exec(
         "SELECT id FROM messages WHERE id < ? ORDER BY id DESC LIMIT ?",
         int(span[0]["lo"]),
-        TURNS_BEFORE + TURNS_AFTER,
+        knobs.turns_before + knobs.turns_after,
     )
     lo = int(back[-1]["id"]) if back else int(span[0]["lo"])
     after = sql.exec("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1 OFFSET 2", int(span[0]["hi"]))
@@ -222,7 +252,7 @@ def unindex_messages(
         f"FROM messages WHERE id >= ? AND id <= ?) "
         f"WINDOW o AS (ORDER BY id)) WHERE NOT g)"
     )
-    rows = _index_rows(marked, "hit" + indexed)
+    rows = _index_rows(marked, "hit" + indexed, knobs)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", *params, lo, hi)
     sql.exec(_INSERT + rows, *params, lo, hi)
 
@@ -235,7 +265,9 @@ def _not_pending(pending: tuple[int, int] | None) -> str:
     return f" AND NOT (id >= {int(pending[0])} AND id <= {int(pending[1])})" if pending else ""
 
 
-def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = None) -> None:
+def unindex_upto(
+    sql: SqlStorage, cut: int, pending: tuple[int, int] | None = None, knobs: RetrievalSettings = SHIPPED
+) -> None:
     """`unindex_messages(sql, "id <= ?", cut, pending=pending)` for the oldest rows (retention), cheaper.
 
     Only the first TURNS_BEFORE survivors had a removed message among their neighbours, so
@@ -245,9 +277,12 @@ def unindex_upto(sql: SqlStorage, cut: int, pending: tuple[int, int] | None = No
     drop_counts(sql)
     indexed = _not_pending(pending)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE id <= ?{indexed})", cut)
-    window = f"(SELECT *, 1 AS hit FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE + TURNS_AFTER})"
-    keep = f"id IN (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT {TURNS_BEFORE}){indexed}"
-    rows = _index_rows(window, keep)
+    around = int(knobs.turns_before + knobs.turns_after)
+    window = f"(SELECT *, 1 AS hit FROM messages WHERE id > ? ORDER BY id LIMIT {around})"
+    keep = (
+        f"id IN (SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT {int(knobs.turns_before)}){indexed}"
+    )
+    rows = _index_rows(window, keep, knobs)
     sql.exec(f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM ({rows}))", cut, cut)
     sql.exec(_INSERT + rows, cut, cut)
 
@@ -333,7 +368,7 @@ def _forms_statement(n: int, weights_of: tuple[float, ...]) -> str:
 
 
 def _forms_once(
-    sql: SqlStorage, kept: list[Term], candidates: list[tuple[int, float]]
+    sql: SqlStorage, kept: list[Term], candidates: list[tuple[int, float]], weights: tuple[float, ...]
 ) -> list[tuple[int, float]]:
     """The candidates re-scored so that each word counts once, by its best form.
 
@@ -352,7 +387,7 @@ def _forms_once(
     # number of forms alone and the prepared-statement caches find it again.
     ids = {i for i, _ in candidates}
     rows = rows_of(  # tuples, not dicts: a few hundred rows
-        sql, _forms_statement(len(forms), BM25_WEIGHTS), min(ids), max(ids), *(fts_query([f]) for f in forms)
+        sql, _forms_statement(len(forms), weights), min(ids), max(ids), *(fts_query([f]) for f in forms)
     )
     share = {(int(form), int(i)): -float(score) for form, i, score in rows if int(i) in ids}
     out = []
@@ -371,12 +406,16 @@ MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_i
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
 
 
-def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
+def rank(
+    sql: SqlStorage, query: str, k: int, exclude: set[int], knobs: RetrievalSettings = SHIPPED
+) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
-    return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude)]
+    return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude, knobs)]
 
 
-def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[wire.ScoredMessage]:
+def ranked_messages(
+    sql: SqlStorage, query: str, k: int, exclude: set[int], knobs: RetrievalSettings = SHIPPED
+) -> list[wire.ScoredMessage]:
     """The k best matches for `query` as messages (MESSAGE_COLUMNS) with their `score`, best first."""
     # The one cast for scored messages: the rows are the SELECT of MESSAGE_COLUMNS (Message's
     # keys, typed by the `messages` table) and the score is added here.
@@ -384,7 +423,7 @@ def ranked_messages(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> l
         list[wire.ScoredMessage],
         [
             dict(zip(MESSAGE_COLUMNS, row, strict=True), score=round(score, 6))
-            for row, score in ranked_rows(sql, query, k, exclude)
+            for row, score in ranked_rows(sql, query, k, exclude, knobs)
         ],
     )
 
@@ -403,10 +442,10 @@ def _ranked(weights: tuple[float, ...]) -> str:
 
 
 def ranked_rows(
-    sql: SqlStorage, query: str, k: int, exclude: set[int]
+    sql: SqlStorage, query: str, k: int, exclude: set[int], knobs: RetrievalSettings = SHIPPED
 ) -> list[tuple[tuple[Any, ...], float]]:
     """The k best matches for `query` with positive scores, best first: (row of MESSAGE_COLUMNS, score)."""
-    terms = query_groups(query, forms=WORD_FORMS, months=DATES)
+    terms = query_groups(query, forms=knobs.word_forms, months=knobs.dates)
     if not terms or k <= 0:
         return []
     kept, floor = _select(sql, terms)
@@ -419,19 +458,22 @@ def ranked_rows(
     # k of them, not the 50 candidates (their texts were most of the rows' cost). Sorted
     # here, by score then id: a JOIN and an ORDER BY in SQL cost a little more. An index row
     # without its message (none should exist) is left out, as the JOIN did.
-    ranked_ids = rows_of(sql, _ranked(BM25_WEIGHTS), match, floor, max(CANDIDATES, k) + len(exclude))
+    ranked_ids = rows_of(
+        sql, _ranked(knobs.bm25_weights), match, floor, max(knobs.candidates, k) + len(exclude)
+    )
     rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
     candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
-    if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
-        candidates = _forms_once(sql, kept, candidates)
+    if knobs.forms_once and candidates and any(_expanded(t) for t in kept):
+        candidates = _forms_once(sql, kept, candidates, knobs.bm25_weights)
     # The authors the query names (a handful per chat, each tokenized once): their rows score more.
     named = {form for term in terms for form in term}
     authors = {r[2] for r in rows}
-    boosted = {a for a in authors if a and not named.isdisjoint(tokens(a))} if AUTHOR_BOOST else set()
+    boost = knobs.author_boost
+    boosted = {a for a in authors if a and not named.isdisjoint(tokens(a))} if boost else set()
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     if boosted:
         author_of = {int(r[1]): r[2] for r in rows}
-        factor = 1.0 + AUTHOR_BOOST
+        factor = 1.0 + boost
         candidates = [(i, score * factor if author_of[i] in boosted else score) for i, score in candidates]
     ranked = [c for c in candidates if c[1] > 0]
     ranked.sort(key=itemgetter(1), reverse=True)  # stable: equal scores keep their order, as with -score

@@ -26,6 +26,7 @@ from memory_engine.reminders.wire import (
     Every,
     LeaseAnswer,
     OfferAnswer,
+    OfferRequest,
     QueueState,
     ReleaseAnswer,
     Reminder,
@@ -208,6 +209,18 @@ def next_alarm_ms(sql: SqlStorage) -> int | None:
     )
     value = rows[0]["t"] if rows else None
     return None if value is None else int(value)
+
+
+def moves_alarm(current: int | None, at: int, backing_off: bool = False) -> bool:
+    """Whether the chat's one alarm (set for `current`; None: unset) must be set to `at`: it rings
+    later, and does not wait out a failed compaction's backoff (`backing_off`)."""
+    return current is None or (current > at and not backing_off)
+
+
+def offer_body(items: list[DispatchItem]) -> bytes:
+    """The body of `POST /v1/dispatch/offer`: a chat's due occurrences, handed to the dispatch object."""
+    request: OfferRequest = {"items": items}
+    return json.dumps(request).encode("utf-8")
 
 
 def earliest(*times: int | None) -> int | None:
