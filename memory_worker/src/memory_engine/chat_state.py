@@ -11,6 +11,7 @@ from typing import cast
 
 from memory_engine.api import wire
 from memory_engine.storage import SqlStorage
+from memory_engine.usage import ModelCall
 
 MAX_PERSONA_CHARS = 2000
 AUTHOR_USAGE_DAYS_KEPT = 8  # "today" needs one day; a week is there for /usage and debugging
@@ -79,15 +80,7 @@ def start_topic(sql: SqlStorage, now: str) -> wire.TopicAnswer:
 # -- usage per author ------------------------------------------------------------------
 
 
-def record_author_usage(
-    sql: SqlStorage,
-    day: str,
-    author_id: str,
-    ok: bool,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cost_usd: float,
-) -> None:
+def record_author_usage(sql: SqlStorage, author_id: str, call: ModelCall) -> None:
     """Count one model call against the person it answered (for per-person daily caps)."""
     if not author_id:
         return
@@ -98,15 +91,15 @@ def record_author_usage(
         "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
         "completion_tokens = completion_tokens + excluded.completion_tokens, "
         "cost_usd = cost_usd + excluded.cost_usd",
-        day,
+        call.day,
         author_id,
-        0 if ok else 1,
-        prompt_tokens,
-        completion_tokens,
-        cost_usd,
+        0 if call.ok else 1,
+        call.prompt_tokens,
+        call.completion_tokens,
+        call.cost_usd,
     )
     # Bounded: a range delete on the primary key, usually of nothing.
-    sql.exec("DELETE FROM usage_daily_author WHERE day < ?", _days_before(day, AUTHOR_USAGE_DAYS_KEPT))
+    sql.exec("DELETE FROM usage_daily_author WHERE day < ?", _days_before(call.day, AUTHOR_USAGE_DAYS_KEPT))
 
 
 def _days_before(day: str, n: int) -> str:

@@ -33,7 +33,7 @@ from memory_engine.index.retrieval import SHIPPED, RetrievalSettings, ranked_mes
 from memory_engine.notes import asks_about_the_past, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate
-from memory_engine.usage import record_usage, usage_on, usage_report
+from memory_engine.usage import ModelCall, record_usage, usage_report
 
 RING_SIZE = 12
 RECENT_BY_MODE = {"auto": 4, "full": 12}
@@ -93,9 +93,6 @@ class ChatMemory:
         """Set one value of the chat's key-value state."""
         chat_state.put(self.sql, key, value)
 
-    _state = state  # the names the hosts use
-    _set_state = set_state
-
     def mode(self) -> wire.Mode:
         """The chat's memory mode: `auto` (4 recent) or `full` (12 recent)."""
         # Only the two are ever stored (the settings route checks them): this narrows the type.
@@ -107,8 +104,8 @@ class ChatMemory:
 
     def record_chat_key(self, chat_key: str) -> None:
         """Store which chat key this database belongs to, unless one is stored already."""
-        if self._state("chat_key") is None:
-            self._set_state("chat_key", chat_key)
+        if self.state("chat_key") is None:
+            self.set_state("chat_key", chat_key)
 
     # -- recording ---------------------------------------------------------------------
 
@@ -365,6 +362,10 @@ class ChatMemory:
         person removes it too.
         """
         ts = self.now()
+        call = ModelCall(
+            ts, tier, model, prompt_tokens, completion_tokens, latency_ms, cost_usd, ok, error, message_id,
+            author_id,
+        )  # fmt: skip
 
         def record() -> wire.ReplyAnswer:
             if message_id is not None:
@@ -386,33 +387,14 @@ class ChatMemory:
                 new_id = self.insert_message(
                     "assistant", text, "assistant", "", message_id, ts, reply_to_author_id=answered
                 )
-            record_usage(
-                self.sql,
-                ts,
-                tier,
-                model,
-                prompt_tokens,
-                completion_tokens,
-                latency_ms,
-                cost_usd,
-                ok,
-                error,
-                message_id,
-                author_id,
-            )
+            record_usage(self.sql, call)
             whose = author_id or reply_to_author_id or ""  # for per-person daily caps
-            chat_state.record_author_usage(
-                self.sql, ts[:10], whose, ok, prompt_tokens, completion_tokens, cost_usd
-            )
+            chat_state.record_author_usage(self.sql, whose, call)
             mid = message_id if message_id is not None else (str(new_id) if new_id else None)
             return {"message_id": mid, "id": new_id}
 
         ensure_indexed(self.sql, self.retrieval)
         return self.sql.transaction(record)
-
-    def usage_today(self) -> dict[str, wire.TierUsage]:
-        """Today's (UTC) calls, errors, tokens and cost per tier."""
-        return usage_on(self.sql, self.now()[:10])
 
     def usage(self, recent: int = 20, author_id: str | None = None) -> wire.UsageAnswer:
         """All-time totals per tier and the most recent model calls; with `author_id`, also

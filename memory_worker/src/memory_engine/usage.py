@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 from memory_engine.api import wire
@@ -15,36 +16,45 @@ _TOTALS = (
 )
 
 
-def record_usage(
-    sql: SqlStorage,
-    ts: str,
-    tier: str,
-    model: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    latency_ms: float | None,
-    cost_usd: float,
-    ok: bool,
-    error: str | None,
-    message_id: str | None,
-    author_id: str,
-) -> None:
+@dataclass(frozen=True)
+class ModelCall:
+    """One model attempt as the usage tables count it (a routerUsage row)."""
+
+    ts: str
+    tier: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float | None = None
+    cost_usd: float = 0.0
+    ok: bool = True
+    error: str | None = None
+    message_id: str | None = None
+    author_id: str = ""
+
+    @property
+    def day(self) -> str:
+        """Its UTC day (YYYY-MM-DD), the daily totals' key."""
+        return self.ts[:10]
+
+
+def record_usage(sql: SqlStorage, call: ModelCall) -> None:
     """Store one model call and add it to the day's totals of its tier."""
     rows = sql.exec(
         "INSERT INTO router_usage(ts, tier, model, prompt_tokens, completion_tokens, "
         "latency_ms, cost_usd, ok, error, message_id, author_id) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        ts,
-        tier,
-        model,
-        prompt_tokens,
-        completion_tokens,
-        latency_ms,
-        cost_usd,
-        1 if ok else 0,
-        error,
-        message_id,
-        author_id,
+        call.ts,
+        call.tier,
+        call.model,
+        call.prompt_tokens,
+        call.completion_tokens,
+        call.latency_ms,
+        call.cost_usd,
+        1 if call.ok else 0,
+        call.error,
+        call.message_id,
+        call.author_id,
     )
     sql.exec(
         "INSERT INTO usage_daily(day, tier, calls, errors, prompt_tokens, completion_tokens, cost_usd) "
@@ -53,12 +63,12 @@ def record_usage(
         "prompt_tokens = prompt_tokens + excluded.prompt_tokens, "
         "completion_tokens = completion_tokens + excluded.completion_tokens, "
         "cost_usd = cost_usd + excluded.cost_usd",
-        ts[:10],
-        tier,
-        0 if ok else 1,
-        prompt_tokens,
-        completion_tokens,
-        cost_usd,
+        call.day,
+        call.tier,
+        0 if call.ok else 1,
+        call.prompt_tokens,
+        call.completion_tokens,
+        call.cost_usd,
     )
     # Bounded: the per-call rows keep a window; the daily table keeps the totals.
     newest = int(rows[0]["id"])
