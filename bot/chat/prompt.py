@@ -124,7 +124,10 @@ def build_messages(
     def rendered() -> str:
         if memory is None:
             return ""
-        body = render_prompt(retrieved, summary, memory.facts, memory.notes, memory.topic_started_at)
+        if memory.prompt and len(retrieved) == len(memory.retrieved) and summary == memory.summary:
+            body = memory.prompt  # nothing cut: the engine's prompt, rendered from these same parts
+        else:
+            body = render_prompt(retrieved, summary, memory.facts, memory.notes, memory.topic_started_at)
         return "" if body == HEADER else body  # a header over nothing says nothing
 
     def size() -> int:
