@@ -243,11 +243,11 @@ class MemoryHost:
         try:
             if (request.content_length or 0) > MAX_BODY_BYTES:
                 # Refused unread, as the Worker does (no "100 Continue" either): reading 32 MiB
-                # only to drop them made the client wait for nothing.
+                # only to drop them would make the client wait for nothing.
                 response, close = TOO_LARGE, True
             else:
-                # What the router did before: "100 Continue" to a client that waits for it. An
-                # empty Expect names no expectation: served, as the router did (not a 417).
+                # "100 Continue" to a client that waits for it, as aiohttp's router sends it. An
+                # empty Expect names no expectation: served (not a 417), as the router serves it.
                 response = await _go_on(request) if headers.get("expect") else None
             if response is None:
                 body = await _body(request)

@@ -2,7 +2,7 @@
 
 Every method is synchronous and touches only `SqlStorage`, so it runs unchanged in the
 Durable Object (Pyodide) and in the local host (CPython + sqlite3). Inputs are assumed
-validated by `http_api`; the engine only enforces the memory semantics.
+validated by `api.http`; the engine only enforces the memory semantics.
 """
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ class ChatMemory:
 
         With `more`, their index is built with the last batch (`more` False) or before a read.
         `remaining` (messages of the import still to come) lets it skip rows the import would
-        delete itself (`import_hold`): the same database either way.
+        delete itself (`imports.hold`): the same database either way.
         """
         return imports.import_messages(self, messages, more, remaining)
 

@@ -1,6 +1,6 @@
 """The HTTP API's transport-neutral request and answer, and the constants a host reads per request.
 
-Kept apart from `http_api` (which loads the route table and with it the whole engine) so a
+Kept apart from `api.http` (which loads the route table and with it the whole engine) so a
 host can take connections and answer `GET /health` before the engine is imported.
 """
 

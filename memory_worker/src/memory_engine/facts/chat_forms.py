@@ -1,6 +1,6 @@
 """Facts in the forms chat takes: the subject left out, profile-card lines, sign-offs, short intros.
 
-These run before (or beside) the rules in facts_rules/facts_prefs: they rewrite a chat form into
+These run before (or beside) the rules in `facts.rules`/`facts.prefs`: they rewrite a chat form into
 the sentence the rules read ("moved to Lisbon" -> "I moved to Lisbon", "my names Priya" ->
 "my name's Priya"), or read a form no sentence rule can ("Age: 26", "~ Kwame", "Pedro, 35").
 """

@@ -109,8 +109,8 @@ _ABOUT_ME_RUNS = frozenset(_ABOUT_ME_WORDS)
 def states_nothing(text: str) -> bool:
     """True only when the rules record nothing for this message, whatever its author said before
     (`extract_facts(text, previous)` is empty for each `previous` `ChatMemory.apply_facts` may
-    give), without the correction pattern and the calls: the import's pre-check (imports,
-    import_hold), apart from the turn's path. It saves ~4 % of the host's import."""
+    give), without the correction pattern and the calls: the import's pre-check (`imports.bulk`,
+    `imports.hold`), apart from the turn's path. It saves ~4 % of the host's import."""
     if not text.isascii():
         return False
     low = text[:MAX_TEXT].lower()

@@ -5,7 +5,7 @@ statement per message, and no more bound parameters than a Durable Object takes)
 one statement over every row's values where the storage offers `many` (the local host's
 `executemany`: no JSON to write and parse). They are indexed with one more statement: for
 the batch, or, when the batch says more follow, for the whole import once its last batch
-comes (`pending_index`). Only facts cost work per message, and most messages state none
+comes (`index.pending`). Only facts cost work per message, and most messages state none
 (the extractor's cheap gates say so).
 """
 
@@ -48,7 +48,7 @@ def import_messages(
     With `more` (more batches of the same import follow) the rows are indexed with the
     import's last batch, or before anything reads the index, whichever comes first. With
     `remaining` (how many messages of the import follow this batch), rows the import would
-    delete itself may be held instead of stored (`import_hold`): the same database in the end.
+    delete itself may be held instead of stored (`imports.hold`): the same database in the end.
     """
     now = memory.now()
     rows = [_row(m, now) for m in messages]

@@ -1,8 +1,8 @@
 """Rows an import would delete itself are never written: `remaining`, and the hold.
 
 A chat keeps at most `retention` messages: of a 200,000-message import into a chat capped at
-50,000, 150,000 rows were inserted, archived and deleted again by the retention cap before
-the import ended. When each batch says how many messages of the import are still to come
+50,000, 150,000 rows would be inserted, archived and deleted again by the retention cap before
+the import ends. When each batch says how many messages of the import are still to come
 (`remaining`), the rows that will be gone by then are *held*: their facts are extracted,
 their ids used up and whom they answer worked out as always, but the row waits in the
 chat's state (one JSON text a batch) instead of the messages table.
@@ -18,7 +18,7 @@ without the hint gives (tests/engine/test_import_hold.py compares them whole).
 A hold starts only where following it is simple and exact: the chat holds no message and
 nothing pending, every message has a message_id "<prefix><number>" with the numbers
 increasing (so none repeats another: none is skipped), and the storage inserts by `many`
-and can be weakly referenced (the local host; the Durable Object stores each row as before).
+and can be weakly referenced (the local host; the Durable Object stores every row).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _batch(
     more: bool,
     remaining: int | None,
 ) -> wire.ImportAnswer:
-    """One batch of a hold: as `imports.import_messages` stores it, less the rows to hold."""
+    """One batch of a hold: as `bulk.import_messages` stores it, less the rows to hold."""
     sql, first = memory.sql, s.next_id
     s.busy = True
     last = first + len(rows) - 1
@@ -161,7 +161,7 @@ def _batch(
     out = []
     for k, (m, row) in enumerate(zip(messages, rows, strict=True)):
         answers = row[6]
-        if row[0] == "assistant" and answers is None:  # as `imports.attribute_replies` says
+        if row[0] == "assistant" and answers is None:  # as `bulk.attribute_replies` says
             asked = m.get("reply_to_message_id")
             if asked and not m.get("reply_to_author_id"):
                 target = s.ids.get(asked)

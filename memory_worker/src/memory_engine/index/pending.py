@@ -18,7 +18,7 @@ leaves out anyway (they are among its recent messages), are indexed together whe
 arrives (`index_behind`), each complete (its after-context is the message after it). Each
 commit that writes to FTS5 adds a segment and some of FTS5's merge work: writing its message
 and updating the previous one's row was 13% of the instructions of a turn at 10k messages
-and 60% of the pages it wrote (benchmarks/README.md, "Issue 22, eighth pass"). Every message
+and 60% of the pages it wrote (benchmarks/README.md has the figures). Every message
 up to the index's newest row is indexed and none after it (`retrieval.indexed_upto`), so
 what waits is a range of ids (`unindexed`) that the forgetting leaves out of its work, as an
 import's pending rows. What could find a waiting message indexes the tail first: a search
@@ -166,7 +166,7 @@ def forget_clean(sql: SqlStorage) -> None:
         _CLEAN.discard(sql)
 
 
-# -- rows an import held (`import_hold`): written back when anything else reads the chat --
+# -- rows an import held (`imports.hold`): written back when anything else reads the chat -
 
 HOLD = "import_hold"  # state: a Hold as JSON
 
@@ -184,7 +184,7 @@ HELD_COLUMNS = "id, role, author, author_id, text, ts, message_id, reply_to_auth
 HELD_INSERT = f"INSERT INTO messages({HELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 # The databases known to hold no rows of an import (only the local host holds any).
 _SETTLED: weakref.WeakSet[SqlStorage] = weakref.WeakSet()
-# What a hold's import noted in memory (`import_hold._Session`: each author's last words, whom
+# What a hold's import noted in memory (`imports.hold._Session`: each author's last words, whom
 # each message_id is by), dropped with the hold: a /forgetme that settles it leaves none behind.
 SESSIONS: weakref.WeakKeyDictionary[SqlStorage, Any] = weakref.WeakKeyDictionary()
 

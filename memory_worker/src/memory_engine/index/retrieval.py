@@ -165,7 +165,7 @@ INDEXED_UPTO_SQL = "SELECT rowid AS id FROM messages_fts ORDER BY rowid DESC LIM
 
 def indexed_upto(sql: SqlStorage) -> int:
     """The id of the newest message in the index (0: none): every message up to it is indexed,
-    none after it (`pending_index`)."""
+    none after it (`index.pending`)."""
     rows = sql.exec(INDEXED_UPTO_SQL)
     return int(rows[0]["id"]) if rows else 0
 
@@ -195,7 +195,7 @@ def index_messages(
     )
     start = int(back[-1]["id"]) if back else lo
     # The bound is a parameter: one statement text each way, which the prepared-statement
-    # caches find again (the Worker's too); a new text a batch was prepared each time.
+    # caches find again (the Worker's too); written in, each batch would prepare a new text.
     bound, last = ("", []) if end is None else (" AND id <= ?", [end])
     if link and back:
         after = "(SELECT MIN(id) FROM messages WHERE id >= ?)"  # the first one indexed below
@@ -223,7 +223,7 @@ def unindex_messages(
     message among its neighbours is indexed again with its nearest surviving neighbours.
     Rows in the `pending` id range (lo, hi) are not in the index yet (an import defers
     them): none is removed or indexed again, and their neighbours' words are read when
-    they are indexed (`imports.build_pending`).
+    they are indexed (`pending.build_pending`).
     """
     span = sql.exec(f"SELECT MIN(id) AS lo, MAX(id) AS hi FROM messages WHERE {where}", *params)
     if not span or span[0]["lo"] is None:
@@ -296,7 +296,7 @@ def _counts(n: int) -> str:
     """The statement counting `n` terms' rows up to COUNT_CAP each, one column per term.
 
     Its text depends on `n` alone, so the storage's prepared-statement cache finds it again
-    (named by the terms' positions in the query, it was a new text almost every turn).
+    (named by the terms' positions in the query, it would be a new text almost every turn).
     """
     return "SELECT " + ", ".join(
         f"(SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? "
