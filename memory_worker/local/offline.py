@@ -30,7 +30,7 @@ SummaryFn = Callable[[str, list["Message"]], str]
 
 
 class OfflineSummarizer:
-    """A `Summarize` running `fn` (the engine's `compaction.offline.offline_summary`) inline or in a child process."""
+    """A `Summarize` running `fn` (`compaction.offline.offline_summary`) inline or in a child process."""
 
     def __init__(self, fn: SummaryFn | None = None, inline_max_chars: int = INLINE_MAX_CHARS):
         self._fn = fn  # None: the engine's offline_summary, imported at the first summary
