@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from memory_engine.errors import MemoryEngineError
 from memory_worker.local.chats import chat_file
@@ -36,6 +36,24 @@ from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock, priv
 FORMAT = 1
 MANIFEST = "manifest.json"
 ALARMS = "alarms.sqlite3"
+
+
+class ManifestFile(TypedDict):
+    """One chat's file in a backup: where, whose, how big."""
+
+    file: str
+    chat_key: str | None  # None: a database without its key (a restore refuses it)
+    bytes: int
+
+
+class Manifest(TypedDict):
+    """`manifest.json` as a backup writes it (a restore reads it back field by field: it is a file)."""
+
+    format: int
+    created_at: str
+    source: str
+    alarms: bool
+    chats: list[ManifestFile]
 
 
 class BackupError(MemoryEngineError, RuntimeError):
@@ -109,7 +127,7 @@ def backup(data_dir: Path, dest: Path) -> BackupReport:
     started = time.perf_counter()
     temp = _fresh_target(dest)
     report = BackupReport()
-    files: list[dict[str, Any]] = []
+    files: list[ManifestFile] = []
     try:
         for path in _chat_files(data_dir):
             rel = path.relative_to(data_dir)
@@ -130,7 +148,7 @@ def backup(data_dir: Path, dest: Path) -> BackupReport:
             report.bytes += size
         if (data_dir / ALARMS).exists():
             _copy(data_dir / ALARMS, temp / ALARMS)
-        manifest = {
+        manifest: Manifest = {
             "format": FORMAT,
             "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source": str(data_dir.resolve()),
