@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from latency_corpus import Corpus, percentile
 
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.prompt import build_messages
 from memory_engine import ChatMemory
 from memory_engine.compaction.compact import compact_once, offline_summarize
