@@ -15,9 +15,8 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.chat.models.base import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
-from bot.chat.models.offline_people import Person, named_in, people, phrase, tokens
-from memory_engine.api import wire
+from bot.chat.models.chat_model import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.chat.models.offline_people import Person, fold, named_in, people, phrase, tokens
 from memory_engine.notes import asks_about_the_past
 
 OFFLINE_NOTICE = (
@@ -78,8 +77,42 @@ _NEGATED_LIKE = re.compile(r"\b(don'?t|do not|doesn'?t|never)\b[\w\s]{0,12}\blik
 _ABOUT_ME = re.compile(r"\b(what|everything)\b.*\b(know|remember)\b.*\babout me\b", re.I)
 _QUESTION_START = re.compile(
     r"^\s*(what|what's|whats|where|who|whom|which|when|why|how|do|does|did|can|could|would|will|"
-    r"is|are|am|tell me|remind me|remember|recall|say)\b",
+    r"is|are|am|tell me|remind me|remember|recall|say|anyone|anybody|any1|has anyone|whos|who's)\b",
     re.I,
+)
+# Who a question names without the chat knowing them ("what is Ahmed's cat called?" when no
+# Ahmed has spoken or has a fact): nobody's answer fits, so it does not know.
+_POSSESSIVE = re.compile(r"(?<!\bmy )(?<!\byour )(?<!\bthe )(?<!\bour )(?<!\bhis )(?<!\bher )\b(\w+)['\u2019]s\b", re.I)
+_SUBJECT_NAME = re.compile(r"\b(?:[Dd]oes|[Dd]id|[Ii]s|[Ww]as|[Hh]as|[Aa]bout)\s+([A-Z][\w'-]+)")
+_NOT_PERSON = frozenset(
+    "it that what who where there here everyone everybody anyone anybody someone somebody one "
+    "today tomorrow yesterday tonight he she they this the my your our their his her i let "
+    "today's everyone's nobody nobody's".split()
+)
+# A message's clauses that state nothing: a hypothetical or wish ("if i had the money i'd move
+# to ...") and a negation ("no pets"); what a contrasting "not" denies ("a vet, not a dog
+# whisperer") goes too, the part before it stays.
+_CLAUSE_CUT = re.compile(r"[,.;!?\u2026()]+|\s(?:but|so|because|cause|cuz|coz|tho|though|and)\s")
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|would|wish|someday|maybe|might|thinking|considering|planning|dream\w*|i'?d|id|"
+    r"wanna|gonna|hope|should|could|imagine|pretend|unless)\b|\bone day\b|\bwant to\b|\bgoing to\b"
+)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nope|nah|don'?t|doesn'?t|didn'?t|isn'?t|aren'?t|wasn'?t|weren'?t|can'?t|"
+    r"cant|cannot|won'?t|wont|haven'?t|hasn'?t|nothing|none|neither|nor)\b"
+)
+# Words too common to make a message evidence alone ("that time works for me" is no job):
+# they count only inside the phrase that states the key.
+_GENERIC = frozenset(
+    "work job time live liv do go get like day thing good new know think want need make take see "
+    "come old year home place way lot back now still really one two people stuff".split()
+)
+_KEY_PHRASE = re.compile(
+    r"\b(?:work|works|working|worked)\s+(?:as|at|in)\b|\b(?:live|lives|living|based)\s+(?:in|at|near)\b"
+    r"|\bmoved\s+to\b|\bmy\s+job\b"
+)
+_CORRECTS = re.compile(
+    r"^\W*(?:sorry|correction|actually|typo|oops|wait|i mean|update|edit|no sorry|my bad|\*)", re.I
 )
 _STOP = _words(
     "a an the i me my mine you your yours is are am was were be been do does did what what's whats "
@@ -210,18 +243,22 @@ class _Question:
         self.everyone = people(mem.facts, [*mem.recent, *mem.retrieved])
         named = named_in(self.tokens, self.everyone, request.author_id)
         self.other = named if named and named.author_id != request.author_id else None
+        self.stranger = named is None and _names_a_stranger(request.text, self.everyone)
         names = self.other.names() if self.other else set()
         self.words = {w for w in self.tokens if w not in names and not any(w in n.split() for n in names)}
 
     def answer(self) -> str | None:
         """The answer, or None when nothing in memory matches."""
+        if self.stranger:
+            return None  # someone the chat does not know: nothing here is about them
         if asks_about_the_past(self.text):  # the same test decides whether a turn returns the history
             before = self._from_history()
             if before:
                 return before
         if self.words & _NOTES and self.mem.notes:
             return self._notes(listing=True)
-        if self.other is not None and self.other.facts and not self.words - _ABOUT_SOMEONE:
+        job_question = {"what", "do"} <= self.words and not self.words & {"know", "about", "tell"}
+        if self.other is not None and self.other.facts and not self.words - _ABOUT_SOMEONE and not job_question:
             facts = "; ".join(f"{k}: {v}" for k, v in self.other.facts.items())  # "tell me about Ben"
             return f"What I know about {self.other.label()}: {facts}."
         if self.other is not None:
@@ -354,23 +391,77 @@ def _stem(word: str) -> str:
     return word
 
 
-def _from_message(messages: Sequence[wire.Message], words: set[str], asker: str) -> str | None:
-    """The earlier statement sharing the most words with the question, quoted with its author."""
+def _names_a_stranger(text: str, everyone: Mapping[str, Person]) -> bool:
+    """True when a question names someone ("Ahmed's cat", "does Ahmed") the chat does not know."""
+    known = {n for p in everyone.values() for n in p.names()}
+    named = [m.group(1) for m in _POSSESSIVE.finditer(text)] + [m.group(1) for m in _SUBJECT_NAME.finditer(text)]
+    for name in named:
+        low = fold(name)
+        if low in _NOT_PERSON or low in _STOP or low in known or low in _KIN_WORDS or low.isdigit():
+            continue
+        if not any(low in spec.strong for spec in _KEYS.values()):
+            return True
+    return False
+
+
+def stated_words(text: str) -> set[str]:
+    """The stems of a message's stated clauses: hypotheticals, negations and what a "not" denies left out."""
+    low = fold(text).replace("\u2019", "'")
+    kept: list[str] = []
+    for clause in _CLAUSE_CUT.split(low):
+        if _HYPOTHETICAL.search(clause):
+            continue
+        neg = _NEGATION.search(clause)
+        if neg:
+            before = clause[: neg.start()]
+            if neg.group(0) == "not" and len(before.split()) >= 2 and not _HYPOTHETICAL.search(before):
+                kept.append(before)  # "i'm a pharmacist not a wizard": the pharmacist stands
+            continue
+        kept.append(clause)
+    return {_stem(t) for t in tokens(" ".join(kept))}
+
+
+def _evidence(wanted: set[str], text: str) -> int:
+    """How many asked-for stems a message states; 0 when it shares only common words out of their phrase."""
+    shared = wanted & stated_words(text)
+    if shared and shared <= _GENERIC and not _KEY_PHRASE.search(fold(text)):
+        return 0  # "that time works for me" says nothing of anyone's work
+    return len(shared)
+
+
+def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
+    """The earlier statement sharing the most words with the question, quoted with its author.
+
+    A correction its author sent right after it ("sorry typo 7pm, not 6") is quoted with it.
+    """
     wanted = {_stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
     if not wanted:
         return None
     best: tuple[int, int, wire.Message | None] = (0, 0, None)
     for m in messages:
-        overlap = len(wanted & {_stem(t) for t in tokens(str(m.get("text") or ""))})
+        overlap = _evidence(wanted, str(m.get("text") or ""))
         if overlap and (overlap, int(m.get("id") or 0)) > best[:2]:
             best = (overlap, int(m.get("id") or 0), m)
     if best[2] is None or best[0] * 2 < len(wanted):
         return None  # less than half of what was asked: unrelated
-    quoted = _one_line(str(best[2].get("text") or ""))
-    author = str(best[2].get("author_id") or "")
+    chosen = best[2]
+    quoted = _one_line(str(chosen.get("text") or ""))
+    author = str(chosen.get("author_id") or "")
+    later = sorted(
+        (
+            m
+            for m in messages
+            if str(m.get("author_id") or "") == author
+            and 0 < int(m.get("id") or 0) - best[1] <= 3
+            and _CORRECTS.match(str(m.get("text") or ""))
+        ),
+        key=lambda m: int(m.get("id") or 0),
+    )
+    if later:
+        quoted += f"” then: “{_one_line(str(later[-1].get('text') or ''))}"
     if author in ("", asker):
         return f"You told me: “{quoted}”"
-    return f"{best[2].get('author') or 'Someone'} said: “{quoted}”"
+    return f"{chosen.get('author') or 'Someone'} said: “{quoted}”"
 
 
 def _said(messages: Sequence[wire.Message], key: str) -> str | None:

@@ -9,12 +9,18 @@ the asker "You live in Oslo".
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from memory_engine.api import wire
 
-LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages"})
+LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages", "alias"})
+# Letters NFKD leaves whole: folded by hand so "Małgorzata" is "malgorzata" and "Søren" "soren".
+_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th"})
+
+# Words of a display name that a question uses as plain words ("The Bot", "Mr Smith").
+_NOT_NAMES = frozenset("the and von van der den del della des mrs miss bot official admin team".split())
 
 # How each key reads: (for the asker, for someone else). {who}: "Ben", {poss}: "Ben's"/"Your".
 _TEMPLATES: dict[str, tuple[str, str]] = {
@@ -35,9 +41,18 @@ _TEMPLATES: dict[str, tuple[str, str]] = {
 }
 
 
+def fold(text: str) -> str:
+    """Case- and accent-folded text ("José" -> "jose", "Małgorzata" -> "malgorzata")."""
+    low = text.casefold()
+    if low.isascii():
+        return low
+    low = unicodedata.normalize("NFKD", low.translate(_LETTERS))
+    return "".join(c for c in low if not unicodedata.combining(c))
+
+
 def tokens(text: str) -> list[str]:
-    """Lower-case word tokens, any script ("José's" -> "josé", "s")."""
-    return re.findall(r"\w+", text.casefold().replace("favourite", "favorite"))
+    """Case- and accent-folded word tokens, any script ("José's" -> "jose", "s")."""
+    return re.findall(r"\w+", fold(text).replace("favourite", "favorite"))
 
 
 @dataclass
@@ -49,13 +64,16 @@ class Person:
     facts: dict[str, str] = field(default_factory=dict)
 
     def names(self) -> set[str]:
-        """The words a question may call them by: display name and stated name, whole and first."""
+        """The words a question may call them by: display name, stated name and aliases, whole and first."""
         out: set[str] = set()
-        for name in (self.display, self.facts.get("name", "")):
+        aliases = [a.strip() for a in self.facts.get("alias", "").split(",")]
+        for name in (self.display, self.facts.get("name", ""), *aliases):
             words = tokens(name)
             if words:
                 out.add(" ".join(words))
                 out.add(words[0])
+        # "Lan" of "Nguyễn Thị Lan", "Bell" of "Marcus Bell": any word of the display name
+        out.update(w for w in tokens(self.display) if len(w) > 2 and w not in _NOT_NAMES)
         return {n for n in out if len(n) > 1}
 
     def label(self) -> str:
