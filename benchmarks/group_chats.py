@@ -303,9 +303,10 @@ def report(name: str, res: dict[str, Any], splits: list[str]) -> None:
             continue
         v = s["verdicts"]
         n = s["questions"]
+        found, labelled = s["facts"]
         print(
-            f"| {name} | {split} | {v['right']}/{n} ({v['right'] / n:.0%}) | {v['wrong']} | {v['dont_know']} | "
-            f"{v['invented']} | {s['facts'][0]}/{s['facts'][1]} ({s['facts'][0] / max(1, s['facts'][1]):.0%}) | "
+            f"| {name} | {split} | {v['right']}/{n} ({v['right'] / n:.0%}) | {v['wrong']} | "
+            f"{v['dont_know']} | {v['invented']} | {found}/{labelled} ({found / max(1, labelled):.0%}) | "
             f"{s['traps'][0]} | {s['aliases'][0]}/{s['aliases'][1]} |"
         )
         kinds = ", ".join(
@@ -330,7 +331,9 @@ def write_exports() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the figures of this branch (and of a baseline) on the group chats."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--split", choices=("blind", "dev", "all"), default="dev")
     parser.add_argument("--as", dest="platform", choices=("telegram", "discord"), default=None)
     parser.add_argument("--baseline-ref", default="", help="a git ref to measure too ('' for none)")

@@ -82,12 +82,48 @@ _QUESTION_START = re.compile(
 )
 # Who a question names without the chat knowing them ("what is Ahmed's cat called?" when no
 # Ahmed has spoken or has a fact): nobody's answer fits, so it does not know.
-_POSSESSIVE = re.compile(r"(?<!\bmy )(?<!\byour )(?<!\bthe )(?<!\bour )(?<!\bhis )(?<!\bher )\b(\w+)['\u2019]s\b", re.I)
+_POSSESSIVE = re.compile(
+    r"(?<!\bmy )(?<!\byour )(?<!\bthe )(?<!\bour )(?<!\bhis )(?<!\bher )\b(\w+)['\u2019]s\b", re.I
+)
 _SUBJECT_NAME = re.compile(r"\b(?:[Dd]oes|[Dd]id|[Ii]s|[Ww]as|[Hh]as|[Aa]bout)\s+([A-Z][\w'-]+)")
 _NOT_PERSON = frozenset(
-    "it that what who where there here everyone everybody anyone anybody someone somebody one "
-    "today tomorrow yesterday tonight he she they this the my your our their his her i let "
-    "today's everyone's nobody nobody's".split()
+    [
+        "it",
+        "that",
+        "what",
+        "who",
+        "where",
+        "there",
+        "here",
+        "everyone",
+        "everybody",
+        "anyone",
+        "anybody",
+        "someone",
+        "somebody",
+        "one",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "tonight",
+        "he",
+        "she",
+        "they",
+        "this",
+        "the",
+        "my",
+        "your",
+        "our",
+        "their",
+        "his",
+        "her",
+        "i",
+        "let",
+        "today's",
+        "everyone's",
+        "nobody",
+        "nobody's",
+    ]
 )
 # A message's clauses that state nothing: a hypothetical or wish ("if i had the money i'd move
 # to ...") and a negation ("no pets"); what a contrasting "not" denies ("a vet, not a dog
@@ -104,8 +140,43 @@ _NEGATION = re.compile(
 # Words too common to make a message evidence alone ("that time works for me" is no job):
 # they count only inside the phrase that states the key.
 _GENERIC = frozenset(
-    "work job time live liv do go get like day thing good new know think want need make take see "
-    "come old year home place way lot back now still really one two people stuff".split()
+    [
+        "work",
+        "job",
+        "time",
+        "live",
+        "liv",
+        "do",
+        "go",
+        "get",
+        "like",
+        "day",
+        "thing",
+        "good",
+        "new",
+        "know",
+        "think",
+        "want",
+        "need",
+        "make",
+        "take",
+        "see",
+        "come",
+        "old",
+        "year",
+        "home",
+        "place",
+        "way",
+        "lot",
+        "back",
+        "now",
+        "still",
+        "really",
+        "one",
+        "two",
+        "people",
+        "stuff",
+    ]
 )
 _KEY_PHRASE = re.compile(
     r"\b(?:work|works|working|worked)\s+(?:as|at|in)\b|\b(?:live|lives|living|based)\s+(?:in|at|near)\b"
@@ -258,7 +329,12 @@ class _Question:
         if self.words & _NOTES and self.mem.notes:
             return self._notes(listing=True)
         job_question = {"what", "do"} <= self.words and not self.words & {"know", "about", "tell"}
-        if self.other is not None and self.other.facts and not self.words - _ABOUT_SOMEONE and not job_question:
+        if (
+            self.other is not None
+            and self.other.facts
+            and not self.words - _ABOUT_SOMEONE
+            and not job_question
+        ):
             facts = "; ".join(f"{k}: {v}" for k, v in self.other.facts.items())  # "tell me about Ben"
             return f"What I know about {self.other.label()}: {facts}."
         if self.other is not None:
@@ -394,7 +470,9 @@ def _stem(word: str) -> str:
 def _names_a_stranger(text: str, everyone: Mapping[str, Person]) -> bool:
     """True when a question names someone ("Ahmed's cat", "does Ahmed") the chat does not know."""
     known = {n for p in everyone.values() for n in p.names()}
-    named = [m.group(1) for m in _POSSESSIVE.finditer(text)] + [m.group(1) for m in _SUBJECT_NAME.finditer(text)]
+    named = [m.group(1) for m in _POSSESSIVE.finditer(text)] + [
+        m.group(1) for m in _SUBJECT_NAME.finditer(text)
+    ]
     for name in named:
         low = fold(name)
         if low in _NOT_PERSON or low in _STOP or low in known or low in _KIN_WORDS or low.isdigit():

@@ -20,7 +20,25 @@ LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "lang
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th"})
 
 # Words of a display name that a question uses as plain words ("The Bot", "Mr Smith").
-_NOT_NAMES = frozenset("the and von van der den del della des mrs miss bot official admin team".split())
+_NOT_NAMES = frozenset(
+    [
+        "the",
+        "and",
+        "von",
+        "van",
+        "der",
+        "den",
+        "del",
+        "della",
+        "des",
+        "mrs",
+        "miss",
+        "bot",
+        "official",
+        "admin",
+        "team",
+    ]
+)
 
 # How each key reads: (for the asker, for someone else). {who}: "Ben", {poss}: "Ben's"/"Your".
 _TEMPLATES: dict[str, tuple[str, str]] = {

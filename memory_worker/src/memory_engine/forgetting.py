@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from memory_engine import chat_state
 from memory_engine.api import wire
 from memory_engine.compaction.compact import archive_backlog
+from memory_engine.compaction.scrub import forget_author_tombstones
 from memory_engine.index.pending import unindexed
 from memory_engine.index.retrieval import drop_counts, unindex_messages, unindex_upto
 from memory_engine.reminders import store as reminders
@@ -63,6 +64,7 @@ def forget_author(memory: ChatMemory, author_id: str) -> wire.ForgetAuthorAnswer
         unindex_messages(sql, where, author_id, author_id, pending=unindexed(sql), knobs=memory.retrieval)
         gone = sql.exec(f"DELETE FROM messages WHERE {where} RETURNING role", author_id, author_id)
         facts = sql.exec("DELETE FROM facts WHERE author_id = ? RETURNING id", author_id)
+        forget_author_tombstones(sql, author_id)
         reminders.forget_author(sql, author_id)
         sql.exec("UPDATE router_usage SET author_id = '' WHERE author_id = ?", author_id)
         chat_state.forget_author_usage(sql, author_id)

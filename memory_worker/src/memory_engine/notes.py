@@ -11,7 +11,7 @@ import re
 from typing import Any, cast
 
 from memory_engine.api import wire
-from memory_engine.errors import FactNotFound, NoteLimitError, NotTheirFact
+from memory_engine.compaction.scrub import remember_forgotten
 from memory_engine.storage import SqlStorage
 
 MAX_NOTE_CHARS = 500
@@ -91,6 +91,8 @@ def forget_fact(
         if author_id is not None and fact["author_id"] != author_id:
             raise NotTheirFact(f"fact {fact_id} is about someone else")
         sql.exec("UPDATE facts SET superseded_at = ? WHERE id = ?", now, fact_id)
+        # The summary loses it now and every later one too (compaction/scrub.py).
+        remember_forgotten(sql, str(fact["author_id"] or ""), str(fact["value"] or ""))
         fact["superseded_at"] = now
         return {"removed": fact}
 

@@ -21,7 +21,7 @@ from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS, doubling, ret
 from memory_engine.compaction.model_facts import INSTRUCTIONS as FACTS_INSTRUCTIONS
 from memory_engine.compaction.model_facts import clean_facts, split_reply
 from memory_engine.compaction.offline import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
-from memory_engine.errors import SummarizerError
+from memory_engine.compaction.scrub import forgotten_values, scrub
 from memory_engine.index.retrieval import merge_segments
 from memory_engine.storage import rows_of
 
@@ -203,11 +203,15 @@ def commit(memory: ChatMemory, job: Job, summary: str, facts: Iterable[tuple[str
         if (memory.state("summary_epoch", "0") or "0") != job.epoch:
             return False  # someone was forgotten: this summary may hold their words
         said = {m["author_id"]: m for m in job.messages if m["role"] == "user"}  # each one's newest
+        forgotten = forgotten_values(memory.sql)
+        gone = {v.casefold() for v in forgotten}
         for author_id, key, value in facts:
+            if value.casefold() in gone:
+                continue  # removed with /forgetfact: the model read it in old messages
             newest = said[author_id]
             # A value stated after the chunk is newer than what the model saw: it stays.
             memory.learn_fact(newest["author"], author_id, key, value, int(newest["id"]), not_after=job.upto)
-        memory.set_state("summary", summary)
+        memory.set_state("summary", scrub(summary, forgotten))
         memory.set_state("summarized_upto", str(job.upto))
         memory.set_state("compactions", str(int(memory.state("compactions", "0") or 0) + 1))
         memory.set_state("summary_updated_at", memory.now())
