@@ -66,8 +66,17 @@ _KEYS: dict[str, _Key] = {
     "dislikes": _Key(_words("dislike dislikes hate detest"), frozenset(), "You don't like {value}."),
     "pets": _Key(_words(_ANIMALS), _words("name called"), "Your pets: {value}."),
     "family": _Key(_words(_RELATIVES), _words("name called"), "Your family: {value}."),
-    "diet": _Key(_words("diet vegan vegetarian pescatarian halal kosher keto eat meat"), _words("food")),
+    "diet": _Key(
+        _words("diet vegan vegetarian pescatarian halal kosher keto eat meat gluten lactose"), _words("food")
+    ),
     "allergies": _Key(_words("allergic allergy allergies")),
+    "health": _Key(
+        _words(
+            "diabetic diabetes coeliac celiac asthma asthmatic epileptic epilepsy lactose intolerant "
+            "intolerance condition health"
+        )
+    ),
+    "alias": _Key(_words("nickname nicknames alias aliases"), _words("call calls called")),
     "languages": _Key(_words("speak speaks language languages fluent")),
 }
 # Weights: a naming word counts three times a hint; an animal or relative word four times,

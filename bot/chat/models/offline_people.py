@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from memory_engine.api import wire
 
-LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages", "alias"})
+LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages", "alias", "health"})
 # Letters NFKD leaves whole: folded by hand so "Małgorzata" is "malgorzata" and "Søren" "soren".
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th"})
 
@@ -56,6 +56,8 @@ _TEMPLATES: dict[str, tuple[str, str]] = {
     "diet": ("Your diet: {value}.", "{poss} diet: {value}."),
     "allergies": ("You are allergic to {value}.", "{who} is allergic to {value}."),
     "languages": ("You speak {value}.", "{who} speaks {value}."),
+    "health": ("You are {value}.", "{who} is {value}."),
+    "alias": ("People call you {value}.", "People call {who} {value}."),
 }
 
 

@@ -16,7 +16,7 @@ from memory_engine.api import wire
 from memory_engine.compaction.compact import COMPACT_THRESHOLD
 from memory_engine.facts.extract import (
     canonical_key,
-    extract_facts,
+    facts_and_past,
     is_list_key,
     looks_like_correction,
     merge_list,
@@ -181,7 +181,10 @@ class ChatMemory:
                     source,
                 )
                 previous = rows[0]["text"] if rows else None
-        for change in extract_facts(text, previous=previous):
+        past, changes = facts_and_past(text, previous=previous)
+        for change in past:  # "left Lyon for Montreal": Lyon first, so that it is the history
+            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+        for change in changes:
             if change.remove_from:
                 self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
             if change.add:  # False for a removal only ("I don't like X anymore")

@@ -37,6 +37,7 @@ from memory_engine.facts.corrections import (
     corrections_within,
     looks_like_correction,
 )
+from memory_engine.facts.group_talk import DIET_CONDITIONS, GROUP_WORDS, group_facts
 from memory_engine.facts.health import DIET_WORDS, health, languages
 from memory_engine.facts.patterns import LiteralIndex, has_digit, lazy, word_runs
 from memory_engine.facts.prefs import favorites, kin, preferences
@@ -46,6 +47,7 @@ __all__ = [
     "FactChange",
     "canonical_key",
     "extract_facts",
+    "facts_and_past",
     "is_list_key",
     "looks_like_correction",
     "merge_list",
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 # values that accumulate as a list
-LIST_KEYS = ("likes", "dislikes", "pets", "family", "allergies", "languages")
+LIST_KEYS = ("likes", "dislikes", "pets", "family", "allergies", "languages", "health", "alias")
 MAX_SET_ITEMS = 12
 MAX_CHANGES = 40  # per message: a pasted wall of text must not rewrite every fact
 MAX_TEXT = 8000  # facts are read from the start of a long message only
@@ -100,7 +102,8 @@ def _states_nothing(low: str) -> bool:
     marked = low.encode().translate(_FAST_WORDS)
     if b"\v" in marked or "xx" in low or "fav" in low or "nam" in low or "allerg" in low:
         return False
-    return _GATE_WORDS.isdisjoint(marked.split())
+    words = marked.split()
+    return _GATE_WORDS.isdisjoint(words) and GROUP_WORDS.isdisjoint(words)
 
 
 _ABOUT_ME_RUNS = frozenset(_ABOUT_ME_WORDS)
@@ -247,10 +250,19 @@ def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
     `previous` is the speaker's message before this one: a correction ("sorry, Osaka") changes
     what it stated.
     """
+    return facts_and_past(text, previous)[1]
+
+
+def facts_and_past(text: str, previous: str | None = None) -> tuple[list[FactChange], list[FactChange]]:
+    """(values the message says were so before, as "left Lyon for Montreal" says Lyon; its facts).
+
+    The past values are applied first, so the facts supersede them and they are the history.
+    """
+    past: list[FactChange] = []
     text = text[:MAX_TEXT]
     changes: list[FactChange] = []
     if text.isascii() and _states_nothing(text.lower()):
-        return _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
+        return past, _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
     if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
         kept = []
         for line in text.split("\n"):
@@ -267,9 +279,19 @@ def extract_facts(text: str, previous: str | None = None) -> list[FactChange]:
     changes.extend(_sentence_facts(text))
     corrected = corrections_within(text, _sentence_facts) if len(changes) > 1 or changes else []
     changes.extend(corrected)
+    past, group = group_facts(text)  # "left Lyon for Montreal": Lyon is the past, Montreal the fact
+    if group:
+        named = {c.value.casefold() for c in changes if c.key == "name"}
+        diet = any(c.key == "diet" for c in changes)
+        changes.extend(
+            c
+            for c in group
+            if not (c.key == "alias" and c.value.casefold() in named)  # "call me Seun": the name says it
+            and not (c.key == "health" and diet and c.value in DIET_CONDITIONS)  # coeliac: gluten-free
+        )
     if previous:
         changes.extend(correction_of(text, extract_facts(previous), changes))
-    return _finish(changes, corrected=bool(corrected))
+    return past, _finish(changes, corrected=bool(corrected))
 
 
 def _sentence_facts(text: str) -> list[FactChange]:

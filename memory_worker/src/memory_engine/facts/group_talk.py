@@ -1,0 +1,241 @@
+"""Facts as people state them in group chats, which the first-person rules leave out.
+
+- Moves said as leaving one place for another: "left Lyon for Montreal", "moved to Oslo from
+  Bergen", "galway, moved from dublin in may": the old place first, so it becomes the history
+  ("where did X live before Y") and the new one the current value.
+- Introductions that list several facts: "Ben here, software engineer at Acme, mostly backend",
+  "Lukas. 45, Munich", "29, just moved to Oslo from Bergen", "nurse by day, reader by night".
+- A job inside a joke or a denial: "i'm a plumber not a magician" (the job before "not").
+- Conditions and diets with or without a date: "i'm diabetic", "coeliac", "became vegetarian
+  last spring".
+- Names people go by: "everyone calls me Seun", "(Dániel on paper)": an alias.
+
+Each rule needs its own words in the message (one search of a few literals rules most messages
+out); a hypothetical, negated or questioned clause states nothing. Precision first.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory_engine.facts.clauses import FactChange
+from memory_engine.facts.lexicon import JOBS, NOT_NAMES, PLACE_STOP, TIME_WORDS
+from memory_engine.facts.patterns import lazy
+
+# The literals every rule below needs one of (a message without any states none of these).
+_GATE = lazy(
+    r"left |moved|not an? |by day|here\b|diabet|coeliac|celiac|asthma|epilep|intoleran|vegetarian|vegan"
+    r"|pescatarian|calls? me|on paper|^\W*\d\d\b|^[^\W\d_][\w'\-]*\.\s+\d",
+    0,
+)
+_UNSAID = lazy(
+    r"\b(?:if|would|wish|maybe|might|thinking|considering|planning|hope|should|could|wanna|gonna|"
+    r"i'd|id|want to|going to|someday|one day|never|don'?t|didn'?t|doesn'?t|can'?t|cant|whether)\b",
+    0,
+)
+_PLACE = r"[A-ZÀ-ÖØ-Þ][\w'\-]*(?:\s+(?:de|da|do|del|upon|on|am|la|le|sur)?\s*[A-ZÀ-ÖØ-Þ][\w'\-]*)?"
+_LOW_PLACE = r"[^\W\d_][\w'\-]*"
+_LEFT_FOR = lazy(
+    r"(?:^\W*|\b(?:[Ii]|[Ww]e|just|finally|recently)\s+)left\s+(" + _PLACE + r")\s+for\s+(" + _PLACE + r")\b",
+    0,
+)
+_TO_FROM = lazy(r"\bmoved\s+(?:here\s+)?to\s+(" + _PLACE + r")\s+from\s+(" + _PLACE + r")\b", 0)
+_FROM_TO = lazy(r"\bmoved\s+(?:here\s+)?from\s+(" + _PLACE + r")\s+to\s+(" + _PLACE + r")\b", 0)
+# "galway, moved from dublin in may" (the answer to "where do you live now?"): lower case is safe here
+_HERE_FROM = lazy(
+    r"^\W*("
+    + _LOW_PLACE
+    + r")\s*[,!.]+\s*(?:just\s+|recently\s+)?moved\s+(?:here\s+)?from\s+("
+    + _LOW_PLACE
+    + r")\b",
+    0,
+)
+_DENIAL_JOB = lazy(r"\bi(?:'?m|\s+am)\s+(?:a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s*,?\s+not\s+(?:a|an)\s+\w", re.I)
+_BY_DAY = lazy(r"(?:^|[,.!]\s*|\bi'?m\s+(?:a|an)\s+)([a-z]+(?:\s+[a-z]+)?)\s+by\s+day\b", re.I)
+_CONDITIONS = {
+    "diabetic": "diabetic",
+    "diabetes": "diabetic",
+    "coeliac": "coeliac",
+    "celiac": "coeliac",
+    "asthmatic": "asthmatic",
+    "asthma": "asthmatic",
+    "epileptic": "epileptic",
+    "epilepsy": "epileptic",
+    "lactose intolerant": "lactose intolerant",
+    "gluten intolerant": "gluten intolerant",
+}
+DIET_CONDITIONS = frozenset(("coeliac", "lactose intolerant", "gluten intolerant"))  # a diet says them
+_CONDITION = lazy(
+    r"(?:\bi(?:'?m|\s+am)\s+(?:also\s+|actually\s+|type\s+[12]\s+)?|\bi\s+have\s+(?:type\s+[12]\s+)?|^\W*|,\s*)"
+    r"(diabetic|diabetes|coeliac|celiac|asthmatic|asthma|epileptic|epilepsy|lactose intolerant|gluten intolerant)\b",
+    re.I,
+)
+_BECAME_DIET = lazy(
+    r"\b(?:i\s+)?(?:became|went|turned|gone|been|am|'m|m)\s+(?:fully\s+)?(vegetarian|vegan|pescatarian)\b",
+    re.I,
+)
+_CALLS_ME = lazy(
+    r"\b(?:everyone|everybody|people|friends|they|most people|ppl)\s+calls?\s+me\s+([A-Za-zÀ-ÿ][\w'\-]*)", 0
+)
+_ON_PAPER = lazy(r"^\W*([^\W\d_][\w'\-]*)\s+here\b.*\(\s*[A-ZÀ-Þ][\w'\-]*\s+on\s+paper\b", 0)
+_HERE = lazy(
+    r"^\W*(?:(?:hi|hey|hello|hallo|hola|oi|yo|ciao|salut)\W+){0,3}([A-ZÀ-Þa-zß-ÿ][\w'\-]*)\s+here\b", 0
+)
+_NAME_DOT = lazy(r"^\W*([A-ZÀ-Þ][\w'\-]+)\.\s+(?=\d)", 0)
+_AGE_FIRST = lazy(r"^\W*(\d\d)\s*,\s*(?=\S)", 0)
+_SEGMENT = lazy(r"[,;.!]+\s*|\s+-\s+|\s+\u2014\s+", 0)
+_AGE = lazy(r"^(\d\d)(?:\s*(?:y/?o|yrs?|years?(?:\s+old)?))?$", 0)
+_JOB_AT = lazy(
+    r"^(?:i'?m\s+)?(?:an?\s+)?([a-z]+(?:\s+[a-z]+){0,2}?)(?:\s+(?:at|@|for)\s+(?:the\s+)?([A-ZÀ-Þ][\w&'\-]*(?:\s+[A-ZÀ-Þ][\w&'\-]*){0,2}))?$",
+    re.I,
+)
+_JUST_MOVED = lazy(
+    r"^(?:just\s+|recently\s+)?moved\s+(?:here\s+)?(?:to\s+("
+    + _PLACE
+    + r"))?(?:\s+from\s+("
+    + _PLACE
+    + r"))?",
+    0,
+)
+_BARE_PLACE = lazy(r"^(" + _PLACE + r")$", 0)
+_NOT_PLACES = NOT_NAMES | PLACE_STOP | TIME_WORDS
+_EXTRA_JOBS = frozenset(("physio", "medic", "dev", "swe", "cop", "paramedic", "hygienist", "adjuster"))
+_NOT_HERE = frozenset(
+    "same me us we everyone anyone nobody somebody someone not still back over right out in from "
+    "im i'm it's its just new who whos who's nobody's all yall y'all guys lol haha van von de da le la "
+    "el al the a an and or but so then there this that".split()
+)
+# Words that send a message past the extractor's first gate to these rules (with the rules'
+# own words: digits, "'", "here", "moved", "vegetarian"... are there already).
+GROUP_WORDS = frozenset(
+    w.encode()
+    for w in "left calls diabetic diabetes coeliac celiac asthmatic asthma epileptic epilepsy intolerant".split()
+)
+
+
+def _place(word: str | None) -> str | None:
+    if not word:
+        return None
+    word = word.strip(" '-")
+    if len(word) < 2 or word.lower() in _NOT_PLACES or word.lower() in JOBS:
+        return None
+    return word[0].upper() + word[1:] if word[0].islower() else word
+
+
+def _job(phrase: str) -> str | None:
+    words = phrase.lower().split()
+    if (
+        not words
+        or (words[-1] not in JOBS and words[-1] not in _EXTRA_JOBS)
+        or any(w in ("not", "no", "ex", "former", "future") for w in words)
+    ):
+        return None
+    return " ".join(words)
+
+
+def group_facts(text: str) -> tuple[list[FactChange], list[FactChange]]:
+    """(changes to apply before the rules' own, changes after): the forms of group talk above."""
+    if not _GATE.search(text) and not _GATE.search(text.lower()):
+        return [], []
+    first: list[FactChange] = []
+    after: list[FactChange] = []
+    for part in re.split(r"(?<=[.!?])\s+(?=[a-zA-Z])|\n", text):
+        if "?" in part:
+            continue  # a question states nothing here
+        _moves(part, first, after)
+        _job_jokes(part, after)
+        _health(part, after)
+        _aliases(part, after)
+    _introduction(text, first, after)
+    return first, after
+
+
+def _said(part: str, m: re.Match[str] | None) -> bool:
+    """A match that is stated: no wish, hypothetical or negation before its end."""
+    return m is not None and not _UNSAID.search(part[: m.end()].lower())
+
+
+def _moves(part: str, first: list[FactChange], after: list[FactChange]) -> None:
+    for pattern, old_at in ((_LEFT_FOR, 1), (_TO_FROM, 2), (_FROM_TO, 1), (_HERE_FROM, 2)):
+        m = pattern.search(part)
+        if m and _said(part, m):
+            old, new = _place(m.group(old_at)), _place(m.group(3 - old_at))
+            if old and new and old.lower() != new.lower():
+                first.append(FactChange("location", old))
+                after.append(FactChange("location", new))
+            return
+
+
+_QUOTE_BEFORE = lazy(r"(?:['\"\u201c\u2018]\s*\W*$|\b(?:says?|said|saying|goes|like)\W*$)", 0)
+
+
+def _job_jokes(part: str, after: list[FactChange]) -> None:
+    for pattern in (_DENIAL_JOB, _BY_DAY):
+        m = pattern.search(part)
+        if m and _QUOTE_BEFORE.search(part[: m.start()]):
+            return  # "my mum always says 'I'm a doctor, not a magician'": her line, not a job
+        job = _job(m.group(1)) if m and _said(part, m) else None
+        if job:
+            after.append(FactChange("job", job))
+            return
+
+
+def _health(part: str, after: list[FactChange]) -> None:
+    m = _CONDITION.search(part)
+    if m and _said(part, m):
+        after.append(FactChange("health", _CONDITIONS[m.group(1).lower()]))
+    d = _BECAME_DIET.search(part)
+    if d and _said(part, d):
+        after.append(FactChange("diet", d.group(1).lower()))
+
+
+def _aliases(part: str, after: list[FactChange]) -> None:
+    for pattern in (_CALLS_ME, _ON_PAPER):
+        m = pattern.search(part)
+        if m and _said(part, m) and m.group(1).lower() not in NOT_NAMES:
+            after.append(FactChange("alias", m.group(1)))
+
+
+def _introduction(text: str, first: list[FactChange], after: list[FactChange]) -> None:
+    """ "Ben here, software engineer at Acme", "Lukas. 45, Munich", "29, just moved to Oslo from Bergen"."""
+    here = _HERE.match(text)
+    head = here or _NAME_DOT.match(text) or _AGE_FIRST.match(text)
+    if head is None:
+        return
+    name = head.group(1)
+    opened_by_age = name.isdigit()
+    if not opened_by_age and (name.lower() in NOT_NAMES or name.lower() in JOBS or name.lower() in _NOT_HERE):
+        return
+    if opened_by_age:
+        after.append(FactChange("age", name))
+    elif here is not None and name[0].islower() and len(name) > 2:
+        after.append(FactChange("alias", name))  # "dani here 👋": what the others call them
+    segments = [s.strip() for s in _SEGMENT.split(text[head.end() :]) if s.strip()][:5]
+    for seg in segments:
+        low = seg.lower()
+        if "?" in seg or _UNSAID.search(low):
+            break
+        age = _AGE.match(low)
+        if age and 12 < int(age.group(1)) < 100:
+            if not any(c.key == "age" for c in after):
+                after.append(FactChange("age", age.group(1)))
+            continue
+        moved = _JUST_MOVED.match(seg)
+        if moved and (moved.group(1) or moved.group(2)):
+            new, old = _place(moved.group(1)), _place(moved.group(2))
+            if old and not any(c.value == old for c in first):
+                first.append(FactChange("location", old))
+            if new and not any(c.value == new for c in after):
+                after.append(FactChange("location", new))
+            continue
+        job = _JOB_AT.match(seg)
+        if job and _job(job.group(1)):
+            after.append(FactChange("job", _job(job.group(1)) or ""))
+            if job.group(2):
+                after.append(FactChange("employer", job.group(2)))
+            continue
+        place = _BARE_PLACE.match(seg)
+        if place and _place(place.group(1)) and len(seg.split()) <= 2:
+            if not any(c.key == "location" for c in after):
+                after.append(FactChange("location", _place(place.group(1)) or ""))
+            continue
