@@ -53,10 +53,11 @@ def _words(text: str) -> frozenset[str]:
 _KEYS: dict[str, _Key] = {
     "name": _Key(_words("name named called call"), _words("who"), "Your name is {value}."),
     "location": _Key(
-        _words("live living lives based city town country located location from"),
-        _words("where home"),
+        _words("live living lives based city town country located location"),
+        _words("where home from"),
         "You live in {value}.",
     ),
+    "hometown": _Key(_words("from originally hometown grew"), _words("where")),
     "job": _Key(_words("job occupation profession career"), _words("work do living"), "You work as {value}."),
     "employer": _Key(_words("employer company employed firm"), _words("work where"), "You work at {value}."),
     "age": _Key(_words("old age"), frozenset(), "You are {value}."),
@@ -200,6 +201,7 @@ _STOP = _words(
     "of in on at to for about with and or it that this there here please again any some s d ll m re ve "
     "has have had got anyone anybody someone somebody everyone us we our called named"
 )
+_DOING = _words("do does doing for work living u you")
 _WHO = frozenset(("who", "whose", "anyone", "anybody", "someone", "somebody", "which"))
 _ME = frozenset(("i", "my", "me", "mine", "am", "myself"))
 _ABOUT_SOMEONE = _words("what who do does you know about tell me is everything anything s")
@@ -243,8 +245,8 @@ def _key_score(key: str, words: set[str], text: str, value: str = "") -> int:
     score = weight * len(spec.strong & words) + _WEAK * len(spec.weak & words)
     if key == "dislikes" and _NEGATED_LIKE.search(text):
         score += _STRONG
-    if key == "job" and {"what", "do"} <= words and not words - _STOP - {"does", "do"}:
-        score += _STRONG  # "what does Priya do?"
+    if key == "job" and {"what", "do"} <= words and not words - _STOP - _DOING:
+        score += _STRONG  # "what does Priya do (for work)?"
     if key == "employer" and "work" in words and words & {"where", "for"}:
         score += _STRONG  # "where do I work" asks for the place, "what is my work" the job
     if score and value:  # "what's my dog called": the dog item itself is named

@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 
 from memory_engine.api import wire
 
+
+def _split(text: str) -> list[str]:
+    return text.split()
+
+
 LIST_KEYS = frozenset({"likes", "dislikes", "pets", "family", "allergies", "languages", "alias", "health"})
 # Letters NFKD leaves whole: folded by hand so "Małgorzata" is "malgorzata" and "Søren" "soren".
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th"})
@@ -40,6 +45,15 @@ _NOT_NAMES = frozenset(
     ]
 )
 
+# Question words that may begin a name ("what" of "Whatley"): never a short form of one.
+_COMMON = frozenset(
+    _split(
+        "what whats where when which who whom whose why how does did is are was were has have had the "
+        "and for with about your you old live lives work works job called name named from allergic "
+        "speak speaks anyone everyone someone pet pets dog dogs cat cats"
+    )
+)
+
 # How each key reads: (for the asker, for someone else). {who}: "Ben", {poss}: "Ben's"/"Your".
 _TEMPLATES: dict[str, tuple[str, str]] = {
     "name": ("Your name is {value}.", "{poss} name is {value}."),
@@ -57,6 +71,7 @@ _TEMPLATES: dict[str, tuple[str, str]] = {
     "allergies": ("You are allergic to {value}.", "{who} is allergic to {value}."),
     "languages": ("You speak {value}.", "{who} speaks {value}."),
     "health": ("You are {value}.", "{who} is {value}."),
+    "hometown": ("You are from {value}.", "{who} is from {value}."),
     "alias": ("People call you {value}.", "People call {who} {value}."),
 }
 
@@ -120,14 +135,31 @@ def people(facts: Iterable[wire.Fact], messages: Iterable[wire.Message]) -> dict
 
 
 def named_in(question: list[str], everyone: Mapping[str, Person], asker: str) -> Person | None:
-    """The person a question names ("Ana's dog", "where does Ben live"), the longest name first."""
+    """The person a question names ("Ana's dog", "where does Ben live"), the longest name first.
+
+    A word that is no one's name but starts one person's first name ("hiro" for Hiroshi, "dani"
+    for Dániel) names them when it fits nobody else.
+    """
     text = " " + " ".join(question) + " "
     best: tuple[int, Person | None] = (0, None)
     for person in everyone.values():
         for name in person.names():
             if f" {name} " in text and len(name) > best[0]:
                 best = (len(name), person)
-    return best[1]
+    if best[1] is not None:
+        return best[1]
+    for word in question:
+        if len(word) < 3 or word in _COMMON:
+            continue
+        fits = {
+            p.author_id: p
+            for p in everyone.values()
+            for n in p.names()
+            if n.startswith(word) and " " not in n
+        }
+        if len(fits) == 1:
+            return next(iter(fits.values()))
+    return None
 
 
 def join(items: list[str]) -> str:

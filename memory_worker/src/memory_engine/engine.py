@@ -14,6 +14,7 @@ from typing import cast
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
 from memory_engine.compaction.compact import COMPACT_THRESHOLD
+from memory_engine.facts.answers import context_facts, may_answer
 from memory_engine.facts.extract import (
     canonical_key,
     facts_and_past,
@@ -164,11 +165,16 @@ class ChatMemory:
         source: int,
         ts: str,
         said_before: str | bool | None = True,
+        chat_before: tuple[str, str] | None = None,
     ) -> None:
         """Record what the rules extract from one user message about its author.
 
         `said_before`: their last message (None: none) as an import holding rows knows it; True: look it up.
+        `chat_before`: the chat's previous user message (text, author id): an answer to its question.
         """
+        if chat_before is not None and may_answer(text, chat_before[0]):
+            for change in context_facts(text, chat_before[0], chat_before[1] == author_id):
+                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
         previous = None
         if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
             if said_before is not True:
@@ -229,6 +235,8 @@ class ChatMemory:
         value: str | None
         if is_list_key(key):
             value = merge_list(current, add=add, remove=remove)
+        elif add is None and remove is not None and current and current.casefold() == remove.casefold():
+            value = None  # "not a barista anymore": the job ends, nothing takes its place yet
         else:
             value = add if add is not None else current
         if value == current or (not value and current is None):
@@ -277,7 +285,9 @@ class ChatMemory:
                 current_id = int(existing["id"])
                 before = self._recent_before(current_id, max(want, self.retrieval.turns_before))
             else:
-                self.apply_facts(text, author, author_id, current_id, ts)
+                said = next((m for m in reversed(before) if m["role"] == "user"), None)
+                chat_before = (str(said["text"]), str(said["author_id"] or "")) if said else None
+                self.apply_facts(text, author, author_id, current_id, ts, chat_before=chat_before)
                 chat_state.count_message(self.sql, author_id, day, prune=self._pruned_day != day)
                 self._pruned_day = day
             recent = [m for m in before if m["id"] > topic_after][-want:] if want else []

@@ -22,10 +22,15 @@ from memory_engine.facts.clauses import FactChange
 from memory_engine.facts.lexicon import JOBS, NOT_NAMES, PLACE_STOP, TIME_WORDS
 from memory_engine.facts.patterns import lazy
 
+
+def _split(text: str) -> list[str]:
+    return text.split()
+
+
 # The literals every rule below needs one of (a message without any states none of these).
 _GATE = lazy(
     r"left |moved|not an? |by day|here\b|diabet|coeliac|celiac|asthma|epilep|intoleran|vegetarian|vegan"
-    r"|pescatarian|calls? me|on paper|^\W*\d\d\b|^[^\W\d_][\w'\-]*\.\s+\d",
+    r"|pescatarian|calls? me|on paper|anymore|any more|no longer|started|^\W*\d\d\b|^[^\W\d_][\w'\-]*\.\s+\d",
     0,
 )
 _UNSAID = lazy(
@@ -67,7 +72,8 @@ _CONDITIONS = {
 DIET_CONDITIONS = frozenset(("coeliac", "lactose intolerant", "gluten intolerant"))  # a diet says them
 _CONDITION = lazy(
     r"(?:\bi(?:'?m|\s+am)\s+(?:also\s+|actually\s+|type\s+[12]\s+)?|\bi\s+have\s+(?:type\s+[12]\s+)?|^\W*|,\s*)"
-    r"(diabetic|diabetes|coeliac|celiac|asthmatic|asthma|epileptic|epilepsy|lactose intolerant|gluten intolerant)\b",
+    r"(diabetic|diabetes|coeliac|celiac|asthmatic|asthma|epileptic|epilepsy|lactose intolerant"
+    r"|gluten intolerant)\b",
     re.I,
 )
 _BECAME_DIET = lazy(
@@ -99,17 +105,22 @@ _JUST_MOVED = lazy(
 )
 _BARE_PLACE = lazy(r"^(" + _PLACE + r")$", 0)
 _NOT_PLACES = NOT_NAMES | PLACE_STOP | TIME_WORDS
-_EXTRA_JOBS = frozenset(("physio", "medic", "dev", "swe", "cop", "paramedic", "hygienist", "adjuster"))
+_EXTRA_JOBS = frozenset(("physio", "medic", "dev", "swe", "cop", "paramedic", "hygienist"))
 _NOT_HERE = frozenset(
-    "same me us we everyone anyone nobody somebody someone not still back over right out in from "
-    "im i'm it's its just new who whos who's nobody's all yall y'all guys lol haha van von de da le la "
-    "el al the a an and or but so then there this that".split()
+    _split(
+        "same me us we everyone anyone nobody somebody someone not still back over right out in from "
+        "im i'm it's its just new who whos who's nobody's all yall y'all guys lol haha van von de da le la "
+        "el al the a an and or but so then there this that"
+    )
 )
 # Words that send a message past the extractor's first gate to these rules (with the rules'
 # own words: digits, "'", "here", "moved", "vegetarian"... are there already).
 GROUP_WORDS = frozenset(
     w.encode()
-    for w in "left calls diabetic diabetes coeliac celiac asthmatic asthma epileptic epilepsy intolerant".split()
+    for w in _split(
+        "left calls diabetic diabetes coeliac celiac asthmatic asthma epileptic epilepsy intolerant "
+        "anymore longer"
+    )
 )
 
 
@@ -144,6 +155,7 @@ def group_facts(text: str) -> tuple[list[FactChange], list[FactChange]]:
             continue  # a question states nothing here
         _moves(part, first, after)
         _job_jokes(part, after)
+        _job_change(part, after)
         _health(part, after)
         _aliases(part, after)
     _introduction(text, first, after)
@@ -166,7 +178,32 @@ def _moves(part: str, first: list[FactChange], after: list[FactChange]) -> None:
             return
 
 
+_NO_LONGER = lazy(
+    r"\b(?:not\s+(?:a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s+(?:anymore|any\s+more|no\s+more)|no\s+longer\s+(?:a|an)\s+([a-z]+))\b",
+    re.I,
+)
+_STARTED_AT = lazy(
+    r"\b(?:just\s+)?(?:started|starting)\s+(?:working\s+|a\s+new\s+job\s+)?at\s+"
+    r"(?:(?:a|an|the)\s+([a-z]+(?:\s+[a-z]+){0,2})|([A-Z][\w&'\-]*(?:\s+[A-Z][\w&'\-]*){0,2}))",
+    0,
+)
+_ORG_TAIL = frozenset(_split("on in at last this next since for from today yesterday tomorrow with and but"))
 _QUOTE_BEFORE = lazy(r"(?:['\"\u201c\u2018]\s*\W*$|\b(?:says?|said|saying|goes|like)\W*$)", 0)
+
+
+def _job_change(part: str, after: list[FactChange]) -> None:
+    """ "not a barista anymore, started at a bike shop": the old job ends, the new employer begins."""
+    gone = _NO_LONGER.search(part)
+    old = _job(gone.group(1) or gone.group(2)) if gone else None
+    if old:
+        after.append(FactChange("job", old, remove_from="job", add=False))
+    began = _STARTED_AT.search(part)
+    if began and _said(part, began) and (old or began.group(2)):
+        words = (began.group(1) or began.group(2)).split()
+        while words and words[-1].lower() in _ORG_TAIL | TIME_WORDS:
+            words.pop()
+        if words and " ".join(words).lower() not in NOT_NAMES:
+            after.append(FactChange("employer", " ".join(words)))
 
 
 def _job_jokes(part: str, after: list[FactChange]) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_engine.api import wire
 from memory_engine.compaction.compact import IMPORT_TAIL, archive_backlog
+from memory_engine.facts.answers import may_answer
 from memory_engine.facts.extract import states_nothing
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.imports.hold import counter, take
@@ -60,17 +61,16 @@ def import_messages(
                 return taken
         stored = list(_stored(memory.sql, rows))
         answers: list[tuple[int, str]] = []  # (assistant row, the message_id it answers)
+        chat_before: tuple[str, str] | None = None  # the previous user message: an answer's question
         for new_id, i in stored:
             m, (role, author, author_id, text, ts, _, _) = messages[i], rows[i]
             if role == "user":
-                if not states_nothing(text):  # (most messages: the rules would find nothing)
-                    memory.apply_facts(text, author, author_id, new_id, ts)
-            elif (
-                role == "assistant"
-                and (answered := m.get("reply_to_message_id"))
-                and not m.get("reply_to_author_id")
-            ):
-                answers.append((new_id, answered))
+                # (most messages: the rules would find nothing)
+                if not states_nothing(text) or may_answer(text, chat_before[0] if chat_before else None):
+                    memory.apply_facts(text, author, author_id, new_id, ts, True, chat_before)
+                chat_before = (text, author_id)
+            elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
+                answers.append((new_id, m["reply_to_message_id"]))
         if stored:
             first_id, last_id = stored[0][0], stored[-1][0]
             # Ids in [first, last] are all this import's, since one chat runs one request at

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memory_engine.api import wire
 from memory_engine.compaction.compact import BATCH_MESSAGES, IMPORT_TAIL, KEEP_UNSUMMARIZED, archive_mark
+from memory_engine.facts.answers import may_answer
 from memory_engine.facts.extract import states_nothing
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.index.pending import (
@@ -147,10 +148,14 @@ def _batch(
         ids[message_id] = (new_id, author_id)
         follows.append(s.last_user)
         if role == "user":
-            if not states_nothing(text):  # most state nothing, whatever was said before
+            prior = said.get(s.last_user[1]) if s.last_user is not None else None
+            chat_before = (
+                (prior[1], s.last_user[1]) if prior and s.last_user and prior[0] == s.last_user[0] else None
+            )
+            if not states_nothing(text) or may_answer(text, chat_before[0] if chat_before else None):
                 before = said.get(author_id)  # their previous message, if it is still there
                 previous = before[1] if before is not None and before[0] > gone else None
-                apply_facts(text, author, author_id, new_id, ts, previous)
+                apply_facts(text, author, author_id, new_id, ts, previous, chat_before)
             said[author_id] = (new_id, text)
             s.last_user = (new_id, author_id)
     # (id, length) of the newest rows: SQLite's length() stops at a NUL
