@@ -17,22 +17,18 @@ out); a hypothetical, negated or questioned clause states nothing. Precision fir
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from memory_engine.facts.clauses import FactChange
 from memory_engine.facts.lexicon import JOBS, NOT_NAMES, PLACE_STOP, TIME_WORDS
-from memory_engine.facts.patterns import lazy
+from memory_engine.facts.patterns import has_digit, lazy
 
 
 def _split(text: str) -> list[str]:
     return text.split()
 
 
-# The literals every rule below needs one of (a message without any states none of these).
-_GATE = lazy(
-    r"left |moved|not an? |by day|here\b|diabet|coeliac|celiac|asthma|epilep|intoleran|vegetarian|vegan"
-    r"|pescatarian|calls? me|on paper|anymore|any more|no longer|started|^\W*\d\d\b|^[^\W\d_][\w'\-]*\.\s+\d",
-    0,
-)
+_OPENS = lazy(r"\W*\d\d\b|[^\W\d_][\w'\-]*\.\s+\d", 0)  # "29, ...", "Lukas. 45, ..."
 _UNSAID = lazy(
     r"\b(?:if|would|wish|maybe|might|thinking|considering|planning|hope|should|could|wanna|gonna|"
     r"i'd|id|want to|going to|someday|one day|never|don'?t|didn'?t|doesn'?t|can'?t|cant|whether)\b",
@@ -144,21 +140,47 @@ def _job(phrase: str) -> str | None:
     return " ".join(words)
 
 
-def group_facts(text: str) -> tuple[list[FactChange], list[FactChange]]:
-    """(changes to apply before the rules' own, changes after): the forms of group talk above."""
-    if not _GATE.search(text) and not _GATE.search(text.lower()):
+def group_facts(text: str, low: str | None = None) -> tuple[list[FactChange], list[FactChange]]:
+    """(values the message says were so before, its facts): the forms of group talk above.
+
+    `low`: `text.lower()` when the caller has it."""
+    low = text.lower() if low is None else low
+    rules: list[Callable[[str, list[FactChange], list[FactChange]], None]] = []
+    if "left " in low or "moved" in low:
+        rules.append(_moves)
+    if "not a" in low or "by day" in low:
+        rules.append(_job_jokes)
+    if "anymore" in low or "any more" in low or "no longer" in low or "started" in low:
+        rules.append(_job_change)
+    if (
+        "diabet" in low
+        or "coeliac" in low
+        or "celiac" in low
+        or "asthma" in low
+        or "epilep" in low
+        or "intoleran" in low
+        or "vegetarian" in low
+        or "vegan" in low
+        or "pescatarian" in low
+    ):
+        rules.append(_health)
+    if "call" in low or "on paper" in low:
+        rules.append(_aliases)
+    intro = ("here" in low and _HERE.match(text) is not None) or (
+        has_digit(text) and _OPENS.match(text) is not None
+    )
+    if not rules and not intro:
         return [], []
     first: list[FactChange] = []
     after: list[FactChange] = []
-    for part in re.split(r"(?<=[.!?])\s+(?=[a-zA-Z])|\n", text):
-        if "?" in part:
-            continue  # a question states nothing here
-        _moves(part, first, after)
-        _job_jokes(part, after)
-        _job_change(part, after)
-        _health(part, after)
-        _aliases(part, after)
-    _introduction(text, first, after)
+    if rules:
+        for part in re.split(r"(?<=[.!?])\s+(?=[a-zA-Z])|\n", text):
+            if "?" in part:
+                continue  # a question states nothing here
+            for rule in rules:
+                rule(part, first, after)
+    if intro:
+        _introduction(text, first, after)
     return first, after
 
 
@@ -191,7 +213,7 @@ _ORG_TAIL = frozenset(_split("on in at last this next since for from today yeste
 _QUOTE_BEFORE = lazy(r"(?:['\"\u201c\u2018]\s*\W*$|\b(?:says?|said|saying|goes|like)\W*$)", 0)
 
 
-def _job_change(part: str, after: list[FactChange]) -> None:
+def _job_change(part: str, first: list[FactChange], after: list[FactChange]) -> None:
     """ "not a barista anymore, started at a bike shop": the old job ends, the new employer begins."""
     gone = _NO_LONGER.search(part)
     old = _job(gone.group(1) or gone.group(2)) if gone else None
@@ -206,7 +228,7 @@ def _job_change(part: str, after: list[FactChange]) -> None:
             after.append(FactChange("employer", " ".join(words)))
 
 
-def _job_jokes(part: str, after: list[FactChange]) -> None:
+def _job_jokes(part: str, first: list[FactChange], after: list[FactChange]) -> None:
     for pattern in (_DENIAL_JOB, _BY_DAY):
         m = pattern.search(part)
         if m and _QUOTE_BEFORE.search(part[: m.start()]):
@@ -217,7 +239,7 @@ def _job_jokes(part: str, after: list[FactChange]) -> None:
             return
 
 
-def _health(part: str, after: list[FactChange]) -> None:
+def _health(part: str, first: list[FactChange], after: list[FactChange]) -> None:
     m = _CONDITION.search(part)
     if m and _said(part, m):
         after.append(FactChange("health", _CONDITIONS[m.group(1).lower()]))
@@ -226,7 +248,7 @@ def _health(part: str, after: list[FactChange]) -> None:
         after.append(FactChange("diet", d.group(1).lower()))
 
 
-def _aliases(part: str, after: list[FactChange]) -> None:
+def _aliases(part: str, first: list[FactChange], after: list[FactChange]) -> None:
     for pattern in (_CALLS_ME, _ON_PAPER):
         m = pattern.search(part)
         if m and _said(part, m) and m.group(1).lower() not in NOT_NAMES:
