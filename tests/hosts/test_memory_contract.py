@@ -208,13 +208,15 @@ async def test_retrieval_excludes_recent_and_current(mem):
     assert [r["score"] for r in found] == sorted((r["score"] for r in found), reverse=True)
 
 
-async def test_at_most_three_retrieved(mem):
+async def test_three_retrieved_or_more_when_they_score_well_and_fit(mem):
     for i in range(6):
         await mem.turn("r3", f"quokka sighting number {i}")
     await fill(mem, "r3", 5)
     got = await mem.turn("r3", "tell me about the quokka")
-    assert len(got["retrieved"]) == 3
-    assert all("quokka" in t for t in texts(got["retrieved"]))
+    # The seed's three are the floor: the six older quokka lines all score alike and fit
+    # (a line after them may come too: a neighbour's word is indexed with it).
+    assert 6 <= len(got["retrieved"]) <= 10
+    assert all("quokka" in t for t in texts(got["retrieved"])[:6])
     hits = texts(await mem.search("r3", "quokka", k=20))
     assert len([t for t in hits if "quokka" in t]) == 7  # the current one is searchable too
     assert all("quokka" in t for t in hits[:7])  # own words rank above a neighbour's

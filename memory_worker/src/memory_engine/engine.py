@@ -30,8 +30,8 @@ from memory_engine.index.pending import (
     index_behind,
     index_tail,
 )
-from memory_engine.index.retrieval import SHIPPED, RetrievalSettings, ranked_messages
-from memory_engine.notes import asks_about_the_past, facts_view
+from memory_engine.index.retrieval import PROMPT_MOST, TURNS_BEFORE, fit_budget, ranked_messages
+from memory_engine.notes import asks_about_the_past, current_facts, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate
 from memory_engine.usage import ModelCall, record_usage, usage_report
@@ -297,8 +297,9 @@ class ChatMemory:
             if not stored or (ids and upto + 1 < ids[0]) or any(i > upto and i not in exclude for i in ids):
                 # A waiting message this retrieval could find (after a topic start, a repeat):
                 # indexed first, without the words of this one (or they would find it).
-                upto = index_tail(self.sql, below=current_id if stored else None, knobs=self.retrieval)
-            retrieved = self._retrieve(text, RETRIEVE_K, exclude)
+                upto = index_tail(self.sql, below=current_id if stored else None)
+            # More than the best three when they score well and fit (retrieval.fit_budget).
+            retrieved = fit_budget(self._retrieve(text, PROMPT_MOST, exclude))
             if stored:  # after the retrieval, for the same reason
                 index_behind(self.sql, current_id, ids, upto, self.retrieval)
             # The history only for a message that asks about the past: no other answer reads it.

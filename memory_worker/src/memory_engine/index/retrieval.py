@@ -22,6 +22,7 @@ a message scores for a word once, by its best-matching form (see `_forms_once`).
 from __future__ import annotations
 
 import functools
+import unicodedata
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ WORD_FORMS = True
 # Whether a message scores once per word, by the word's best form, rather than once per
 # form it holds (an ablation knob of benchmarks/recall_ablation.py).
 FORMS_ONCE = True
+# What the memory prompt carries of the ranking: the best PROMPT_FLOOR always, then more of the
+# best PROMPT_MOST while each scores at least PROMPT_RELATIVE of the best and the retrieved
+# text stays within PROMPT_BUDGET characters ("what are X's hobbies" is rarely in three
+# messages). Tuned on LoCoMo's development split (benchmarks/prompt_recall.py).
+PROMPT_FLOOR = 3
+PROMPT_MOST = 10
+PROMPT_RELATIVE = 0.5
+PROMPT_BUDGET = 1500
 # The smallest score `rank` reports (see there).
 MIN_SCORE = 1e-6
 # What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
@@ -406,9 +415,28 @@ MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_i
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
 
 
-def rank(
-    sql: SqlStorage, query: str, k: int, exclude: set[int], knobs: RetrievalSettings = SHIPPED
-) -> list[tuple[int, float]]:
+def fit_budget(
+    ranked: Sequence[wire.ScoredMessage],
+    floor: int = PROMPT_FLOOR,
+    most: int = PROMPT_MOST,
+    relative: float = PROMPT_RELATIVE,
+    budget: int = PROMPT_BUDGET,
+) -> list[wire.ScoredMessage]:
+    """The ranked messages the prompt carries: the best `floor`, then more that score well and fit."""
+    kept = list(ranked[:floor])
+    if len(ranked) <= floor:
+        return kept
+    size = sum(len(m["text"]) for m in kept)
+    bar = float(ranked[0]["score"]) * relative
+    for m in ranked[floor:most]:
+        if float(m["score"]) < bar or size + len(m["text"]) > budget:
+            break
+        kept.append(m)
+        size += len(m["text"])
+    return kept
+
+
+def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
     return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude, knobs)]
 
@@ -426,6 +454,30 @@ def ranked_messages(
             for row, score in ranked_rows(sql, query, k, exclude, knobs)
         ],
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def name_words(name: str) -> frozenset[str]:
+    """The words of a name, case- and accent-folded as queries are ("José" -> "jose")."""
+    folded = name.casefold().translate(_LETTERS)
+    plain = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+    return frozenset(tokens(plain))
+
+
+_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i"})
+_ALIASES = (
+    "SELECT author, value FROM facts WHERE key IN ('alias', 'name') AND superseded_at IS NULL "
+    "AND kind = 'fact'"
+)
+
+
+def _aliased(sql: SqlStorage, named: set[str], authors: set[str]) -> set[str]:
+    """The candidates' authors the query names by an alias or a stated name."""
+    out = set()
+    for author, value in rows_of(sql, _ALIASES):
+        if author in authors and not named.isdisjoint(name_words(str(value).replace(",", " "))):
+            out.add(author)
+    return out
 
 
 @functools.cache
@@ -463,13 +515,16 @@ def ranked_rows(
     )
     rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
     candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
-    if knobs.forms_once and candidates and any(_expanded(t) for t in kept):
-        candidates = _forms_once(sql, kept, candidates, knobs.bm25_weights)
-    # The authors the query names (a handful per chat, each tokenized once): their rows score more.
+    if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
+        candidates = _forms_once(sql, kept, candidates)
+    # The authors the query names (a handful per chat, each tokenized once): their rows score more,
+    # named by a word of their display name (accents folded: "jose" is José) or by an alias or
+    # a name the chat learned for them ("moose" for Marcus Bell).
     named = {form for term in terms for form in term}
     authors = {r[2] for r in rows}
-    boost = knobs.author_boost
-    boosted = {a for a in authors if a and not named.isdisjoint(tokens(a))} if boost else set()
+    boosted = {a for a in authors if a and not named.isdisjoint(name_words(a))} if AUTHOR_BOOST else set()
+    if AUTHOR_BOOST and not boosted and authors:
+        boosted = _aliased(sql, named, authors)
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     if boosted:
         author_of = {int(r[1]): r[2] for r in rows}
