@@ -72,3 +72,22 @@ async def test_the_compaction_prompt_asks_for_superseded_values_replaced(tmp_pat
         system = fake.requests[0].messages[0]["content"]
         assert "replace the old value" in system and "never list both as current" in system
         assert "Drop questions that were answered" in system and "display names" in system
+
+
+def test_topics_are_no_ones_name_and_answered_questions_are_not_next():
+    summary = offline_summary(
+        "",
+        _said(
+            ("Dániel Kovács", "dani here 👋 Dániel on paper, i have a hamster called Pixel"),
+            ("Zoë Fischer", "do u have any pets dani?"),
+            ("Dániel Kovács", "just Pixel, and Zoë's plant Fern counts too"),
+            ("Ahmed", "how many dogs do you have zoe?"),
+            ("Zoë Fischer", "two, Rex and Ash"),
+            ("Ahmed", "what time is the Berlin trip on Friday?"),
+        ),
+    )
+    objective = _section(summary, 0).split("about:")[1]
+    assert "Pixel" in objective and "Berlin" in objective
+    assert not {"Dániel", "Zoë", "dani", "what"} & set(objective.replace(";", " ").replace(".", " ").split())
+    next_move = _section(summary, 3)
+    assert "Berlin trip" in next_move and "pets" not in next_move and "dogs" not in next_move

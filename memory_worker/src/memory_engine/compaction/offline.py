@@ -15,6 +15,7 @@ from collections import Counter
 from memory_engine.api import wire
 from memory_engine.facts.extract import extract_facts, is_list_key, merge_list
 from memory_engine.facts.patterns import LazyRe, lazy
+from memory_engine.index.retrieval import name_words
 from memory_engine.index.text import STOPWORDS, tokens
 
 SECTIONS = (
@@ -131,8 +132,13 @@ def _kind(before: str, after: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def named_things(messages: list[wire.Message]) -> list[tuple[str, str | None, int]]:
-    """(name, kind or None, mentions) of what the speakers talk about, most mentioned first."""
+def named_things(
+    messages: list[dict[str, Any]], people: frozenset[str] = frozenset()
+) -> list[tuple[str, str | None, int]]:
+    """(name, kind or None, mentions) of what the speakers talk about, most mentioned first.
+
+    `people`: the folded words of the speakers' names and aliases: a name of theirs is no topic.
+    """
     speakers = {_speaker(m).lower() for m in messages}
     counts: Counter[str] = Counter()
     kinds: dict[str, Counter[str]] = {}
@@ -141,7 +147,7 @@ def named_things(messages: list[wire.Message]) -> list[tuple[str, str | None, in
 
     def add(name: str, kind: str | None, at_start: bool) -> None:
         key = name.lower()
-        if key in speakers or len(name) > 60:
+        if key in speakers or len(name) > 60 or (people and name_words(name) <= people):
             return
         spelled.setdefault(key, name)
         if at_start and kind is None:
@@ -190,14 +196,34 @@ _FILLER = frozenset(
 )
 
 
-def _frequent_words(said: list[wire.Message], n: int = 6) -> list[str]:
-    skip = _FILLER | {w for m in said for w in tokens(_speaker(m))}
+def _split(text: str) -> list[str]:
+    return text.split()
+
+
+# Question words and chat's function words: never a topic.
+_NOT_TOPICS = frozenset(
+    _split(
+        "what whats where when which who whom whose why how does did do anyone anybody everyone "
+        "someone somebody u ur ya yall guys pls plz thanks thank sorry oops btw lol haha hahaha lmao "
+        "ok okay yes yeah nope nah maybe dont cant wont isnt im ive youre thats theres"
+    )
+)
+
+
+def _frequent_words(
+    said: list[dict[str, Any]], n: int = 6, people: frozenset[str] = frozenset()
+) -> list[str]:
+    skip = _FILLER | _NOT_TOPICS | people | {w for m in said for w in tokens(_speaker(m))}
     # Bounded in length: one 60k-character "word" must not fill the summary.
     words = Counter(
         t
         for m in said
         for t in tokens(_URL.sub(" ", m.get("text", "")))
-        if t not in STOPWORDS and t not in skip and 2 < len(t) <= 32 and not t.isdigit()
+        if t not in STOPWORDS
+        and t not in skip
+        and 2 < len(t) <= 32
+        and not t.isdigit()
+        and name_words(t) - skip
     )
     return [w for w, _ in words.most_common(n)]
 
@@ -251,13 +277,20 @@ def offline_summary(previous: str, messages: list[wire.Message]) -> str:
     old = _sections_of(previous) if previous else {h: [] for h in SECTIONS}
     said = [m for m in messages if m.get("role") == "user"]
     speakers = Counter(_speaker(m) for m in said)
-    things = named_things(messages)
+    current, changes = _people_facts(old[SECTIONS[1]], said)
+    # The speakers' names, first names and the names they go by are people, not topics.
+    people = frozenset().union(
+        *(name_words(s) for s in speakers),
+        *(name_words(v.replace(",", " ")) for (_, key), v in current.items() if key in ("name", "alias")),
+    )
+    things = named_things(messages, people)
     labels = [_label(name, kind) for name, kind, _ in things]
     if len(labels) < 3:  # little is named (or everything typed in lower case): the frequent words too
-        labels += [w for w in _frequent_words(said) if w not in {n.lower() for n, _, _ in things}]
+        labels += [
+            w for w in _frequent_words(said, people=people) if w not in {n.lower() for n, _, _ in things}
+        ]
     objective = _objective(old[SECTIONS[0]], [s for s, _ in speakers.most_common(6)], labels)
 
-    current, changes = _people_facts(old[SECTIONS[1]], said)
     details = [f"- {who}: {key} = {value}" for (who, key), value in current.items()]
     details += changes
     stale = {(who, v.casefold()) for who, v in _superseded(said, current)}
@@ -291,7 +324,7 @@ def offline_summary(previous: str, messages: list[wire.Message]) -> str:
     sentences = _merge(kept, [line for _, _, line in sorted(picked, key=lambda x: x[1])], 30)
     details += sentences[-max(0, 30 - len(details)) :] if len(details) < 30 else []
 
-    questions = _merge([], _open_questions(said), 4)
+    questions = _merge([], _open_questions(said, people), 4)
     last = messages[-1].get("ts") if messages else None
     total = _summarized_before(old[SECTIONS[2]]) + len(messages)
     active = ", ".join(name for name, _, _ in things[:5])
@@ -378,8 +411,18 @@ def _content(text: str) -> set[str]:
     return {t for t in tokens(text) if t not in STOPWORDS and t not in _FILLER and len(t) > 2}
 
 
-def _open_questions(said: list[wire.Message]) -> list[str]:
-    """The questions nobody answered: a later message of someone else sharing its words answers it."""
+_ANSWER_START = lazy(
+    r"^\W*(?:me|yes|yep|yeah|yup|no|nope|nah|not|sure|i|i'?m|im|my|we|two|one|three|\d)\b", re.I
+)
+
+
+def _open_questions(said: list[dict[str, Any]], people: frozenset[str] = frozenset()) -> list[str]:
+    """The questions nobody answered.
+
+    Answered: a later message of someone else shares its words; or the person it names (by a
+    word of their name or an alias) speaks within the next few messages; or the next message of
+    someone else answers at once ("me!", "two, Rex and Ash", "nope").
+    """
     out: list[str] = []
     for i, m in enumerate(said):
         for s in _SENTENCE.findall(_URL.sub(" ", m.get("text", ""))):
@@ -387,8 +430,21 @@ def _open_questions(said: list[wire.Message]) -> list[str]:
             if not s.endswith("?") or len(s) <= 8:
                 continue
             words = _content(s)
-            later = [_content(n.get("text", "")) for n in said[i + 1 : i + 6] if _speaker(n) != _speaker(m)]
+            others = [n for n in said[i + 1 : i + 6] if _speaker(n) != _speaker(m)]
+            later = [_content(n.get("text", "")) for n in others]
             if any(len(words & w) * 2 >= max(1, len(words)) for w in later) or (not words and later):
+                continue
+            asked = name_words(s) & people
+            last = tokens(s)[-1] if tokens(s) else ""  # "... dani?": a short form of a name, said last
+            short = min(name_words(last), default="") if len(last) >= 3 else ""
+            if short:
+                asked |= {p for p in people if p.startswith(short)}
+            if asked and any(
+                name_words(_speaker(n)) & asked and "?" not in n.get("text", "") for n in others
+            ):
+                continue  # "what do you do ahmed?": Ahmed spoke next
+            first = others[0].get("text", "") if others else ""
+            if first and "?" not in first and said.index(others[0]) <= i + 2 and _ANSWER_START.match(first):
                 continue
             out.append(f"- {_speaker(m)} asked: {s[:200]}")
     return out
