@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from recall_data import load, questions, turns  # noqa: E402
 
 from memory_engine import ChatMemory  # noqa: E402
-from memory_engine.index import retrieval  # noqa: E402
+from memory_engine.index import budget as retrieval  # noqa: E402
 from memory_worker.local import SqliteStorage  # noqa: E402
 
 

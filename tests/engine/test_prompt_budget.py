@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory_engine.index.retrieval import fit_budget
+from memory_engine.index.budget import fit_budget
 
 
 def _ranked(*pairs: tuple[float, int]) -> list[dict]:

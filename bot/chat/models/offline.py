@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.chat.models.chat_model import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.chat.models.offline_evidence import WHEN, from_message, one_line, stem
 from bot.chat.models.offline_people import Person, fold, named_in, people, phrase, tokens
 from memory_engine.notes import asks_about_the_past
 
@@ -134,66 +135,6 @@ _NOT_PERSON = frozenset(
         "nobody",
         "nobody's",
     ]
-)
-# A message's clauses that state nothing: a hypothetical or wish ("if i had the money i'd move
-# to ...") and a negation ("no pets"); what a contrasting "not" denies ("a vet, not a dog
-# whisperer") goes too, the part before it stays.
-_CLAUSE_CUT = re.compile(r"[,.;!?\u2026()]+|\s(?:but|so|because|cause|cuz|coz|tho|though|and)\s")
-_HYPOTHETICAL = re.compile(
-    r"\b(?:if|would|wish|someday|maybe|might|thinking|considering|planning|dream\w*|i'?d|id|"
-    r"wanna|gonna|hope|should|could|imagine|pretend|unless)\b|\bone day\b|\bwant to\b|\bgoing to\b"
-)
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|nope|nah|don'?t|doesn'?t|didn'?t|isn'?t|aren'?t|wasn'?t|weren'?t|can'?t|"
-    r"cant|cannot|won'?t|wont|haven'?t|hasn'?t|nothing|none|neither|nor)\b"
-)
-# Words too common to make a message evidence alone ("that time works for me" is no job):
-# they count only inside the phrase that states the key.
-_GENERIC = frozenset(
-    [
-        "work",
-        "job",
-        "time",
-        "live",
-        "liv",
-        "do",
-        "go",
-        "get",
-        "like",
-        "day",
-        "thing",
-        "good",
-        "new",
-        "know",
-        "think",
-        "want",
-        "need",
-        "make",
-        "take",
-        "see",
-        "come",
-        "old",
-        "year",
-        "home",
-        "place",
-        "way",
-        "lot",
-        "back",
-        "now",
-        "still",
-        "really",
-        "one",
-        "two",
-        "people",
-        "stuff",
-    ]
-)
-_KEY_PHRASE = re.compile(
-    r"\b(?:work|works|working|worked)\s+(?:as|at|in)\b|\b(?:live|lives|living|based)\s+(?:in|at|near)\b"
-    r"|\bmoved\s+to\b|\bmy\s+job\b"
-)
-_CORRECTS = re.compile(
-    r"^\W*(?:sorry|correction|actually|typo|oops|wait|i mean|update|edit|no sorry|my bad|\*)", re.I
 )
 _STOP = _words(
     "a an the i me my mine you your yours is are am was were be been do does did what what's whats "
@@ -407,7 +348,7 @@ class _Question:
         if not chosen:
             return None
         return " ".join(
-            f"{_whose_note(n, self.request.author_id)}: “{_one_line(str(n.get('value')))}”" for n in chosen
+            f"{_whose_note(n, self.request.author_id)}: “{one_line(str(n.get('value')))}”" for n in chosen
         )
 
     def _from_history(self) -> str | None:
@@ -441,7 +382,7 @@ class _Question:
 
 def _overlap(answer: str, words: set[str]) -> int:
     """How many of the question's content words an answer holds."""
-    return len({_stem(w) for w in words if w not in _STOP} & {_stem(t) for t in tokens(answer)})
+    return len({stem(w) for w in words if w not in _STOP} & {stem(t) for t in tokens(answer)})
 
 
 def _whose_note(note: wire.Fact, asker: str) -> str:
@@ -471,11 +412,10 @@ def _from_fact(
     return None
 
 
-def _stem(word: str) -> str:
-    for end in ("ing", "ed", "es", "s"):
-        if len(word) > len(end) + 2 and word.endswith(end):
-            return word[: -len(end)]
-    return word
+def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
+    """The earlier statement sharing the most of the question's words, quoted with its author."""
+    wanted = {stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
+    return from_message(messages, wanted, asker, WHEN if "when" in words else None)
 
 
 def _names_a_stranger(text: str, everyone: Mapping[str, Person]) -> bool:
@@ -493,67 +433,7 @@ def _names_a_stranger(text: str, everyone: Mapping[str, Person]) -> bool:
     return False
 
 
-def stated_words(text: str) -> set[str]:
-    """The stems of a message's stated clauses: hypotheticals, negations and what a "not" denies left out."""
-    low = fold(text).replace("\u2019", "'")
-    kept: list[str] = []
-    for clause in _CLAUSE_CUT.split(low):
-        if _HYPOTHETICAL.search(clause):
-            continue
-        neg = _NEGATION.search(clause)
-        if neg:
-            before = clause[: neg.start()]
-            if neg.group(0) == "not" and len(before.split()) >= 2 and not _HYPOTHETICAL.search(before):
-                kept.append(before)  # "i'm a pharmacist not a wizard": the pharmacist stands
-            continue
-        kept.append(clause)
-    return {_stem(t) for t in tokens(" ".join(kept))}
-
-
-def _evidence(wanted: set[str], text: str) -> int:
-    """How many asked-for stems a message states; 0 when it shares only common words out of their phrase."""
-    shared = wanted & stated_words(text)
-    if shared and shared <= _GENERIC and not _KEY_PHRASE.search(fold(text)):
-        return 0  # "that time works for me" says nothing of anyone's work
-    return len(shared)
-
-
-def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
-    """The earlier statement sharing the most words with the question, quoted with its author.
-
-    A correction its author sent right after it ("sorry typo 7pm, not 6") is quoted with it.
-    """
-    wanted = {_stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
-    if not wanted:
-        return None
-    best: tuple[int, int, wire.Message | None] = (0, 0, None)
-    for m in messages:
-        overlap = _evidence(wanted, str(m.get("text") or ""))
-        if overlap and (overlap, int(m.get("id") or 0)) > best[:2]:
-            best = (overlap, int(m.get("id") or 0), m)
-    if best[2] is None or best[0] * 2 < len(wanted):
-        return None  # less than half of what was asked: unrelated
-    chosen = best[2]
-    quoted = _one_line(str(chosen.get("text") or ""))
-    author = str(chosen.get("author_id") or "")
-    later = sorted(
-        (
-            m
-            for m in messages
-            if str(m.get("author_id") or "") == author
-            and 0 < int(m.get("id") or 0) - best[1] <= 3
-            and _CORRECTS.match(str(m.get("text") or ""))
-        ),
-        key=lambda m: int(m.get("id") or 0),
-    )
-    if later:
-        quoted += f"” then: “{_one_line(str(later[-1].get('text') or ''))}"
-    if author in ("", asker):
-        return f"You told me: “{quoted}”"
-    return f"{chosen.get('author') or 'Someone'} said: “{quoted}”"
-
-
-def _said(messages: Sequence[wire.Message], key: str) -> str | None:
+def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:
     pattern = _SAID[key]
     # Newest statement wins, like a superseding fact.
     for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):
@@ -561,11 +441,6 @@ def _said(messages: Sequence[wire.Message], key: str) -> str | None:
         if match:
             return match.group(1).strip()
     return None
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _OneShot:

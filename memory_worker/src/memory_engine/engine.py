@@ -23,6 +23,7 @@ from memory_engine.facts.extract import (
     merge_list,
 )
 from memory_engine.imports import bulk as imports
+from memory_engine.index.budget import PROMPT_MOST, fit_budget
 from memory_engine.index.pending import (
     ensure_indexed,
     ensure_searchable,
@@ -30,7 +31,7 @@ from memory_engine.index.pending import (
     index_behind,
     index_tail,
 )
-from memory_engine.index.retrieval import PROMPT_MOST, TURNS_BEFORE, fit_budget, ranked_messages
+from memory_engine.index.retrieval import TURNS_BEFORE, ranked_messages
 from memory_engine.notes import asks_about_the_past, current_facts, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate

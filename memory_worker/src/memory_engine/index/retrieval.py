@@ -57,14 +57,6 @@ WORD_FORMS = True
 # Whether a message scores once per word, by the word's best form, rather than once per
 # form it holds (an ablation knob of benchmarks/recall_ablation.py).
 FORMS_ONCE = True
-# What the memory prompt carries of the ranking: the best PROMPT_FLOOR always, then more of the
-# best PROMPT_MOST while each scores at least PROMPT_RELATIVE of the best and the retrieved
-# text stays within PROMPT_BUDGET characters ("what are X's hobbies" is rarely in three
-# messages). Tuned on LoCoMo's development split (benchmarks/prompt_recall.py).
-PROMPT_FLOOR = 3
-PROMPT_MOST = 10
-PROMPT_RELATIVE = 0.5
-PROMPT_BUDGET = 1500
 # The smallest score `rank` reports (see there).
 MIN_SCORE = 1e-6
 # What one search may spend on bm25(), in units of (matching row x (query terms + 2)):
@@ -413,27 +405,6 @@ def _forms_once(
 # The messages columns a ranked row carries (the turn's `retrieved` and `search`'s results).
 MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_id")
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
-
-
-def fit_budget(
-    ranked: Sequence[wire.ScoredMessage],
-    floor: int = PROMPT_FLOOR,
-    most: int = PROMPT_MOST,
-    relative: float = PROMPT_RELATIVE,
-    budget: int = PROMPT_BUDGET,
-) -> list[wire.ScoredMessage]:
-    """The ranked messages the prompt carries: the best `floor`, then more that score well and fit."""
-    kept = list(ranked[:floor])
-    if len(ranked) <= floor:
-        return kept
-    size = sum(len(m["text"]) for m in kept)
-    bar = float(ranked[0]["score"]) * relative
-    for m in ranked[floor:most]:
-        if float(m["score"]) < bar or size + len(m["text"]) > budget:
-            break
-        kept.append(m)
-        size += len(m["text"])
-    return kept
 
 
 def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
