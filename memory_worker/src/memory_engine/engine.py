@@ -14,7 +14,8 @@ from typing import cast
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
 from memory_engine.compaction.compact import COMPACT_THRESHOLD
-from memory_engine.facts.answers import context_facts, may_answer
+from memory_engine.facts.aliases import learn_alias
+from memory_engine.facts.answers import addressed, context_facts, may_answer
 from memory_engine.facts.extract import (
     canonical_key,
     facts_and_past,
@@ -176,6 +177,12 @@ class ChatMemory:
         if chat_before is not None and may_answer(text, chat_before[0]):
             for change in context_facts(text, chat_before[0], chat_before[1] == author_id):
                 self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+        if (
+            chat_before is not None
+            and chat_before[1]
+            and (name := addressed(text, chat_before[1] == author_id))
+        ):
+            learn_alias(self, chat_before[1], name, source, ts)
         previous = None
         if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
             if said_before is not True:

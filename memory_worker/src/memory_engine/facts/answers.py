@@ -182,3 +182,38 @@ def _named(text: str, before: str, kind: str) -> list[FactChange]:
     species = species or [SPECIES[w] for w in re.findall(r"[a-z]+", before.lower()) if w in SPECIES]
     what = species[0] if len(set(species)) == 1 else "pet"
     return [FactChange("pets", f"{n} ({what})") for n in names]
+
+
+_GREETED = lazy(
+    r"^\W*(?:(?:lol|haha|omg|oh)\W+)?"
+    r"(?:hi|hey|hiya|hello|welcome|yo|thanks|thank you|thx|ty|congrats|morning)"
+    r"\s+(?:back\s+|again\s+)?([^\W\d_][\w'\-]{1,20})\s*(?:[!.,:;)]|\W*$)",
+    re.I,
+)
+_NOT_ALIASES = frozenset(
+    _split(
+        "all everyone everybody guys folks yall y'all team there again back friends fam people gang "
+        "you u ya man mate dude bro sis girl girls boys lads and so ok okay lol haha"
+    )
+)
+
+
+def addressed(text: str, before_is_theirs: bool) -> str | None:
+    """The name a greeting opens `text` with ("welcome seun!", "hi moose"): the previous message's
+    author's (never a greeting of one's own message, never "hi all"). An @mention may name anyone
+    in the chat: it is left to the platform's own mention data."""
+    if before_is_theirs or len(text) > MAX_ANSWER:
+        return None
+    m = _GREETED.match(text)
+    name = m.group(1) if m else None
+    if not name or name.lower() in _NOT_ALIASES or name.lower() in NOT_NAMES or name.lower() in JOBS:
+        return None
+    return name
+
+
+_OPENERS = tuple(_split("hi hey hello welcome yo thank thx ty congrats morning lol haha omg oh"))
+
+
+def may_address(text: str) -> bool:
+    """Cheap: whether `text` may open with a greeting (then `addressed` reads it)."""
+    return text[:10].lstrip().lower().startswith(_OPENERS)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_engine.api import wire
 from memory_engine.compaction.compact import IMPORT_TAIL, archive_backlog
-from memory_engine.facts.answers import may_answer
+from memory_engine.facts.answers import may_address, may_answer
 from memory_engine.facts.extract import states_nothing
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.imports.hold import counter, take
@@ -66,7 +66,11 @@ def import_messages(
             m, (role, author, author_id, text, ts, _, _) = messages[i], rows[i]
             if role == "user":
                 # (most messages: the rules would find nothing)
-                if not states_nothing(text) or may_answer(text, chat_before[0] if chat_before else None):
+                if (
+                    not states_nothing(text)
+                    or may_answer(text, chat_before[0] if chat_before else None)
+                    or may_address(text)
+                ):
                     memory.apply_facts(text, author, author_id, new_id, ts, True, chat_before)
                 chat_before = (text, author_id)
             elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memory_engine.api import wire
 from memory_engine.compaction.compact import BATCH_MESSAGES, IMPORT_TAIL, KEEP_UNSUMMARIZED, archive_mark
-from memory_engine.facts.answers import may_answer
+from memory_engine.facts.answers import may_address, may_answer
 from memory_engine.facts.extract import states_nothing
 from memory_engine.forgetting import RETENTION_STEP
 from memory_engine.index.pending import (
@@ -152,7 +152,11 @@ def _batch(
             chat_before = (
                 (prior[1], s.last_user[1]) if prior and s.last_user and prior[0] == s.last_user[0] else None
             )
-            if not states_nothing(text) or may_answer(text, chat_before[0] if chat_before else None):
+            if (
+                not states_nothing(text)
+                or may_answer(text, chat_before[0] if chat_before else None)
+                or may_address(text)
+            ):
                 before = said.get(author_id)  # their previous message, if it is still there
                 previous = before[1] if before is not None and before[0] > gone else None
                 apply_facts(text, author, author_id, new_id, ts, previous, chat_before)

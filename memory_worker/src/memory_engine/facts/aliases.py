@@ -1,0 +1,55 @@
+"""Names people use for each other, learned as facts of key `alias` of the person addressed.
+
+"welcome seun!", "hi moose", "@hiro you'll get there" right after that person's message: the
+name is theirs. An alias is an ordinary fact: `/facts` lists it, `/forgetfact N` removes it, the
+offline answerer and retrieval's author boost know people by it. A name that is already a word
+of their display name, their stated name or one of their aliases adds nothing.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory_engine.engine import ChatMemory
+
+LOOK_BACK = 500  # messages whose authors' names a greeting may use instead
+_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i"})
+
+
+def _fold(text: str) -> str:
+    low = unicodedata.normalize("NFKD", text.casefold().translate(_LETTERS))
+    return "".join(c for c in low if not unicodedata.combining(c))
+
+
+def learn_alias(memory: ChatMemory, author_id: str, name: str, source: int, ts: str) -> None:
+    """Add `name` to the aliases of `author_id` (their display name read from their last message)."""
+    rows = memory.sql.exec(
+        "SELECT author FROM messages WHERE author_id = ? AND role = 'user' ORDER BY id DESC LIMIT 1",
+        author_id,
+    )
+    author = str(rows[0]["author"]) if rows else ""
+    if not author:
+        return  # their message is not stored yet (or gone): nobody to name
+    known = {_fold(w) for w in author.replace(",", " ").split()}
+    facts = memory.sql.exec(
+        "SELECT value FROM facts WHERE author_id = ? AND key IN ('name', 'alias') AND superseded_at IS NULL "
+        "AND kind = 'fact'",
+        author_id,
+    )
+    for f in facts:
+        known |= {_fold(w.strip()) for w in str(f["value"]).replace(",", " ").split()}
+    if _fold(name) in known:
+        return
+    # "hi Marcus!" after Lan's message greets Marcus, not Lan: a word of anyone else's name who
+    # spoke lately is theirs (a bounded look back: greetings are rare, the window is cheap).
+    recent = memory.sql.exec(
+        "SELECT DISTINCT author FROM messages WHERE id > ? AND id <= ? AND author_id != ? AND role = 'user'",
+        source - LOOK_BACK,
+        source,
+        author_id,
+    )
+    if any(_fold(name) in {_fold(w) for w in str(r["author"] or "").split()} for r in recent):
+        return
+    memory.learn_fact(author, author_id, "alias", name, source)
