@@ -37,7 +37,7 @@ from memory_engine.facts.corrections import (
     corrections_within,
     looks_like_correction,
 )
-from memory_engine.facts.group_talk import DIET_CONDITIONS, GROUP_WORDS, group_facts
+from memory_engine.facts.group_talk import DIET_CONDITIONS, GROUP_TRIGGERS, GROUP_WORDS, group_facts
 from memory_engine.facts.health import DIET_WORDS, health, languages
 from memory_engine.facts.patterns import LiteralIndex, has_digit, lazy, word_runs
 from memory_engine.facts.prefs import favorites, kin, preferences
@@ -261,7 +261,8 @@ def facts_and_past(text: str, previous: str | None = None) -> tuple[list[FactCha
     past: list[FactChange] = []
     text = text[:MAX_TEXT]
     changes: list[FactChange] = []
-    if text.isascii() and _states_nothing(text.lower()):
+    ascii_text = text.isascii()
+    if ascii_text and _states_nothing(text.lower()):
         return past, _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
     if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
         kept = []
@@ -279,7 +280,26 @@ def facts_and_past(text: str, previous: str | None = None) -> tuple[list[FactCha
     changes.extend(_sentence_facts(text))
     corrected = corrections_within(text, _sentence_facts) if len(changes) > 1 or changes else []
     changes.extend(corrected)
-    past, group = group_facts(text)  # "left Lyon for Montreal": Lyon is the past, Montreal the fact
+    # "left Lyon for Montreal": Lyon is the past, Montreal the fact. For ASCII text, the rules'
+    # trigger words looked up among its words first (one C call; most messages hold none).
+    if ascii_text:
+        low = text.lower()
+        words = low.encode().translate(_NOT_WORD).split()
+        if (
+            GROUP_TRIGGERS.isdisjoint(words)
+            and not (  # nor "29, ...", "Lukas. 45, ...": an introduction
+                words
+                and (
+                    (words[0].isdigit() and "," in text[:8])
+                    or (len(words) > 1 and words[1].isdigit() and "." in text[: len(words[0]) + 3])
+                )
+            )
+        ):
+            past, group = [], []
+        else:
+            past, group = group_facts(text, low)
+    else:
+        past, group = group_facts(text)
     if group:
         named = {c.value.casefold() for c in changes if c.key == "name"}
         diet = any(c.key == "diet" for c in changes)
