@@ -15,9 +15,10 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.chat.models.chat_model import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
+from bot.chat.models.base import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
 from bot.chat.models.offline_evidence import WHEN, from_message, one_line, stem
 from bot.chat.models.offline_people import Person, fold, named_in, people, phrase, tokens
+from memory_engine.api import wire
 from memory_engine.notes import asks_about_the_past
 
 OFFLINE_NOTICE = (
@@ -412,7 +413,7 @@ def _from_fact(
     return None
 
 
-def _from_message(messages: Sequence[Mapping[str, Any]], words: set[str], asker: str) -> str | None:
+def _from_message(messages: Sequence[wire.Message], words: set[str], asker: str) -> str | None:
     """The earlier statement sharing the most of the question's words, quoted with its author."""
     wanted = {stem(w) for w in words if w not in _STOP and w not in _WHO and len(w) > 1}
     return from_message(messages, wanted, asker, WHEN if "when" in words else None)
@@ -433,7 +434,7 @@ def _names_a_stranger(text: str, everyone: Mapping[str, Person]) -> bool:
     return False
 
 
-def _said(messages: Sequence[Mapping[str, Any]], key: str) -> str | None:
+def _said(messages: Sequence[wire.Message], key: str) -> str | None:
     pattern = _SAID[key]
     # Newest statement wins, like a superseding fact.
     for m in sorted(messages, key=lambda m: m.get("id") or 0, reverse=True):

@@ -10,10 +10,10 @@ A correction the author sent right after ("sorry typo 7pm, not 6") is quoted wit
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from bot.chat.models.offline_people import fold, tokens
+from memory_engine.api import wire
 
 # A message's clauses that state nothing: a hypothetical or wish ("if i had the money i'd move
 # to ...") and a negation ("no pets"); what a contrasting "not" denies ("a vet, not a dog
@@ -126,7 +126,7 @@ WHEN = re.compile(
 
 
 def from_message(
-    messages: Sequence[Mapping[str, Any]], wanted: set[str], asker: str, prefer: re.Pattern[str] | None = None
+    messages: Sequence[wire.Message], wanted: set[str], asker: str, prefer: re.Pattern[str] | None = None
 ) -> str | None:
     """The earlier statement stating the most of the asked-for stems, quoted with its author.
 
@@ -134,7 +134,7 @@ def from_message(
     """
     if not wanted:
         return None
-    best: tuple[int, int, int, Mapping[str, Any] | None] = (0, 0, 0, None)
+    best: tuple[int, int, int, wire.Message | None] = (0, 0, 0, None)
     for m in messages:
         overlap = evidence(wanted, str(m.get("text") or ""))
         if overlap * 2 < len(wanted):

@@ -14,13 +14,11 @@ from typing import cast
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
 from memory_engine.compaction.compact import COMPACT_THRESHOLD
-from memory_engine.facts.aliases import learn_alias
-from memory_engine.facts.answers import addressed, context_facts, may_answer
+from memory_engine.facts.aliases import last_said
+from memory_engine.facts.apply import apply_facts
 from memory_engine.facts.extract import (
     canonical_key,
-    facts_and_past,
     is_list_key,
-    looks_like_correction,
     merge_list,
 )
 from memory_engine.imports import bulk as imports
@@ -32,8 +30,8 @@ from memory_engine.index.pending import (
     index_behind,
     index_tail,
 )
-from memory_engine.index.retrieval import TURNS_BEFORE, ranked_messages
-from memory_engine.notes import asks_about_the_past, current_facts, facts_view
+from memory_engine.index.retrieval import SHIPPED, RetrievalSettings, ranked_messages
+from memory_engine.notes import asks_about_the_past, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate
 from memory_engine.usage import ModelCall, record_usage, usage_report
@@ -169,40 +167,8 @@ class ChatMemory:
         said_before: str | bool | None = True,
         chat_before: tuple[str, str] | None = None,
     ) -> None:
-        """Record what the rules extract from one user message about its author.
-
-        `said_before`: their last message (None: none) as an import holding rows knows it; True: look it up.
-        `chat_before`: the chat's previous user message (text, author id): an answer to its question.
-        """
-        if chat_before is not None and may_answer(text, chat_before[0]):
-            for change in context_facts(text, chat_before[0], chat_before[1] == author_id):
-                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
-        if (
-            chat_before is not None
-            and chat_before[1]
-            and (name := addressed(text, chat_before[1] == author_id))
-        ):
-            learn_alias(self, chat_before[1], name, source, ts)
-        previous = None
-        if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
-            if said_before is not True:
-                previous = said_before or None
-            else:
-                rows = self.sql.exec(
-                    "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
-                    "ORDER BY id DESC LIMIT 1",
-                    author_id,
-                    source,
-                )
-                previous = rows[0]["text"] if rows else None
-        past, changes = facts_and_past(text, previous=previous)
-        for change in past:  # "left Lyon for Montreal": Lyon first, so that it is the history
-            self._change_fact(author, author_id, change.key, source, ts, add=change.value)
-        for change in changes:
-            if change.remove_from:
-                self._change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
-            if change.add:  # False for a removal only ("I don't like X anymore")
-                self._change_fact(author, author_id, change.key, source, ts, add=change.value)
+        """Record what the rules extract from one user message about its author (facts/apply.py)."""
+        apply_facts(self, text, author, author_id, source, ts, said_before, chat_before)
 
     def learn_fact(
         self, author: str, author_id: str, key: str, value: str, source: int, not_after: int | None = None
@@ -212,9 +178,9 @@ class ChatMemory:
         With `not_after`, a current value stated in a message after that id is newer than
         this one and stays.
         """
-        self._change_fact(author, author_id, key, source, self.now(), add=value, not_after=not_after)
+        self.change_fact(author, author_id, key, source, self.now(), add=value, not_after=not_after)
 
-    def _change_fact(
+    def change_fact(
         self,
         author: str,
         author_id: str,
@@ -225,6 +191,7 @@ class ChatMemory:
         remove: str | None = None,
         not_after: int | None = None,
     ) -> None:
+        """Set, add to or remove from one fact of a person (a new value supersedes the current one)."""
         key = canonical_key(key)  # a model's "favourite_colour" is the rules' "favorite_color"
         rows = self.sql.exec(
             "SELECT id, value, source_message FROM facts "
@@ -293,9 +260,7 @@ class ChatMemory:
                 current_id = int(existing["id"])
                 before = self._recent_before(current_id, max(want, self.retrieval.turns_before))
             else:
-                said = next((m for m in reversed(before) if m["role"] == "user"), None)
-                chat_before = (str(said["text"]), str(said["author_id"] or "")) if said else None
-                self.apply_facts(text, author, author_id, current_id, ts, chat_before=chat_before)
+                self.apply_facts(text, author, author_id, current_id, ts, chat_before=last_said(before))
                 chat_state.count_message(self.sql, author_id, day, prune=self._pruned_day != day)
                 self._pruned_day = day
             recent = [m for m in before if m["id"] > topic_after][-want:] if want else []
@@ -305,8 +270,7 @@ class ChatMemory:
             if not stored or (ids and upto + 1 < ids[0]) or any(i > upto and i not in exclude for i in ids):
                 # A waiting message this retrieval could find (after a topic start, a repeat):
                 # indexed first, without the words of this one (or they would find it).
-                upto = index_tail(self.sql, below=current_id if stored else None)
-            # More than the best three when they score well and fit (retrieval.fit_budget).
+                upto = index_tail(self.sql, below=current_id if stored else None, knobs=self.retrieval)
             retrieved = fit_budget(self._retrieve(text, PROMPT_MOST, exclude))
             if stored:  # after the retrieval, for the same reason
                 index_behind(self.sql, current_id, ids, upto, self.retrieval)

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from memory_engine.api import wire
 from memory_engine.compaction.scrub import remember_forgotten
+from memory_engine.errors import FactNotFound, NoteLimitError, NotTheirFact
 from memory_engine.storage import SqlStorage
 
 MAX_NOTE_CHARS = 500

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.chat.models.chat_model import MemoryContext, ModelRequest
+from bot.chat.models.base import MemoryContext, ModelRequest
 from bot.chat.models.offline import UNKNOWN, OfflineModel
 
 

@@ -22,6 +22,7 @@ from memory_engine.compaction.model_facts import INSTRUCTIONS as FACTS_INSTRUCTI
 from memory_engine.compaction.model_facts import clean_facts, split_reply
 from memory_engine.compaction.offline import MAX_SUMMARY_CHARS, SECTIONS, offline_summarize, offline_summary
 from memory_engine.compaction.scrub import forgotten_values, scrub
+from memory_engine.errors import SummarizerError
 from memory_engine.index.retrieval import merge_segments
 from memory_engine.storage import rows_of
 

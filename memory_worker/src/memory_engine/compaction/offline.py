@@ -15,7 +15,7 @@ from collections import Counter
 from memory_engine.api import wire
 from memory_engine.facts.extract import extract_facts, is_list_key, merge_list
 from memory_engine.facts.patterns import LazyRe, lazy
-from memory_engine.index.retrieval import name_words
+from memory_engine.index.names import name_words
 from memory_engine.index.text import STOPWORDS, tokens
 
 SECTIONS = (
@@ -133,7 +133,7 @@ def _kind(before: str, after: str) -> str | None:
 
 
 def named_things(
-    messages: list[dict[str, Any]], people: frozenset[str] = frozenset()
+    messages: list[wire.Message], people: frozenset[str] = frozenset()
 ) -> list[tuple[str, str | None, int]]:
     """(name, kind or None, mentions) of what the speakers talk about, most mentioned first.
 
@@ -210,9 +210,7 @@ _NOT_TOPICS = frozenset(
 )
 
 
-def _frequent_words(
-    said: list[dict[str, Any]], n: int = 6, people: frozenset[str] = frozenset()
-) -> list[str]:
+def _frequent_words(said: list[wire.Message], n: int = 6, people: frozenset[str] = frozenset()) -> list[str]:
     skip = _FILLER | _NOT_TOPICS | people | {w for m in said for w in tokens(_speaker(m))}
     # Bounded in length: one 60k-character "word" must not fill the summary.
     words = Counter(
@@ -416,7 +414,7 @@ _ANSWER_START = lazy(
 )
 
 
-def _open_questions(said: list[dict[str, Any]], people: frozenset[str] = frozenset()) -> list[str]:
+def _open_questions(said: list[wire.Message], people: frozenset[str] = frozenset()) -> list[str]:
     """The questions nobody answered.
 
     Answered: a later message of someone else shares its words; or the person it names (by a

@@ -9,7 +9,11 @@ of their display name, their stated name or one of their aliases adds nothing.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from memory_engine.api import wire
+from memory_engine.facts.answers import addressed, context_facts, may_answer
 
 if TYPE_CHECKING:
     from memory_engine.engine import ChatMemory
@@ -53,3 +57,22 @@ def learn_alias(memory: ChatMemory, author_id: str, name: str, source: int, ts: 
     if any(_fold(name) in {_fold(w) for w in str(r["author"] or "").split()} for r in recent):
         return
     memory.learn_fact(author, author_id, "alias", name, source)
+
+
+def last_said(before: Sequence[wire.Message]) -> tuple[str, str] | None:
+    """(text, author id) of the newest user message of `before` (the turn's messages before it)."""
+    said = next((m for m in reversed(before) if m["role"] == "user"), None)
+    return (str(said["text"]), str(said["author_id"] or "")) if said else None
+
+
+def learn_in_context(
+    memory: ChatMemory, text: str, author: str, author_id: str, source: int, ts: str, before: tuple[str, str]
+) -> None:
+    """What `text` states with the chat's previous message (`before`: text, author id): the answer
+    to its question is its author's fact; a greeting ("welcome seun!") names the one greeted."""
+    theirs = before[1] == author_id
+    if may_answer(text, before[0]):
+        for change in context_facts(text, before[0], theirs):
+            memory.learn_fact(author, author_id, change.key, change.value, source)
+    if before[1] and (name := addressed(text, theirs)):
+        learn_alias(memory, before[1], name, source, ts)

@@ -295,7 +295,7 @@ def facts_and_past(text: str, previous: str | None = None) -> tuple[list[FactCha
                 )
             )
         ):
-            past, group = [], []
+            group: list[FactChange] = []
         else:
             past, group = group_facts(text, low)
     else:

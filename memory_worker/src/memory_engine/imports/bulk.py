@@ -73,8 +73,12 @@ def import_messages(
                 ):
                     memory.apply_facts(text, author, author_id, new_id, ts, True, chat_before)
                 chat_before = (text, author_id)
-            elif role == "assistant" and m.get("reply_to_message_id") and not m.get("reply_to_author_id"):
-                answers.append((new_id, m["reply_to_message_id"]))
+            elif (
+                role == "assistant"
+                and (answered := m.get("reply_to_message_id"))
+                and not m.get("reply_to_author_id")
+            ):
+                answers.append((new_id, answered))
         if stored:
             first_id, last_id = stored[0][0], stored[-1][0]
             # Ids in [first, last] are all this import's, since one chat runs one request at

@@ -22,7 +22,6 @@ a message scores for a word once, by its best-matching form (see `_forms_once`).
 from __future__ import annotations
 
 import functools
-import unicodedata
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +29,8 @@ from operator import itemgetter
 from typing import Any, cast
 
 from memory_engine.api import wire
-from memory_engine.index.text import MONTHS, fts_query, query_groups, tokens
+from memory_engine.index.names import aliased, name_words
+from memory_engine.index.text import MONTHS, fts_query, query_groups
 from memory_engine.storage import SqlStorage, rows_of
 
 COLUMNS = ("body", "author", "context_before", "context_after", "date")
@@ -407,7 +407,9 @@ MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_i
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
 
 
-def rank(sql: SqlStorage, query: str, k: int, exclude: set[int]) -> list[tuple[int, float]]:
+def rank(
+    sql: SqlStorage, query: str, k: int, exclude: set[int], knobs: RetrievalSettings = SHIPPED
+) -> list[tuple[int, float]]:
     """The ids of the k best matches for `query` with positive scores, best first."""
     return [(int(row[0]), score) for row, score in ranked_rows(sql, query, k, exclude, knobs)]
 
@@ -425,30 +427,6 @@ def ranked_messages(
             for row, score in ranked_rows(sql, query, k, exclude, knobs)
         ],
     )
-
-
-@functools.lru_cache(maxsize=4096)
-def name_words(name: str) -> frozenset[str]:
-    """The words of a name, case- and accent-folded as queries are ("José" -> "jose")."""
-    folded = name.casefold().translate(_LETTERS)
-    plain = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
-    return frozenset(tokens(plain))
-
-
-_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i"})
-_ALIASES = (
-    "SELECT author, value FROM facts WHERE key IN ('alias', 'name') AND superseded_at IS NULL "
-    "AND kind = 'fact'"
-)
-
-
-def _aliased(sql: SqlStorage, named: set[str], authors: set[str]) -> set[str]:
-    """The candidates' authors the query names by an alias or a stated name."""
-    out = set()
-    for author, value in rows_of(sql, _ALIASES):
-        if author in authors and not named.isdisjoint(name_words(str(value).replace(",", " "))):
-            out.add(author)
-    return out
 
 
 @functools.cache
@@ -486,16 +464,17 @@ def ranked_rows(
     )
     rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
     candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
-    if FORMS_ONCE and candidates and any(_expanded(t) for t in kept):
-        candidates = _forms_once(sql, kept, candidates)
+    if knobs.forms_once and candidates and any(_expanded(t) for t in kept):
+        candidates = _forms_once(sql, kept, candidates, knobs.bm25_weights)
     # The authors the query names (a handful per chat, each tokenized once): their rows score more,
     # named by a word of their display name (accents folded: "jose" is José) or by an alias or
     # a name the chat learned for them ("moose" for Marcus Bell).
     named = {form for term in terms for form in term}
     authors = {r[2] for r in rows}
-    boosted = {a for a in authors if a and not named.isdisjoint(name_words(a))} if AUTHOR_BOOST else set()
-    if AUTHOR_BOOST and not boosted and authors:
-        boosted = _aliased(sql, named, authors)
+    boost = knobs.author_boost
+    boosted = {a for a in authors if a and not named.isdisjoint(name_words(a))} if boost else set()
+    if boost and not boosted and authors:
+        boosted = aliased(sql, named, authors)
     # bm25() is negative, lower is better: the scores above are flipped, higher is better.
     if boosted:
         author_of = {int(r[1]): r[2] for r in rows}
