@@ -14,8 +14,6 @@ from typing import cast
 from memory_engine import chat_state, forgetting, turns
 from memory_engine.api import wire
 from memory_engine.compaction.compact import COMPACT_THRESHOLD
-from memory_engine.facts.aliases import last_said
-from memory_engine.facts.apply import apply_facts
 from memory_engine.facts.extract import (
     canonical_key,
     is_list_key,
@@ -31,6 +29,7 @@ from memory_engine.index.pending import (
     index_tail,
 )
 from memory_engine.index.retrieval import SHIPPED, RetrievalSettings, ranked_messages
+from memory_engine.learning import apply_facts, last_said
 from memory_engine.notes import asks_about_the_past, facts_view
 from memory_engine.prompt import render_prompt
 from memory_engine.storage import SqlStorage, migrate
@@ -167,7 +166,7 @@ class ChatMemory:
         said_before: str | bool | None = True,
         chat_before: tuple[str, str] | None = None,
     ) -> None:
-        """Record what the rules extract from one user message about its author (facts/apply.py)."""
+        """Record what the rules extract from one user message about its author (learning.py)."""
         apply_facts(self, text, author, author_id, source, ts, said_before, chat_before)
 
     def learn_fact(

@@ -1,9 +1,15 @@
-"""Names people use for each other, learned as facts of key `alias` of the person addressed.
+"""Learning from one user message into the chat's memory: the rules' facts, and what the message
+before it in the chat adds.
 
-"welcome seun!", "hi moose", "@hiro you'll get there" right after that person's message: the
-name is theirs. An alias is an ordinary fact: `/facts` lists it, `/forgetfact N` removes it, the
-offline answerer and retrieval's author boost know people by it. A name that is already a word
-of their display name, their stated name or one of their aliases adds nothing.
+- The values a message says were so before ("left Lyon for Montreal": Lyon) go in first, so that
+  the new ones supersede them and they are the history.
+- An answer to the chat's previous message, a question ("how many dogs do you have?" "two, Rex
+  and Ash"), is its author's fact (facts/answers.py reads it).
+- Names people use for each other: "welcome seun!", "hi moose" right after that person's message
+  add an alias fact to them. An alias is an ordinary fact: `/facts` lists it, `/forgetfact N`
+  removes it, the offline answerer and retrieval's author boost know people by it. A name that
+  is already a word of their display name, their stated name or an alias, or of anyone else
+  who spoke lately, adds nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from typing import TYPE_CHECKING
 
 from memory_engine.api import wire
 from memory_engine.facts.answers import addressed, context_facts, may_answer
+from memory_engine.facts.extract import facts_and_past, looks_like_correction
 
 if TYPE_CHECKING:
     from memory_engine.engine import ChatMemory
+
 
 LOOK_BACK = 500  # messages whose authors' names a greeting may use instead
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i"})
@@ -76,3 +84,40 @@ def learn_in_context(
             memory.learn_fact(author, author_id, change.key, change.value, source)
     if before[1] and (name := addressed(text, theirs)):
         learn_alias(memory, before[1], name, source, ts)
+
+
+def apply_facts(
+    memory: ChatMemory,
+    text: str,
+    author: str,
+    author_id: str,
+    source: int,
+    ts: str,
+    said_before: str | bool | None = True,
+    chat_before: tuple[str, str] | None = None,
+) -> None:
+    """Record what the rules extract from one user message about its author.
+
+    `said_before`: their last message (None: none) as an import holding rows knows it; True: look it up.
+    `chat_before`: the chat's previous user message (text, author id), None when unknown.
+    """
+    if chat_before is not None:  # an answer to its question; a greeting of its author
+        learn_in_context(memory, text, author, author_id, source, ts, chat_before)
+    previous = None
+    if looks_like_correction(text):  # "sorry, Osaka": what the author's last message stated
+        if said_before is not True:
+            previous = said_before or None
+        else:
+            rows = memory.sql.exec(
+                "SELECT text FROM messages WHERE author_id = ? AND id < ? AND role = 'user' "
+                "ORDER BY id DESC LIMIT 1",
+                author_id,
+                source,
+            )
+            previous = rows[0]["text"] if rows else None
+    past, changes = facts_and_past(text, previous=previous)
+    for change in (*past, *changes):  # the past first: "left Lyon for Montreal" keeps Lyon as history
+        if change.remove_from:
+            memory.change_fact(author, author_id, change.remove_from, source, ts, remove=change.value)
+        if change.add:  # False for a removal only ("I don't like X anymore")
+            memory.change_fact(author, author_id, change.key, source, ts, add=change.value)
