@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, TextIO
 
+from bot.chat.neutral import printable
 from bot.chat.types import ReminderSend as Send
 from bot.errors import NotDelivered
 
@@ -38,7 +39,7 @@ def console_send(stdout: TextIO, chat_key: str) -> Send:
     async def send(key_of_chat: str, text: str, key: str) -> None:
         if key_of_chat != chat_key:
             raise NotDelivered(f"{key_of_chat} is another console chat")
-        stdout.write(f"\n{text}\n")
+        stdout.write(f"\n{printable(text)}\n")  # a reminder's words may carry escapes
         stdout.flush()
 
     return send
