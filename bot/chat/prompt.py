@@ -12,12 +12,12 @@ the current message: each message reaches the model once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.chat.models.base import ChatMessage, MemoryContext
 from bot.chat.neutral import defang, one_line
+from bot.chat.secrets import redact as redact_secrets
 from bot.config import default
 from memory_engine.api import wire
 from memory_engine.prompt import HEADER, render_prompt
@@ -177,17 +177,7 @@ def build_messages(
     return BuiltPrompt(tuple(head + turns + [current]), body, tuple(dropped), len(turns))
 
 
-_SECRET_PATTERNS = (
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
-    re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"),  # Telegram bot tokens
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-]{16,}"),
-)
-
-
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every known secret value and secret-looking token replaced by [redacted]."""
-    for secret in sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub("[redacted]", text)
-    return text
+    """`text` with every known secret value and secret-looking token replaced by [redacted]
+    (the shapes: bot/chat/secrets.py)."""
+    return redact_secrets(text, secrets)
