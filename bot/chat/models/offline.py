@@ -75,7 +75,25 @@ _KEYS: dict[str, _Key] = {
 # so "my dog's name" is about the dog, not about your own name.
 _STRONG, _WEAK, _SPECIFIC = 3, 1, 4
 _NEGATED_LIKE = re.compile(r"\b(don'?t|do not|doesn'?t|never)\b[\w\s]{0,12}\blike\b", re.I)
-_ABOUT_ME = re.compile(r"\b(what|everything)\b.*\b(know|remember)\b.*\babout me\b", re.I)
+# "what ... know ... about me", each searched after the one before: linear, where one pattern
+# with two `.*` rescans the rest of the text from every "what".
+_ABOUT_ME = (
+    re.compile(r"\b(?:what|everything)\b", re.I),
+    re.compile(r"\b(?:know|remember)\b", re.I),
+    re.compile(r"\babout me\b", re.I),
+)
+
+
+def _asks_about_me(text: str) -> bool:
+    at = 0
+    for pattern in _ABOUT_ME:
+        found = pattern.search(text, at)
+        if found is None:
+            return False
+        at = found.end()
+    return True
+
+
 _QUESTION_START = re.compile(
     r"^\s*(what|what's|whats|where|who|whom|which|when|why|how|do|does|did|can|could|would|will|"
     r"is|are|am|tell me|remind me|remember|recall|say)\b",
@@ -167,7 +185,7 @@ class OfflineModel:
         if not is_question(text):
             learned = [f"{k}: {v}" for k, v in facts.items() if v and v.lower() in text.lower()]
             return f"Noted, I'll remember that ({'; '.join(learned)})." if learned else "Noted."
-        if _ABOUT_ME.search(text):
+        if _asks_about_me(text):
             if not facts:
                 return UNKNOWN
             return "What I know about you: " + "; ".join(f"{k}: {v}" for k, v in facts.items()) + "."

@@ -114,7 +114,8 @@ def phrase(key: str, value: str, words: set[str], who: Person | None) -> str:
 
 
 def _member(item: str, poss: str) -> str:
-    match = re.fullmatch(r"(.+?)\s*\((.+)\)", item)
-    if not match:
+    # "Rex (dog)": the first "(" after a name, and a ")" that ends the item (no regex: linear).
+    at = item.find("(", 1)
+    if at < 0 or not item.endswith(")") or at == len(item) - 2:
         return f"{item}."
-    return f"{poss} {match.group(2)} is {match.group(1)}."
+    return f"{poss} {item[at + 1 : -1]} is {item[:at].rstrip()}."
