@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ReminderParseError
 from memory_engine.reminders.wire import Every, Reminder
+from memory_engine.reminders.zones import known_zone
 
 EXAMPLE = (
     "For example: /remind tomorrow at 9 to call the bank, /remind in 20 minutes to take the bread "
@@ -70,12 +71,18 @@ class ParsedReminder:
 
 
 def zone(name: str) -> ZoneInfo:
-    """The IANA zone `name` (Europe/Lisbon); ReminderParseError when unknown."""
+    """The IANA zone `name` (Europe/Lisbon, any case); ReminderParseError when no such zone
+    exists. The names are the API's too (memory_engine.reminders.zones), so both agree; a
+    folder of the database ("Europe") or an overlong name never reaches the file system."""
+    known = known_zone(name)
     try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
+        if known is None:
+            raise ZoneInfoNotFoundError(name)
+        return ZoneInfo(known)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        shown = name.strip()[:40] + ("..." if len(name.strip()) > 40 else "")
         raise ReminderParseError(
-            f"I don't know the time zone {name!r}. Use a name like Europe/Lisbon or America/New_York."
+            f"I don't know the time zone {shown!r}. Use a name like Europe/Lisbon or America/New_York."
         ) from None
 
 
