@@ -303,7 +303,7 @@ def now_ms(ctx: Ctx) -> int:
 
 
 def add(ctx: Ctx, a: AddArgs) -> w.ReminderAnswer:
-    """Keep a reminder (400 past the per-chat limit)."""
+    """Keep a reminder (400 past the chat's or the person's limit)."""
     try:
         return reminders.add(ctx.memory.sql, ctx.memory.now(), **a)
     except reminders.TooManyReminders as err:
