@@ -40,14 +40,22 @@ class _Run:
     def __init__(self, text: str, budget: int) -> None:
         self.text, self.n, self.count, self.budget = text, len(text), 0, budget
         self.groups: dict[int, tuple[int, int]] = {}
+        self.taken: dict[tuple[object, str, int], bool] = {}  # (node, character, flags) -> taken
+
+    def one(self, op: Any, av: Any, ch: str, flags: int) -> bool:
+        """Does the one-character node (op, av) take `ch`? (remembered: the same questions recur)"""
+        key = (("set", id(av)) if isinstance(av, list) else (op, av), ch, flags)
+        taken = self.taken.get(key)
+        if taken is None:
+            taken = self.taken[key] = self._one(op, av, ch, flags)
+        return taken
 
     def tick(self) -> None:
         self.count += 1
         if self.count > self.budget:
             raise TooMuchWork
 
-    def one(self, op: Any, av: Any, ch: str, flags: int) -> bool:
-        """Does the one-character node (op, av) take `ch`?"""
+    def _one(self, op: Any, av: Any, ch: str, flags: int) -> bool:
         fold = flags & re.I
         if op is c.LITERAL:
             return ch == chr(av) or bool(fold and ch.lower() == chr(av).lower())
