@@ -155,3 +155,15 @@ def test_work_grows_linearly_with_the_text(name):
     assert worst[1] <= LINEAR, (
         f"{name} {pattern.pattern!r} ({mode}): {worst[1]:.1f}x the work on {worst[0]} x4"
     )
+
+
+def test_the_tier_scorer_reads_a_bounded_part_of_a_long_message():
+    from bot.chat.models.tiers import SCORED_CHARS, ChoiceRules, score_message
+
+    rules = ChoiceRules()
+    late = "word " * (SCORED_CHARS // 5) + "def f(): return x()"
+    _, reasons = score_message(late, (), 0, rules)
+    assert "code" not in reasons  # past the part read
+    assert "very long message" in reasons  # the length still counts, whole
+    _, early = score_message("def f(): return x()\n" + "word " * 300_000, (), 0, rules)  # 1.5 MB
+    assert "code" in early
