@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from bot.chat.models.chat_model import MemoryContext
+from bot.chat.models.base import MemoryContext
 from bot.chat.neutral import defang
 from bot.chat.prompt import MEMORY_RULE, build_messages
 from tests.fakes.openai_server import Echo, FakeOpenAI
