@@ -50,6 +50,7 @@ class ManifestFile(TypedDict):
     file: str
     chat_key: str | None  # None: a database without its key (a restore refuses it)
     bytes: int
+    sha256: str  # of the copy: a restore refuses a file that does not match
 
 
 class Manifest(TypedDict):
@@ -59,6 +60,7 @@ class Manifest(TypedDict):
     created_at: str
     source: str
     alarms: bool
+    alarms_sha256: str | None  # None: no alarm table
     chats: list[ManifestFile]
 
 
