@@ -24,7 +24,7 @@ from bot.chat.memory.client import HttpMemoryClient, MemoryRefused, MemoryUnavai
 from bot.chat.models.base import ModelFailure, ModelRequest
 from bot.chat.models.failures import diagnose, endpoint
 from bot.chat.models.openai_compat import OpenAICompatModel
-from bot.config import Settings, Tier, load_settings
+from bot.config import Settings, SettingsError, Tier, load_settings
 from memory_engine.api import routes
 
 TIMEOUT_S = 15.0
@@ -320,7 +320,9 @@ def main(data_dir: Path, *, timeout: float = TIMEOUT_S, out: TextIO | None = Non
     try:
         settings = load_settings()
     except (OSError, ValueError, KeyError) as exc:  # a missing BOT_CONFIG, bad TOML, a tier without model
-        print(f"FAIL  config: could not read the settings: {exc}", file=out)
+        # Each value out of its set or format on its own line, all of them.
+        for problem in exc.problems if isinstance(exc, SettingsError) else (str(exc),):
+            print(f"FAIL  config: could not read the settings: {problem}", file=out)
         print("      fix: check BOT_CONFIG (a TOML file like config/bot.toml) and .env", file=out)
         return 1
     return report(asyncio.run(run_checks(settings, data_dir, timeout=timeout)), out)

@@ -106,3 +106,80 @@ def test_chat_help_shows_its_defaults():
     text = _help("chat")
     assert "(default: data)" in text
     assert "(default: console:<user name>)" in text
+
+
+# Item 2: setting values, not only keys.
+@pytest.mark.parametrize(
+    ("toml", "where", "wanted"),
+    [
+        ("[bot]\nmemory_scope = 'everyone'\n", "[bot] memory_scope = 'everyone'", "chat or user"),
+        ("[reminders]\ndefault_timezone = 'Mars/Olympus'\n", "[reminders] default_timezone", "Europe/Lisbon"),
+        ("[reminders]\ndefault_timezone = 'Europe'\n", "[reminders] default_timezone = 'Europe'", "zone"),
+        ("[reminders]\ndate_only_time = '9am'\n", "[reminders] date_only_time = '9am'", "HH:MM"),
+        ("[followups]\nquiet_start = '24:30'\n", "[followups] quiet_start = '24:30'", "HH:MM"),
+        ("[reminders]\nlanguages = ['en', 'klingon']\n", "[reminders] languages", "'klingon'"),
+        ("[summary]\nopenai_base_url = 'api.openai.com/v1'\n", "[summary] openai_base_url", "http"),
+        ("[tiers.x]\nmodel = 'm'\nbase_url = 'localhost:11434'\n", "[tiers.x] base_url", "http"),
+        ("[telegram]\nwebhook_port = 70000\n", "[telegram] webhook_port = 70000", "0 to 65535"),
+        ("[memory]\ntimeout_s = 0\n", "[memory] timeout_s = 0", "more than 0"),
+        ("[limits]\nuser_messages_per_day = -1\n", "[limits] user_messages_per_day = -1", "0 or more"),
+        ("[router]\ntime_budget_s = 'soon'\n", "[router] time_budget_s = 'soon'", "a number"),
+        ("[router]\nmax_attempts_per_tier = 1.5\n", "[router] max_attempts_per_tier = 1.5", "a whole number"),
+        ("[console]\nstreaming = 'maybe'\n", "[console] streaming = 'maybe'", "true or false"),
+    ],
+)
+def test_a_value_out_of_its_set_or_format_names_the_file_and_key(tmp_path, toml, where, wanted):
+    from bot.config import SettingsError, load_settings
+
+    own = tmp_path / "own.toml"
+    own.write_text(toml)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env={"BOT_CONFIG": str(own)}, env_file=None)
+    said = str(caught.value)
+    assert said.startswith(f"{own}: ") and where in said and wanted in said
+    assert "<class" not in said and "typing." not in said and "tuple[" not in said
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "wanted"),
+    [
+        ("MEMORY_URL", "memory.example.com", "http"),
+        ("TELEGRAM_API_BASE_URL", "ftp://example.com/bot", "http"),
+        ("DISCORD_GATEWAY_URL", "gateway.discord.gg", "ws"),
+        ("OPENAI_BASE_URL", "localhost:8000/v1", "http"),
+        ("TELEGRAM_WEBHOOK_PORT", "-1", "0 to 65535"),
+    ],
+)
+def test_a_variable_out_of_its_format_names_the_variable(var, value, wanted):
+    from bot.config import SettingsError, settings_from
+
+    with pytest.raises(SettingsError) as caught:
+        settings_from({}, {var: value}, source="own.toml")
+    said = str(caught.value)
+    assert f"{var} = {value!r}" in said and wanted in said
+
+
+def test_good_values_still_pass():
+    from bot.config import settings_from
+
+    env = {"MEMORY_URL": "https://m.example.workers.dev", "DISCORD_GATEWAY_URL": "wss://gw.example"}
+    data = {"reminders": {"default_timezone": "America/Argentina/Buenos_Aires", "date_only_time": "7:30"}}
+    s = settings_from({**data, "bot": {"memory_scope": "user"}}, env)
+    assert (s.memory_scope, s.reminders.default_timezone) == ("user", "America/Argentina/Buenos_Aires")
+
+
+def test_chat_and_doctor_refuse_an_unknown_zone_and_scope(tmp_path):
+    own = tmp_path / "own.toml"
+    own.write_text("[bot]\nmemory_scope = 'everyone'\n[reminders]\ndefault_timezone = 'Europe/Atlantis'\n")
+    env = clean_env(BOT_CONFIG=str(own))
+    chat = run_cli("chat", "--data", str(tmp_path / "d"), cwd=tmp_path, env=env, stdin="hello\n")
+    assert chat.returncode == 2 and "Traceback" not in chat.stderr
+    assert chat.stderr.startswith(f"error: {own}: ") and chat.stderr.count("\n") == 1
+    assert f"{own}: [bot] memory_scope = 'everyone' is not chat or user" in chat.stderr
+    assert f"{own}: [reminders] default_timezone = 'Europe/Atlantis' is not a time zone" in chat.stderr
+    doctor = run_cli("doctor", "--data", str(tmp_path / "d"), "--timeout", "5", cwd=tmp_path, env=env)
+    assert doctor.returncode == 1
+    said = "FAIL  config: could not read the settings: "
+    assert f"{said}{own}: [bot] memory_scope = 'everyone' is not chat or user\n" in doctor.stdout
+    zone = "[reminders] default_timezone = 'Europe/Atlantis' is not a time zone"
+    assert f"{said}{own}: {zone}" in doctor.stdout
