@@ -87,7 +87,9 @@ def reminder_line(r: Reminder) -> str:
     """`#ID when[, every ...]: text (who)`: one line of /reminders, the number first."""
     due = datetime.fromtimestamp(r["due_at"] / 1000, UTC)
     every = every_of(r)
-    repeat = " (follow-up)" if is_followup(every) else f", {format_every(every)}" if every else ""
+    repeat = f", {format_every(every)}" if every and not is_followup(every) else ""
+    if is_followup(every) and not r["text"].lower().startswith("follow-up"):  # its text says so already
+        repeat = " (follow-up)"
     who = f" ({r['author']})" if r.get("author") else ""
     return f"#{r['id']} {format_when(due, r['tz'])}{repeat}: {r['text']}{who}"
 

@@ -84,6 +84,9 @@ _TIME_WORDS = re.compile(
 )
 _BARE_AT = re.compile(r"\b(at|um|à|a las)\s+(\d{1,2})\b(?!\s*[:h.]\d)(?!\s*(?:am|pm))", re.IGNORECASE)
 MAX_WORDS = 40
+# Quotes a request or its task may be wrapped in (`/remind "in 3 minutes to call mum"`).
+_PAIRS = {'"': '"', "“": "”", "”": "”", "„": "“", "«": "»", "»": "«", "'": "'", "‘": "’", "「": "」"}
+_DOUBLE = '"“”„«»「」'  # a lone one of these at an edge is a stray (a lone ' may be an apostrophe)
 
 
 def every_of(r: Reminder) -> Every | None:
@@ -134,8 +137,8 @@ def parse_reminder(
 ) -> ParsedReminder:
     """Read "remind me WHEN to WHAT" (or WHAT WHEN) said at `now` (aware) by someone in zone `tz`."""
     where = zone(tz)
-    body = _LEAD.sub("", text.strip(), count=1)
-    body = _REMIND_INSIDE.sub(" ", body, count=1).strip()
+    body = _LEAD.sub("", unquote(text), count=1)
+    body = unquote(_REMIND_INSIDE.sub(" ", body, count=1))
     if len(body.split()) > MAX_WORDS:
         raise ReminderParseError(f"That is too long for a reminder. {EXAMPLE}")
     if _IN_PAST.search(body):
@@ -177,9 +180,22 @@ def _unit(word: str) -> int:
     return next(v for k, v in _UNITS.items() if word.startswith(k))
 
 
+def unquote(text: str) -> str:
+    """`text` without the quotes around all of it, nor a stray quote at either edge."""
+    text = text.strip()
+    while len(text) >= 2 and _PAIRS.get(text[0]) == text[-1]:
+        text = text[1:-1].strip()
+    if text[:1] and text[0] in _DOUBLE and sum(text.count(q) for q in _DOUBLE) % 2:
+        text = text[1:].strip()
+    if text[-1:] and text[-1] in _DOUBLE and sum(text.count(q) for q in _DOUBLE) % 2:
+        text = text[:-1].strip()
+    return text
+
+
 def _task(words: str) -> str:
-    task = re.sub(r"^\s*(?:to|that|about|of)\b\s*", "", words.strip(" ,.;:"), flags=re.IGNORECASE)
-    task = re.sub(r"\s+", " ", task).strip(" ,.;:")
+    task = unquote(words.strip(" ,.;:"))
+    task = re.sub(r"^\s*(?:to|that|about|of)\b\s*", "", task, flags=re.IGNORECASE)
+    task = unquote(re.sub(r"\s+", " ", task).strip(" ,.;:"))
     if not task:
         raise ReminderParseError(f"What should I remind you of? {EXAMPLE}")
     return task
