@@ -221,7 +221,7 @@ class Pipeline:
             text=text,
             author=message.author,
             memory=mem,
-            group=message.platform != "console" and not chat.startswith(("console:",)),
+            group=not chat.startswith("console:"),  # a group read in the console is a group too
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
             system=system_instruction(

@@ -183,3 +183,37 @@ def test_chat_and_doctor_refuse_an_unknown_zone_and_scope(tmp_path):
     assert f"{said}{own}: [bot] memory_scope = 'everyone' is not chat or user\n" in doctor.stdout
     zone = "[reminders] default_timezone = 'Europe/Atlantis' is not a time zone"
     assert f"{said}{own}: {zone}" in doctor.stdout
+
+
+# Items 6 and 7: `chat --as` by first name; a group chat is a group in the console too.
+GROUP = Path(__file__).parents[1] / "data" / "exports" / "telegram_supergroup.json"
+GROUP_KEY = "telegram:-1001234567890"
+
+
+def test_chat_as_a_first_name_says_who_and_the_group_keeps_its_speakers(tmp_path):
+    data = tmp_path / "data"
+    assert (
+        run_cli(
+            "import", "telegram", str(GROUP), "--data", str(data), cwd=tmp_path, env=clean_env()
+        ).returncode
+        == 0
+    )
+    lines = ["I moved to Porto last week", "anything new?", "/why"]
+    run = run_cli(
+        "chat",
+        "--data",
+        str(data),
+        "--chat",
+        GROUP_KEY,
+        "--as",
+        "ANA",
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin="\n".join(lines) + "\n",
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"speaking as Ana Lima (id 111) in {GROUP_KEY}" in run.stderr
+    recent = run.stdout.split("Recent messages: (sent as chat turns)\n", 1)[1].split("\n\n", 1)[0]
+    assert "- user: Ana Lima: I moved to Porto last week" in recent
+    said = [line for line in recent.splitlines() if line.startswith("- user: ")]
+    assert said and all(line.split(": ", 2)[1] in {"Ana Lima", "Ben", "Nina"} for line in said), recent
