@@ -297,11 +297,15 @@ class Pipeline:
             await self.record(message)
             turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
-        await followups.hook(self.memory, message, self.settings, self.clock())  # unaddressed: in record
+        kept = await followups.hook(
+            self.memory, message, self.settings, self.clock()
+        )  # unaddressed: in record
         if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
             turn.exit = "command"
             return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
         intake = self._note_typo(await self.media.read(message))
+        if kept is not None:  # the plan named, whatever the model says
+            intake = replace(intake, notice=_with_notice(intake.notice, followups.confirmation(kept)))
         if not intake.answer:  # a notice alone: nothing for a model to answer
             await self._remember_only(message, intake.text)
             turn.exit = "notice"
