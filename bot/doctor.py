@@ -245,12 +245,16 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
     try:
         status, data = await _get(http, f"{bot_url}/getMe")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        if (shape := _bot_api_shape(base)) is not None:
+            return shape
         return Check(
             "telegram",
             "FAIL",
             f"could not reach {base.replace('{token}', '<token>')} ({type(exc).__name__})",
             "check the network, or TELEGRAM_API_BASE_URL",
         )
+    if status == 404 and (shape := _bot_api_shape(base)) is not None:
+        return shape
     result = data.get("result") if isinstance(data, dict) else None
     if status == 200 and isinstance(result, dict):
         return Check("telegram", "ok", f"getMe: @{result.get('username')} (id {result.get('id')})")
@@ -262,6 +266,21 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
             "copy the token again from @BotFather (/mybots -> API Token); it looks like 123456:ABC-...",
         )
     return Check("telegram", "FAIL", f"getMe answered HTTP {status}", "try again later")
+
+
+def _bot_api_shape(base: str) -> Check | None:
+    """When a Bot API base URL is not of the shape the token is appended to (`…/bot`), what it
+    must look like; None when it is (the failure is another one)."""
+    if "{token}" in base or base.endswith("/bot"):
+        return None
+    return Check(
+        "telegram",
+        "FAIL",
+        f"TELEGRAM_API_BASE_URL {base} does not end in /bot: the token is appended to it, so "
+        "every call goes to a wrong address",
+        f"set it to {base}/bot (as https://api.telegram.org/bot; a local Bot API server: "
+        "http://HOST:PORT/bot), or put {token} where the token goes",
+    )
 
 
 async def discord_check(settings: Settings, http: aiohttp.ClientSession) -> Check:

@@ -217,3 +217,28 @@ def test_chat_as_a_first_name_says_who_and_the_group_keeps_its_speakers(tmp_path
     assert "- user: Ana Lima: I moved to Porto last week" in recent
     said = [line for line in recent.splitlines() if line.startswith("- user: ")]
     assert said and all(line.split(": ", 2)[1] in {"Ana Lima", "Ben", "Nina"} for line in said), recent
+
+
+# Item 10: a Bot API base URL without its /bot suffix.
+@pytest.mark.parametrize("suffix", ["", "/", "/api"])
+async def test_doctor_says_what_a_bot_api_base_url_must_look_like(suffix):
+    import aiohttp
+
+    from bot.config import settings_from
+    from bot.doctor import telegram_check
+    from tests.fakes.telegram_server import FakeTelegram
+
+    async with FakeTelegram() as tg:
+        base = tg.base_url.removesuffix("/bot") + suffix  # the server is up; its URL lacks /bot
+        settings = settings_from({}, {"TELEGRAM_BOT_TOKEN": tg.token, "TELEGRAM_API_BASE_URL": base})
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            check = await telegram_check(settings, http)
+            good = await telegram_check(
+                settings_from({}, {"TELEGRAM_BOT_TOKEN": tg.token, "TELEGRAM_API_BASE_URL": tg.base_url}),
+                http,
+            )
+    assert check.status == "FAIL"
+    assert "could not reach" not in check.detail and "refused" not in check.detail
+    assert "/bot" in check.detail and base.rstrip("/") in check.detail
+    assert f"{base.rstrip('/')}/bot" in check.fix  # what it must look like, from what was given
+    assert good.status == "ok"
