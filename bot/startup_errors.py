@@ -1,6 +1,6 @@
 """What a start-up error a user can cause says: one line that names the cause and the option
 that fixes it, instead of a traceback (a port taken, a data folder that is a file, a host
-name that does not resolve, a folder a restore holds).
+name that does not resolve, a folder a restore holds, a bot token the platform rejects).
 
 Standard library only: `chatbot memory serve` imports this and nothing of the bot.
 """
@@ -20,6 +20,12 @@ _WHERE = {  # the command, and what sets its listening address and port
 
 def explain(exc: BaseException, args: argparse.Namespace) -> str | None:
     """The one line for `exc` raised while `chatbot ARGS` started; None when it is no user's doing."""
+    kind = f"{type(exc).__module__.split('.')[0]}.{type(exc).__name__}"
+    if kind == "telegram.InvalidToken":  # python-telegram-bot: getMe answered 401/404
+        return (
+            "Telegram rejected TELEGRAM_BOT_TOKEN: copy it again from @BotFather (/mybots -> API Token); "
+            "`chatbot doctor` checks it"
+        )
     if type(exc).__name__ == "FolderInUse":  # memory_worker.local.storage: a restore holds the folder
         folder = getattr(args, "data", "the memory folder")
         return f"{folder} is in use: `chatbot memory restore` is replacing it; try again when it is done"

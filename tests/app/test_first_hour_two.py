@@ -242,3 +242,26 @@ async def test_doctor_says_what_a_bot_api_base_url_must_look_like(suffix):
     assert "/bot" in check.detail and base.rstrip("/") in check.detail
     assert f"{base.rstrip('/')}/bot" in check.fix  # what it must look like, from what was given
     assert good.status == "ok"
+
+
+async def test_a_telegram_token_the_bot_api_rejects_is_one_line(tmp_path):
+    from tests.fakes.telegram_server import FakeTelegram
+    from tests.support.cli import run_cli_async
+
+    async with FakeTelegram() as tg:
+        env = clean_env(TELEGRAM_BOT_TOKEN="123:not-the-token", TELEGRAM_API_BASE_URL=tg.base_url)
+        run = await run_cli_async("telegram", "--data", str(tmp_path / "data"), cwd=tmp_path, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        "error: Telegram rejected TELEGRAM_BOT_TOKEN: copy it again from @BotFather (/mybots -> API Token); "
+        "`chatbot doctor` checks it"
+    ]
+    assert "123:not-the-token" not in run.stderr  # the token itself is never printed
+
+
+def test_memory_serve_checks_its_summary_url(tmp_path):
+    env = clean_env(SUMMARY_BASE_URL="api.openai.com/v1")
+    run = run_cli("memory", "serve", "--port", "0", "--data", str(tmp_path / "m"), cwd=tmp_path, env=env)
+    line = _one_line_error(run)
+    assert "SUMMARY_BASE_URL = 'api.openai.com/v1'" in line and "http://" in line
