@@ -221,7 +221,7 @@ class Pipeline:
             text=text,
             author=message.author,
             memory=mem,
-            group=not chat.startswith("console:"),  # a group read in the console is a group too
+            group=_is_group(message),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
             system=system_instruction(
@@ -478,6 +478,14 @@ class Pipeline:
             return CommandResult(MEMORY_DOWN)
         except MemoryRefused as exc:
             return CommandResult(f"The memory refused that: {exc.error}")
+
+
+def _is_group(message: IncomingMessage) -> bool:
+    """True when the chat has several people: every platform chat, and a Telegram or Discord chat
+    read in the console (`chatbot chat --chat telegram:-100… --as NAME`); a console chat is one's own."""
+    if message.platform != "console":
+        return True
+    return message.chat_key.split(":", 1)[0] in ("telegram", "discord")
 
 
 def _with_notice(*parts: str) -> str:
