@@ -48,7 +48,7 @@ def _listening(exc: OSError, args: argparse.Namespace) -> str | None:
         host, port = None, None  # read from the settings, not the command line
     at = f"port {port} on {host}" if host and port is not None else "the listening port"
     if exc.errno == errno.EADDRINUSE:
-        return f"{at} is taken (another `chatbot memory serve`?): choose another with {port_opt}"
+        return f"{at} is taken (another `chatbot` or program listens there): choose another with {port_opt}"
     if exc.errno == errno.EACCES:
         return (
             f"not allowed to listen on {at} (below 1024 needs administrator rights): use another {port_opt}"
