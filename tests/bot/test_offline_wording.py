@@ -43,6 +43,7 @@ def test_jobs_get_an_article_and_places_a_capital(tmp_path):
         ("Nurse", "a Nurse"),
         ("nurses", "nurses"),
         ("freelance", "freelance"),  # no noun to count: "as freelance" stays
+        ("in marketing", "in marketing"),
     ],
 )
 def test_with_article(job, said):

@@ -133,8 +133,27 @@ def shown(key: str, value: str) -> str:
     return value
 
 
-# Words that already say which one, or a job that is no countable noun ("works as freelance").
-_DETERMINERS = frozenset(["a", "an", "the", "my", "his", "her", "their", "our", "your", "one", "another"])
+# First words that need no article ("the head chef", "in marketing"), and jobs that are no
+# countable noun ("works as freelance").
+_DETERMINERS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "his",
+        "her",
+        "their",
+        "our",
+        "your",
+        "one",
+        "another",
+        "in",
+        "at",
+        "for",
+        "with",
+    ]
+)
 _UNCOUNTED = frozenset(
     [
         "freelance",
