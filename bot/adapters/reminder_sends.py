@@ -41,9 +41,7 @@ def console_send(stdout: TextIO, chat_key: str, prompt: Callable[[], str] = str)
     async def send(key_of_chat: str, text: str, key: str) -> None:
         if key_of_chat != chat_key:
             raise NotDelivered(f"{key_of_chat} is another console chat")
-        stdout.write(f"
-{printable(text)}
-{prompt()}")  # a reminder's words may carry escapes
+        stdout.write(f"\n{printable(text)}\n{prompt()}")  # a reminder's words may carry escapes
         stdout.flush()
 
     return send
