@@ -22,6 +22,26 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+def port_number(text: str) -> int:
+    """`--port`: a TCP port, 0 to 65535 (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 0 to 65535")
+    return port
+
+
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows each option's default, except where there is none to show (None, off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Version(argparse.Action):
     """`--version`, read only when asked: importlib.metadata would cost every start (the memory
     host's among them) a noticeable part of its time."""
@@ -42,9 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    chat = sub.add_parser("chat", help="chat in the console (embedded memory unless MEMORY_URL)")
+    chat = sub.add_parser(
+        "chat",
+        help="chat in the console (embedded memory unless MEMORY_URL)",
+        formatter_class=_Defaults,
+    )
     chat.add_argument("--data", type=Path, default=DEFAULT_DATA, help="memory and outbox folder")
-    chat.add_argument("--chat", default=None, help="chat key (default console:<user name>)")
+    chat.add_argument(
+        "--chat", default=None, help="chat key, e.g. telegram:-100123 (default: console:<user name>)"
+    )
     chat.add_argument(
         "--as",
         dest="speaker",
@@ -56,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser(
         "doctor",
         help="check the configuration, the models, the memory worker and the bot tokens",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
     )
     doctor.add_argument("--data", type=Path, default=DEFAULT_DATA, help="data folder (embedded memory)")
     doctor.add_argument("--timeout", type=float, default=15.0, help="seconds per check")
 
     for name in ("telegram", "discord"):
-        p = sub.add_parser(name, help=f"run the {name.title()} bot")
+        p = sub.add_parser(name, help=f"run the {name.title()} bot", formatter_class=_Defaults)
         p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="memory and outbox folder")
 
     imports = sub.add_parser("import", help="import a chat history export into memory")
@@ -71,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("telegram", "Telegram Desktop's JSON export (result.json: one chat or a whole account)"),
         ("discord", "DiscordChatExporter's JSON (a file, or a folder of them)"),
     ):
-        p = isub.add_parser(name, help=what)
+        p = isub.add_parser(name, help=what, formatter_class=_Defaults)
         p.add_argument("path", type=Path, help="the export file (or folder)")
         p.add_argument("--chat", default=None, help="import only this chat (its key, id or name)")
         p.add_argument(
@@ -84,11 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     memory = sub.add_parser("memory", help="the memory worker's local host")
     msub = memory.add_subparsers(dest="memory_command", required=True)
-    serve = msub.add_parser(
-        "serve", help="serve the memory HTTP API v1", formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    serve = msub.add_parser("serve", help="serve the memory HTTP API v1", formatter_class=_Defaults)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8787, help="port to listen on (0: any free port)")
+    serve.add_argument("--port", type=port_number, default=8787, help="port to listen on (0: any free port)")
     serve.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory", help="the memory folder")
     serve.add_argument(
         "--runtime",
@@ -96,12 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="cpython",
         help="cpython: the local host; pyodide: entry.py itself on Pyodide under Node 22 (make pyodide)",
     )
-    backup = msub.add_parser("backup", help="copy the local host's memory (safe while it runs)")
+    backup = msub.add_parser(
+        "backup", help="copy the local host's memory (safe while it runs)", formatter_class=_Defaults
+    )
     backup.add_argument("dest", type=Path, help="a new folder for the backup")
-    backup.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
-    restore = msub.add_parser("restore", help="put a backup in place (stop the host first)")
+    backup.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA / "memory", help="the memory folder to copy"
+    )
+    restore = msub.add_parser(
+        "restore", help="put a backup in place (stop the host first)", formatter_class=_Defaults
+    )
     restore.add_argument("src", type=Path, help="a folder made by `chatbot memory backup`")
-    restore.add_argument("--data", type=Path, default=DEFAULT_DATA / "memory")
+    restore.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA / "memory", help="the memory folder to put it in"
+    )
     restore.add_argument("--force", action="store_true", help="replace the memory already in --data")
     return parser
 
@@ -111,6 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     # Memory, outbox, exports and backups hold what people said: files 0600, folders 0700.
     os.umask(0o077)
     args = build_parser().parse_args(argv)
+    try:
+        return _command(args)
+    except Exception as exc:
+        from bot.startup_errors import explain
+
+        line = None if args.verbose else explain(exc, args)  # -v: the whole traceback
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the parsed command; its exit status."""
     if args.command == "memory":
         # The memory host imports nothing of the bot (it starts in a fraction of a second
         # after a crash); it writes its own JSON log lines.

@@ -23,7 +23,23 @@ from typing import Any, TypeVar
 from dotenv import dotenv_values
 
 from bot.errors import SettingsError as SettingsError  # also here: callers read bot.config
-from bot.settings_map import DERIVED, blank_to_none, check_keys, env_var, ids
+from bot.settings_map import (
+    DERIVED,
+    NOT_NEGATIVE,
+    POSITIVE,
+    Check,
+    blank_to_none,
+    check_keys,
+    checked,
+    clock_time,
+    date_languages,
+    env_var,
+    ids,
+    one_of,
+    port,
+    time_zone,
+    url,
+)
 from bot.settings_map import section as section
 
 _SOURCE_CONFIG = Path(__file__).resolve().parent.parent / "config" / "bot.toml"
@@ -58,6 +74,12 @@ def default(section: str, key: str) -> Any:
     return copy.deepcopy(table[key])
 
 
+def setting(table: str, key: str, check: Check, env: str | None = None) -> Any:
+    """A settings field: the shipped default of `[table] key` (a list as a tuple), checked by `check`."""
+    value = default(table, key)
+    return field(default=tuple(value) if isinstance(value, list) else value, metadata=checked(check, env))
+
+
 def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """`data` (a parsed bot.toml) read over the shipped defaults: tables merge, values replace.
 
@@ -88,11 +110,12 @@ class Tier:
 
     name: str = field(metadata=DERIVED)  # the table's name
     model: str
-    base_url: str | None = None  # resolved: its own, else OPENAI_BASE_URL, else [summary]'s
+    # resolved: its own, else OPENAI_BASE_URL, else [summary]'s
+    base_url: str | None = field(default=None, metadata=checked(url()))
     api_key: str | None = field(default=None, metadata=DERIVED)  # read from `api_key_env`
-    context_tokens: int = default("tier_defaults", "context_tokens")
-    price_in_per_mtok: float = default("tier_defaults", "price_in_per_mtok")
-    price_out_per_mtok: float = default("tier_defaults", "price_out_per_mtok")
+    context_tokens: int = setting("tier_defaults", "context_tokens", POSITIVE)
+    price_in_per_mtok: float = setting("tier_defaults", "price_in_per_mtok", NOT_NEGATIVE)
+    price_out_per_mtok: float = setting("tier_defaults", "price_out_per_mtok", NOT_NEGATIVE)
     vision: bool = default("tier_defaults", "vision")  # the model accepts image parts
     api_key_env: str = default("tier_defaults", "api_key_env")  # where the key is: named in error hints
 
@@ -114,17 +137,17 @@ class AccessSettings:
     allowed_chat_ids: frozenset[str] = field(
         default=frozenset(default("access", "allowed_chat_ids")), metadata=env_var("ALLOWED_CHAT_IDS")
     )
-    refusal_interval_s: float = default("access", "refusal_interval_s")
+    refusal_interval_s: float = setting("access", "refusal_interval_s", NOT_NEGATIVE)
 
 
 @dataclass(frozen=True)
 class LimitSettings:
     """Daily caps ([limits]); 0 means no cap."""
 
-    user_messages_per_day: int = default("limits", "user_messages_per_day")
-    chat_messages_per_day: int = default("limits", "chat_messages_per_day")
-    user_cost_usd_per_day: float = default("limits", "user_cost_usd_per_day")
-    chat_cost_usd_per_day: float = default("limits", "chat_cost_usd_per_day")
+    user_messages_per_day: int = setting("limits", "user_messages_per_day", NOT_NEGATIVE)
+    chat_messages_per_day: int = setting("limits", "chat_messages_per_day", NOT_NEGATIVE)
+    user_cost_usd_per_day: float = setting("limits", "user_cost_usd_per_day", NOT_NEGATIVE)
+    chat_cost_usd_per_day: float = setting("limits", "chat_cost_usd_per_day", NOT_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -132,30 +155,31 @@ class TranscriptionSettings:
     """Speech to text ([transcription]): endpoint and key resolved (the default tier's unless set)."""
 
     model: str = default("transcription", "model")
-    base_url: str | None = None  # resolved: its own, else the default tier's, else OPENAI_BASE_URL
+    # resolved: its own, else the default tier's, else OPENAI_BASE_URL
+    base_url: str | None = field(default=None, metadata=checked(url()))
     api_key_env: str | None = None  # where its own key is; None: the default tier's key
     api_key: str | None = field(default=None, metadata=DERIVED)  # None: no transcription (offline)
-    max_duration_s: float = default("transcription", "max_duration_s")
-    max_bytes: int = default("transcription", "max_bytes")
-    timeout_s: float = default("transcription", "timeout_s")
+    max_duration_s: float = setting("transcription", "max_duration_s", POSITIVE)
+    max_bytes: int = setting("transcription", "max_bytes", POSITIVE)
+    timeout_s: float = setting("transcription", "timeout_s", POSITIVE)
 
 
 @dataclass(frozen=True)
 class PhotoSettings:
     """Photos ([photos]): the size sent to a vision tier, the largest file taken."""
 
-    max_side_px: int = default("photos", "max_side_px")
-    max_bytes: int = default("photos", "max_bytes")
+    max_side_px: int = setting("photos", "max_side_px", POSITIVE)
+    max_bytes: int = setting("photos", "max_bytes", POSITIVE)
 
 
 @dataclass(frozen=True)
 class ChoiceRules:
     """The tier router's signals: thresholds and words ([router.choice]; see bot/chat/models/tiers.py)."""
 
-    long_chars: int = default("router.choice", "long_chars")
-    very_long_chars: int = default("router.choice", "very_long_chars")
-    short_chars: int = default("router.choice", "short_chars")
-    long_conversation: int = default("router.choice", "long_conversation")  # messages in the chat
+    long_chars: int = setting("router.choice", "long_chars", NOT_NEGATIVE)
+    very_long_chars: int = setting("router.choice", "very_long_chars", NOT_NEGATIVE)
+    short_chars: int = setting("router.choice", "short_chars", NOT_NEGATIVE)
+    long_conversation: int = setting("router.choice", "long_conversation", NOT_NEGATIVE)  # messages
     heavy_at: int = default("router.choice", "heavy_at")
     light_at: int = default("router.choice", "light_at")
     heavy_words: tuple[str, ...] = tuple(default("router.choice", "heavy_words"))
@@ -167,10 +191,11 @@ class RouterSettings:
 
     fallback_order: tuple[str, ...] = tuple(default("router", "fallback_order"))
     default_tier: str = default("router", "default_tier")
-    time_budget_s: float = default("router", "time_budget_s")
-    request_timeout_s: float = default("router", "request_timeout_s")
-    max_attempts_per_tier: int = default("router", "max_attempts_per_tier")
-    max_retry_wait_s: float = default("router", "max_retry_wait_s")  # longer Retry-After: next tier
+    time_budget_s: float = setting("router", "time_budget_s", POSITIVE)
+    request_timeout_s: float = setting("router", "request_timeout_s", POSITIVE)
+    max_attempts_per_tier: int = setting("router", "max_attempts_per_tier", POSITIVE)
+    # A longer Retry-After: the next tier.
+    max_retry_wait_s: float = setting("router", "max_retry_wait_s", NOT_NEGATIVE)
     choice: ChoiceRules = field(default_factory=ChoiceRules)  # [router.choice]
 
 
@@ -179,18 +204,16 @@ class TelegramSettings:
     """[telegram] and the TELEGRAM_* variables (docs/telegram.md)."""
 
     token: str | None = field(default=None, metadata=env_var("TELEGRAM_BOT_TOKEN"))
-    api_base_url: str | None = field(default=None, metadata=env_var("TELEGRAM_API_BASE_URL"))
-    webhook_url: str | None = field(default=None, metadata=env_var("TELEGRAM_WEBHOOK_URL"))
+    api_base_url: str | None = field(default=None, metadata=checked(url(), "TELEGRAM_API_BASE_URL"))
+    webhook_url: str | None = field(default=None, metadata=checked(url(), "TELEGRAM_WEBHOOK_URL"))
     streaming: bool = default("telegram", "streaming")
     # How long a reply keeps being retried through a platform outage (5xx, refused, timeouts)
     # before it is logged as undelivered; the conversation in memory is intact either way.
-    send_budget_s: float = default("telegram", "send_budget_s")
+    send_budget_s: float = setting("telegram", "send_budget_s", NOT_NEGATIVE)
     webhook_listen: str = field(
         default=default("telegram", "webhook_listen"), metadata=env_var("TELEGRAM_WEBHOOK_LISTEN")
     )
-    webhook_port: int = field(
-        default=default("telegram", "webhook_port"), metadata=env_var("TELEGRAM_WEBHOOK_PORT")
-    )
+    webhook_port: int = setting("telegram", "webhook_port", port, "TELEGRAM_WEBHOOK_PORT")
 
 
 @dataclass(frozen=True)
@@ -198,11 +221,11 @@ class DiscordSettings:
     """[discord] and the DISCORD_* variables (docs/discord.md)."""
 
     token: str | None = field(default=None, metadata=env_var("DISCORD_BOT_TOKEN"))
-    api_base_url: str | None = field(default=None, metadata=env_var("DISCORD_API_BASE_URL"))
-    gateway_url: str | None = field(default=None, metadata=env_var("DISCORD_GATEWAY_URL"))
+    api_base_url: str | None = field(default=None, metadata=checked(url(), "DISCORD_API_BASE_URL"))
+    gateway_url: str | None = field(default=None, metadata=checked(url("ws", "wss"), "DISCORD_GATEWAY_URL"))
     dev_guild_id: str | None = field(default=None, metadata=env_var("DISCORD_DEV_GUILD_ID"))
     streaming: bool = default("discord", "streaming")
-    send_budget_s: float = default("discord", "send_budget_s")
+    send_budget_s: float = setting("discord", "send_budget_s", NOT_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -217,38 +240,38 @@ class MemoryRetry:
     """How the bot retries the memory worker: after a failure it is skipped `retry_s`, doubling
     up to `retry_max_s`; the outbox is replayed every `replay_interval_s` (the memory gateway)."""
 
-    replay_interval_s: float = default("memory", "replay_interval_s")
-    retry_s: float = default("memory", "retry_s")
-    retry_max_s: float = default("memory", "retry_max_s")
+    replay_interval_s: float = setting("memory", "replay_interval_s", POSITIVE)
+    retry_s: float = setting("memory", "retry_s", POSITIVE)
+    retry_max_s: float = setting("memory", "retry_max_s", POSITIVE)
 
 
 @dataclass(frozen=True)
 class MemorySettings(MemoryRetry):
     """[memory]: how the bot talks to the memory worker: its retries, and each request's timeout."""
 
-    timeout_s: float = default("memory", "timeout_s")
+    timeout_s: float = setting("memory", "timeout_s", POSITIVE)
 
 
 @dataclass(frozen=True)
 class FollowupSettings:
     """[followups]: when the day-after check-ins are asked (see config/bot.toml)."""
 
-    checkin_time: str = default("followups", "checkin_time")
-    quiet_start: str = default("followups", "quiet_start")
-    quiet_end: str = default("followups", "quiet_end")
+    checkin_time: str = setting("followups", "checkin_time", clock_time)
+    quiet_start: str = setting("followups", "quiet_start", clock_time)
+    quiet_end: str = setting("followups", "quiet_end", clock_time)
 
 
 @dataclass(frozen=True)
 class ReminderSettings:
     """[reminders]: parsing and delivery of reminders (see config/bot.toml)."""
 
-    default_timezone: str = default("reminders", "default_timezone")
-    date_only_time: str = default("reminders", "date_only_time")
-    languages: tuple[str, ...] = tuple(default("reminders", "languages"))
-    late_after_s: float = default("reminders", "late_after_s")
-    poll_s: float = default("reminders", "poll_s")
-    lease_s: float = default("reminders", "lease_s")
-    retry_s: float = default("reminders", "retry_s")
+    default_timezone: str = setting("reminders", "default_timezone", time_zone)
+    date_only_time: str = setting("reminders", "date_only_time", clock_time)
+    languages: tuple[str, ...] = setting("reminders", "languages", date_languages)
+    late_after_s: float = setting("reminders", "late_after_s", NOT_NEGATIVE)
+    poll_s: float = setting("reminders", "poll_s", POSITIVE)
+    lease_s: float = setting("reminders", "lease_s", POSITIVE)
+    retry_s: float = setting("reminders", "retry_s", POSITIVE)
 
 
 @dataclass(frozen=True)
@@ -256,8 +279,8 @@ class _BotTable:
     """[bot]: kept in `Settings` itself."""
 
     record_group_messages: bool = default("bot", "record_group_messages")
-    memory_scope: str = default("bot", "memory_scope")  # "chat" or "user"
-    daily_budget_usd: float = default("bot", "daily_budget_usd")
+    memory_scope: str = setting("bot", "memory_scope", one_of("chat", "user"))  # "chat" or "user"
+    daily_budget_usd: float = setting("bot", "daily_budget_usd", NOT_NEGATIVE)
     system_prompt: str = default("bot", "system_prompt")
 
 
@@ -265,7 +288,7 @@ class _BotTable:
 class _SummaryTable:
     """[summary]: the endpoint of a tier that names none (the SUMMARY_* variables: the rest)."""
 
-    openai_base_url: str | None = default("summary", "openai_base_url")
+    openai_base_url: str | None = setting("summary", "openai_base_url", url())
 
 
 @dataclass(frozen=True)
@@ -331,6 +354,8 @@ def load_settings(env: Mapping[str, str] | None = None, env_file: Path | None = 
     return settings_from(data, merged, source=str(config_path))
 
 
+_URL_VARIABLES = ("MEMORY_URL", "OPENAI_BASE_URL", "SUMMARY_BASE_URL")  # read outside any table
+
 # Each table of bot.toml and the type that holds it ([tiers.NAME] and [bot]/[summary] apart).
 _TABLES: dict[str, type] = {
     "access": AccessSettings,
@@ -358,11 +383,12 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str =
             f"{source}: no table [{unknown[0]}] (tables: {', '.join(sorted(_TABLES))}, tiers)"
         )
     data = with_defaults(data)
+    problems: list[str] = []  # every wrong value, said at once (doctor lists each)
 
     def table(cls: type[T], name: str) -> T:
-        return section(cls, data[name], env, name, source)
+        return section(cls, data[name], env, name, source, problems)
 
-    # In the order of _TABLES: a file with several bad tables names the first.
+    # In the order of _TABLES: the problems of several bad tables are named in that order.
     access, limits = table(AccessSettings, "access"), table(LimitSettings, "limits")
     transcription, photos = table(TranscriptionSettings, "transcription"), table(PhotoSettings, "photos")
     router, memory = table(RouterSettings, "router"), table(MemorySettings, "memory")
@@ -373,7 +399,13 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str =
         table(_BotTable, "bot"),
         table(_SummaryTable, "summary"),
     )
-    tiers = _tiers(data, env, source, summary.openai_base_url)
+    tiers = _tiers(data, env, source, summary.openai_base_url, problems)
+    for var in _URL_VARIABLES:
+        value = blank_to_none(env.get(var))
+        if value is not None and (wrong := url()(value)):
+            problems.append(f"{source}: {var} = {value!r} {wrong}")
+    if problems:
+        raise SettingsError(*problems)
     router = replace(
         router,
         fallback_order=router.fallback_order or tuple(tiers),
@@ -406,7 +438,11 @@ def settings_from(data: Mapping[str, Any], env: Mapping[str, str], source: str =
 
 
 def _tiers(
-    data: Mapping[str, Any], env: Mapping[str, str], source: str, openai_base: str | None
+    data: Mapping[str, Any],
+    env: Mapping[str, str],
+    source: str,
+    openai_base: str | None,
+    problems: list[str] | None = None,
 ) -> dict[str, Tier]:
     """[tiers.NAME], each over [tier_defaults]; key from its `api_key_env`; endpoint: its own,
     else OPENAI_BASE_URL, else [summary] openai_base_url (BOT_CONFIG's too)."""
@@ -415,7 +451,9 @@ def _tiers(
     tiers: dict[str, Tier] = {}
     for name, table in data["tiers"].items():
         check_keys(Tier, table, f"tiers.{name}", source)
-        tier = section(Tier, {**data["tier_defaults"], **table}, env, f"tiers.{name}", source, name=name)
+        tier = section(
+            Tier, {**data["tier_defaults"], **table}, env, f"tiers.{name}", source, problems, name=name
+        )
         tiers[name] = replace(
             tier,
             base_url=tier.base_url or default_base or openai_base,

@@ -24,7 +24,7 @@ from bot.chat.memory.client import HttpMemoryClient, MemoryRefused, MemoryUnavai
 from bot.chat.models.base import ModelFailure, ModelRequest
 from bot.chat.models.failures import diagnose, endpoint
 from bot.chat.models.openai_compat import OpenAICompatModel
-from bot.config import Settings, Tier, load_settings
+from bot.config import Settings, SettingsError, Tier, load_settings
 from memory_engine.api import routes
 
 TIMEOUT_S = 15.0
@@ -245,12 +245,16 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
     try:
         status, data = await _get(http, f"{bot_url}/getMe")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        if (shape := _bot_api_shape(base)) is not None:
+            return shape
         return Check(
             "telegram",
             "FAIL",
             f"could not reach {base.replace('{token}', '<token>')} ({type(exc).__name__})",
             "check the network, or TELEGRAM_API_BASE_URL",
         )
+    if status == 404 and (shape := _bot_api_shape(base)) is not None:
+        return shape
     result = data.get("result") if isinstance(data, dict) else None
     if status == 200 and isinstance(result, dict):
         return Check("telegram", "ok", f"getMe: @{result.get('username')} (id {result.get('id')})")
@@ -262,6 +266,21 @@ async def telegram_check(settings: Settings, http: aiohttp.ClientSession) -> Che
             "copy the token again from @BotFather (/mybots -> API Token); it looks like 123456:ABC-...",
         )
     return Check("telegram", "FAIL", f"getMe answered HTTP {status}", "try again later")
+
+
+def _bot_api_shape(base: str) -> Check | None:
+    """When a Bot API base URL is not of the shape the token is appended to (`…/bot`), what it
+    must look like; None when it is (the failure is another one)."""
+    if "{token}" in base or base.endswith("/bot"):
+        return None
+    return Check(
+        "telegram",
+        "FAIL",
+        f"TELEGRAM_API_BASE_URL {base} does not end in /bot: the token is appended to it, so "
+        "every call goes to a wrong address",
+        f"set it to {base}/bot (as https://api.telegram.org/bot; a local Bot API server: "
+        "http://HOST:PORT/bot), or put {token} where the token goes",
+    )
 
 
 async def discord_check(settings: Settings, http: aiohttp.ClientSession) -> Check:
@@ -320,7 +339,9 @@ def main(data_dir: Path, *, timeout: float = TIMEOUT_S, out: TextIO | None = Non
     try:
         settings = load_settings()
     except (OSError, ValueError, KeyError) as exc:  # a missing BOT_CONFIG, bad TOML, a tier without model
-        print(f"FAIL  config: could not read the settings: {exc}", file=out)
+        # Each value out of its set or format on its own line, all of them.
+        for problem in exc.problems if isinstance(exc, SettingsError) else (str(exc),):
+            print(f"FAIL  config: could not read the settings: {problem}", file=out)
         print("      fix: check BOT_CONFIG (a TOML file like config/bot.toml) and .env", file=out)
         return 1
     return report(asyncio.run(run_checks(settings, data_dir, timeout=timeout)), out)

@@ -46,7 +46,13 @@ class ChatbotError(Exception):
 
 
 class SettingsError(ChatbotError, ValueError):
-    """A settings file or variable that cannot be read: names the file (or variable) and key."""
+    """A settings file or variable that cannot be read: names the file (or variable) and key.
+
+    `problems`: every value found wrong (the message is them all, the first first)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 class SpeakerNotFound(ChatbotError, LookupError):

@@ -8,9 +8,14 @@ last. The copy is written beside DEST and renamed into place at the end, so a ba
 short never looks complete. `manifest.json` lists every file with its chat key.
 
 A restore checks every file before it touches DIR: no symbolic link anywhere (never
-followed), the size the manifest lists, `PRAGMA integrity_check`, and the chat key stored in
+followed), the size the manifest lists, `PRAGMA integrity_check`, the chat key stored in
 the file equal to the one its name is made from (a file renamed to another chat's name
-would serve that chat). It refuses a DIR that holds anything unless `force`, refuses while
+would serve that chat), the schema the migrations make (no trigger or view of anyone
+else's, nothing missing, no newer version: memory_worker/backup_schema.py), and the content
+hash (SHA-256) the manifest lists, checked again on the copy it restores. One file that
+fails refuses the whole backup, with a one-line reason. The hash finds a file edited
+without its manifest; one rewritten with its manifest is stopped by the schema check only
+where it changes the schema. It refuses a DIR that holds anything unless `force`, refuses while
 a host serves DIR (the host holds `DIR/.serving.lock`, see `ServeLock`), and swaps the
 restored folder in by renames.
 """
@@ -30,10 +35,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from memory_engine.errors import MemoryEngineError
+from memory_worker.backup_schema import alarms_schema_problem, chat_schema_problem, sha256_of
 from memory_worker.local.chats import chat_file
 from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock, private_file
 
-FORMAT = 1
+FORMAT = 2  # 2: a content hash per file
 MANIFEST = "manifest.json"
 ALARMS = "alarms.sqlite3"
 
@@ -44,6 +50,7 @@ class ManifestFile(TypedDict):
     file: str
     chat_key: str | None  # None: a database without its key (a restore refuses it)
     bytes: int
+    sha256: str  # of the copy: a restore refuses a file that does not match
 
 
 class Manifest(TypedDict):
@@ -53,6 +60,7 @@ class Manifest(TypedDict):
     created_at: str
     source: str
     alarms: bool
+    alarms_sha256: str | None  # None: no alarm table
     chats: list[ManifestFile]
 
 
@@ -143,7 +151,7 @@ def backup(data_dir: Path, dest: Path) -> BackupReport:
                 report.vanished += 1
                 continue
             size = (temp / rel).stat().st_size
-            files.append({"file": str(rel), "chat_key": key, "bytes": size})
+            files.append({"file": str(rel), "chat_key": key, "bytes": size, "sha256": sha256_of(temp / rel)})
             report.chats += 1
             report.bytes += size
         if (data_dir / ALARMS).exists():
@@ -153,6 +161,7 @@ def backup(data_dir: Path, dest: Path) -> BackupReport:
             "created_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source": str(data_dir.resolve()),
             "alarms": (temp / ALARMS).exists(),
+            "alarms_sha256": sha256_of(temp / ALARMS) if (temp / ALARMS).exists() else None,
             "chats": files,
         }
         fd = os.open(temp / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -177,6 +186,10 @@ def read_manifest(src: Path) -> dict[str, Any]:
         raise BackupError(f"{src} is not a backup made by `chatbot memory backup` (no {MANIFEST})") from None
     except (OSError, ValueError) as err:
         raise BackupError(f"{src}/{MANIFEST} cannot be read: {err}") from None
+    if isinstance(manifest, dict) and manifest.get("format") == 1:
+        raise BackupError(
+            f"{src} was made by an older version, without content hashes to check: take a new backup"
+        )
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BackupError(f"{src}/{MANIFEST}: unknown backup format {manifest.get('format')!r}")
     return manifest
@@ -201,8 +214,16 @@ def _no_link(src: Path, name: str) -> Path:
     return path
 
 
-def _check_file(path: Path, entry: dict[str, Any] | None) -> None:
-    """One file of a backup: its size as listed, sound, and (a chat) the chat its name says."""
+def _check_hash(path: Path, listed: object) -> None:
+    if not isinstance(listed, str) or not listed:
+        raise BackupError(f"{path} has no content hash in the manifest: nothing was restored")
+    if sha256_of(path) != listed:
+        raise BackupError(f"{path} does not match its content hash in the manifest: nothing was restored")
+
+
+def _check_file(path: Path, entry: dict[str, Any] | None, alarms_hash: object = None) -> None:
+    """One file of a backup: its size as listed, sound, (a chat) the chat its name says, the
+    schema the migrations make, and the content hash listed."""
     if entry is not None:
         size, listed = path.stat().st_size, entry.get("bytes")
         if size != listed:
@@ -219,12 +240,18 @@ def _check_file(path: Path, entry: dict[str, Any] | None) -> None:
                     raise BackupError(
                         f"{path} holds the chat of another name (its key: {stored!r}): nothing was restored"
                     )
+            if result == "ok":
+                problem = chat_schema_problem(conn) if entry is not None else alarms_schema_problem(conn)
+                if problem:
+                    why = f"{problem}: not what the migrations make, nothing was restored"
+                    raise BackupError(f"{path}: {why}")
         finally:
             conn.close()
     except sqlite3.Error as err:
         result = str(err)
     if result != "ok":
         raise BackupError(f"{path} is damaged ({result}): nothing was restored")
+    _check_hash(path, entry.get("sha256") if entry is not None else alarms_hash)
 
 
 def verify(src: Path) -> dict[str, Any]:
@@ -238,7 +265,7 @@ def verify(src: Path) -> dict[str, Any]:
     for entry in entries:
         _check_file(_no_link(src, str(entry.get("file", ""))), entry)
     if manifest.get("alarms"):
-        _check_file(_no_link(src, ALARMS), None)
+        _check_file(_no_link(src, ALARMS), None, manifest.get("alarms_sha256"))
     return manifest
 
 
@@ -274,13 +301,15 @@ def restore(src: Path, data_dir: Path, *, force: bool = False) -> BackupReport:
             target = temp / entry["file"]
             target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             _copy_no_follow(src / entry["file"], target)
-            if target.stat().st_size != entry.get("bytes"):
+            if target.stat().st_size != entry.get("bytes") or sha256_of(target) != entry.get("sha256"):
                 changed = src / entry["file"]
                 raise BackupError(f"{changed} changed while it was restored: nothing was restored")
             report.chats += 1
             report.bytes += target.stat().st_size
         if manifest.get("alarms"):
             _copy_no_follow(src / ALARMS, temp / ALARMS)
+            if sha256_of(temp / ALARMS) != manifest.get("alarms_sha256"):
+                raise BackupError(f"{src / ALARMS} changed while it was restored: nothing was restored")
         data_dir.rename(old)
         temp.rename(data_dir)
     except BaseException:

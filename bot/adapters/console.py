@@ -28,6 +28,18 @@ from bot.chat.neutral import printable
 from bot.chat.types import ChatService, CommandResult, IncomingMessage
 
 QUIT = {"/quit", "/exit", "/q"}
+PROMPT = "you> "
+
+
+class _Prompt:
+    """Whether the prompt is on screen waiting for a line: a reminder printed then draws it again."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def redraw(self) -> str:
+        """The prompt to print after a reminder ("" while no prompt waits)."""
+        return PROMPT if self.shown else ""
 
 
 class ConsoleSession:
@@ -118,7 +130,8 @@ async def run_console(
     if interactive is None:
         interactive = stdin.isatty()
     session = ConsoleSession(service, chat_key, data_dir=data_dir, author=author, author_id=author_id)
-    service.reminders.start("console", console_send(stdout, chat_key), prefix=chat_key)  # printed
+    waiting = _Prompt()  # a reminder printed while the prompt waits draws it again
+    service.reminders.start("console", console_send(stdout, chat_key, waiting.redraw), prefix=chat_key)
     if interactive:
         where = f" (memory in {data_dir})" if data_dir else ""
         stdout.write(
@@ -132,9 +145,11 @@ async def run_console(
     reader = _LineReader(stdin)
     while True:
         if interactive:
-            stdout.write("you> ")
+            stdout.write(PROMPT)
             stdout.flush()
+            waiting.shown = True
         line = await _unless_stopped(reader.next_line(), stop)
+        waiting.shown = False
         if not line:  # end of input, or asked to stop
             if interactive:
                 stdout.write("\n")

@@ -4,8 +4,10 @@ raising when it could not be delivered, so the reminder is kept and tried again 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from bot.chat.neutral import printable
 from bot.chat.types import ReminderSend as Send
 from bot.errors import NotDelivered
 
@@ -32,13 +34,14 @@ def telegram_send(bot: Bot, sender: TelegramSender) -> Send:
     return send
 
 
-def console_send(stdout: TextIO, chat_key: str) -> Send:
-    """Print a reminder of the console chat `chat_key` (others' stay queued for their console)."""
+def console_send(stdout: TextIO, chat_key: str, prompt: Callable[[], str] = str) -> Send:
+    """Print a reminder of the console chat `chat_key` (others' stay queued for their console),
+    then `prompt()`: the prompt it printed over, drawn again ("" when none was waiting)."""
 
     async def send(key_of_chat: str, text: str, key: str) -> None:
         if key_of_chat != chat_key:
             raise NotDelivered(f"{key_of_chat} is another console chat")
-        stdout.write(f"\n{text}\n")
+        stdout.write(f"\n{printable(text)}\n{prompt()}")  # a reminder's words may carry escapes
         stdout.flush()
 
     return send

@@ -282,7 +282,9 @@ def image_content(text: str, images: tuple[tuple[str, bytes], ...]) -> list[Text
 # -- the description line -------------------------------------------------------------
 
 _DESCRIPTION = re.compile(
-    r"^\s*[*_]*[ \t]*image[ \t]*[*_]*[ \t]*:[ \t]*[*_]*[ \t]*(?P<d>[^\n]*?)[*_ \t]*(?:\n|$)", re.I
+    # Possessive runs and a greedy line (its markup stripped after): linear on a run of spaces.
+    r"^\s*+[*_]*+[ \t]*+image[ \t]*+[*_]*+[ \t]*+:[ \t]*+[*_]*+[ \t]*+(?P<d>[^\n]*)(?:\n|$)",
+    re.I,
 )
 DESCRIPTION_WAIT_CHARS = 400  # a first line longer than this is not the description line
 
@@ -291,9 +293,10 @@ def split_description(text: str) -> tuple[str, str]:
     """("what the image shows", the answer the reader sees) from an answer that starts
     "Image: ..."; ("", text) when the model did not write that line."""
     match = _DESCRIPTION.match(text)
-    if not match or not match.group("d").strip():
+    described = match.group("d").rstrip("*_ \t").strip() if match else ""
+    if not match or not described:
         return "", text
-    return match.group("d").strip(), text[match.end() :].lstrip("\n")
+    return described, text[match.end() :].lstrip("\n")
 
 
 def remembered_answer(text: str) -> str:

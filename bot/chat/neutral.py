@@ -3,7 +3,8 @@
 - `defang`: text that looks like the memory fence's markers (MEMORY-BEGIN / MEMORY-END),
   also spelled with Cyrillic or Greek look-alikes, fullwidth or styled letters, zero-width
   characters or combining marks between the letters, is replaced, so stored text cannot
-  close the fence and speak as instructions.
+  close the fence and speak as instructions; and the chat templates' control tokens
+  (`<|im_start|>`, `</s>`, `[INST]`, ...) get look-alike brackets, so a tokenizer reads words.
 - `one_line`: a person's name as one line without control or format characters (a name is
   put in front of their words in groups, and in /why and /facts).
 - `printable`: text for a terminal, without escape sequences (a window title, a cleared
@@ -38,11 +39,26 @@ _ESCAPES = re.compile(
     r"|[\x1b\x9d][\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (window title), DCS, ...
     r"|\x1b[ -/]*[0-~]"  # any other escape
 )
+# The control tokens of the common chat templates (ChatML, Llama 2 and 3, Mistral, Gemma,
+# DeepSeek's fullwidth bars); each part is bounded, so the scan stays linear.
+_CONTROL_TOKEN = re.compile(
+    r"<[|\uff5c][^<>|\uff5c\n]{0,64}[|\uff5c]>"
+    r"|</?s>|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>|<(?:bos|eos|pad|unk)>",
+    re.I,
+)
+_TOKEN_LOOKS = str.maketrans(
+    {"<": "\u2039", ">": "\u203a", "|": "\u00a6", "\uff5c": "\u00a6", "[": "\u27e6", "]": "\u27e7"}
+)
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # not \t \n
 
 
 def defang(text: str) -> str:
-    """`text` with everything that reads as a memory fence marker replaced."""
+    """`text` with everything that reads as a memory fence marker replaced, and every chat
+    template control token given look-alike brackets."""
+    return _CONTROL_TOKEN.sub(lambda m: m.group().translate(_TOKEN_LOOKS), _defang_markers(text))
+
+
+def _defang_markers(text: str) -> str:
     if text.isascii():
         return _ASCII_MARKER.sub(MARKER_REMOVED, text)
     # A skeleton of what a reader sees, each of its characters mapped to where it came from.

@@ -221,7 +221,7 @@ class Pipeline:
             text=text,
             author=message.author,
             memory=mem,
-            group=message.platform != "console" and not chat.startswith(("console:",)),
+            group=_is_group(message),
             # ~3 characters per token, a quarter of the window kept for the answer.
             max_chars=min(self.tiers[t].context_tokens for t in order) * 3 * 3 // 4,
             system=system_instruction(
@@ -297,11 +297,15 @@ class Pipeline:
             await self.record(message)
             turn.exit = "recorded"
             return Reply(text="", ok=True, with_memory=True)
-        await followups.hook(self.memory, message, self.settings, self.clock())  # unaddressed: in record
+        kept = await followups.hook(
+            self.memory, message, self.settings, self.clock()
+        )  # unaddressed: in record
         if (said := command_in_words(message.text)) is not None:  # "remind me ...", "what did I miss?"
             turn.exit = "command"
             return Reply(text=(await self.command(message, said, message.text)).text, ok=True)
         intake = self._note_typo(await self.media.read(message))
+        if kept is not None:  # the plan named, whatever the model says
+            intake = replace(intake, notice=_with_notice(intake.notice, followups.confirmation(kept)))
         if not intake.answer:  # a notice alone: nothing for a model to answer
             await self._remember_only(message, intake.text)
             turn.exit = "notice"
@@ -474,6 +478,14 @@ class Pipeline:
             return CommandResult(MEMORY_DOWN)
         except MemoryRefused as exc:
             return CommandResult(f"The memory refused that: {exc.error}")
+
+
+def _is_group(message: IncomingMessage) -> bool:
+    """True when the chat has several people: every platform chat, and a Telegram or Discord chat
+    read in the console (`chatbot chat --chat telegram:-100… --as NAME`); a console chat is one's own."""
+    if message.platform != "console":
+        return True
+    return message.chat_key.split(":", 1)[0] in ("telegram", "discord")
 
 
 def _with_notice(*parts: str) -> str:

@@ -29,6 +29,7 @@ import orjson
 from tqdm import tqdm
 
 from bot.chat.memory.client import HttpMemoryClient, MemoryClient, MemoryRefused, MemoryUnavailable
+from bot.chat.neutral import one_line, printable
 from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
 from bot.errors import ImportFailed
@@ -144,7 +145,7 @@ def _check(
     big = path.is_file() and path.stat().st_size > 4 * 1024 * 1024
     with _bar(progress if progress is not None else (None if big else False), None, "checking") as bar:
         for source in READERS[platform](path, scope):
-            seen.append(f"{source.name} ({source.key})")
+            seen.append(f"{one_line(printable(source.name))} ({source.key})")  # for a terminal
             if not _selected(source, chat):
                 plan.private_left_out += source.private and chat is None
                 continue
@@ -382,7 +383,7 @@ def run_import(platform: str, path: Path, data_dir: Path, chat: str | None, dry_
     try:
         asyncio.run(import_export(platform, path, load_settings(), data_dir, chat=chat, dry_run=dry_run))
     except ExportError as err:
-        print(f"error: {err}; nothing was imported", file=sys.stderr)
+        print(f"error: {printable(str(err))}; nothing was imported", file=sys.stderr)  # an export's words
         return 2
     except ImportFailed as err:
         print(f"error: {err}", file=sys.stderr)

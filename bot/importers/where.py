@@ -6,6 +6,8 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from bot.chat.neutral import one_line, printable
+
 
 def chat_command(key: str, data_dir: Path | None) -> str:
     """`chatbot chat` in the chat `key` (on `data_dir`'s embedded memory, or MEMORY_URL when None)."""
@@ -21,7 +23,7 @@ def where_lines(
     """One line per chat key: its name, how many messages, and the command to chat in it."""
     lines = []
     for key in sorted(counts):
-        name = names.get(key, "")
+        name = one_line(printable(names.get(key, "")))  # an export's name, for a terminal
         label = f" ({name})" if name and name != key else ""
         n = counts[key]
         lines.append(

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from memory_worker.local.storage import SqliteStorage
 
+ALARMS_SCHEMA = "CREATE TABLE IF NOT EXISTS alarms (chat_key TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)"
+
 
 class AlarmTable:
     """Pending compaction alarms of every chat, persisted so a restart runs them."""
 
     def __init__(self, data_dir: Path):
         self.storage = SqliteStorage(Path(data_dir) / "alarms.sqlite3")
-        self.storage.exec(
-            "CREATE TABLE IF NOT EXISTS alarms (chat_key TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)"
-        )
+        self.storage.exec(ALARMS_SCHEMA)
 
     def set(self, chat_key: str, due_ms: int, keep_earlier: bool = False) -> None:
         """Schedule the chat's alarm at `due_ms` (with keep_earlier, never postpone one)."""

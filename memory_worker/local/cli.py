@@ -12,10 +12,12 @@ import ipaddress
 import logging
 import os
 import signal
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from memory_engine.settings import retention_setting
 from memory_worker.local import logs
@@ -89,6 +91,13 @@ def serve_forever(host: str, port: int, data_dir: Path) -> int:
     """
     logs.configure()
     settings = settings_from_env(os.environ)
+    url = settings.summary_base_url
+    if url and not (urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc):
+        print(
+            f"error: SUMMARY_BASE_URL = {url!r} is not a URL: it must start with http:// or https://",
+            file=sys.stderr,
+        )
+        return 2
     token = serving_token(host, settings.token)
     if token is None:
         return 2

@@ -70,7 +70,7 @@ def test_a_question_is_answered_by_the_fact_it_asks_for_not_by_every_fact():
         "what is my favorite food?": "Your favourite food is bacalhau.",
         "where do I live?": "You live in Porto.",
         "Where do I work?": "You work at Santo António hospital.",
-        "what is my job?": "You work as nurse.",
+        "what is my job?": "You work as a nurse.",
         "what's my dog called?": "Your dog is Biscuit.",
         "what is my cat's name?": "Your cat is Mia.",
         "who is my sister?": "Your sister is Ana.",

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -213,28 +214,96 @@ def _display_name(user: User | None, chat: Chat) -> str:
     return user.full_name or user.username or str(user.id)
 
 
+class _Turns:
+    """One chat's waiting updates: one handled at a time, each person's in their order, the
+    people with updates waiting served in turn (round robin)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int | None, deque[asyncio.Event]] = {}
+        self.order: deque[int | None] = deque()  # whose turn comes next, each person once
+        self.busy = False
+        self.last: int | None = None  # whose update is in hand (or was last)
+
+    def join(self, who: int | None) -> asyncio.Event:
+        """A place in `who`'s line; its event is set when it is that update's turn."""
+        turn = asyncio.Event()
+        if who not in self.waiting:
+            self.waiting[who] = deque()
+            self.order.append(who)
+        self.waiting[who].append(turn)
+        if not self.busy:
+            self.next()
+        return turn
+
+    def leave(self, who: int | None, turn: asyncio.Event) -> None:
+        """A wait given up before its turn came."""
+        line = self.waiting.get(who)
+        if line is not None and turn in line:
+            line.remove(turn)
+            if not line:
+                del self.waiting[who]
+                self.order.remove(who)
+
+    def next(self) -> None:
+        """The update in hand is done: start the next person's next one."""
+        if not self.order:
+            self.busy = False
+            return
+        if self.order[0] == self.last and len(self.order) > 1:
+            self.order.rotate(-1)  # who was just served waits for the others' turns
+        who = self.last = self.order.popleft()
+        line = self.waiting[who]
+        turn = line.popleft()
+        if line:
+            self.order.append(who)  # their next one after everyone else's waiting one
+        else:
+            del self.waiting[who]
+        self.busy = True
+        turn.set()
+
+
 class ChatOrder(BaseUpdateProcessor):
-    """Handle the updates of one chat in arrival order, different chats concurrently."""
+    """Handle one chat's updates one at a time, each person's in arrival order, and the people
+    with updates waiting in turn: a burst from one member (30 quick /reminders) does not hold
+    another's message behind all of it. Different chats run concurrently."""
 
     def __init__(self, max_concurrent_updates: int = 256) -> None:
         super().__init__(max_concurrent_updates)
-        self._locks: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+        self._chats: dict[int, _Turns] = {}
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
-        """Run `coroutine` once the earlier updates of the same chat are done."""
+        """Run `coroutine` when its turn in its chat comes."""
         chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is None:
+        if chat is None or not isinstance(update, Update):
             await coroutine
             return
-        lock, users = self._locks.setdefault(chat.id, (asyncio.Lock(), [0]))
-        users[0] += 1
+        sender = update.effective_sender
+        who = sender.id if sender is not None else None
+        turns = self._chats.setdefault(chat.id, _Turns())
+        turn = turns.join(who)
         try:
-            async with lock:
-                await coroutine
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():
+                self._done(chat.id, turns)
+            else:
+                turns.leave(who, turn)
+                self._forget_if_idle(chat.id, turns)
+            if asyncio.iscoroutine(coroutine):
+                coroutine.close()  # never awaited: no warning
+            raise
+        try:
+            await coroutine
         finally:
-            users[0] -= 1
-            if users[0] == 0:
-                self._locks.pop(chat.id, None)  # idle chats cost nothing
+            self._done(chat.id, turns)
+
+    def _done(self, chat_id: int, turns: _Turns) -> None:
+        turns.next()
+        self._forget_if_idle(chat_id, turns)
+
+    def _forget_if_idle(self, chat_id: int, turns: _Turns) -> None:
+        if not turns.busy and not turns.order:
+            self._chats.pop(chat_id, None)  # idle chats cost nothing
 
     async def initialize(self) -> None:
         """Nothing to set up."""

@@ -123,12 +123,17 @@ async def _facts(ctx: CommandContext) -> CommandResult:
     return CommandResult(ctx.redact("\n".join(lines)))
 
 
+def _compactions(n: object) -> str:
+    """ "1 compaction", "3 compactions": how many summaries the chat's memory has written."""
+    return f"{n} compaction{'' if n == 1 else 's'}"
+
+
 async def _summary(ctx: CommandContext) -> CommandResult:
     data = await ctx.memory.summary(ctx.chat)
     text = str(data.get("summary") or "").strip()
     if not text:
         return CommandResult("No summary yet: the chat is still short.")
-    meta = f"(compactions: {data.get('compactions', 0)}, updated {str(data.get('updated_at') or '?')[:19]})"
+    meta = f"({_compactions(data.get('compactions', 0))}, updated {str(data.get('updated_at') or '?')[:19]})"
     return CommandResult(ctx.redact(f"{text}\n\n{meta}"))
 
 
@@ -183,10 +188,10 @@ async def _compact(ctx: CommandContext) -> CommandResult:
     if data.get("compacted") == 0:  # the worker counts the summaries it wrote
         return CommandResult(
             "Nothing to compact: only the most recent messages are unsummarized, and they stay "
-            f"as they are ({data.get('compactions', 0)} compactions so far)."
+            f"as they are ({_compactions(data.get('compactions', 0))} so far)."
         )
     return CommandResult(
-        f"Compacted: {data.get('compactions', '?')} compactions so far, "
+        f"Compacted: {_compactions(data.get('compactions', 0))} so far, "
         f"summary covers messages up to #{data.get('summarized_upto', '?')}."
     )
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bot.chat.models.base import AnswerStream, MemoryContext, ModelAnswer, ModelRequest
 from bot.chat.models.offline_evidence import WHEN, from_message, one_line, stem
-from bot.chat.models.offline_people import Person, fold, named_in, people, phrase, tokens
+from bot.chat.models.offline_people import Person, fold, named_in, people, phrase, shown, tokens
 from memory_engine.api import wire
 from memory_engine.notes import asks_about_the_past
 
@@ -86,7 +86,25 @@ _KEYS: dict[str, _Key] = {
 # so "my dog's name" is about the dog, not about your own name.
 _STRONG, _WEAK, _SPECIFIC = 3, 1, 4
 _NEGATED_LIKE = re.compile(r"\b(don'?t|do not|doesn'?t|never)\b[\w\s]{0,12}\blike\b", re.I)
-_ABOUT_ME = re.compile(r"\b(what|everything)\b.*\b(know|remember)\b.*\babout me\b", re.I)
+# "what ... know ... about me", each searched after the one before: linear, where one pattern
+# with two `.*` rescans the rest of the text from every "what".
+_ABOUT_ME = (
+    re.compile(r"\b(?:what|everything)\b", re.I),
+    re.compile(r"\b(?:know|remember)\b", re.I),
+    re.compile(r"\babout me\b", re.I),
+)
+
+
+def _asks_about_me(text: str) -> bool:
+    at = 0
+    for pattern in _ABOUT_ME:
+        found = pattern.search(text, at)
+        if found is None:
+            return False
+        at = found.end()
+    return True
+
+
 _QUESTION_START = re.compile(
     r"^\s*(what|what's|whats|where|who|whom|which|when|why|how|do|does|did|can|could|would|will|"
     r"is|are|am|tell me|remind me|remember|recall|say|anyone|anybody|any1|has anyone|whos|who's)\b",
@@ -149,6 +167,14 @@ _ME = frozenset(("i", "my", "me", "mine", "am", "myself"))
 _ABOUT_SOMEONE = _words("what who do does you know about tell me is everything anything s")
 _KIN_WORDS = _words(_ANIMALS) | _words(_RELATIVES)
 _NOTES = frozenset(("remember", "remembered", "note", "notes", "noted", "reminder"))
+SETTINGS_FACTS = frozenset(("followups", "timezone"))  # a person's choices, kept as facts: not news
+# A message that is a greeting and nothing more ("hi there!", "Good morning, everyone").
+_GREETING = re.compile(
+    r"^\W*(?P<greeting>hi|hello|hey|hiya|howdy|yo|greetings|good (?:morning|afternoon|evening|day)|"
+    r"morning|evening|hallo|hola|olá|ola|bonjour|salut|ciao|moin|servus|hej|hoi)\b"
+    r"(?P<rest>[\s,!.]*(?:there|all|everyone|everybody|folks|guys|bot|again)?[\s,!.]*)",
+    re.IGNORECASE,
+)
 # Used only when the memory worker extracted no fact: the same rules, read from old messages.
 _SAID = {
     "name": re.compile(
@@ -221,13 +247,23 @@ class OfflineModel:
             return NO_MEMORY
         facts = _own_facts(mem.facts, request.author_id, request.author)
         text = request.text
+        greeting = _GREETING.match(text)
+        if greeting and greeting.end() == len(text):  # a greeting alone gets a greeting
+            return _greet(greeting.group("greeting"))
         if not is_question(text):
-            learned = [f"{k}: {v}" for k, v in facts.items() if v and v.lower() in text.lower()]
-            return f"Noted, I'll remember that ({'; '.join(learned)})." if learned else "Noted."
-        if _ABOUT_ME.search(text):
+            said = f" {' '.join(tokens(text))} "
+            learned = [
+                f"{k}: {shown(k, v)}"
+                for k, v in facts.items()
+                if k not in SETTINGS_FACTS and tokens(v) and f" {' '.join(tokens(v))} " in said
+            ]
+            noted = f"Noted, I'll remember that ({'; '.join(learned)})." if learned else "Noted."
+            return f"{_greet(greeting.group('greeting')).split('!')[0]}! {noted}" if greeting else noted
+        if _asks_about_me(text):
             if not facts:
                 return UNKNOWN
-            return "What I know about you: " + "; ".join(f"{k}: {v}" for k, v in facts.items()) + "."
+            known = "; ".join(f"{k}: {shown(k, v)}" for k, v in facts.items() if k not in SETTINGS_FACTS)
+            return f"What I know about you: {known}." if known else UNKNOWN
         return _Question(request, mem, facts).answer() or UNKNOWN
 
     async def complete(self, request: ModelRequest, *, timeout: float) -> ModelAnswer:
@@ -237,6 +273,12 @@ class OfflineModel:
     async def start_stream(self, request: ModelRequest, *, timeout: float) -> AnswerStream:
         """The offline answer as a one-piece stream."""
         return _OneShot(self.answer(request))
+
+
+def _greet(word: str) -> str:
+    """A greeting back, in the greeter's words ("Good morning!"), and what the offline bot can do."""
+    back = word[:1].upper() + word[1:].lower() if word.lower().startswith("good ") else "Hello"
+    return f"{back}! Tell me anything and I'll remember it, or ask me what I know."
 
 
 def _own_facts(facts: Iterable[wire.Fact], author_id: str, author: str) -> dict[str, str]:
@@ -288,7 +330,7 @@ class _Question:
             and not self.words - _ABOUT_SOMEONE
             and not job_question
         ):
-            facts = "; ".join(f"{k}: {v}" for k, v in self.other.facts.items())  # "tell me about Ben"
+            facts = "; ".join(f"{k}: {shown(k, v)}" for k, v in self.other.facts.items())  # "about Ben"
             return f"What I know about {self.other.label()}: {facts}."
         if self.other is not None:
             mine = [m for m in self.messages if str(m.get("author_id") or "") == self.other.author_id]
@@ -377,8 +419,9 @@ class _Question:
             return None
         subject = "you" if who is None else who.label()
         past = {"location": "lived in", "job": "worked as", "employer": "worked at"}.get(key)
-        said = f"{subject} {past} {values[at - 1]}" if past else f"{subject}: {values[at - 1]}"
-        return f"Before {values[at]}, {said}."
+        before, then = shown(key, values[at - 1]), values[at] if key == "job" else shown(key, values[at])
+        said = f"{subject} {past} {before}" if past else f"{subject}: {before}"
+        return f"Before {then}, {said}."
 
 
 def _overlap(answer: str, words: set[str]) -> int:

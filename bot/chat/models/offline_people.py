@@ -178,13 +178,131 @@ def phrase(key: str, value: str, words: set[str], who: Person | None) -> str:
         asked = [i for i in items if set(tokens(i)) & words - {"name", "called"}]
         if asked:
             return " ".join(_member(i, poss) for i in asked)
+    items = [shown(key, i) for i in items]
     mine, theirs = _TEMPLATES.get(key, ("Your " + key.replace("_", " ") + " is {value}.", ""))
     template = mine if who is None else theirs or "{poss} " + key.replace("_", " ") + " is {value}."
-    return template.format(value=join(items or [value]), who=poss[:-2] if who else "You", poss=poss)
+    return template.format(
+        value=join(items or [shown(key, value)]), who=poss[:-2] if who else "You", poss=poss
+    )
 
 
 def _member(item: str, poss: str) -> str:
-    match = re.fullmatch(r"(.+?)\s*\((.+)\)", item)
-    if not match:
+    # "Rex (dog)": the first "(" after a name, and a ")" that ends the item (no regex: linear).
+    at = item.find("(", 1)
+    if at < 0 or not item.endswith(")") or at == len(item) - 2:
         return f"{item}."
-    return f"{poss} {match.group(2)} is {match.group(1)}."
+    return f"{poss} {item[at + 1 : -1]} is {item[:at].rstrip()}."
+
+
+def shown(key: str, value: str) -> str:
+    """A fact's value as an answer says it: a job with its article, a place with its capitals."""
+    if key == "job":
+        return with_article(value)
+    if key == "location":
+        return place_name(value)
+    return value
+
+
+# First words that need no article ("the head chef", "in marketing"), and jobs that are no
+# countable noun ("works as freelance").
+_DETERMINERS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "his",
+        "her",
+        "their",
+        "our",
+        "your",
+        "one",
+        "another",
+        "in",
+        "at",
+        "for",
+        "with",
+    ]
+)
+_UNCOUNTED = frozenset(
+    [
+        "freelance",
+        "self-employed",
+        "retired",
+        "unemployed",
+        "staff",
+        "management",
+        "security",
+        "support",
+        "sales",
+        "marketing",
+        "finance",
+        "hr",
+        "it",
+        "admin",
+        "research",
+    ]
+)
+# Spelled with a vowel, said with a consonant (and the other way round).
+_SAID_CONSONANT = ("uni", "use", "usu", "uti", "ure", "eu", "one", "once")
+_SAID_VOWEL = ("hour", "honest", "honor", "honour", "heir")
+
+
+def with_article(value: str) -> str:
+    """ "nurse" -> "a nurse", "engineer" -> "an engineer"; a plural, a word like "freelance",
+    or a value that has its own article stays as it is."""
+    words = value.split()
+    if not words:
+        return value
+    first, last = words[0].lower(), words[-1].lower()
+    if first in _DETERMINERS or (len(words) == 1 and first in _UNCOUNTED):
+        return value
+    if last.endswith("s") and not last.endswith(("ss", "us", "is")):  # "nurses": no article
+        return value
+    vowel = first[:1] in "aeiou" and not first.startswith(_SAID_CONSONANT)
+    return f"{'an' if vowel or first.startswith(_SAID_VOWEL) else 'a'} {value}"
+
+
+# The small words of place names, kept in lower case after the first word ("Rio de Janeiro").
+_PLACE_PARTICLES = frozenset(
+    [
+        "de",
+        "da",
+        "do",
+        "dos",
+        "das",
+        "del",
+        "della",
+        "di",
+        "du",
+        "la",
+        "le",
+        "les",
+        "van",
+        "von",
+        "der",
+        "den",
+        "of",
+        "upon",
+        "on",
+        "en",
+        "y",
+        "e",
+        "am",
+        "im",
+        "sur",
+        "sobre",
+    ]
+)
+
+
+def place_name(value: str) -> str:
+    """A place as a name: "rio de janeiro" -> "Rio de Janeiro"; one written with capitals stays."""
+    if value != value.lower():
+        return value
+
+    def word(w: str, first: bool) -> str:
+        return w if (w in _PLACE_PARTICLES and not first) else w[:1].upper() + w[1:]
+
+    words = [w.split("-") for w in value.split()]
+    return " ".join("-".join(word(p, i == j == 0) for j, p in enumerate(w)) for i, w in enumerate(words))

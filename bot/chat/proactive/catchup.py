@@ -2,9 +2,11 @@
 
 The memory worker gives the messages since then (or of the last day when they never wrote
 here), at most a bounded number; this module makes the digest without a model, by
-extraction: who said what (each person's most telling message), what was decided, questions
-to the asker and mentions of them, and the dates mentioned. Every line quotes the chat's own
-words, attributed.
+extraction: who said what (each person's most telling message, and their latest when that is
+another), what was decided, questions to the asker and mentions of them, and the dates
+mentioned (every date `dateparser` reads in the configured languages, but for the words it
+reads as dates alone: "we", "may", "now", "a sec"). Every line quotes the chat's own words,
+attributed.
 
 With a model configured, the light (cheapest) tier writes the digest instead, in one call
 (`CommandContext.light_model`), from the same messages quoted as data (fenced and defanged
@@ -61,6 +63,42 @@ _DATE = re.compile(
     r"\d{1,2}[/.]\d{1,2}(?:[/.]\d{2,4})?|\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\d{1,2}\s?(?:am|pm))\b",
     re.IGNORECASE,
 )
+# Words dateparser reads as a date on their own in everyday talk ("we" as Wednesday, "may", "now",
+# "a sec"), and the little words around a date: a found date of these words alone is no date.
+_NOT_A_DATE = frozenset(
+    [
+        "we",
+        "may",
+        "now",
+        "sec",
+        "second",
+        "seconds",
+        "min",
+        "minute",
+        "minutes",
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+        "sun",
+        "march",
+        "just",
+        "a",
+        "an",
+        "the",
+        "on",
+        "at",
+        "by",
+        "in",
+        "of",
+        "to",
+        "for",
+        "this",
+        "that",
+    ]
+)
 _WORD = re.compile(r"[A-Za-zÀ-ÿ']{4,}")
 _SMALL = frozenset(
     [
@@ -116,6 +154,19 @@ def _weight(text: str) -> int:
     return len({w.lower() for w in _WORD.findall(text)} - _SMALL)
 
 
+def _dated(text: str, languages: tuple[str, ...]) -> bool:
+    """True when `text` says a date or a time: our patterns, else any date `dateparser` finds."""
+    if _DATE.search(text):
+        return True
+    from dateparser.search import search_dates  # ~0.3 s to import: only when a digest is made
+
+    try:
+        found = search_dates(text, languages=list(languages)) or []
+    except Exception:  # dateparser on odd text: no date rather than no digest
+        return False
+    return any({w.casefold() for w in re.findall(r"\w+", said)} - _NOT_A_DATE for said, _ in found)
+
+
 def _line(m: Message) -> str:
     return f'- {m["author"] or "someone"}: "{_quote(m["text"])}"'
 
@@ -169,8 +220,8 @@ def model_messages(answer: CatchupAnswer, asker: str, asker_id: str) -> list[Cha
     ]
 
 
-def digest(answer: CatchupAnswer, asker: str, asker_id: str) -> str:
-    """The extractive digest of a catch-up answer, for `asker`."""
+def digest(answer: CatchupAnswer, asker: str, asker_id: str, languages: tuple[str, ...] = ("en",)) -> str:
+    """The extractive digest of a catch-up answer, for `asker` (dates read in `languages`)."""
     mark = _mark(answer)
     people = _others(answer, asker_id)
     if not people:
@@ -185,12 +236,14 @@ def digest(answer: CatchupAnswer, asker: str, asker_id: str) -> str:
         theirs = [m for m in people if (m["author"] or "someone") == who]
         best = max(reversed(theirs), key=lambda m: _weight(m["text"]))
         lines.append(f'- {who} ({n}): "{_quote(best["text"])}"')
+        if theirs[-1] is not best:  # what they said last is not lost behind their longest
+            lines.append(f'  latest: "{_quote(theirs[-1]["text"])}"')
     names = _names(asker)
     lines += _section("Decided", (_line(m) for m in people if _DECISION.search(m["text"])))
     lines += _section(
         "Questions to you and mentions", (_line(m) for m in people if names and names.search(m["text"]))
     )
-    lines += _section("Dates mentioned", (_line(m) for m in people if _DATE.search(m["text"])))
+    lines += _section("Dates mentioned", (_line(m) for m in people if _dated(m["text"], languages)))
     return "\n".join(lines)
 
 
@@ -210,7 +263,8 @@ async def catchup(ctx: CommandContext) -> CommandResult:
     written = None
     if ctx.light_model is not None and _others(answer, asker_id):  # nothing new: no call
         written = await ctx.light_model(ctx.message, model_messages(answer, asker, asker_id))
-    return CommandResult(ctx.redact(written.text if written else digest(answer, asker, asker_id)))
+    languages = ctx.settings.reminders.languages if ctx.settings is not None else ("en",)
+    return CommandResult(ctx.redact(written.text if written else digest(answer, asker, asker_id, languages)))
 
 
 COMMANDS = (

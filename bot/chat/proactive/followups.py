@@ -109,12 +109,23 @@ async def notice(
     return await api.add(chat, body)
 
 
-async def hook(memory: MemoryGateway, message: IncomingMessage, settings: Settings, now: datetime) -> None:
+async def hook(
+    memory: MemoryGateway, message: IncomingMessage, settings: Settings, now: datetime
+) -> Reminder | None:
     """The pipeline's one hook: `notice`, whose failure never costs the message its answer."""
     try:
-        await notice(memory, message, settings.reminders, settings.followups, now)
+        return await notice(memory, message, settings.reminders, settings.followups, now)
     except Exception as err:
         log.warning("follow-up not kept (%s)", err)
+        return None
+
+
+def confirmation(r: Reminder) -> str:
+    """What the person reads when a plan of theirs was kept: the plan, and when they will be asked."""
+    event = str((r.get("every") or {}).get(MARK) or "plan")
+    local = datetime.fromtimestamp(r["due_at"] / 1000, UTC).astimezone(zone(r["tz"]))
+    when = f"{local:%A} {local.day} {local:%B} at {local:%H:%M}"
+    return f"(I'll ask you how your {event} went on {when}; /followups off stops that.)"
 
 
 async def cancel_pending(api: ReminderApi, chat: str, author_id: str) -> int:

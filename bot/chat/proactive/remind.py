@@ -28,6 +28,7 @@ from bot.chat.proactive.when import (
 from bot.chat.types import CommandResult
 from bot.config import ReminderSettings
 from memory_engine.reminders.wire import ReminderRequest
+from memory_engine.reminders.zones import known_zone
 
 TIMEZONE_FACT = "timezone"
 
@@ -41,7 +42,9 @@ async def person_timezone(ctx: CommandContext) -> tuple[str, bool]:
     facts = await ctx.memory.facts(ctx.chat, kind="fact")
     for fact in facts:
         if fact.get("author_id") == ctx.message.author_id and fact.get("key") == TIMEZONE_FACT:
-            return str(fact.get("value")), True
+            known = known_zone(str(fact.get("value")))
+            if known is not None:  # one stored before zones were checked is passed over
+                return known, True
     return _settings(ctx).default_timezone, False
 
 
@@ -84,7 +87,9 @@ def reminder_line(r: Reminder) -> str:
     """`#ID when[, every ...]: text (who)`: one line of /reminders, the number first."""
     due = datetime.fromtimestamp(r["due_at"] / 1000, UTC)
     every = every_of(r)
-    repeat = " (follow-up)" if is_followup(every) else f", {format_every(every)}" if every else ""
+    repeat = f", {format_every(every)}" if every and not is_followup(every) else ""
+    if is_followup(every) and not r["text"].lower().startswith("follow-up"):  # its text says so already
+        repeat = " (follow-up)"
     who = f" ({r['author']})" if r.get("author") else ""
     return f"#{r['id']} {format_when(due, r['tz'])}{repeat}: {r['text']}{who}"
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import ReminderParseError
 from memory_engine.reminders.wire import Every, Reminder
+from memory_engine.reminders.zones import known_zone
 
 EXAMPLE = (
     "For example: /remind tomorrow at 9 to call the bank, /remind in 20 minutes to take the bread "
@@ -25,7 +26,9 @@ EXAMPLE = (
 )
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "ten": 10, "half an": 0.5}
-_UNITS = {"min": 60, "minute": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 7 * 86400}
+_UNITS = {
+    "sec": 1, "second": 1, "min": 60, "minute": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 7 * 86400,
+}  # fmt: skip
 _LEAD = re.compile(
     r"^\s*(?:/remind\S*\s+)?(?:(?:hey|hi|ok|okay)[, ]+)?(?:please[, ]+)?(?:can you |could you )?"
     r"(?:remind (?:me|us)|reminder:?|set a reminder)\b[:,]?\s*",
@@ -35,9 +38,38 @@ _RECALL = re.compile(r"(?:what|who|whom|whose|how|where|why|which|whether|if)\b"
 _REMIND_INSIDE = re.compile(r"\bremind (?:me|us)\b[:,]?", re.IGNORECASE)
 _IN = re.compile(
     r"\b(?:in|after)\s+(\d+(?:[.,]\d+)?|an?|one|two|three|four|five|ten|half an)\s*"
-    r"(min(?:ute)?s?|hours?|hrs?|days?|weeks?)\b",
+    r"(sec(?:ond)?s?|min(?:ute)?s?|hours?|hrs?|days?|weeks?)\b",
     re.IGNORECASE,
 )
+# "in -5 minutes": a duration into the past (a hyphen, a minus sign or a dash before it).
+_IN_PAST = re.compile(
+    r"\b(?:in|after)\s+[-\u2212\u2013\u2014]\s*\d+(?:[.,]\d+)?\s*(?:sec|min|hour|hr|day|week)", re.I
+)
+# Clock times a reader sees as such, checked for being a time of day: "25:00", "24h30",
+# "at 25", "13pm" ("25.12" is left alone: it is a date in much of the world).
+_CLOCK_SAID = re.compile(
+    r"\b(\d{1,3})(?::|h(?=\d))(\d{2})\b|\b(\d{1,3})\s*(am|pm)\b"
+    r"|\b(?:at|um|à|a las)\s+(\d{1,3})\b(?!\s*[:h.]\d)",
+    re.I,
+)
+LATEST = timedelta(days=366 * 100)  # a reminder further off than this is refused
+
+
+def _impossible_clock(body: str) -> str | None:
+    """The first clock time in `body` that is no time of day ("25:00"), as said; None if none."""
+    for m in _CLOCK_SAID.finditer(body):
+        if m.group(1) is not None:
+            hour, minute = int(m.group(1)), int(m.group(2))
+            if hour > 24 or minute > 59 or (hour == 24 and minute > 0):
+                return m.group(0)
+        elif m.group(3) is not None:
+            if not 1 <= int(m.group(3)) <= 12:
+                return m.group(0).replace(" ", "")
+        elif int(m.group(5)) > 24:
+            return m.group(5)
+    return None
+
+
 _EVERY = re.compile(
     r"\bevery\s+(day|morning|evening|weekday|" + "|".join(WEEKDAYS) + r")s?\b"
     r"(?:\s+(?:at\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)?)?",
@@ -52,6 +84,9 @@ _TIME_WORDS = re.compile(
 )
 _BARE_AT = re.compile(r"\b(at|um|à|a las)\s+(\d{1,2})\b(?!\s*[:h.]\d)(?!\s*(?:am|pm))", re.IGNORECASE)
 MAX_WORDS = 40
+# Quotes a request or its task may be wrapped in (`/remind "in 3 minutes to call mum"`).
+_PAIRS = {'"': '"', "“": "”", "”": "”", "„": "“", "«": "»", "»": "«", "'": "'", "‘": "’", "「": "」"}
+_DOUBLE = '"“”„«»「」'  # a lone one of these at an edge is a stray (a lone ' may be an apostrophe)
 
 
 def every_of(r: Reminder) -> Every | None:
@@ -70,12 +105,18 @@ class ParsedReminder:
 
 
 def zone(name: str) -> ZoneInfo:
-    """The IANA zone `name` (Europe/Lisbon); ReminderParseError when unknown."""
+    """The IANA zone `name` (Europe/Lisbon, any case); ReminderParseError when no such zone
+    exists. The names are the API's too (memory_engine.reminders.zones), so both agree; a
+    folder of the database ("Europe") or an overlong name never reaches the file system."""
+    known = known_zone(name)
     try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
+        if known is None:
+            raise ZoneInfoNotFoundError(name)
+        return ZoneInfo(known)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        shown = name.strip()[:40] + ("..." if len(name.strip()) > 40 else "")
         raise ReminderParseError(
-            f"I don't know the time zone {name!r}. Use a name like Europe/Lisbon or America/New_York."
+            f"I don't know the time zone {shown!r}. Use a name like Europe/Lisbon or America/New_York."
         ) from None
 
 
@@ -96,16 +137,25 @@ def parse_reminder(
 ) -> ParsedReminder:
     """Read "remind me WHEN to WHAT" (or WHAT WHEN) said at `now` (aware) by someone in zone `tz`."""
     where = zone(tz)
-    body = _LEAD.sub("", text.strip(), count=1)
-    body = _REMIND_INSIDE.sub(" ", body, count=1).strip()
+    body = _LEAD.sub("", unquote(text), count=1)
+    body = unquote(_REMIND_INSIDE.sub(" ", body, count=1))
     if len(body.split()) > MAX_WORDS:
         raise ReminderParseError(f"That is too long for a reminder. {EXAMPLE}")
+    if _IN_PAST.search(body):
+        raise ReminderParseError(f"A reminder cannot be set in the past: say how long from now. {EXAMPLE}")
+    wrong = _impossible_clock(body)
+    if wrong is not None:
+        raise ReminderParseError(f"{wrong} is not a time of day (00:00 to 23:59). {EXAMPLE}")
     every_match = _EVERY.search(body)
     if every_match:
         return _recurring(body, every_match, now, tz, date_only_time)
     in_match = _IN.search(body)
     if in_match:
         seconds = _amount(in_match.group(1)) * _unit(in_match.group(2))
+        if seconds <= 0:
+            raise ReminderParseError(f"That is now, not later: say how long from now. {EXAMPLE}")
+        if seconds > LATEST.total_seconds():
+            raise ReminderParseError(f"That is too far off (more than 100 years). {EXAMPLE}")
         task = _task(body[: in_match.start()] + " " + body[in_match.end() :])
         return ParsedReminder(task, (now + timedelta(seconds=seconds)).astimezone(UTC), tz)
     found = _split_time(body, now.astimezone(where), where, languages, date_only_time)
@@ -130,9 +180,22 @@ def _unit(word: str) -> int:
     return next(v for k, v in _UNITS.items() if word.startswith(k))
 
 
+def unquote(text: str) -> str:
+    """`text` without the quotes around all of it, nor a stray quote at either edge."""
+    text = text.strip()
+    while len(text) >= 2 and _PAIRS.get(text[0]) == text[-1]:
+        text = text[1:-1].strip()
+    if text[:1] and text[0] in _DOUBLE and sum(text.count(q) for q in _DOUBLE) % 2:
+        text = text[1:].strip()
+    if text[-1:] and text[-1] in _DOUBLE and sum(text.count(q) for q in _DOUBLE) % 2:
+        text = text[:-1].strip()
+    return text
+
+
 def _task(words: str) -> str:
-    task = re.sub(r"^\s*(?:to|that|about|of)\b\s*", "", words.strip(" ,.;:"), flags=re.IGNORECASE)
-    task = re.sub(r"\s+", " ", task).strip(" ,.;:")
+    task = unquote(words.strip(" ,.;:"))
+    task = re.sub(r"^\s*(?:to|that|about|of)\b\s*", "", task, flags=re.IGNORECASE)
+    task = unquote(re.sub(r"\s+", " ", task).strip(" ,.;:"))
     if not task:
         raise ReminderParseError(f"What should I remind you of? {EXAMPLE}")
     return task

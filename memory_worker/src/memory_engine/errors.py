@@ -64,4 +64,4 @@ class NotTheirReminder(MemoryEngineError, PermissionError):
 
 
 class TooManyReminders(MemoryEngineError, ValueError):
-    """The chat has MAX_PENDING pending reminders already."""
+    """The chat has MAX_PENDING pending reminders already, or the person MAX_PENDING_PER_PERSON."""

@@ -44,10 +44,12 @@ async def test_catchup_on_a_busy_group_says_who_decided_asked_and_when(tg, tmp_p
         bob_view = (await ask(tg, group, bob, "/catchup"))["text"]
     lines = digest.splitlines()
     assert lines[0].startswith("6 messages from 2 people since your last message (")
-    assert lines[1:4] == [
+    assert lines[1:6] == [
         "Who said what:",
         '- Bob (3): "I think the lake campsite near the old mill is lovely and quiet"',
+        '  latest: "Alice, can you bring the tent?"',
         '- Carol (3): "OK, decided: we\'ll go camping at the lake on Saturday at 9:00"',
+        '  latest: "haha"',
     ]
     decided = '- Carol: "OK, decided: we\'ll go camping at the lake on Saturday at 9:00"'
     assert lines[lines.index("Decided:") + 1] == decided

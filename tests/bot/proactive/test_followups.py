@@ -36,7 +36,7 @@ async def test_an_opted_in_plan_is_asked_about_once_the_day_after(tg, openai, tm
         [kept] = await pending(pipeline, chat)
         assert kept["every"] == {"followup": "interview"}
         listing = (await ask(tg, chat, alice, "/reminders"))["text"]
-        assert "Friday 4 December 2026 at 10:00 (UTC) (follow-up)" in listing
+        assert "Friday 4 December 2026 at 10:00 (UTC): follow-up: your interview on 2026-12-03" in listing
 
         clock.advance(days=2, hours=21, minutes=59)  # Friday 09:59: not yet
         [courier] = pipeline.reminders.couriers

@@ -317,12 +317,12 @@ def take_org(rest: str) -> str | None:
 
 def after_job(rest: str) -> Iterator[FactChange]:
     """ "... at Stripe", "... from Porto" after a job phrase."""
-    at = re.match(r"\s*,?\s*(?:at|for|with)\s+", rest, re.I)
+    at = re.match(r"\s*+,?\s*(?:at|for|with)\s+", rest, re.I)  # *+: linear on a run of spaces
     if at:
         org = take_org(rest[at.end() :])
         if org:
             yield FactChange("employer", org)
-    came = re.match(r"\s*,?\s*from\s+", rest, re.I)
+    came = re.match(r"\s*+,?\s*from\s+", rest, re.I)
     if came:
         place = take_place(rest[came.end() :], allow_lower=False)
         if place:
@@ -337,7 +337,7 @@ def work(clause: str) -> Iterator[FactChange]:
             yield from after_job(job[1])
     for m in triggers(clause, _BEEN_A):
         job = take_job(clause[m.end() :], need_lexicon=True)
-        if job and re.match(r"\s*,?\s+(?:for|since)\b", job[1], re.I):
+        if job and re.match(r"(?:\s*+,\s+|\s+)(?:for|since)\b", job[1], re.I):
             yield FactChange("job", job[0])  # "I've been a plumber for 20 years": still one
     for pattern in (_WORK_AS, _MY_JOB):
         for m in triggers(clause, pattern):

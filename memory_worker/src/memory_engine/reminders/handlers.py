@@ -8,7 +8,6 @@ on a chat.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from memory_engine import catchup
@@ -16,6 +15,7 @@ from memory_engine.api.route_args import AuthorFilter, Call, NoArgs
 from memory_engine.api.validation import ApiError, integer, plain, unquote_strict
 from memory_engine.reminders import store as reminders
 from memory_engine.reminders import wire as w
+from memory_engine.reminders.zones import known_zone
 
 if TYPE_CHECKING:
     from memory_engine.api.routes import Ctx
@@ -24,7 +24,6 @@ MAX_MS = 2**53  # a JSON number both hosts read exactly
 MAX_ID = 2**63 - 1
 MAX_EVERY_CHARS = 512
 MAX_LEASE_MS = 3_600_000
-TZ_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,2}\Z")  # checked for real by the bot
 
 
 def _ms(value: Any, name: str) -> int:
@@ -215,9 +214,10 @@ def delivered_args(call: Call) -> DeliveredArgs:
 def timezone_args(call: Call) -> PersonFact:
     """`PUT .../timezone`."""
     body = call.body()
-    name = plain(body.get("timezone"), "timezone", 64).strip()
-    if not TZ_NAME.match(name):
-        raise ApiError(400, "timezone must be an IANA name such as Europe/Lisbon")
+    given = plain(body.get("timezone"), "timezone", 64).strip()
+    name = known_zone(given)
+    if name is None:  # a folder ("Europe") or a made-up name: the person's /remind would fail
+        raise ApiError(400, "timezone must be an IANA zone name that exists, such as Europe/Lisbon")
     author_id = plain(body.get("author_id"), "author_id")
     if not author_id:
         raise ApiError(400, "author_id must not be empty")
@@ -303,7 +303,7 @@ def now_ms(ctx: Ctx) -> int:
 
 
 def add(ctx: Ctx, a: AddArgs) -> w.ReminderAnswer:
-    """Keep a reminder (400 past the per-chat limit)."""
+    """Keep a reminder (400 past the chat's or the person's limit)."""
     try:
         return reminders.add(ctx.memory.sql, ctx.memory.now(), **a)
     except reminders.TooManyReminders as err:

@@ -37,6 +37,7 @@ from memory_engine.storage import SqlStorage
 
 DISPATCH_KEY = "@dispatch"  # not a valid chat key: no chat route can reach the dispatch object
 MAX_PENDING = 200  # pending reminders per chat
+MAX_PENDING_PER_PERSON = 25  # of them one person's: one member cannot take every slot
 MAX_TEXT = 1000
 DONE_KEPT_MS = 24 * 3600 * 1000  # acked dispatch rows are kept a day: a late re-offer stays a no-op
 MAX_LEASE = 50
@@ -84,12 +85,22 @@ def add(
     tz: str = "UTC",
     every: Every | None = None,
 ) -> ReminderAnswer:
-    """Keep a reminder; `{"reminder"}`. Raises TooManyReminders past MAX_PENDING."""
+    """Keep a reminder; `{"reminder"}`. Raises TooManyReminders past MAX_PENDING in the chat or
+    MAX_PENDING_PER_PERSON of `author_id`'s."""
 
     def run() -> ReminderAnswer:
         count = sql.exec("SELECT COUNT(*) AS n FROM reminders WHERE state = 'pending'")[0]["n"]
         if int(count) >= MAX_PENDING:
             raise TooManyReminders(f"this chat has {MAX_PENDING} pending reminders already")
+        if author_id:
+            theirs = sql.exec(
+                "SELECT COUNT(*) AS n FROM reminders WHERE state = 'pending' AND author_id = ?", author_id
+            )[0]["n"]
+            if int(theirs) >= MAX_PENDING_PER_PERSON:
+                raise TooManyReminders(
+                    f"you have {MAX_PENDING_PER_PERSON} pending reminders in this chat already: "
+                    "cancel one first (/reminders, /unremind N)"
+                )
         rows = sql.exec(
             "INSERT INTO reminders(author, author_id, text, due_at, tz, every, created_at) "
             f"VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}",
