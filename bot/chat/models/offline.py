@@ -116,44 +116,10 @@ _POSSESSIVE = re.compile(
     r"(?<!\bmy )(?<!\byour )(?<!\bthe )(?<!\bour )(?<!\bhis )(?<!\bher )\b(\w+)['\u2019]s\b", re.I
 )
 _SUBJECT_NAME = re.compile(r"\b(?:[Dd]oes|[Dd]id|[Ii]s|[Ww]as|[Hh]as|[Aa]bout)\s+([A-Z][\w'-]+)")
-_NOT_PERSON = frozenset(
-    [
-        "it",
-        "that",
-        "what",
-        "who",
-        "where",
-        "there",
-        "here",
-        "everyone",
-        "everybody",
-        "anyone",
-        "anybody",
-        "someone",
-        "somebody",
-        "one",
-        "today",
-        "tomorrow",
-        "yesterday",
-        "tonight",
-        "he",
-        "she",
-        "they",
-        "this",
-        "the",
-        "my",
-        "your",
-        "our",
-        "their",
-        "his",
-        "her",
-        "i",
-        "let",
-        "today's",
-        "everyone's",
-        "nobody",
-        "nobody's",
-    ]
+_NOT_PERSON = _words(
+    "it that what who where there here everyone everybody anyone anybody someone somebody one "
+    "today tomorrow yesterday tonight he she they this the my your our their his her i let "
+    "today's everyone's nobody nobody's"
 )
 _STOP = _words(
     "a an the i me my mine you your yours is are am was were be been do does did what what's whats "
