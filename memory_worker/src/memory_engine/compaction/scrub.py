@@ -64,7 +64,9 @@ def _pattern(values: Iterable[str]) -> re.Pattern[str] | None:
     for value in values:
         for item in value.split(","):
             item = " ".join(item.split())
-            item = re.sub(r"\s*\([^)]*\)$", "", item)  # "Rex (dog)": the name is what must go
+            at = item.rfind("(")  # "Rex (dog)": the name is what must go (no regex: linear)
+            if at >= 0 and item.endswith(")") and ")" not in item[at + 1 : -1]:
+                item = item[:at].rstrip()
             if len(item) >= 2:
                 parts.append(r"\s+".join(re.escape(w) for w in item.split()))
     if not parts:
