@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_worker.local.logs import LOGGERS
+
 _SERIAL = threading.Lock()
 
 
@@ -52,6 +54,10 @@ def _process_state(cwd: Path, env: dict[str, str], stdin: str) -> Iterator[tuple
     saved_streams = sys.stdin, sys.stdout, sys.stderr
     root = logging.getLogger()
     saved_logging = root.level, list(root.handlers)
+    # `memory serve` in this process configures its own loggers (httpx among them): put them back,
+    # or a later test on this worker would see httpx at WARNING and not propagating.
+    named = [logging.getLogger(name) for name in LOGGERS]
+    saved_named = [(lg.level, list(lg.handlers), lg.propagate) for lg in named]
     saved_umask = os.umask(0o022)
     os.umask(saved_umask)
     out, err = io.StringIO(), io.StringIO()
@@ -69,6 +75,10 @@ def _process_state(cwd: Path, env: dict[str, str], stdin: str) -> Iterator[tuple
         os.umask(saved_umask)
         root.setLevel(saved_logging[0])
         root.handlers[:] = saved_logging[1]
+        for lg, (level, handlers, propagate) in zip(named, saved_named, strict=True):
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
 
 
 def run_cli(*argv: str, cwd: Path, env: dict[str, str], stdin: str = "") -> CliRun:
