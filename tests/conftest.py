@@ -193,6 +193,7 @@ SYSTEM_MODULES = frozenset(
         "bot/proactive/test_followups.py",
         "bot/proactive/test_reminders_delivery.py",
         "bot/proactive/test_reminders_faults.py",
+        "bot/test_hardening_regex.py",
         "engine/test_compaction.py",
         "engine/test_user_data_api.py",
         "hosts/test_memory_contract.py",
