@@ -26,9 +26,8 @@ def explain(exc: BaseException, args: argparse.Namespace) -> str | None:
             "Telegram rejected TELEGRAM_BOT_TOKEN: copy it again from @BotFather (/mybots -> API Token); "
             "`chatbot doctor` checks it"
         )
-    if type(exc).__name__ == "FolderInUse":  # memory_worker.local.storage: a restore holds the folder
-        folder = getattr(args, "data", "the memory folder")
-        return f"{folder} is in use: `chatbot memory restore` is replacing it; try again when it is done"
+    if type(exc).__name__ == "FolderInUse":  # memory_worker.local.storage: another writer holds it
+        return str(exc)  # names the folder, the process that holds it and what to do
     if isinstance(exc, socket.gaierror):
         host_opt, _ = _WHERE.get(args.command, ("--host", "--port"))
         host = getattr(args, "host", None) or "the listening address"

@@ -16,8 +16,9 @@ hash (SHA-256) the manifest lists, checked again on the copy it restores. One fi
 fails refuses the whole backup, with a one-line reason. The hash finds a file edited
 without its manifest; one rewritten with its manifest is stopped by the schema check only
 where it changes the schema. It refuses a DIR that holds anything unless `force`, refuses while
-a host serves DIR (the host holds `DIR/.serving.lock`, see `ServeLock`), and swaps the
-restored folder in by renames.
+another process writes DIR (it holds `DIR/.serving.lock`, see `ServeLock`; the restore holds
+it meanwhile, so no host starts on the folder it swaps), and swaps the restored folder in by
+renames.
 """
 
 from __future__ import annotations
@@ -285,11 +286,7 @@ def restore(src: Path, data_dir: Path, *, force: bool = False) -> BackupReport:
     if held and not force:
         raise BackupError(f"{data_dir} is not empty: add --force to replace the memory in it")
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        lock = ServeLock(data_dir, exclusive=True)
-    except FolderInUse:
-        why = "stop it first (its databases stay open), nothing was restored"
-        raise BackupError(f"a memory host is serving {data_dir}: {why}") from None
+    lock = ServeLock(data_dir)  # FolderInUse while a host serves it: its databases stay open
     temp = data_dir.parent / f".{data_dir.name}.restoring-{os.getpid()}"
     old = data_dir.parent / f".{data_dir.name}.replaced-{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)
@@ -339,6 +336,9 @@ def restore_main(src: Path, data_dir: Path, force: bool) -> int:
     """`chatbot memory restore SRC [--data DIR] [--force]`."""
     try:
         report = restore(src, data_dir, force=force)
+    except FolderInUse as err:
+        print(f"error: {err}; nothing was restored", file=sys.stderr)
+        return 2
     except (BackupError, OSError, sqlite3.Error) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

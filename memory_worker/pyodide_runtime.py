@@ -21,6 +21,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -130,7 +131,7 @@ def worker_env(environ: dict[str, str], token: str) -> dict[str, str]:
 
 
 def serve_lock(data_dir: Path) -> ServeLock:
-    """The folder's shared serve lock, as the local host takes it: `memory restore` refuses meanwhile."""
+    """The folder's serve lock, as the local host takes it (one writer at a time; FolderInUse)."""
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     return ServeLock(Path(data_dir))
 
@@ -148,8 +149,8 @@ def serve(host: str, port: int, data_dir: Path) -> int:
         return 2
     try:
         lock = serve_lock(data_dir)
-    except FolderInUse:
-        print(f"cannot serve {data_dir}: `chatbot memory restore` is replacing it", flush=True)
+    except FolderInUse as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     assert lock.fd is not None
     os.set_inheritable(lock.fd, True)  # Node holds it after execve
@@ -193,7 +194,7 @@ class PyodideHost:
         """Start Node and wait for its ready line; raises if it exits or times out."""
         check_installed()
         self._release_lock()
-        self._lock = serve_lock(self.data_dir)  # raises FolderInUse during a restore
+        self._lock = serve_lock(self.data_dir)  # FolderInUse while another host or a restore holds it
         assert self._lock.fd is not None
         self._log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         env = worker_env({**os.environ, **self.env}, self.token)

@@ -49,7 +49,8 @@ class ChatStore:
         self.clock = clock
         private_folder(self.data_dir)
         private_folder(self.data_dir / "chats")
-        # Held while this store may have databases open: `memory restore` refuses meanwhile.
+        # Held while this store may have databases open: one writer of DIR at a time (a second
+        # host, an import, a restore are refused meanwhile). Raises FolderInUse.
         self.serving: ServeLock | None = ServeLock(self.data_dir)
         self.max_open = max_open
         self.retention = retention

@@ -1,11 +1,12 @@
 """`SqliteStorage`: the engine's `SqlStorage` over one sqlite3 database file; `ServeLock`, the
-lock a host holds on its folder while it serves (restore refuses to replace a served folder)."""
+lock every writer of a memory folder holds (a host while it serves, a restore while it swaps)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -120,24 +121,42 @@ SERVE_LOCK = ".serving.lock"
 
 
 class FolderInUse(MemoryEngineError, RuntimeError):
-    """Another process holds the folder's serve lock the other way."""
+    """Another process holds the folder's serve lock; the message names it and what to do."""
+
+
+def _this_process() -> str:
+    """How the lock file names its holder: the pid and the command (`chatbot memory serve`)."""
+    words = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"]
+    words += [w for w in sys.argv[1:3] if not w.startswith("-")]
+    return f"pid {os.getpid()}, {' '.join(words)}"
 
 
 class ServeLock:
-    """`flock` on DIR/.serving.lock: shared while a host serves DIR, exclusive for a restore.
+    """`flock` on DIR/.serving.lock, exclusive: one writer of a memory folder at a time.
 
-    The kernel drops it when the process ends, however it ends: no stale lock to clean up.
+    Every writer takes it: a host serving DIR (`chatbot memory serve`, the embedded host of
+    `chatbot chat` and `chatbot import`, the Pyodide host) and `chatbot memory restore`. Two
+    hosts on one folder would each migrate and write the same databases behind the other's
+    back. The holder writes its pid and command into the file, so a refusal names it. The
+    kernel drops the lock when the process ends, however it ends: no stale lock to clean up.
     """
 
-    def __init__(self, data_dir: Path, exclusive: bool = False):
+    def __init__(self, data_dir: Path, holder: str | None = None):
         path = Path(data_dir) / SERVE_LOCK
         self.fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(self.fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            held_by = os.read(self.fd, 512).decode("utf-8", "replace").strip()
             os.close(self.fd)
             self.fd = None
-            raise FolderInUse(f"{data_dir} is in use") from None
+            who = f" ({_printable(held_by)})" if held_by else ""
+            raise FolderInUse(
+                f"the memory folder {data_dir} is in use by another chatbot process{who}: "
+                "stop it first, or point this one at its API (MEMORY_URL)"
+            ) from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, (holder or _this_process()).encode("utf-8") + b"\n", 0)
 
     def release(self) -> None:
         """Let go of the lock (closing the file drops it)."""
@@ -147,3 +166,8 @@ class ServeLock:
 
     def __del__(self) -> None:
         self.release()
+
+
+def _printable(text: str) -> str:
+    """The holder's line as the refusal prints it: no control characters (a terminal's escapes)."""
+    return "".join(c for c in text if c.isprintable())[:200]

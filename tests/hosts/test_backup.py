@@ -13,6 +13,7 @@ import pytest
 from bot.cli import main
 from memory_worker import backup as backup_module
 from memory_worker.backup import BackupError, backup, restore, verify
+from memory_worker.local.storage import FolderInUse
 from tests.support import TOKEN, LocalBackend, local_memory, stored_messages, wait_until
 
 CHATS = [f"telegram:-100{i}" for i in range(12)]
@@ -174,9 +175,9 @@ async def test_restore_refuses_while_a_host_serves_the_folder(mem, tmp_path):
     await mem.turn(CHATS[0], "hello there", author="Ada", author_id="7", message_id="a")
     backup(mem.data_dir, tmp_path / "b")
     await mem.turn(CHATS[0], "said after the backup", author="Ada", author_id="7", message_id="b")
-    with pytest.raises(BackupError, match="a memory host is serving"):
+    with pytest.raises(FolderInUse, match="in use by another chatbot process"):
         restore(tmp_path / "b", mem.data_dir, force=True)
-    assert main(["memory", "restore", str(tmp_path / "b"), "--data", str(mem.data_dir), "--force"]) == 1
+    assert main(["memory", "restore", str(tmp_path / "b"), "--data", str(mem.data_dir), "--force"]) == 2
     assert len(stored_messages(mem.data_dir, CHATS[0])) == 2  # nothing was replaced
     await mem.close()  # stopped: now it may
     restore(tmp_path / "b", mem.data_dir, force=True)

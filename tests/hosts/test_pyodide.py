@@ -64,7 +64,7 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
     try:
         await served.start(timeout=120)
         with pytest.raises(FolderInUse):  # Node holds the serve lock: `memory restore` refuses
-            ServeLock(tmp_path / "data", exclusive=True)
+            ServeLock(tmp_path / "data")
         async with httpx.AsyncClient(
             base_url=served.url, headers=AUTH, trust_env=False, timeout=60
         ) as client:
@@ -116,7 +116,7 @@ async def test_cli_serves_every_route_and_kill_9_loses_no_acknowledged_write(tmp
             assert all(isinstance(r, httpx.TransportError) for r in results), results
     finally:
         served.stop_quietly()
-    ServeLock(tmp_path / "data", exclusive=True).release()  # the kernel dropped it with Node
+    ServeLock(tmp_path / "data").release()  # the kernel dropped it with Node
     try:
         await served.start(timeout=120)
         async with httpx.AsyncClient(

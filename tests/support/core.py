@@ -172,9 +172,9 @@ def stored_messages(memory_dir: Path, chat_key: str) -> list[dict[str, Any]]:
     """Every message row of one chat, read straight from its database file (read-only), in id order."""
     import sqlite3
 
-    from memory_worker.local import ChatStore
+    from memory_worker.local.chats import chat_file
 
-    path = ChatStore(memory_dir).path_for(chat_key)
+    path = Path(memory_dir) / chat_file(chat_key)  # not a ChatStore: it would take the folder's lock
     if not path.exists():
         return []
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
