@@ -10,14 +10,16 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_worker.local.storage import ServeLock, SqliteStorage, private_folder
 
 if TYPE_CHECKING:  # imported by the first open: the host listens before it loads the engine
+    from memory_engine.compaction.compact import Summarize
     from memory_engine.engine import ChatMemory
 
 MAX_OPEN_CHATS = 256
+T = TypeVar("T")
 
 
 @dataclass
@@ -103,7 +105,8 @@ class ChatStore:
         for old_key in list(self._open):
             if len(self._open) <= self.max_open:
                 break
-            if not self._pins[old_key] and old_key != chat_key:
+            # Not a chat in use: one whose request runs in a worker thread, or waits its turn.
+            if not self._pins[old_key] and not self._lock_users[old_key] and old_key != chat_key:
                 self._open.pop(old_key).storage.close()
         return memory
 
@@ -154,6 +157,23 @@ class ChatStore:
                 del self._lock_users[chat_key]
                 del self._locks[chat_key]
 
+    def unlocked_while(self, chat_key: str, summarize: Summarize) -> Summarize:
+        """`summarize`, called with the chat's lock (held by the caller) let go meanwhile.
+
+        A compaction reads and writes the chat under its lock, like every request, and lets
+        the chat's turns in while it waits on the model: as a Durable Object's input gate
+        opens while it awaits a fetch, and no more. The lock is held again when it returns."""
+
+        async def summarize_unlocked(previous: str, rows: list[dict[str, Any]]) -> str:
+            lock = self._locks[chat_key]
+            lock.release()
+            try:
+                return await summarize(previous, rows)
+            finally:
+                await _hold_again(lock)
+
+        return summarize_unlocked
+
     def close(self) -> None:
         """Checkpoint and close every open database."""
         while self._open:
@@ -162,3 +182,23 @@ class ChatStore:
         if self.serving is not None:
             self.serving.release()
             self.serving = None
+
+
+async def _hold_again(lock: asyncio.Lock) -> None:
+    """Acquire `lock` again, even when cancelled meanwhile (the caller's `async with` releases it
+    on the way out; then the cancellation goes on)."""
+    await uncancelled(asyncio.ensure_future(lock.acquire()))
+
+
+async def uncancelled(future: asyncio.Future[T]) -> T:
+    """`future`'s result, waited for to the end even when the caller is cancelled meanwhile (then
+    CancelledError once it is done): a chat's lock is never let go while its work still runs."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return future.result()

@@ -221,16 +221,24 @@ class CompactionScheduler:
                 memory = self.store.open(chat_key)
                 # Reminders first: a compaction may wait on a model; a due reminder must not.
                 retry_at = await self._hand_over(chat_key, memory)
-                try:
-                    delay = await on_alarm(memory, self.summarize, *self.backoff, now_ms=self.now_ms)
-                except Exception:
-                    log.exception("compaction failed chat=%s", chat_key)
-                    delay = UNEXPECTED_FAILURE_RETRY_MS
-                # Read after the compaction's await: a reminder added or cancelled meanwhile
-                # left the alarm to this run (no await from here to the write).
-                at = None
-                if self.store.exists(chat_key):
-                    at = next_wake(self.store.open(chat_key).sql, self.now_ms(), delay, retry_at)
+                # Under the chat's lock, as a request (its turns run in worker threads); let go
+                # while the summarizer is awaited.
+                async with self.store.lock(chat_key):
+                    if not self.store.exists(chat_key):  # forgotten meanwhile
+                        self.alarms.delete(chat_key)
+                        return
+                    memory = self.store.open(chat_key)
+                    try:
+                        summarize = self.store.unlocked_while(chat_key, self.summarize)
+                        delay = await on_alarm(memory, summarize, *self.backoff, now_ms=self.now_ms)
+                    except Exception:
+                        log.exception("compaction failed chat=%s", chat_key)
+                        delay = UNEXPECTED_FAILURE_RETRY_MS
+                    # Read after the compaction's await: a reminder added or cancelled meanwhile
+                    # left the alarm to this run (no await from here to the write).
+                    at = None
+                    if self.store.exists(chat_key):
+                        at = next_wake(self.store.open(chat_key).sql, self.now_ms(), delay, retry_at)
                 if at is None:
                     self.alarms.delete(chat_key)
                 else:

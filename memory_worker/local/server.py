@@ -20,6 +20,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from memory_engine.api.http_types import CHAT_KEY, JSON_HEADERS, VERSION, Reques
 from memory_engine.api.validation import BODY_TOO_LARGE, MAX_BODY_BYTES
 from memory_engine.backoff import BACKOFF_BASE_MS, BACKOFF_MAX_MS
 from memory_worker.local.alarms import AlarmTable
-from memory_worker.local.chats import MAX_OPEN_CHATS, ChatStore
+from memory_worker.local.chats import MAX_OPEN_CHATS, ChatStore, uncancelled
 from memory_worker.local.health import HealthAnswer, healthy, host_version, storage_state
 from memory_worker.local.offline import OfflineSummarizer
 from memory_worker.local.scheduler import CompactionScheduler, now_ms
@@ -63,6 +64,8 @@ CLIENT_GONE = Response(499, {"error": "the client closed the connection before s
 # crashed or gave up), has its stored rows indexed in the background, so the chat's next
 # turn does not pay for it (it would index them first otherwise: nothing is unsearchable).
 INDEX_IDLE_S = 30.0
+# Threads that run the chats' engine work: as many chats at once (more wait for a thread).
+WORKER_THREADS = 8
 
 
 class MemoryHost:
@@ -109,6 +112,8 @@ class MemoryHost:
         self._index_timers: dict[str, asyncio.TimerHandle] = {}
         self._index_tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        # The chats' engine work (`_execute`): a few threads, one chat at a time in each.
+        self._workers = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="chat")
 
     @property
     def version(self) -> str:
@@ -164,22 +169,28 @@ class MemoryHost:
         return await self._execute(op), op.chat_key
 
     async def _execute(self, op: Operation) -> Response:
-        from memory_engine.api.http import execute
+        from memory_engine.api.http import execute, execute_now
 
         effects = op.kind
         chat = op.chat_key
         if effects.summarizes:  # waits on the summarizer: must not hold up the chat's turns
             if not self.store.exists(chat):
                 return await execute(op, self.store.empty(), self.summarize)
-            with self.store.pinned(chat):
-                return await execute(op, self.store.open(chat), self.summarize)
+            async with self.store.lock(chat):
+                with self.store.pinned(chat):
+                    summarize = self.store.unlocked_while(chat, self.summarize)
+                    return await execute(op, self.store.open(chat), summarize)
         async with self.store.lock(chat):
             if not self.store.exists(chat) and (effects.read_only or effects.forgets):
                 if effects.forgets:
                     return Response(200, {"deleted": False})
                 return await execute(op, self.store.empty())
             memory = self.store.open(chat)
-            response = await execute(op, memory)
+            # The engine's work, off the event loop: one chat's heavy turn (a long text, an
+            # import batch) does not hold the other chats' requests. The chat's lock keeps its
+            # connection to one thread at a time.
+            work = asyncio.get_running_loop().run_in_executor(self._workers, execute_now, op, memory)
+            response = await uncancelled(work)
             if response.status != 200:
                 return response
             if effects.erases_chat:
@@ -315,6 +326,7 @@ class MemoryHost:
         self._index_timers.clear()
         for task in self._index_tasks:
             task.cancel()
+        self._workers.shutdown(wait=True)  # no thread still on a connection that closes next
         self.store.close()
         self.alarms.close()
         if isinstance(self.summarize, OfflineSummarizer):

@@ -3,17 +3,20 @@ and 15), one chat's heavy turn does not hold the others (item 13)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from memory_engine.engine import ChatMemory
 from memory_worker.local import EmbeddedMemoryHost
 from memory_worker.local.storage import SERVE_LOCK, FolderInUse, ServeLock
 from memory_worker.pyodide_runtime import serve_lock
-from tests.support import TOKEN, clean_env
+from tests.support import TOKEN, LocalBackend, clean_env, wait_until
 from tests.support.net import ServedMemory
 
 CHATBOT = str(Path(sys.executable).with_name("chatbot"))
@@ -80,3 +83,35 @@ def test_a_host_started_while_restore_holds_the_folder_says_so_in_one_line(tmp_p
         restoring.release()
     _one_line_refusal(run, "chatbot memory restore")
     assert (tmp_path / "memory" / SERVE_LOCK).exists()
+
+
+async def test_one_chats_heavy_turn_does_not_hold_another_chats_turn(tmp_path, monkeypatch):
+    """Item 13: the local host ran the engine on its event loop, so a 64 KiB turn in one chat
+    held every other chat's turn until it was done. Here the first chat's turn is held inside
+    the engine until the second chat's turn has been answered (at most 15 s): order, not time."""
+    entered, answered = threading.Event(), threading.Event()
+    released: list[bool] = []
+    turn = ChatMemory.turn
+
+    def held_turn(self: ChatMemory, *args: object, **kwargs: object) -> object:
+        if str(kwargs.get("text", "")).startswith("heavy"):
+            entered.set()
+            released.append(answered.wait(timeout=15))  # False: nothing else ran meanwhile
+        return turn(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ChatMemory, "turn", held_turn)
+    mem = await LocalBackend(tmp_path / "memory").start()
+    try:
+        heavy = asyncio.create_task(
+            mem.turn("telegram:1", "heavy " + "🙂" * 1000, author="Ada", author_id="1", message_id="h")
+        )
+        await wait_until(entered.is_set, timeout=30, what="the heavy turn inside the engine")
+        light = await mem.turn("telegram:2", "hello there", author="Bo", author_id="2", message_id="l")
+        answered.set()
+        assert not heavy.done()  # the second chat was answered while the first one's turn ran
+        await heavy
+        assert released == [True]
+        assert light["message_id"] == "l"
+    finally:
+        answered.set()
+        await mem.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hmac
 import inspect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "Response",
     "authorized",
     "execute",
+    "execute_now",
     "parse",
 ]
 
@@ -174,6 +175,28 @@ def _parse(req: Request, token: str) -> Operation | Response:
 
 async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None = None) -> Response:
     """Run a parsed operation on the chat's memory and shape the answer."""
+    answer = _begin(op, memory, summarize)
+    if not inspect.isawaitable(answer):
+        return answer
+    try:
+        return Response(200, await answer)
+    except ApiError as err:
+        return _refusal(err)
+
+
+def execute_now(op: Operation, memory: ChatMemory) -> Response:
+    """Run a parsed operation that never waits (its kind does not summarize) to the end, in the
+    caller's thread: a host may run it off its event loop. TypeError for one that waits."""
+    answer = _begin(op, memory, None)
+    if inspect.isawaitable(answer):
+        if inspect.iscoroutine(answer):
+            answer.close()
+        raise TypeError(f"{op.name} waits on the summarizer: run it with `execute`")
+    return answer
+
+
+def _begin(op: Operation, memory: ChatMemory, summarize: Summarize | None) -> Response | Awaitable[Any]:
+    """The operation's answer, or what to await for it (an operation that waits)."""
     route = BY_NAME.get(op.name)
     if route is None or route.run is None:
         return Response(404, {"error": "unknown route"})
@@ -182,8 +205,8 @@ async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None
         ensure_settled(memory.sql)
     try:
         answer = route.run(Ctx(memory, op.chat_key, summarize), op.args)
-        if inspect.isawaitable(answer):
-            answer = await answer
     except ApiError as err:
         return _refusal(err)
+    if inspect.isawaitable(answer):
+        return answer
     return Response(200, answer)
