@@ -13,6 +13,7 @@ from bot.chat.commands.own_data import topic_line
 from bot.chat.commands.persona import persona_command, persona_line
 from bot.chat.commands.registry import Arg, Command, CommandContext, Registry
 from bot.chat.commands.usage_report import usage_chart_png, usage_table
+from bot.chat.memory.gateway import ForgetUnfinished
 from bot.chat.models.tiers import rank_tiers
 from bot.chat.proactive.catchup import COMMANDS as CATCHUP_COMMANDS
 from bot.chat.proactive.followups import COMMANDS as FOLLOWUP_COMMANDS
@@ -96,9 +97,25 @@ async def _forgetme(ctx: CommandContext) -> CommandResult:
     # being made now is not recorded with its words; the chat's lock lets a message of theirs
     # that is being recorded land first, so the forget covers it.
     ctx.chats.forget_author(ctx.chat, ctx.message.author_id)
-    async with ctx.chats.lock(ctx.chat):
-        await ctx.memory.forget_author(ctx.chat, ctx.message.author_id)
+    try:
+        async with ctx.chats.lock(ctx.chat):
+            await ctx.memory.forget_author(ctx.chat, ctx.message.author_id)
+    except ForgetUnfinished as exc:
+        return CommandResult(
+            _unfinished(exc.dropped, "what my memory holds of you is not forgotten yet", "/forgetme")
+        )
     return CommandResult("Done: I forgot your messages and what I knew about you in this chat.")
+
+
+def _unfinished(dropped: int, left: str, again: str) -> str:
+    """What a forget did while the memory was unreachable: what went, what is left, what to do."""
+    went = (
+        f"I dropped the {dropped} records (messages and my answers to them) that were waiting to be "
+        "saved, so they will never be stored, but "
+        if dropped
+        else ""
+    )
+    return f"My memory is unreachable right now: {went}{left}. Send {again} again in a little while."
 
 
 async def _facts(ctx: CommandContext) -> CommandResult:
@@ -201,8 +218,11 @@ async def _forget(ctx: CommandContext) -> CommandResult:
         ctx.chat, "forget", FORGET_CONFIRM_S
     ):
         ctx.chats.forget_chat(ctx.chat)  # first, as in /forgetme
-        async with ctx.chats.lock(ctx.chat):
-            await ctx.memory.forget_chat(ctx.chat)
+        try:
+            async with ctx.chats.lock(ctx.chat):
+                await ctx.memory.forget_chat(ctx.chat)
+        except ForgetUnfinished as exc:
+            return CommandResult(_unfinished(exc.dropped, "this chat's memory is not erased yet", "/forget"))
         return CommandResult("Done: this chat's memory is erased.")
     ctx.chats.ask(ctx.chat, "forget")
     return CommandResult(

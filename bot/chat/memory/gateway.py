@@ -30,6 +30,15 @@ B = TypeVar("B")
 R = TypeVar("R")
 
 
+class ForgetUnfinished(MemoryUnavailable):
+    """A forget the worker could not take: the `dropped` records that waited in the outbox are
+    gone (they will never be stored), what the worker holds is not forgotten yet."""
+
+    def __init__(self, message: str, dropped: int, status: int | None = None) -> None:
+        super().__init__(message, status)
+        self.dropped = dropped
+
+
 class MemoryGateway(MemoryRoutes):
     """The memory client, the outbox and the retries behind one surface; open it with `async with`.
 
@@ -198,14 +207,22 @@ class MemoryGateway(MemoryRoutes):
         return await self.client.call(route, chat, body=body, query=query, path=path)
 
     async def forget_author(self, chat: str, author_id: str) -> wire.ForgetAuthorAnswer:
-        """Forget one person in a chat: what waits in the outbox first, then the worker's."""
-        await self.outbox.forget(chat, author_id)  # first: nothing of them may be replayed after
-        return await super().forget_author(chat, author_id)
+        """Forget one person in a chat: what waits in the outbox first, then the worker's
+        (ForgetUnfinished when the worker cannot be reached: the outbox's part is done)."""
+        dropped = await self.outbox.forget(chat, author_id)  # first: nothing may be replayed after
+        try:
+            return await super().forget_author(chat, author_id)
+        except MemoryUnavailable as exc:
+            raise ForgetUnfinished(str(exc), dropped, exc.status) from exc
 
     async def forget_chat(self, chat: str) -> wire.ForgetChatAnswer:
-        """Forget the whole chat: what waits in the outbox first, then the worker's."""
-        await self.outbox.forget(chat)  # first: nothing of it may be replayed after
-        return await super().forget_chat(chat)
+        """Forget the whole chat: what waits in the outbox first, then the worker's
+        (ForgetUnfinished when the worker cannot be reached: the outbox's part is done)."""
+        dropped = await self.outbox.forget(chat)  # first: nothing of it may be replayed after
+        try:
+            return await super().forget_chat(chat)
+        except MemoryUnavailable as exc:
+            raise ForgetUnfinished(str(exc), dropped, exc.status) from exc
 
     # -- people's own data -------------------------------------------------------------
 
