@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from bot.chat import limits, logs
 from bot.chat.access import AccessPolicy
+from bot.chat.bounds import bounded_message
 from bot.chat.chats import ChatState, LastPrompt
 from bot.chat.commands.handlers import COMMANDS
 from bot.chat.commands.registry import NOT_AVAILABLE, CommandContext, Registry, refused
@@ -293,6 +294,7 @@ class Pipeline:
         if not verdict.allowed:
             turn.exit = "refused"
             return Reply(text=verdict.refusal, ok=True, with_memory=False)
+        message, cut = bounded_message(message)  # at the edge: what the model and the memory see
         if not message.addressed:
             await self.record(message)
             turn.exit = "recorded"
@@ -306,6 +308,8 @@ class Pipeline:
         intake = self._note_typo(await self.media.read(message))
         if kept is not None:  # the plan named, whatever the model says
             intake = replace(intake, notice=_with_notice(intake.notice, followups.confirmation(kept)))
+        if cut:
+            intake = replace(intake, notice=_with_notice(cut, intake.notice))
         if not intake.answer:  # a notice alone: nothing for a model to answer
             await self._remember_only(message, intake.text)
             turn.exit = "notice"
@@ -446,6 +450,7 @@ class Pipeline:
         "[photo] caption", a voice message by its caption alone (see media.unaddressed_text).
         """
         if self.access.allows(message):
+            message, _ = bounded_message(message)  # not answered: nobody to tell
             await followups.hook(self.memory, message, self.settings, self.clock())
             await self._remember_only(message, unaddressed_text(message) if message.media else message.text)
 

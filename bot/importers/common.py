@@ -38,6 +38,7 @@ class Record:
     ts: str
     role: str = "user"
     reply_to_message_id: str = ""  # the message it answers (the worker links a bot's answer to its asker)
+    cut: bool = False  # its text was over MAX_TEXT_BYTES: cut to fit (the summary counts them)
 
     def body(self) -> dict[str, str]:
         """The message as the import route takes it."""
@@ -75,6 +76,13 @@ def clean(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     return data[: max_bytes - 3].decode("utf-8", "ignore") + "…"
+
+
+def was_cut(text: str, max_bytes: int) -> bool:
+    """True when `clean(text, max_bytes)` cuts `text` (over `max_bytes` of UTF-8)."""
+    if len(text) <= max_bytes // 4:  # fits whatever its characters: most messages stop here
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > max_bytes
 
 
 def utc_iso(dt: datetime) -> str:

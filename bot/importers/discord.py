@@ -31,6 +31,7 @@ from bot.importers.common import (
     require,
     stream_items,
     utc_iso,
+    was_cut,
 )
 
 KEPT_TYPES = frozenset({"Default", "Reply"})  # the live adapter's ANSWERED_TYPES
@@ -100,7 +101,7 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
         author_id = str(require(author_id, (str, int), path, f"{where}.author", "id"))
     if m.get("type", "Default") not in KEPT_TYPES or author.get("isBot"):
         return None  # joins, pins, calls, thread starts; other bots (the live bot skips them too)
-    text = render(m)
+    text, content = render(m), m.get("content")
     if not text or text.isspace():  # (`not text.strip()`, without the copy)
         return None
     name = author.get("nickname") or author.get("name") or author_id
@@ -111,6 +112,8 @@ def convert(path: Path, where: str, m: dict[str, Any], channel_id: str, scope: s
         _name(name if type(name) is str else str(name)),
         field(path, where, "author.id", author_id),
         ts,
+        # `render` cuts the content before it expands mentions: over the limit either way.
+        cut=was_cut(text, MAX_TEXT_BYTES) or (type(content) is str and was_cut(content, MAX_TEXT_BYTES)),
     )
 
 

@@ -68,6 +68,7 @@ class Plan:
     names: dict[str, str] = field(default_factory=dict)  # chat key -> the exported chat's name
     warnings: list[str] = field(default_factory=list)  # private chats asked for: whose memory
     batches: dict[str, int] = field(default_factory=dict)  # chat key -> batches spooled
+    cut: int = 0  # messages over MAX_TEXT_BYTES, cut to fit
 
     @property
     def total(self) -> int:
@@ -85,6 +86,7 @@ class ImportReport:
     chats: dict[str, int] = field(default_factory=dict)  # key -> messages imported
     seconds: float = 0.0
     private_left_out: int = 0
+    cut: int = 0  # messages over MAX_TEXT_BYTES, cut to fit
 
     def line(self) -> str:
         """The one summary line."""
@@ -92,8 +94,14 @@ class ImportReport:
         return (
             f"imported {self.imported} messages{took}, skipped {self.skipped} already in memory "
             f"and {self.empty} without words (service messages, bots, empty), chats: {len(self.chats)}"
+            + _cut(self.cut)
             + _left_out(self.private_left_out)
         )
+
+
+def _cut(n: int) -> str:
+    limit = f"{MAX_TEXT_BYTES // 1024} KB"
+    return f"; cut {n} messages over {limit} to their first {limit} (the memory's limit)" if n else ""
 
 
 def _left_out(n: int) -> str:
@@ -161,6 +169,7 @@ def _check(
                 if record is None:
                     plan.empty += 1
                     continue
+                plan.cut += record.cut
                 key = record.key
                 if key in counts:
                     counts[key] += 1
@@ -228,7 +237,7 @@ def spooled(spool: IO[bytes]) -> Iterator[tuple[str, int, bytes]]:
 
 async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: bool | None) -> ImportReport:
     """Pass 2: send the batches of `spool`, one in flight while the next is read."""
-    report = ImportReport(empty=plan.empty, private_left_out=plan.private_left_out)
+    report = ImportReport(empty=plan.empty, private_left_out=plan.private_left_out, cut=plan.cut)
     started = time.perf_counter()
     show = progress if progress is not None else (None if plan.total >= PROGRESS_MIN else False)
     with _bar(show, plan.total, "importing", leave=True) as bar:
@@ -360,7 +369,8 @@ async def import_export(
         if dry_run:
             print(
                 f"would import up to {plan.total} messages ({plan.empty} without words), "
-                f"chats: {len(plan.messages)}{_left_out(plan.private_left_out)}; nothing sent",
+                f"chats: {len(plan.messages)}{_cut(plan.cut)}"
+                f"{_left_out(plan.private_left_out)}; nothing sent",
                 file=out,
             )
             for line in where_lines(plan.messages, plan.names, where, verb="to import"):

@@ -47,6 +47,7 @@ from bot.importers.common import (
     stream_items,
     unix_iso,
     utc_iso,
+    was_cut,
 )
 
 NOT_INCLUDED = "(File not included"  # Telegram's placeholder when media were not exported
@@ -210,6 +211,7 @@ def convert(
         "assistant" if bot_id is not None and author_id == str(bot_id) else "user",
         # the same numbering as the message ids (a bool is no id)
         "" if type(reply_to) is not int else str(reply_to) if own_ids else f"export:{reply_to}",
+        cut=was_cut(text, MAX_TEXT_BYTES),
     )
 
 
