@@ -13,6 +13,7 @@
     ├── NotDelivered                     a platform did not take a due reminder
     ├── ExportError (ValueError)         a chat export that cannot be imported
     └── ImportFailed (RuntimeError)      the memory worker did not take an import batch
+        └── ChatForgotten                the chat was forgotten while it was imported: it stops
 
 The Discord adapter's `NotAdmin` derives from it too, and from discord.py's `CheckFailure`
 (it lives with the adapter: only that module imports discord.py). The modules that raise
@@ -136,3 +137,7 @@ class ExportError(ChatbotError, ValueError):
 
 class ImportFailed(ChatbotError, RuntimeError):
     """The memory worker refused or did not take a batch; what was sent before it stays stored."""
+
+
+class ChatForgotten(ImportFailed):
+    """The chat, or someone in it, was forgotten while it was imported: its import stops."""

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import gc
 import math
+import secrets
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ from bot.chat.memory.client import HttpMemoryClient, MemoryClient, MemoryRefused
 from bot.chat.neutral import one_line, printable
 from bot.chat.retry import RetryPlan, patiently
 from bot.config import Settings
-from bot.errors import ImportFailed
+from bot.errors import ChatForgotten, ImportFailed
 from bot.importers import discord, telegram
 from bot.importers.common import MAX_TEXT_BYTES, ExportError, Record, Source
 from bot.importers.where import where_lines
@@ -53,7 +54,8 @@ IMPORT_TIMEOUT_S = 300.0  # one batch may wait behind a compaction of a big chat
 RETRY = RetryPlan(budget_s=math.inf, first_s=0.5, max_s=8.0, factor=4.0, max_tries=4)
 # The end of a batch that is not its chat's last (wire.ImportRequest): more follow, and how many
 # messages (the worker need not store the rows its retention cap deletes before the end).
-MORE = b',"more":true,"remaining":%d}'
+MORE = b',"more":true,"remaining":%d'
+RUN = b',"import_id":"%s","batch":%d'
 PROGRESS_MIN = 2000  # smaller imports finish before a bar would say anything
 
 
@@ -87,6 +89,7 @@ class ImportReport:
     seconds: float = 0.0
     private_left_out: int = 0
     cut: int = 0  # messages over MAX_TEXT_BYTES, cut to fit
+    stopped: dict[str, str] = field(default_factory=dict)  # key -> why its import stopped
 
     def line(self) -> str:
         """The one summary line."""
@@ -96,6 +99,7 @@ class ImportReport:
             f"and {self.empty} without words (service messages, bots, empty), chats: {len(self.chats)}"
             + _cut(self.cut)
             + _left_out(self.private_left_out)
+            + (f"; stopped {len(self.stopped)} chats (see below)" if self.stopped else "")
         )
 
 
@@ -244,7 +248,11 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
         in_flight: asyncio.Task[None] | None = None
 
         async def store(key: str, count: int, body: bytes) -> None:
-            answer = await _import_batch(memory, key, body)
+            try:
+                answer = await _import_batch(memory, key, body)
+            except ChatForgotten as stop:
+                report.stopped[key] = str(stop)
+                return
             report.imported += int(answer.get("imported", 0))
             report.skipped += int(answer.get("skipped", 0))
             report.chats[key] = report.chats.get(key, 0) + int(answer.get("imported", 0))
@@ -257,13 +265,19 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
             # many messages of the chat follow (`remaining`).
             sent: dict[str, int] = {}
             left = dict(plan.messages)  # messages of each chat not sent yet
+            run = secrets.token_hex(8).encode()  # names this import's batches (`import_id`)
             for key, count, body in spooled(spool):
                 sent[key] = sent.get(key, 0) + 1
                 left[key] -= count
+                tail = RUN % (run, sent[key])  # a later batch is refused once the chat was forgotten
                 if sent[key] < plan.batches.get(key, 0):
-                    body = body[:-1] + MORE % left[key]  # (the body ends with "}")
+                    tail += MORE % left[key]
+                body = body[:-1] + tail + b"}"  # (the body ends with "}")
                 if in_flight is not None:
                     await in_flight
+                if key in report.stopped:  # forgotten under the import: nothing more of it
+                    bar.update(count)
+                    continue
                 in_flight = asyncio.ensure_future(store(key, count, body))
                 await asyncio.sleep(0)  # let it start sending
             if in_flight is not None:
@@ -282,6 +296,8 @@ async def _import_batch(memory: MemoryClient, key: str, body: bytes) -> wire.Imp
         try:
             return await memory.import_encoded(key, body)
         except MemoryRefused as err:
+            if err.status == 409:  # forgotten since the import's first batch of this chat
+                raise ChatForgotten(err.error) from err
             raise ImportFailed(f"the memory worker refused a batch for {key}: {err.error}") from err
         except MemoryUnavailable as err:
             if err.status in (401, 403):  # no retry heals a wrong token
@@ -380,18 +396,26 @@ async def import_export(
         async with open_memory(settings, data_dir) as memory:
             report = await send(spool, memory, plan, progress=progress)
     print(report.line(), file=out)
-    stored = {key: plan.messages.get(key, n) for key, n in report.chats.items()}  # imported or skipped
+    for key, why in report.stopped.items():
+        had = report.chats.get(key, 0)
+        print(f"  {key}: stopped after {had} of its {plan.messages.get(key, 0)} messages: {why}", file=out)
+    stored = {
+        key: plan.messages.get(key, n) for key, n in report.chats.items() if key not in report.stopped
+    }  # imported or skipped
     for line in where_lines(stored, plan.names, where, verb="in memory"):
         print(line, file=out)
     return report
 
 
 def run_import(platform: str, path: Path, data_dir: Path, chat: str | None, dry_run: bool) -> int:
-    """`chatbot import ...`: 0 when imported, 2 for a file it refuses, 1 when the memory failed."""
+    """`chatbot import ...`: 0 when imported, 2 for a file it refuses, 1 when the memory failed
+    or a chat was forgotten while it was imported (its import stopped there)."""
     from bot.config import load_settings
 
     try:
-        asyncio.run(import_export(platform, path, load_settings(), data_dir, chat=chat, dry_run=dry_run))
+        report = asyncio.run(
+            import_export(platform, path, load_settings(), data_dir, chat=chat, dry_run=dry_run)
+        )
     except ExportError as err:
         print(f"error: {printable(str(err))}; nothing was imported", file=sys.stderr)  # an export's words
         return 2
@@ -403,4 +427,4 @@ def run_import(platform: str, path: Path, data_dir: Path, chat: str | None, dry_
             "interrupted: run the same command again to finish (stored messages are skipped)", file=sys.stderr
         )
         return 130
-    return 0
+    return 1 if report.stopped else 0  # not all of it is in memory, on purpose: said above

@@ -66,3 +66,64 @@ async def test_import_into_a_served_folder_is_refused_in_one_line(tmp_path):
     assert run.stderr.count("\n") == 1 and "in use by another chatbot process" in run.stderr
     assert "Traceback" not in run.stderr
     assert stored_messages(tmp_path / "memory", GROUP_KEY) == []
+
+
+async def test_an_import_stops_when_its_chat_is_forgotten_under_it(tmp_path, monkeypatch):
+    """Item 12: a chat forgotten during an import was refilled by the import's later batches,
+    and the CLI reported the whole count."""
+    from bot.chat.memory.client import HttpMemoryClient
+    from bot.importers import run
+
+    monkeypatch.setattr(run, "BATCH_MESSAGES", 3)  # 12 messages: 4 batches
+    export = _export(tmp_path, [f"message number {i} about hiking" for i in range(12)])
+    sent: list[int] = []
+    send = HttpMemoryClient.import_encoded
+
+    async def import_then_forget(self: HttpMemoryClient, chat: str, body: bytes):  # type: ignore[no-untyped-def]
+        answer = await send(self, chat, body)
+        sent.append(answer["imported"])
+        if len(sent) == 2:  # someone forgets the chat between the second batch and the third
+            assert (await self.forget_chat(chat))["deleted"]
+        return answer
+
+    monkeypatch.setattr(HttpMemoryClient, "import_encoded", import_then_forget)
+    async with EmbeddedMemoryHost(tmp_path / "served", summarizer=None) as host:
+        env = clean_env(MEMORY_URL=host.url, MEMORY_API_TOKEN=host.token)
+        run_ = await run_cli_async("import", "telegram", str(export), cwd=tmp_path, env=env)
+        assert sent == [3, 3]  # the third batch was refused, the fourth never sent
+        assert stored_messages(tmp_path / "served", GROUP_KEY) == []  # forgotten stays forgotten
+    assert run_.returncode == 1, run_.stdout + run_.stderr
+    summary, stopped = run_.stdout.splitlines()[:2]
+    assert summary.startswith("imported 6 messages") and "stopped 1 chats" in summary
+    assert stopped.strip().startswith(f"{GROUP_KEY}: stopped after 6 of its 12 messages")
+    assert "forgotten" in stopped
+
+
+async def test_a_batch_after_someone_was_forgotten_is_refused(tmp_path):
+    """Item 12, in the API: a later batch of an import is refused (409) once the chat's forget
+    generation moved (someone forgotten), and when the chat itself was forgotten."""
+    from tests.support import LocalBackend
+
+    mem = await LocalBackend(tmp_path / "memory").start()
+    chat, path = "telegram:-100", "/v1/chats/telegram:-100/import"
+
+    def batch(n: int, more: bool = True) -> dict:
+        msgs = [{"role": "user", "text": f"hi {n}", "author": "Ana", "author_id": "1", "message_id": f"m{n}"}]
+        return {"messages": msgs, "import_id": "run-1", "batch": n, "more": more}
+
+    try:
+        assert (await mem.ok("POST", path, batch(1)))["imported"] == 1
+        assert (await mem.ok("POST", path, batch(2)))["imported"] == 1  # nothing forgotten: goes on
+        await mem.ok("DELETE", f"/v1/chats/{chat}/authors/1")
+        status, answer = await mem.call("POST", path, batch(3))
+        assert status == 409 and "forgotten" in answer["error"]
+        assert (await mem.stats(chat))["total_messages"] == 0
+        # A new import (its first batch) may start again; its end lets its note go.
+        assert (await mem.ok("POST", path, dict(batch(1), import_id="run-2")))["imported"] == 1
+        await mem.ok("DELETE", f"/v1/chats/{chat}")
+        status, _ = await mem.call("POST", path, dict(batch(2), import_id="run-2"))
+        assert status == 409
+        status, answer = await mem.call("POST", path, dict(batch(1), batch=0))
+        assert status == 400 and "batch" in answer["error"]
+    finally:
+        await mem.close()

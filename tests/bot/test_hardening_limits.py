@@ -29,8 +29,10 @@ async def test_a_message_over_the_memorys_limit_is_cut_said_and_remembered(tmp_p
 
 async def test_a_message_within_the_limit_is_untouched(tmp_path):
     said = "é" * (MAX_TEXT_BYTES // 2 - 2048)  # two bytes each: within the limit
-    async with FakeOpenAI(default=Echo()) as fake:
-        async with running_pipeline(make_settings(fake.url), tmp_path / "bot") as pipeline:
-            reply = await pipeline.handle(msg(said, message_id="ok"))
-            assert reply.text == f"echo: {said}"
-            assert fake.requests[-1].messages[-1]["content"] == said
+    async with (
+        FakeOpenAI(default=Echo()) as fake,
+        running_pipeline(make_settings(fake.url), tmp_path / "bot") as pipeline,
+    ):
+        reply = await pipeline.handle(msg(said, message_id="ok"))
+        assert reply.text == f"echo: {said}"
+        assert fake.requests[-1].messages[-1]["content"] == said

@@ -442,7 +442,8 @@ class _RecordingMemory(InProcessMemory):
 
 
 async def test_the_bodies_sent_are_the_spooled_ones_and_say_how_many_follow(monkeypatch, tmp_path):
-    """Byte for byte what the client sent before `remaining`, but for that field."""
+    """Byte for byte the spooled body, and the fields the client adds: the import's id, the batch's
+    number in its chat, and `more`/`remaining` but on a chat's last."""
     monkeypatch.setattr(run, "BATCH_MESSAGES", 3)
     with open(tmp_path / "spool", "w+b") as spool:
         plan = run.check("telegram", GROUP, chat=None, scope="chat", progress=False, spool=spool)
@@ -450,14 +451,17 @@ async def test_the_bodies_sent_are_the_spooled_ones_and_say_how_many_follow(monk
         async with _RecordingMemory() as memory:
             await run.send(spool, memory, plan, progress=False)
     assert [chat for chat, _ in memory.raw] == [key for key, _, _ in spooled] and len(spooled) > 3
-    left = dict(plan.messages)
+    left, batches = dict(plan.messages), dict.fromkeys(plan.messages, 0)
+    run_id = json.loads(memory.raw[0][1])["import_id"]  # one id for the whole import's batches
     for n, ((_, sent), (key, count, body)) in enumerate(zip(memory.raw, spooled, strict=True)):
         left[key] -= count
+        batches[key] += 1
         last = all(k != key for k, _, _ in spooled[n + 1 :])
+        batch = b',"import_id":"' + run_id.encode() + b'","batch":' + str(batches[key]).encode()
         if last:
-            assert sent == body and left[key] == 0
-        else:  # what the client sent before, and the field
-            assert sent == body[:-1] + b',"more":true,"remaining":' + str(left[key]).encode() + b"}"
+            assert sent == body[:-1] + batch + b"}" and left[key] == 0
+        else:  # what the client sent before, and the fields
+            assert sent == body[:-1] + batch + b',"more":true,"remaining":' + str(left[key]).encode() + b"}"
             assert json.loads(sent)["remaining"] == left[key] > 0
 
 

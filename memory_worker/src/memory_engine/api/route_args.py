@@ -7,6 +7,7 @@ as the route's own TypedDict, or raises `ApiError` saying what to fix. The route
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict, cast
 
@@ -129,6 +130,11 @@ class ImportArgs(TypedDict):
     messages: list[wire.ImportedMessage]
     more: bool
     remaining: int | None
+    import_id: str | None  # with batch: the import it belongs to (see imports.bulk.check_batch)
+    batch: int | None
+
+
+IMPORT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # names one import's batches (the client's choice)
 
 
 @dataclass
@@ -288,11 +294,17 @@ def import_messages(call: Call) -> ImportArgs:
     remaining = body.get("remaining")
     if remaining is not None and (type(remaining) is not int or not 0 <= remaining <= MAX_REMAINING):
         raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
+    run, batch = body.get("import_id"), body.get("batch")
+    if run is not None or batch is not None:
+        if type(run) is not str or not IMPORT_ID.fullmatch(run):
+            raise ApiError(400, "import_id must be 1-64 characters of A-Z a-z 0-9 _ - (with batch)")
+        if type(batch) is not int or not 1 <= batch <= MAX_REMAINING:
+            raise ApiError(400, f"batch must be a whole number from 1 to {MAX_REMAINING} (with import_id)")
     out: list[wire.ImportedMessage] = []
     for i, m in enumerate(messages):
         checked = imported_message(m) if type(m) is dict else None  # most: every field plain
         out.append(checked if checked is not None else _imported_message(m, i))
-    return {"messages": out, "more": more, "remaining": remaining}
+    return {"messages": out, "more": more, "remaining": remaining, "import_id": run, "batch": batch}
 
 
 def _imported_message(m: object, i: int) -> wire.ImportedMessage:

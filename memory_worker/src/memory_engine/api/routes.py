@@ -198,7 +198,18 @@ def _start_topic(ctx: Ctx, a: NoArgs) -> wire.TopicAnswer:
 
 
 def _import(ctx: Ctx, a: ImportArgs) -> wire.ImportAnswer:
-    return ctx.memory.import_messages(a["messages"], a["more"], a["remaining"])
+    from memory_engine.imports.bulk import ImportForgotten, check_batch, end_run
+
+    run, batch = a["import_id"], a["batch"]
+    if run is not None and batch is not None:
+        try:
+            check_batch(ctx.memory, run, batch)
+        except ImportForgotten as err:
+            raise ApiError(409, str(err)) from None
+    answer = ctx.memory.import_messages(a["messages"], a["more"], a["remaining"])
+    if run is not None and not a["more"]:
+        end_run(ctx.memory, run)
+    return answer
 
 
 def _import_effects(a: ImportArgs) -> Kind:
@@ -282,6 +293,8 @@ IMPORT: Route[wire.ImportRequest, wire.ImportAnswer] = route(
     summary="Bulk history import, idempotent by message_id; keeps each ts.",
     answer=wire.ImportAnswer, effects=IMPORT_LAST, effects_of=_import_effects,
     run=_import, body=wire.ImportRequest, args=route_args.import_messages,
+    errors=((409, "The chat (or someone in it) was forgotten since the import's first batch "
+             "(`import_id`): the batch was not stored, the import stops."),),
 )
 EXPORT: Route[None, wire.ExportPage] = route(
     name="export", method="GET", path=CHATS + "/export",

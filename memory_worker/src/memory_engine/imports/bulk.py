@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_engine.api import wire
 from memory_engine.compaction.compact import IMPORT_TAIL, archive_backlog
+from memory_engine.errors import MemoryEngineError
 from memory_engine.facts.answers import may_address, may_answer
 from memory_engine.facts.extract import states_nothing
 from memory_engine.forgetting import RETENTION_STEP
@@ -95,6 +96,37 @@ def import_messages(
         return {"imported": len(stored), "skipped": len(messages) - len(stored)}
 
     return memory.sql.transaction(run)
+
+
+class ImportForgotten(MemoryEngineError):
+    """The chat, or someone in it, was forgotten since the import's first batch: it must stop."""
+
+
+def _run_key(import_id: str) -> str:
+    return f"import_run:{import_id}"
+
+
+def check_batch(memory: ChatMemory, import_id: str, batch: int) -> None:
+    """Check a batch of the import `import_id` (`batch`: 1 for its first) before it is stored.
+
+    The first batch notes the chat's forget generation (`summary_epoch`, which every
+    forgetting renews); a later one is refused (ImportForgotten) when the chat has no note of
+    the import (the whole chat was forgotten: its state went with it) or its generation
+    changed (someone was): the import's later batches must not put back what was forgotten."""
+    epoch = memory.state("summary_epoch", "0") or "0"
+    if batch == 1:
+        memory.set_state(_run_key(import_id), epoch)
+        return
+    if memory.state(_run_key(import_id)) != epoch:
+        raise ImportForgotten(
+            "this chat, or someone in it, was forgotten since the import's first batch: "
+            "the import stops here (this batch was not stored)"
+        )
+
+
+def end_run(memory: ChatMemory, import_id: str) -> None:
+    """The import's last batch is stored: its note goes."""
+    memory.sql.exec("DELETE FROM state WHERE key = ?", _run_key(import_id))
 
 
 def _row(m: wire.ImportedMessage, now: str) -> tuple[Any, ...]:
