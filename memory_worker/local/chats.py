@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from memory_worker.local.storage import ServeLock, SqliteStorage, private_folder
 
 if TYPE_CHECKING:  # imported by the first open: the host listens before it loads the engine
+    from memory_engine.api.wire import Message
     from memory_engine.compaction.compact import Summarize
     from memory_engine.engine import ChatMemory
 
@@ -164,7 +165,7 @@ class ChatStore:
         the chat's turns in while it waits on the model: as a Durable Object's input gate
         opens while it awaits a fetch, and no more. The lock is held again when it returns."""
 
-        async def summarize_unlocked(previous: str, rows: list[dict[str, Any]]) -> str:
+        async def summarize_unlocked(previous: str, rows: list[Message]) -> str:
             lock = self._locks[chat_key]
             lock.release()
             try:

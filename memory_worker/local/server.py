@@ -40,6 +40,7 @@ from memory_worker.local.alarms import AlarmTable
 from memory_worker.local.chats import MAX_OPEN_CHATS, ChatStore, uncancelled
 from memory_worker.local.health import HealthAnswer, healthy, host_version, storage_state
 from memory_worker.local.offline import OfflineSummarizer
+from memory_worker.local.protocol import ServerLog
 from memory_worker.local.scheduler import CompactionScheduler, now_ms
 
 if TYPE_CHECKING:
@@ -240,7 +241,12 @@ class MemoryHost:
 
         aiohttp's low-level server, not an Application: the one handler takes every path, so a
         router, middlewares and signals were work on every turn for nothing."""
-        return web.Server(self._web_handler, request_factory=_request_of, access_log=None)
+        return web.Server(
+            self._web_handler,
+            request_factory=_request_of,
+            access_log=None,
+            logger=ServerLog(logging.getLogger("aiohttp.server"), {}),
+        )
 
     async def _web_handler(self, request: web.BaseRequest) -> web.Response:
         started = time.perf_counter()
@@ -300,7 +306,7 @@ class MemoryHost:
         answer = web.Response(
             status=response.status,
             body=json_body(response),
-            headers={**JSON_HEADERS, "x-request-id": request_id},
+            headers={**JSON_HEADERS, **response.headers, "x-request-id": request_id},
         )
         if close or self.stopping:  # stopping: the client reconnects, and finds the port closed
             answer.force_close()

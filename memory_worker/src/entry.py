@@ -277,6 +277,9 @@ _JSON_HEADERS: list[Any] = []
 
 def _response(answer: ApiResponse) -> Any:
     """The engine's answer as a JS Response (its JSON body copied once, as bytes)."""
+    if answer.headers:  # rare (a 405's Allow): converted for this answer
+        headers = to_js([list(item) for item in {**JSON_HEADERS, **answer.headers}.items()])
+        return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=headers)
     if not _JSON_HEADERS:
         _JSON_HEADERS.append(to_js([list(item) for item in JSON_HEADERS.items()]))
     return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])

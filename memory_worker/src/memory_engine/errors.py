@@ -29,10 +29,11 @@ class MemoryEngineError(Exception):
 class ApiError(MemoryEngineError):
     """A refusal with its HTTP status and a message saying what is wrong."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}  # the answer's own headers (a 405's Allow)
 
 
 class SummarizerError(MemoryEngineError):

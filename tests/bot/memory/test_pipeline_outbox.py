@@ -119,8 +119,8 @@ async def test_a_message_the_worker_refuses_is_still_answered_and_not_queued(tmp
         FakeOpenAI(default=Echo(prefix="")) as fake,
         running_pipeline(make_settings(fake.url), tmp_path) as pipeline,
     ):
-        huge = "word " * 14000  # 70 KB: over the worker's 64 KiB limit (413)
-        reply = await pipeline.handle(msg(huge, message_id="big"))
+        refused = "c" * 200  # a chat key over the worker's 128 characters (400); a long text is cut before
+        reply = await pipeline.handle(msg("hello there", chat=refused, message_id="big"))
         assert reply.ok and not reply.with_memory
         assert len(pipeline.outbox) == 0 and pipeline.outbox.dead() == []
         later = await pipeline.handle(msg("a normal message again", message_id="small"))

@@ -66,7 +66,7 @@ class Operation:
 
 
 def _refusal(err: ApiError) -> Response:
-    return Response(err.status, {"error": err.message})
+    return Response(err.status, {"error": err.message}, err.headers)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -144,7 +144,8 @@ def _route(req: Request, method: str, public: bool) -> tuple[Route[Any, Any], di
     for _, route, names in found:
         if _allowed(route, method):
             return route, {name: parts[i] for i, name in names}  # the raw path parameters
-    raise ApiError(405, f"method not allowed: use {', '.join(r.method for _, r, _ in found)}")
+    allowed = ", ".join(dict.fromkeys(r.method for _, r, _ in found))
+    raise ApiError(405, f"method not allowed: use {allowed}", {"allow": allowed})
 
 
 def _parse(req: Request, token: str) -> Operation | Response:
@@ -168,9 +169,26 @@ def _parse(req: Request, token: str) -> Operation | Response:
         raise ApiError(400, "invalid chat key: 1-128 characters of A-Z a-z 0-9 : _ - .")
     if len(req.body) > MAX_BODY_BYTES:
         raise ApiError(413, BODY_TOO_LARGE)
-    args = route.args(Call(params, query_of(req.query), req.body))
+    call = Call(params, query_of(req.query), req.body)
+    if route.body is not None:
+        _known_fields(route.body, call.body())
+    args = route.args(call)
     kind = route.effects if route.effects_of is None else route.effects_of(args)
     return Operation(route.name, chat_key, args, kind)
+
+
+def _known_fields(body_type: Any, body: Mapping[str, Any]) -> None:
+    """400 for a body field the route's document does not name (a misspelt one is not ignored)."""
+    known = _FIELDS.get(body_type)
+    if known is None:
+        known = _FIELDS[body_type] = body_type.__required_keys__ | body_type.__optional_keys__
+    unknown = [k for k in body if k not in known]
+    if unknown:
+        names = ", ".join(sorted(repr(k[:40]) for k in unknown)[:5])
+        raise ApiError(400, f"unknown field {names}; known: {', '.join(sorted(known))}")
+
+
+_FIELDS: dict[Any, frozenset[str]] = {}
 
 
 async def execute(op: Operation, memory: ChatMemory, summarize: Summarize | None = None) -> Response:

@@ -44,6 +44,7 @@ class Response:
 
     status: int
     payload: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)  # beyond the JSON ones (a 405's Allow)
 
     def body(self) -> bytes:
         """The payload as UTF-8 JSON."""

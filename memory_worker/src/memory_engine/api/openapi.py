@@ -11,23 +11,23 @@ import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
-from memory_engine.api import wire
+from memory_engine.api import limits, wire
 from memory_engine.api.routes import ROUTES, VERSION, Route
-from memory_engine.api.validation import MAX_BODY_BYTES, MAX_TEXT_BYTES
+from memory_engine.api.validation import MAX_BODY_BYTES, MAX_FIELD_CHARS, MAX_TEXT_BYTES
 
 Schema = dict[str, Any]
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
 _PATH_PARAMS: dict[str, Schema] = {
     "chat": {"type": "string", "pattern": "^[A-Za-z0-9:_\\-.]{1,128}$", "examples": ["telegram:-1001234"]},
-    "author_id": {"type": "string", "minLength": 1},
-    "fact_id": {"type": "integer", "minimum": 1},
-    "reminder_id": {"type": "integer", "minimum": 1},
+    "author_id": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS},
+    "fact_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+    "reminder_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
 }
 _STATUS = {
-    400: "Bad JSON, a missing or invalid field, or a bad chat key.",
+    400: "Bad JSON, a missing, unknown or invalid field (its limits are stated), or a bad chat key.",
     401: "Missing or wrong bearer token.",
     404: "Unknown route.",
-    405: "Wrong method for this path.",
+    405: "Wrong method for this path (`Allow` names the right ones).",
     413: "A text over 64 KiB, or a body over 32 MiB.",
 }
 
@@ -76,7 +76,7 @@ class _Schemas:
         required = [n for n in hints if n in td.__required_keys__]
         if required:
             schema["required"] = required
-        return schema
+        return limits.refine(td.__name__, schema)
 
 
 def _first_line(doc: str | None) -> str:
@@ -92,8 +92,15 @@ def _operation(route: Route[Any, Any], schemas: _Schemas) -> Schema:
     ]
     if route.query is not None:
         hints = typing.get_type_hints(route.query)
+        stated = limits.PROPERTIES.get(route.query.__name__, {})
         params += [
-            {"name": n, "in": "query", "required": False, "schema": schemas.of(h)} for n, h in hints.items()
+            {
+                "name": n,
+                "in": "query",
+                "required": n in getattr(route.query, "__required_keys__", ()),
+                "schema": {**schemas.of(h), **stated.get(n, {})},
+            }
+            for n, h in hints.items()
         ]
     if params:
         op["parameters"] = params
@@ -108,7 +115,8 @@ def _operation(route: Route[Any, Any], schemas: _Schemas) -> Schema:
             "content": {"application/json": {"schema": schemas.of(route.answer)}},
         }
     }
-    codes = {404, 405} | ({401} if route.auth else set()) | ({400, 413} if route.on_chat else set())
+    # Every route with a token reads its path, query and body: 400 and 413 are its answers too.
+    codes = {404, 405} | ({400, 401, 413} if route.auth and route.static is None else set())
     described = {code: _STATUS[code] for code in codes}
     for code, meaning in route.errors:
         described[code] = f"{described[code]} Or: {meaning}" if code in described else meaning

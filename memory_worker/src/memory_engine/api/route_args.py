@@ -14,7 +14,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from memory_engine import notes, user_data
 from memory_engine.api import wire
 from memory_engine.api.validation import (
-    MAX_TEXT_BYTES,
+    IMPORTED_FIELDS,
     MODES,
     ROLES,
     ApiError,
@@ -32,6 +32,9 @@ from memory_engine.api.validation import (
 from memory_engine.chat_state import MAX_PERSONA_CHARS
 
 MAX_SEARCH_K = 50
+# A search's words, in a URL's query: 500 characters percent-encoded stay within the 8 KiB
+# request line HTTP servers take.
+MAX_QUERY_CHARS = 500
 MAX_REMAINING = 10**9  # an import's messages still to come (a hint): far beyond any export
 
 
@@ -176,9 +179,9 @@ def reply(call: Call) -> ReplyArgs:
     ok = body.get("ok", True)
     if not isinstance(ok, bool):
         raise ApiError(400, "ok must be true or false")
-    usage = body.get("usage") or {}
-    if not isinstance(usage, dict):
-        raise ApiError(400, "usage must be an object")
+    usage = {} if body.get("usage") is None else body["usage"]
+    if not isinstance(usage, dict) or not usage.keys() <= {"prompt_tokens", "completion_tokens"}:
+        raise ApiError(400, "usage must be an object of prompt_tokens and completion_tokens")
     tier = optional(body, "tier")
     model = optional(body, "model")
     if not tier or not model:
@@ -204,7 +207,7 @@ def reply(call: Call) -> ReplyArgs:
 def search(call: Call) -> SearchArgs:
     """`GET .../search?q=&k=`."""
     return {
-        "query": plain(call.query.get("q", ""), "q", MAX_TEXT_BYTES),
+        "query": plain(call.query.get("q", ""), "q", MAX_QUERY_CHARS),
         "k": integer(call.query.get("k", "3"), "k", 1, MAX_SEARCH_K),
     }
 
@@ -219,8 +222,7 @@ def facts(call: Call) -> FactsArgs:
 
 def usage(call: Call) -> AuthorFilter:
     """`GET .../usage?author_id=`: that person's usage today too (the daily caps)."""
-    author_id = call.query.get("author_id")
-    return {"author_id": plain(author_id, "author_id") if author_id else None}
+    return {"author_id": _author_filter(call)}
 
 
 def settings(call: Call) -> SettingsArgs:
@@ -292,14 +294,13 @@ def import_messages(call: Call) -> ImportArgs:
     if not isinstance(more, bool):
         raise ApiError(400, "more must be true or false")
     remaining = body.get("remaining")
-    if remaining is not None and (type(remaining) is not int or not 0 <= remaining <= MAX_REMAINING):
-        raise ApiError(400, f"remaining must be a whole number from 0 to {MAX_REMAINING}")
+    if remaining is not None:
+        remaining = _whole(remaining, "remaining", 0)
     run, batch = body.get("import_id"), body.get("batch")
     if run is not None or batch is not None:
         if type(run) is not str or not IMPORT_ID.fullmatch(run):
             raise ApiError(400, "import_id must be 1-64 characters of A-Z a-z 0-9 _ - (with batch)")
-        if type(batch) is not int or not 1 <= batch <= MAX_REMAINING:
-            raise ApiError(400, f"batch must be a whole number from 1 to {MAX_REMAINING} (with import_id)")
+        batch = _whole(batch, "batch (with import_id)", 1)
     out: list[wire.ImportedMessage] = []
     for i, m in enumerate(messages):
         checked = imported_message(m) if type(m) is dict else None  # most: every field plain
@@ -307,10 +308,20 @@ def import_messages(call: Call) -> ImportArgs:
     return {"messages": out, "more": more, "remaining": remaining, "import_id": run, "batch": batch}
 
 
+def _whole(value: Any, name: str, low: int) -> int:
+    """A JSON number with no fraction from `low` to MAX_REMAINING (not its text, not a bool)."""
+    if type(value) not in (int, float):
+        raise ApiError(400, f"{name} must be a whole number from {low} to {MAX_REMAINING}")
+    return integer(value, name, low, MAX_REMAINING)
+
+
 def _imported_message(m: object, i: int) -> wire.ImportedMessage:
     """One message of an import checked field by field (the refusals say which and why)."""
     if not isinstance(m, dict):
         raise ApiError(400, f"messages[{i}] must be an object")
+    unknown = sorted(k for k in m if k not in IMPORTED_FIELDS)
+    if unknown:
+        raise ApiError(400, f"messages[{i}]: unknown field {unknown[0][:40]!r}")
     try:
         return {
             "role": cast(

@@ -76,21 +76,20 @@ def _text_of(body: bytes) -> str:
 
 
 def plain(value: Any, name: str, max_bytes: int = MAX_FIELD_CHARS) -> str:
-    """A string field: ints are accepted as text; unencodable unicode is refused."""
+    """A string field (a number is refused, as the document says); unencodable unicode is refused."""
     if type(value) is str and value.isascii() and len(value) <= max_bytes:
         return value  # most fields (an import checks several a message): one byte a character
-    if isinstance(value, bool) or value is None:
-        raise ApiError(400, f"{name} must be a string")
-    if isinstance(value, int):
-        value = str(value)
     if not isinstance(value, str):
         raise ApiError(400, f"{name} must be a string")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise ApiError(400, f"{name} is not valid unicode (lone surrogate)") from None
-    if size > max_bytes:
-        raise ApiError(413 if max_bytes == MAX_TEXT_BYTES else 400, f"{name} is over {max_bytes} bytes")
+    if max_bytes == MAX_TEXT_BYTES and size > max_bytes:
+        raise ApiError(413, f"{name} is over {max_bytes} bytes")
+    # A short field's limit counts characters, as the OpenAPI document states it (maxLength).
+    if max_bytes != MAX_TEXT_BYTES and len(value) > max_bytes:
+        raise ApiError(400, f"{name} is over {max_bytes} characters")
     return value
 
 
@@ -121,12 +120,15 @@ def choice(value: Any, name: str, allowed: tuple[str, ...], required: bool = Fal
 
 
 def integer(value: Any, name: str, low: int, high: int) -> int:
-    """An integer from `low` to `high` (text of one is accepted; a float or bool is not)."""
+    """An integer from `low` to `high` (text of one is accepted, and a number with no fraction, as
+    JSON Schema's integer is: 3.0; a bool or 3.5 is not)."""
+    if isinstance(value, float):
+        value = int(value) if value.is_integer() else None
     try:
-        number = int(value) if not isinstance(value, bool) else None
+        number = int(value) if not isinstance(value, bool) and value is not None else None
     except (TypeError, ValueError):
         number = None
-    if number is None or isinstance(value, float) or not low <= number <= high:
+    if number is None or not low <= number <= high:
         raise ApiError(400, f"{name} must be an integer from {low} to {high}")
     return number
 
@@ -165,6 +167,7 @@ def _parses_as_iso(value: str) -> bool:
 
 _ROLES_CHECKED = {None: "user"} | {role: role for role in ROLES}  # null = absent = "user"
 _IMPORT_FIELDS = ("author", "author_id", "message_id", "reply_to_message_id", "reply_to_author_id", "ts")
+IMPORTED_FIELDS = frozenset({"role", "text", *_IMPORT_FIELDS})  # a field beyond them is refused
 
 
 def imported_message(m: dict[str, Any]) -> wire.ImportedMessage | None:
@@ -174,6 +177,8 @@ def imported_message(m: dict[str, Any]) -> wire.ImportedMessage | None:
     error or accepts it as this does. No copy and no call per field: ~4 % of the host's import.
     The engine reads each field with `.get` (absent = None; an empty reply_to_author_id = none).
     """
+    if not m.keys() <= IMPORTED_FIELDS:
+        return None  # refused by route_args, which names the field
     get = m.get
     role, body = get("role"), get("text")
     if (type(role) is not str and role is not None) or (checked := _ROLES_CHECKED.get(role)) is None:
@@ -185,7 +190,8 @@ def imported_message(m: dict[str, Any]) -> wire.ImportedMessage | None:
     for value in map(get, _IMPORT_FIELDS):
         if value is not None and (
             type(value) is not str
-            or ((len(value) > MAX_FIELD_CHARS or not value.isascii()) and not _fits(value, MAX_FIELD_CHARS))
+            or len(value) > MAX_FIELD_CHARS
+            or (not value.isascii() and not _fits(value, 4 * MAX_FIELD_CHARS))
         ):
             return None
     ts = get("ts")

@@ -172,7 +172,7 @@ class ImportRequest(TypedDict):
 
     messages: list[ImportedMessage]
     more: NotRequired[bool]
-    remaining: NotRequired[int]
+    remaining: NotRequired[int | None]
     # With `batch` (1 for the first): an import's batches share the id; a later batch is refused
     # (409) once the chat, or someone in it, was forgotten since the first.
     import_id: NotRequired[str]

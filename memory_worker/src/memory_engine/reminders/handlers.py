@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from memory_engine import catchup
 from memory_engine.api.route_args import AuthorFilter, Call, NoArgs
-from memory_engine.api.validation import ApiError, integer, plain, unquote_strict
+from memory_engine.api.validation import ApiError, integer, optional, plain, unquote_strict
 from memory_engine.reminders import store as reminders
 from memory_engine.reminders import wire as w
 from memory_engine.reminders.zones import known_zone
@@ -173,9 +173,9 @@ def add_args(call: Call) -> AddArgs:
     return {
         "text": text,
         "due_at": _ms(body.get("due_at"), "due_at"),
-        "author": plain(body.get("author") or "", "author"),
-        "author_id": plain(body.get("author_id") or "", "author_id"),
-        "tz": plain(body.get("tz") or "UTC", "tz", 64),
+        "author": optional(body, "author") or "",
+        "author_id": optional(body, "author_id") or "",
+        "tz": "UTC" if body.get("tz") is None else plain(body["tz"], "tz", 64),
         "every": every,
     }
 
@@ -221,7 +221,7 @@ def timezone_args(call: Call) -> PersonFact:
     author_id = plain(body.get("author_id"), "author_id")
     if not author_id:
         raise ApiError(400, "author_id must not be empty")
-    return {"timezone": name, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
+    return {"timezone": name, "author": optional(body, "author") or "", "author_id": author_id}
 
 
 def followups_args(call: Call) -> FollowupsArgs:
@@ -233,7 +233,7 @@ def followups_args(call: Call) -> FollowupsArgs:
     author_id = plain(body.get("author_id"), "author_id")
     if not author_id:
         raise ApiError(400, "author_id must not be empty")
-    return {"on": on, "author": plain(body.get("author") or "", "author"), "author_id": author_id}
+    return {"on": on, "author": optional(body, "author") or "", "author_id": author_id}
 
 
 def _item(value: Any, n: int) -> w.DispatchItem:
@@ -259,7 +259,7 @@ def offer_args(call: Call) -> OfferArgs:
 def lease_args(call: Call) -> LeaseArgs:
     """`POST /v1/dispatch/lease`."""
     body = call.body()
-    prefixes = body.get("prefixes") or []
+    prefixes = [] if body.get("prefixes") is None else body["prefixes"]
     if not isinstance(prefixes, list) or len(prefixes) > 8:
         raise ApiError(400, "prefixes must be a list of at most 8 strings")
     return {

@@ -1,7 +1,7 @@
 """The wire types of the reminder and dispatch routes (see `reminders/store.py`, `reminders/handlers.py`)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: Python 3.11 reads NotRequired only from evaluated
+# annotations, and the OpenAPI document states which fields are required from them.
 from typing import NotRequired, TypedDict
 
 
@@ -50,9 +50,9 @@ class ReminderRequest(TypedDict):
 
     text: str
     due_at: int
-    author: NotRequired[str]
-    author_id: NotRequired[str]
-    tz: NotRequired[str]
+    author: NotRequired[str | None]
+    author_id: NotRequired[str | None]
+    tz: NotRequired[str | None]
     every: NotRequired[Every | None]
 
 
@@ -96,7 +96,7 @@ class TimezoneRequest(TypedDict):
 
     timezone: str
     author_id: str
-    author: NotRequired[str]
+    author: NotRequired[str | None]
 
 
 class TimezoneAnswer(TypedDict):
@@ -110,7 +110,7 @@ class FollowupsRequest(TypedDict):
 
     on: bool
     author_id: str
-    author: NotRequired[str]
+    author: NotRequired[str | None]
 
 
 class FollowupsAnswer(TypedDict):
@@ -135,7 +135,7 @@ class LeaseRequest(TypedDict):
     """Who leases (a restarted bot keeps its owner id), which chats, how many, for how long."""
 
     owner: str
-    prefixes: NotRequired[list[str]]
+    prefixes: NotRequired[list[str] | None]
     limit: NotRequired[int]
     lease_ms: NotRequired[int]
 
