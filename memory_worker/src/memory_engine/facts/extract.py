@@ -11,6 +11,7 @@ a wrong fact in every prompt is worse than a missing one.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 
 from memory_engine.facts.chat_forms import (
@@ -214,26 +215,38 @@ _index: list[LiteralIndex] = []  # every literal of the rules' patterns, found i
 _bits: dict[str, int] = {}
 _word_bits: dict[str, int] = {}
 _always: list[int] = []
+_building = threading.Lock()
 
 
 def _gated() -> list[tuple[Rule, _Gate | None]]:
-    """The rules in order, each with the literals one of which its findings need (rule_gate)."""
-    if not _gates:
-        literals: set[str] = set()
-        always = 0
-        for i, rule in enumerate(RULES):
-            gate = rule_gate(rule)
-            _gates.append((rule, None if gate is None else frozenset(gate)))
-            always |= (gate is None) << i
-            for pattern in rule_patterns(rule) if gate is not None else ():
-                for word in pattern.words:
-                    _word_bits[word] = _word_bits.get(word, 0) | 1 << i
-                for fragment in pattern.fragments:
-                    _bits[fragment] = _bits.get(fragment, 0) | 1 << i
-                literals.update(pattern.literals or ())
-        _always.append(always)
-        _index.append(LiteralIndex(frozenset(literals), _bits, _word_bits))
+    """The rules in order, each with the literals one of which its findings need (rule_gate).
+
+    Built once, under a lock: a host runs chats' turns in threads, and a thread must not use
+    the tables while another still fills them (`_always`, appended last, says they are whole).
+    """
+    if not _always:
+        with _building:
+            if not _always:
+                _build_gates()
     return _gates
+
+
+def _build_gates() -> None:
+    """Fill the tables in place (the module's names stay the same objects)."""
+    literals: set[str] = set()
+    always = 0
+    for i, rule in enumerate(RULES):
+        gate = rule_gate(rule)
+        _gates.append((rule, None if gate is None else frozenset(gate)))
+        always |= (gate is None) << i
+        for pattern in rule_patterns(rule) if gate is not None else ():
+            for word in pattern.words:
+                _word_bits[word] = _word_bits.get(word, 0) | 1 << i
+            for fragment in pattern.fragments:
+                _bits[fragment] = _bits.get(fragment, 0) | 1 << i
+            literals.update(pattern.literals or ())
+    _index.append(LiteralIndex(frozenset(literals), _bits, _word_bits))
+    _always.append(always)  # last: the tables are whole
 
 
 def canonical_key(key: str) -> str:
