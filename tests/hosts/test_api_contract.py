@@ -3,9 +3,9 @@
 schemathesis reads the document the local host serves (`GET /openapi.json`, generated from
 the route table) and sends what it calls valid (each must be taken: no 400 for a request the
 document allows), what it calls invalid (each must be refused), wrong methods (405 with
-`Allow`); every answer must be the status, type and schema documented. A few hundred cases,
-a fixed seed: under 30 s. The NUL byte in a header is checked apart (no client library
-sends one).
+`Allow`); every answer must be the status, type and schema documented. About 1,400 cases
+(most from the coverage phase: each field's bounds), a fixed seed; schemathesis's own CPU is
+~16 s of it. The NUL byte in a header is checked apart (no client library sends one).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ async def test_the_api_keeps_to_its_openapi_document(tmp_path):
         proc = await asyncio.create_subprocess_exec(
             ST, "--config-file", str(CONFIG), "--no-color", "run", f"{host.url}/openapi.json",
             "-H", "Authorization: Bearer contract-token",
-            "--max-examples", "4", "--seed", "40", "--workers", "1",
+            "--max-examples", "3", "--seed", "40", "--workers", "1",
             "--phases", "examples,coverage,fuzzing", "--generation-database", "none",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path,
         )  # fmt: skip
