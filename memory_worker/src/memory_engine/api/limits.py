@@ -16,7 +16,7 @@ from memory_engine.api.route_args import IMPORT_ID, MAX_QUERY_CHARS, MAX_REMAINI
 from memory_engine.api.validation import MAX_FIELD_CHARS, MAX_TEXT_BYTES
 from memory_engine.chat_state import MAX_PERSONA_CHARS
 from memory_engine.reminders import store as reminders
-from memory_engine.reminders.handlers import MAX_EVERY_CHARS, MAX_ID, MAX_LEASE_MS, MAX_MS, TZ_NAME
+from memory_engine.reminders.handlers import MAX_EVERY_CHARS, MAX_ID, MAX_LEASE_MS, MAX_MS
 
 Schema = dict[str, Any]
 
@@ -33,7 +33,11 @@ TEXT: Schema = {
 MS: Schema = {"minimum": 0, "maximum": MAX_MS, "description": "Unix time in milliseconds."}
 ID: Schema = {"minimum": 1, "maximum": MAX_ID}
 TOKENS: Schema = {"minimum": 0, "maximum": 10**9}
-TZ: Schema = {"pattern": TZ_NAME.pattern.replace("\\Z", "$"), "maxLength": 64}
+TZ: Schema = {
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "An IANA zone that exists, in any case, such as Europe/Lisbon (400 otherwise).",
+}
 
 
 def _words(most: int) -> Schema:
