@@ -80,7 +80,7 @@ def test_a_port_out_of_range_is_refused_by_the_parser(tmp_path):
 def test_serving_a_folder_a_restore_holds_is_one_line(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()
-    lock = ServeLock(folder, exclusive=True)  # as `chatbot memory restore` holds it
+    lock = ServeLock(folder, holder="pid 1, chatbot memory restore")  # as `chatbot memory restore` holds it
     try:
         run = run_cli("memory", "serve", "--port", "0", "--data", str(folder), cwd=tmp_path, env=clean_env())
     finally:
