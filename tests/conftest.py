@@ -196,6 +196,7 @@ SYSTEM_MODULES = frozenset(
         "bot/test_hardening_regex.py",
         "engine/test_compaction.py",
         "engine/test_user_data_api.py",
+        "hosts/test_api_contract.py",
         "hosts/test_memory_contract.py",
         "hosts/test_pyodide.py",
         "hosts/test_reminders_pyodide.py",
