@@ -190,6 +190,15 @@ async def build_pipeline(
         yield pipeline
 
 
+def _say_dashboard(client: object) -> None:
+    """Where the memory's dashboard is: a one-time owner's link (printed on stderr, as the other notes)."""
+    from bot.chat.memory.client import HttpMemoryClient
+
+    link = client.dashboard_link(minutes=60) if isinstance(client, HttpMemoryClient) else None
+    if link:
+        print(f"dashboard (one-time link, 60 minutes): {link}", file=sys.stderr)
+
+
 def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
     """`chatbot chat`: the console adapter on an embedded (or MEMORY_URL) memory.
 
@@ -212,6 +221,7 @@ def run_chat(data_dir: Path, chat_key: str, speaker: str | None = None) -> int:
                     print(f"error: {exc}", file=sys.stderr)
                     return 2
                 print(f"speaking as {who.author} (id {who.author_id}) in {chat_key}", file=sys.stderr)
+            _say_dashboard(pipeline.memory.client)
             return await run_console(
                 pipeline,
                 chat_key,

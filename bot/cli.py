@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--dry-run", action="store_true", help="check the file and count, send nothing")
 
+    dash = sub.add_parser("dashboard", help="print a one-time login link to the memory worker's dashboard")
+    dash.add_argument("--url", default=None, help="the memory worker's URL (default: MEMORY_URL)")
+    dash.add_argument("--minutes", type=float, default=10, help="how long the link is good for")
+    dash.add_argument("--no-open", action="store_true", help="only print the link, open no browser")
     memory = sub.add_parser("memory", help="the memory worker's local host")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     serve = msub.add_parser("serve", help="serve the memory HTTP API v1", formatter_class=_Defaults)
@@ -172,6 +176,8 @@ def _command(args: argparse.Namespace) -> int:
         else logging.INFO,
         json_lines=os.environ.get("LOG_FORMAT", "").lower() == "json",
     )
+    if args.command == "dashboard":
+        return _dashboard(args)
     if args.command == "doctor":
         from bot import doctor
 
@@ -201,6 +207,31 @@ def _bot(args: argparse.Namespace) -> int:
     if args.command == "discord":
         return app.run_discord(args.data)
     return 2
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    """`chatbot dashboard`: a one-time owner's link for the configured memory worker."""
+    import time
+
+    from bot.config import load_settings
+    from memory_engine.dashboard.auth import make_link
+
+    settings = load_settings()
+    url = args.url or settings.memory_url
+    if not url or not settings.memory_token:
+        print(
+            "error: set MEMORY_URL and MEMORY_API_TOKEN (or --url): the memory worker serves the dashboard "
+            "(`chatbot memory serve`, or the Cloudflare Worker); `make chat` prints its embedded one",
+            file=sys.stderr,
+        )
+        return 2
+    link = make_link(settings.memory_token, url, int(time.time() * 1000), minutes=args.minutes)
+    print(link)
+    if not args.no_open and sys.stdout.isatty():
+        import webbrowser
+
+        webbrowser.open(link)  # does nothing where there is no browser
+    return 0
 
 
 def _memory(args: argparse.Namespace) -> int:

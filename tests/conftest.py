@@ -194,6 +194,8 @@ SYSTEM_MODULES = frozenset(
         "bot/proactive/test_reminders_delivery.py",
         "bot/proactive/test_reminders_faults.py",
         "bot/test_hardening_regex.py",
+        "dashboard/test_dashboard_browser.py",
+        "dashboard/test_dashboard_pyodide.py",
         "engine/test_compaction.py",
         "engine/test_user_data_api.py",
         "hosts/test_api_contract.py",

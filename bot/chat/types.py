@@ -48,6 +48,7 @@ class IncomingMessage:
     attachments: tuple[str, ...] = ()  # kinds of non-text parts ("photo", "voice", ...)
     platform: str = "console"
     media: tuple[MediaPart, ...] = ()  # the voice or photo parts the pipeline can read
+    chat_title: str | None = None  # the chat's name on its platform (the owner's dashboard shows it)
 
     def __post_init__(self) -> None:
         # A display name is one line, whatever the platform allowed: it is stored, shown in

@@ -270,6 +270,8 @@ async def send(spool: IO[bytes], memory: MemoryClient, plan: Plan, *, progress: 
                 sent[key] = sent.get(key, 0) + 1
                 left[key] -= count
                 tail = RUN % (run, sent[key])  # a later batch is refused once the chat was forgotten
+                if plan.names.get(key):  # the chat's name in the export: the dashboard's title
+                    body = body[:-1] + b',"title":' + orjson.dumps(plan.names[key]) + b"}"
                 if sent[key] < plan.batches.get(key, 0):
                     tail += MORE % left[key]
                 body = body[:-1] + tail + b"}"  # (the body ends with "}")

@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # imported by the first open: the host listens before it load
 
 MAX_OPEN_CHATS = 256
 T = TypeVar("T")
+# The directory of chats (the dashboard's, `memory_engine.dashboard.directory.DIRECTORY_KEY`):
+# its own file beside the chats, not one of them (backups, counts and scans of chats/ skip it).
+DIRECTORY_KEY = "@directory"
+DIRECTORY_FILE = "directory.db"
 
 
 @dataclass
@@ -66,8 +70,8 @@ class ChatStore:
 
     @property
     def open_count(self) -> int:
-        """How many chat databases are open now."""
-        return len(self._open)
+        """How many chat databases are open now (the directory of chats is not one)."""
+        return len(self._open) - (DIRECTORY_KEY in self._open)
 
     def limit_pages(self, max_pages: int | None) -> None:
         """Cap every chat database at `max_pages` pages (None: no cap): a disk-full switch, a quota."""
@@ -77,6 +81,8 @@ class ChatStore:
 
     def path_for(self, chat_key: str) -> Path:
         """The chat's database file: named by a hash, so no key can escape DIR or collide by case."""
+        if chat_key == DIRECTORY_KEY:
+            return self.data_dir / DIRECTORY_FILE
         return self.data_dir / chat_file(chat_key)
 
     def exists(self, chat_key: str) -> bool:

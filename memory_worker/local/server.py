@@ -167,7 +167,12 @@ class MemoryHost:
         op = parse(req, self.token)
         if isinstance(op, Response):
             return op, None
-        return await self._execute(op), op.chat_key
+        answer = await self._execute(op)
+        if answer.status == 200 and op.chat_key[:1] != "@":  # the directory of chats hears of a write
+            from memory_worker.local.dashboard import after_write
+
+            await after_write(self, op)
+        return answer, op.chat_key
 
     async def _execute(self, op: Operation) -> Response:
         from memory_engine.api.http import execute, execute_now
@@ -253,6 +258,10 @@ class MemoryHost:
         headers = request.headers  # read as they are: `parse` looks up one of them
         request_id = _request_id(headers.get("x-request-id"))
         path, _, query = request.raw_path.partition("?")
+        if path == "/dashboard" or path.startswith("/dashboard/"):  # the owner's pages, same port
+            from memory_worker.local.dashboard import serve
+
+            return await serve(self, request, path, query)
         chat_key: str | None = None
         close = False  # the body was not read whole: the connection ends with the answer
         self.in_flight += 1

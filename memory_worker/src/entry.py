@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from http import HTTPMethod
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 from workers import DurableObject, Request, WorkerEntrypoint, fetch, python_to_rpc
 
@@ -285,6 +286,17 @@ def _response(answer: ApiResponse) -> Any:
     return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])
 
 
+def js_response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Any:
+    """A JS Response of any type (the dashboard's pages): bytes, status, header pairs."""
+    return _JsResponse.new(
+        to_js(body) if body else None, status=status, headers=to_js([list(h) for h in headers])
+    )
+
+
+# What the dashboard's shell (dashboard_shell.py) uses of this module.
+var, is_null, read_body, json_response = _var, _is_null, _read_body, _response
+
+
 class ChatMemorySQLite(DurableObject):
     """One chat's memory: its own SQLite database, its compaction alarm."""
 
@@ -346,6 +358,9 @@ class ChatMemorySQLite(DurableObject):
             return _response(ApiResponse(500, {"error": "internal error"}))
         if answer.status == 200:
             await self._after(op.name, op.kind, memory)
+            import dashboard_shell  # the directory of chats hears of the write
+
+            await dashboard_shell.report(self.env, op.chat_key, op.name, op.args, self._memory)
         return _response(answer)
 
     async def _after(self, name: str, effects: Kind, memory: ChatMemory) -> None:
@@ -480,6 +495,10 @@ class Default(WorkerEntrypoint):
         """Answer `/health` and refusals here; send valid calls to the chat's object (a JS Response)."""
         if isinstance(request, Request):  # the runtime may hand over the SDK's wrapper of the JS Request
             request = request.js_object
+        if urlsplit(request.url).path.startswith("/dashboard"):  # the owner's pages, same origin
+            import dashboard_shell
+
+            return await dashboard_shell.serve(self.env, request)
         api = await _api_request(request)
         if isinstance(api, ApiResponse):  # a body over the limit, refused before it was read whole
             return _response(api)

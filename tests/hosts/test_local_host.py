@@ -99,7 +99,9 @@ async def test_the_worker_reads_the_same_name(tmp_path, caplog):
         try:
             await backend.turn("c1", "hello")
             assert backend.runtime is not None
-            (instance,) = backend.runtime.instances.values()
+            runtime = backend.runtime
+            # The chat's object (the directory object heard of the turn too).
+            (instance,) = [i for k, i in runtime.instances.items() if runtime.names.get(k) == "c1"]
             assert instance.memory().retention == expected
         finally:
             await backend.close()

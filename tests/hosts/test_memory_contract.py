@@ -719,7 +719,8 @@ async def test_worker_one_object_per_chat_key(worker):
     for chat in ("telegram:-1001234", "discord:98765", "telegram:-1001234"):
         await worker.turn(chat, "hello")
     names = sorted(i.ctx.id.name for i in worker.runtime.instances.values())
-    assert names == ["discord:98765", "telegram:-1001234"]
+    # One object per chat, and the directory of chats that each of them reports to.
+    assert names == ["@directory", "discord:98765", "telegram:-1001234"]
 
 
 async def test_worker_sdk_request_objects_too(tmp_path):
@@ -1046,7 +1047,8 @@ async def test_forget_chat_drops_the_pending_alarm(compacting):
     await w.ok("DELETE", "/v1/chats/fg")
     assert w.runtime.alarm_of("fg") is None
     # The object's storage is freed entirely, as the local host deletes the chat's file.
-    (storage,) = w.runtime.storages.values()
+    rt = w.runtime
+    (storage,) = [s for key, s in rt.storages.items() if rt.names.get(key) == "fg"]  # (not the directory's)
     assert storage.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master").one().n == 0
     assert (await w.turn("fg", "a fresh start"))["recent"] == []
     assert (await w.stats("fg"))["total_messages"] == 1

@@ -103,6 +103,21 @@ def _examples(fact_id: int) -> dict[str, tuple[str, dict | None]]:
         "dispatch_ack": ("/v1/dispatch/ack", {"keys": [f"{CHAT}#1#5"]}),
         "dispatch_release": ("/v1/dispatch/release", {"key": f"{CHAT}#1#5", "owner": "bot:1", "retry_at": 9}),
         "dispatch_state": ("/v1/dispatch/state", None),
+        "people": (c + "/people?author_id=u1", None),
+        "around": (c + "/messages/1/around?n=2", None),
+        "directory_report": (
+            "/v1/directory/report",
+            {
+                "chat_key": CHAT,
+                "title": "Team",
+                "messages": 3,
+                "last_ts": "2026-01-01T00:00:00.000Z",
+                "authors": ["u1"],
+                "usage": [{"day": "2026-01-01", "tier": "fast", "calls": 1, "errors": 0, "cost_usd": 0.5}],
+            },
+        ),
+        "directory_list": ("/v1/directory/list", {"since": "2025-12-01"}),
+        "directory_auth": ("/v1/directory/auth", {"action": "attempt", "key": "c1", "until": 9, "now": 1}),
     }
 
 

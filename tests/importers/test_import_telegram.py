@@ -458,6 +458,8 @@ async def test_the_bodies_sent_are_the_spooled_ones_and_say_how_many_follow(monk
         batches[key] += 1
         last = all(k != key for k, _, _ in spooled[n + 1 :])
         batch = b',"import_id":"' + run_id.encode() + b'","batch":' + str(batches[key]).encode()
+        body = body[:-1] + b',"title":' + json.dumps(plan.names[key]).encode() + b"}"  # the chat's name
+        assert json.loads(sent)["title"] == plan.names[key]
         if last:
             assert sent == body[:-1] + batch + b"}" and left[key] == 0
         else:  # what the client sent before, and the fields

@@ -98,6 +98,7 @@ class Translator:
             attachments=tuple(_attachment_kind(a) for a in message.attachments),
             platform="discord",
             media=media,
+            chat_title=_title(message),
         )
 
     def interaction(self, interaction: discord.Interaction, name: str, args: str) -> IncomingMessage:
@@ -461,3 +462,11 @@ async def serve(service: ChatService, settings: Settings, stop: asyncio.Event | 
     if not settings.discord.token:
         raise RuntimeError("DISCORD_BOT_TOKEN is not set (see docs/discord.md)")
     await run_client(build_client(service, settings), settings.discord.token, stop)
+
+
+def _title(message: discord.Message) -> str | None:
+    """The chat's name for the dashboard: `server #channel`, or the person of a DM."""
+    if message.guild is None:
+        return f"DM with {message.author.display_name}"
+    channel = getattr(message.channel, "name", None)
+    return f"{message.guild.name} #{channel}" if channel else message.guild.name

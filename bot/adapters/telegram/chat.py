@@ -171,6 +171,7 @@ class Translator:
             attachments=self.attachments(message),
             platform="telegram",
             media=media,
+            chat_title=message.chat.title or message.chat.full_name or None,
         )
 
     def from_button(self, message: Message, user: User, text: str, is_admin: bool) -> IncomingMessage:

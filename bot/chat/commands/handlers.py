@@ -8,6 +8,7 @@ a few minutes of `/forget` in the same chat.
 from __future__ import annotations
 
 from bot.chat import limits
+from bot.chat.commands.dashboard import COMMANDS as DASHBOARD_COMMANDS
 from bot.chat.commands.own_data import COMMANDS as OWN_DATA_COMMANDS
 from bot.chat.commands.own_data import topic_line
 from bot.chat.commands.persona import persona_command, persona_line
@@ -262,6 +263,7 @@ COMMANDS = Registry(
             "usage", "model calls, tokens and cost per tier, with a chart", _usage, who="admin", slow=True
         ),
         Command("memory", "memory statistics", _memory, who="admin", aliases=("stats",)),
+        *DASHBOARD_COMMANDS,
         Command(
             "mode",
             "memory mode: auto (4 recent messages) or full (12)",

@@ -166,9 +166,12 @@ class MemoryClient(MemoryRoutes):
         author_id: str | None = None,
         message_id: str | None = None,
         mode: wire.Mode | None = None,
+        title: str | None = None,
     ) -> wire.TurnAnswer:
         """Record a user message; the memory prompt and context for answering it."""
         body: wire.TurnRequest = {"text": text}
+        if title:
+            body["title"] = title
         if author is not None:
             body["author"] = author
         if author_id is not None:
@@ -200,11 +203,30 @@ class HttpMemoryClient(MemoryClient):
         self, base_url: str, token: str | None, *, timeout: float = default("memory", "timeout_s")
     ) -> None:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._token = token
         self._base_url = base_url.rstrip("/")
         self._timeout = timeout
         # No proxy from the environment between the bot and a loopback memory host.
         self._local = self._base_url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))
         self._session: aiohttp.ClientSession | None = None
+
+    def dashboard_link(
+        self,
+        *,
+        role: str = "owner",
+        who: str = "owner",
+        chats: tuple[str, ...] | None = None,
+        minutes: float = 10,
+    ) -> str | None:
+        """A one-time login link to the memory worker's dashboard (None without a token)."""
+        if not self._token:
+            return None
+        import time
+
+        from memory_engine.dashboard.auth import make_link
+
+        now = int(time.time() * 1000)
+        return make_link(self._token, self._base_url, now, role=role, who=who, chats=chats, minutes=minutes)
 
     def _http(self) -> aiohttp.ClientSession:
         # Created on first use: a ClientSession belongs to the running event loop.

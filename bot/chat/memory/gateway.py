@@ -153,6 +153,8 @@ class MemoryGateway(MemoryRoutes):
             "author_id": message.author_id,
             "message_id": message_id,
         }
+        if message.chat_title:
+            body["title"] = message.chat_title
         chat = message.chat_key
         if len(self.outbox) and not self.is_down():
             await self.flush()
@@ -161,7 +163,12 @@ class MemoryGateway(MemoryRoutes):
             return None
         try:
             data = await self.client.turn(
-                chat, text, author=message.author, author_id=message.author_id, message_id=message_id
+                chat,
+                text,
+                author=message.author,
+                author_id=message.author_id,
+                message_id=message_id,
+                title=message.chat_title,
             )
         except MemoryUnavailable as exc:
             self._down(str(exc))

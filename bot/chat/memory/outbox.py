@@ -187,6 +187,7 @@ class Outbox:
                             author=turn.get("author"),
                             author_id=turn.get("author_id"),
                             message_id=turn.get("message_id"),
+                            title=turn.get("title"),
                         )
                     else:
                         await memory.reply(chat, cast("wire.ReplyRequest", body))

@@ -261,6 +261,42 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "DROP INDEX IF EXISTS messages_author_ts",
         ],
     ),
+    (
+        10,
+        "the directory of chats and the dashboard's login state (used by the directory object only)",
+        [
+            """CREATE TABLE directory_chats (
+                chat_key TEXT PRIMARY KEY,
+                title TEXT NOT NULL DEFAULT '',
+                messages INTEGER NOT NULL DEFAULT 0,
+                last_ts TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX directory_chats_last ON directory_chats(last_ts)",
+            """CREATE TABLE directory_people (
+                chat_key TEXT NOT NULL,
+                author_id TEXT NOT NULL,
+                PRIMARY KEY (chat_key, author_id)
+            )""",
+            """CREATE TABLE directory_usage (
+                chat_key TEXT NOT NULL,
+                day TEXT NOT NULL,
+                tier TEXT NOT NULL,
+                calls INTEGER NOT NULL DEFAULT 0,
+                errors INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0,
+                PRIMARY KEY (chat_key, day, tier)
+            )""",
+            # Covering: the overview's chart sums every chat's days from the index alone.
+            "CREATE INDEX directory_usage_day ON directory_usage(day, tier, calls, errors, cost_usd)",
+            """CREATE TABLE dashboard_auth (
+                kind TEXT NOT NULL,
+                key TEXT NOT NULL,
+                until INTEGER NOT NULL,
+                count INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (kind, key)
+            )""",
+        ],
+    ),
 ]
 
 

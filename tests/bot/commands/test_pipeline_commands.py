@@ -37,6 +37,7 @@ async def test_admin_commands_refuse_members_and_reveal_nothing(pipeline):
         "compact",
         "forget",
         "persona",
+        "dashboard",
     } == ADMIN_COMMANDS
     for name in sorted(ADMIN_COMMANDS):
         result = await pipeline.command(member, f"{name}@memo_bot", "yes")

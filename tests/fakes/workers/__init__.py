@@ -109,4 +109,9 @@ def load_entry(path: Path = ENTRY) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules["entry"] = module
     spec.loader.exec_module(module)
+    # Its sibling deployed beside it (the dashboard's shell imports `entry`): afresh too.
+    shell = importlib.util.spec_from_file_location("dashboard_shell", path.with_name("dashboard_shell.py"))
+    if shell is not None and shell.loader is not None and path.with_name("dashboard_shell.py").exists():
+        sys.modules["dashboard_shell"] = importlib.util.module_from_spec(shell)
+        shell.loader.exec_module(sys.modules["dashboard_shell"])
     return module

@@ -50,6 +50,7 @@ class TurnArgs(TypedDict):
     author_id: str
     message_id: str | None
     mode: str | None
+    title: str | None  # the chat's name on its platform (kept for the dashboard, not the turn's)
 
 
 class ReplyArgs(TypedDict):
@@ -135,6 +136,7 @@ class ImportArgs(TypedDict):
     remaining: int | None
     import_id: str | None  # with batch: the import it belongs to (see imports.bulk.check_batch)
     batch: int | None
+    title: str | None  # the exported chat's name (kept for the dashboard)
 
 
 IMPORT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # names one import's batches (the client's choice)
@@ -170,6 +172,7 @@ def turn(call: Call) -> TurnArgs:
         "author_id": optional(body, "author_id") or "",
         "message_id": optional(body, "message_id"),
         "mode": choice(body.get("mode"), "mode", MODES),
+        "title": optional(body, "title"),  # the chat's name on its platform, for the dashboard
     }
 
 
@@ -305,7 +308,14 @@ def import_messages(call: Call) -> ImportArgs:
     for i, m in enumerate(messages):
         checked = imported_message(m) if type(m) is dict else None  # most: every field plain
         out.append(checked if checked is not None else _imported_message(m, i))
-    return {"messages": out, "more": more, "remaining": remaining, "import_id": run, "batch": batch}
+    return {
+        "messages": out,
+        "more": more,
+        "remaining": remaining,
+        "import_id": run,
+        "batch": batch,
+        "title": optional(body, "title"),
+    }
 
 
 def _whole(value: Any, name: str, low: int) -> int:

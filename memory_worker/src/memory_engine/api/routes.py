@@ -31,6 +31,8 @@ from memory_engine.api.route_args import (
 )
 from memory_engine.api.validation import ApiError
 from memory_engine.chat_state import start_topic, topic_start
+from memory_engine.dashboard import directory, views
+from memory_engine.dashboard import wire as dash_wire
 from memory_engine.reminders import handlers as reminders_api
 from memory_engine.reminders import store as reminders
 from memory_engine.reminders import wire as reminder_wire
@@ -197,9 +199,16 @@ def _start_topic(ctx: Ctx, a: NoArgs) -> wire.TopicAnswer:
     return start_topic(ctx.memory.sql, ctx.memory.now())
 
 
+def _turn(ctx: Ctx, a: route_args.TurnArgs) -> wire.TurnAnswer:
+    directory.set_title(ctx.memory, a["title"])  # the chat's name on its platform, for the dashboard
+    m = ctx.memory
+    return m.turn(a["text"], a["author"], a["author_id"], a["message_id"], a["mode"])
+
+
 def _import(ctx: Ctx, a: ImportArgs) -> wire.ImportAnswer:
     from memory_engine.imports.bulk import ImportForgotten, check_batch, end_run
 
+    directory.set_title(ctx.memory, a["title"])  # the exported chat's name, for the dashboard
     run, batch = a["import_id"], a["batch"]
     if run is not None and batch is not None:
         try:
@@ -235,7 +244,7 @@ OPENAPI: Route[None, dict[str, object]] = route(
 TURN: Route[wire.TurnRequest, wire.TurnAnswer] = route(
     name="turn", method="POST", path=CHATS + "/turn",
     summary="Record a user message (a repeated message_id is stored once); its memory prompt.",
-    answer=wire.TurnAnswer, run=lambda c, a: c.memory.turn(**a),
+    answer=wire.TurnAnswer, run=_turn,
     effects=Kind(grows=True), body=wire.TurnRequest, args=route_args.turn,
 )
 REPLY: Route[wire.ReplyRequest, wire.ReplyAnswer] = route(
@@ -416,6 +425,38 @@ CATCHUP: Route[None, catchup.CatchupAnswer] = route(
     summary="What was said since author_id's last message (or the last day), at most limit messages.",
     answer=catchup.CatchupAnswer, run=reminders_api.catch_up, effects=READ,
     query=reminder_wire.CatchupQuery, args=reminders_api.catchup_args,
+)
+
+PEOPLE: Route[None, dash_wire.PeopleAnswer] = route(
+    name="people", method="GET", path=CHATS + "/people",
+    summary="The chat's people: names, message counts, last seen; where each fact came from.",
+    answer=dash_wire.PeopleAnswer, run=views.people, effects=READ, query=wire.AuthorQuery,
+    args=views.people_args,
+)
+AROUND: Route[None, dash_wire.AroundAnswer] = route(
+    name="around", method="GET", path=CHATS + "/messages/{message}/around",
+    summary="One message (the memory's id) with the messages before and after it.",
+    answer=dash_wire.AroundAnswer, run=views.around, effects=READ, query=dash_wire.AroundQuery,
+    args=views.around_args,
+)
+DIRECTORY = "/v1/directory"
+DIRECTORY_REPORT: Route[dash_wire.ChatReport, dash_wire.ReportAnswer] = route(
+    name="directory_report", method="POST", path=DIRECTORY + "/report",
+    summary="A chat's counts, people and usage for the directory of chats (its hosts send it).",
+    answer=dash_wire.ReportAnswer, run=directory.report, body=dash_wire.ChatReport,
+    args=directory.report_args, on_object=directory.DIRECTORY_KEY,
+)
+DIRECTORY_LIST: Route[dash_wire.DirectoryQuery, dash_wire.DirectoryAnswer] = route(
+    name="directory_list", method="POST", path=DIRECTORY + "/list",
+    summary="Every chat (or those named), newest activity first; usage per day and tier.",
+    answer=dash_wire.DirectoryAnswer, run=directory.listing, effects=READ, body=dash_wire.DirectoryQuery,
+    args=directory.list_args, on_object=directory.DIRECTORY_KEY,
+)
+DIRECTORY_AUTH: Route[dash_wire.AuthRequest, dash_wire.AuthAnswer] = route(
+    name="directory_auth", method="POST", path=DIRECTORY + "/auth",
+    summary="The dashboard's login state: attempts, one-time links, sessions.",
+    answer=dash_wire.AuthAnswer, run=directory.auth_step, body=dash_wire.AuthRequest,
+    args=directory.auth_args, on_object=directory.DIRECTORY_KEY,
 )
 
 # fmt: on

@@ -133,6 +133,7 @@ class TurnRequest(TypedDict):
     author_id: NotRequired[str | None]
     message_id: NotRequired[str | None]
     mode: NotRequired[Mode | None]
+    title: NotRequired[str | None]  # the chat's name on its platform (the dashboard shows it)
 
 
 class ReplyRequest(TypedDict):
@@ -177,6 +178,7 @@ class ImportRequest(TypedDict):
     # (409) once the chat, or someone in it, was forgotten since the first.
     import_id: NotRequired[str]
     batch: NotRequired[int]
+    title: NotRequired[str | None]  # the chat's name in the export (the dashboard shows it)
 
 
 class NoteRequest(TypedDict):
