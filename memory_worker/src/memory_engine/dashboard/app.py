@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs, quote, unquote
 
-from memory_engine.api.http_types import CHAT_KEY
+from memory_engine.api import http_types  # its CHAT_KEY (a pattern checked where it is defined)
 from memory_engine.dashboard import auth, pages
 from memory_engine.dashboard.actions import ACTIONS, DashboardError, do_action
 from memory_engine.dashboard.auth import Session
@@ -303,7 +303,7 @@ class Dashboard:
     async def chat_route(self, chat_key: str, rest: list[str], flash: str) -> DashResponse:
         """A chat's page, a person's page, a message in context, an export."""
         assert self.session is not None
-        if not CHAT_KEY.match(chat_key) or not self.session.may_see(chat_key):
+        if not http_types.CHAT_KEY.match(chat_key) or not self.session.may_see(chat_key):
             return page(404, pages.error_page(404, "No such chat here.", self.session, self.csrf))
         c = "/v1/chats/" + quote(chat_key, safe=":")
         if not rest:
@@ -371,7 +371,7 @@ class Dashboard:
     async def action(self, chat_key: str, form: dict[str, str]) -> DashResponse:
         """One action on a chat, through the API's own operations; logged with who did it."""
         assert self.session is not None
-        if not CHAT_KEY.match(chat_key) or not self.session.may_see(chat_key):
+        if not http_types.CHAT_KEY.match(chat_key) or not self.session.may_see(chat_key):
             return page(404, pages.error_page(404, "No such chat here.", self.session, self.csrf))
         name = form.get("action", "")
         if name not in ACTIONS:

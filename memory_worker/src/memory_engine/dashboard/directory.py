@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from memory_engine.api.http_types import CHAT_KEY
+from memory_engine.api import http_types  # its CHAT_KEY (a pattern checked where it is defined)
 from memory_engine.api.route_args import Call
 from memory_engine.api.validation import ApiError, integer, plain
 from memory_engine.dashboard.wire import (
@@ -116,7 +116,7 @@ def _strings(value: Any, name: str, check: bool = False) -> list[str]:
     if not isinstance(value, list) or len(value) > MAX_REPORT_ROWS:
         raise ApiError(400, f"{name} must be a list of at most {MAX_REPORT_ROWS} strings")
     out = [plain(v, name) for v in value]
-    if check and not all(CHAT_KEY.match(v) for v in out):
+    if check and not all(http_types.CHAT_KEY.match(v) for v in out):
         raise ApiError(400, f"{name} must hold chat keys")
     return out
 
@@ -156,7 +156,7 @@ def report_args(call: Call) -> ReportArgs:
     """`POST /v1/directory/report`: a ChatReport."""
     body = call.body()
     chat_key = plain(body.get("chat_key"), "chat_key")
-    if not CHAT_KEY.match(chat_key):
+    if not http_types.CHAT_KEY.match(chat_key):
         raise ApiError(400, "chat_key is not a chat key")
     usage = body.get("usage", [])
     if not isinstance(usage, list) or len(usage) > MAX_REPORT_ROWS:
