@@ -75,7 +75,10 @@ async def serve(env: Any, request: Any) -> Any:
         secure=url.scheme == "https",
     )
     answer = await handle(req, WorkerBackend(env))
-    return entry.js_response(answer.body, answer.status, answer.headers)
+    body = entry.to_js(answer.body) if answer.body else None
+    return entry.JsResponse.new(
+        body, status=answer.status, headers=entry.to_js([list(h) for h in answer.headers])
+    )
 
 
 async def report(env: Any, chat_key: str, name: str, args: Mapping[str, Any], memory: Any) -> None:

@@ -2,27 +2,18 @@
 
 Both are thin shells over `memory_engine`, which holds every rule:
 
-- `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) itself
-  with the shared `parse`, and forwards a valid call, with the body it read, to the chat's
-  own Durable Object (`env.CHAT_MEMORY`, one object per chat key) over RPC: its method
-  `serve(method, url, authorization, body)`, as Cloudflare advises for Durable Objects
-  (compatibility date 2024-04-03 on): the parts of the request the engine reads cross as
-  plain values, with no second Request to build and no body stream to read again.
-- `ChatMemorySQLite.serve` parses again (the object trusts no caller) and runs `execute`
-  on its `ChatMemory`, built once per object over `DurableObjectSql`, the adapter of
-  `ctx.storage.sql` / `ctx.storage.transactionSync` to the engine's `SqlStorage`. The
-  object has no `fetch`: RPC is its one way in.
-- Compaction runs from the object's alarm: a call that leaves too much un-summarized
-  history sets the alarm to now (unless one is pending sooner, or in a backoff) and
-  returns; `alarm` runs one compaction and sets the next alarm by the engine's rule
-  (`reminders.next_wake`: the compaction's delay, the reminders as they are when it ends).
-  A call while the alarm runs leaves the alarm to it (the rule of the local host's
-  scheduler). The summarizer talks to its endpoint through the runtime's `fetch`.
-- A reminder write whose alarm could not be set is answered (the row is kept); the object
-  sets the alarm again on its next request and on a timer until it holds.
+- `Default.fetch` answers `GET /health` and every refusal (401, 404, 405, 400, 413) with the
+  shared `parse`, and forwards a valid call, with its body, to the chat's own Durable Object
+  (`env.CHAT_MEMORY`, one per chat key) over RPC (`serve(method, url, authorization, body)`,
+  as Cloudflare advises): plain values cross, no second Request is built. `/dashboard` goes
+  to `dashboard_shell.py`.
+- `ChatMemorySQLite.serve` parses again (the object trusts no caller) and runs `execute` on
+  its `ChatMemory` over `DurableObjectSql` (`ctx.storage.sql` / `transactionSync` as the
+  engine's `SqlStorage`). Compaction and reminders run from the object's one alarm, set by
+  the engine's rule (`reminders.store.next_wake`); a reminder write whose alarm could not be
+  set is answered, and the alarm is set again on the next request and on a timer.
 
-Only this file imports `workers` (and `pyodide`); tests run it under the fake in
-`tests/fakes/workers/`.
+Only this file imports `workers` (and `pyodide`); tests run it under `tests/fakes/workers/`.
 """
 
 from __future__ import annotations
@@ -58,26 +49,21 @@ except ImportError:  # pragma: no cover - only outside a Worker without the test
     _JSNULL = None
     _JsArray = _JsResponse = None
 
-    def create_proxy(obj: Any) -> Any:
-        """Outside Pyodide a callable needs no proxy."""
+    def to_js(obj: Any) -> Any:
+        """Outside Pyodide a value needs no conversion (nor a callable a proxy)."""
         return obj
 
-    def to_js(obj: Any) -> Any:
-        """Outside Pyodide a value needs no conversion."""
-        return obj
+    create_proxy = to_js
 
 
 log = logging.getLogger("memory_worker.entry")
 T = TypeVar("T")
 
-# When a compaction run fails in a way the engine did not plan for, try again later
-# rather than leaving the chat without an alarm.
-UNEXPECTED_FAILURE_RETRY_MS = 60_000
+UNEXPECTED_FAILURE_RETRY_MS = 60_000  # a compaction failing unplanned: tried again, never no alarm
 SUMMARY_TIMEOUT_S = 60.0
 DISPATCH_OFFER_URL = "https://dispatch/v1/dispatch/offer"  # where due reminders are offered
 HANDOVER_RETRY_MS = 5_000  # due reminders the dispatch object did not take: tried again soon
-# A reminders' alarm that could not be set is tried again after these pauses (while the
-# object lives), and on the object's next request of any kind until it is set.
+# A reminders' alarm not set: tried again after these pauses, and on the object's next request.
 ALARM_RETRY_DELAYS_S = (1.0, 5.0, 30.0, 120.0)
 
 
@@ -286,15 +272,8 @@ def _response(answer: ApiResponse) -> Any:
     return _JsResponse.new(to_js(answer.body()), status=answer.status, headers=_JSON_HEADERS[0])
 
 
-def js_response(body: bytes, status: int, headers: list[tuple[str, str]]) -> Any:
-    """A JS Response of any type (the dashboard's pages): bytes, status, header pairs."""
-    return _JsResponse.new(
-        to_js(body) if body else None, status=status, headers=to_js([list(h) for h in headers])
-    )
-
-
 # What the dashboard's shell (dashboard_shell.py) uses of this module.
-var, is_null, read_body, json_response = _var, _is_null, _read_body, _response
+var, is_null, read_body, json_response, JsResponse = _var, _is_null, _read_body, _response, _JsResponse
 
 
 class ChatMemorySQLite(DurableObject):
