@@ -12,13 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine import catchup, notes, user_data
+from memory_engine.api.http_types import CHAT_KEY as CHAT_KEY_RE
 from memory_engine.api.route_args import IMPORT_ID, MAX_QUERY_CHARS, MAX_REMAINING, MAX_SEARCH_K
 from memory_engine.api.validation import MAX_FIELD_CHARS, MAX_TEXT_BYTES
 from memory_engine.chat_state import MAX_PERSONA_CHARS
+from memory_engine.dashboard import directory, views
 from memory_engine.reminders import store as reminders
 from memory_engine.reminders.handlers import MAX_EVERY_CHARS, MAX_ID, MAX_LEASE_MS, MAX_MS
 
 Schema = dict[str, Any]
+DIR_COUNT: Schema = {"minimum": 0, "maximum": 2**53}  # the directory's counts and clocks
+CHAT_KEY: Schema = {"pattern": CHAT_KEY_RE.pattern.replace("\\Z", "$")}
 
 # Not blank: a character that is not white space (Python's white space: the API strips it).
 WORDS = "[^\\s\\u001c-\\u001f\\u0085]"
@@ -106,6 +110,25 @@ PROPERTIES: dict[str, dict[str, Schema]] = {
     },
     "AckRequest": {"keys": {"maxItems": reminders.MAX_LEASE, "items": {"type": "string", **FIELD}}},
     "ReleaseRequest": {"key": FIELD, "owner": NAMED, "retry_at": MS},
+    "AroundQuery": {"n": {"minimum": 0, "maximum": views.MAX_AROUND}},
+    "ChatReport": {
+        "chat_key": CHAT_KEY,
+        "title": FIELD,
+        "last_ts": FIELD,
+        "messages": DIR_COUNT,
+        "people": DIR_COUNT,
+        "authors": {"items": {"type": "string", **FIELD}},
+        "usage": {"maxItems": directory.MAX_REPORT_ROWS},
+    },
+    "UsageDay": {"day": FIELD, "tier": FIELD, "calls": DIR_COUNT, "errors": DIR_COUNT},
+    "DirectoryQuery": {"chats": {"items": {"type": "string", **CHAT_KEY}}, "since": FIELD, "month": FIELD},
+    "AuthRequest": {
+        "action": {"enum": list(directory.AUTH_ACTIONS)},
+        "key": {"maxLength": 200},
+        "until": DIR_COUNT,
+        "now": DIR_COUNT,
+        "limit": {"minimum": 1, "maximum": 10_000},
+    },
     "CatchupQuery": {"author_id": NAMED, "limit": {"minimum": 1, "maximum": catchup.MAX_LIMIT}},
 }
 

@@ -22,7 +22,7 @@ _PATH_PARAMS: dict[str, Schema] = {
     "author_id": {"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS},
     "fact_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
     "reminder_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
-    "message": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+    "message": {"type": "integer", "minimum": 1, "maximum": 2**62},  # views.MAX_ID
 }
 _STATUS = {
     400: "Bad JSON, a missing, unknown or invalid field (its limits are stated), or a bad chat key.",

@@ -225,7 +225,7 @@ def facts(call: Call) -> FactsArgs:
 
 def usage(call: Call) -> AuthorFilter:
     """`GET .../usage?author_id=`: that person's usage today too (the daily caps)."""
-    return {"author_id": _author_filter(call)}
+    return {"author_id": author_filter(call)}
 
 
 def settings(call: Call) -> SettingsArgs:
@@ -242,7 +242,8 @@ def settings(call: Call) -> SettingsArgs:
     return args
 
 
-def _author_filter(call: Call) -> str | None:
+def author_filter(call: Call) -> str | None:
+    """The optional `author_id` of a query: absent is None, empty is refused."""
     author_id = call.query.get("author_id")
     if author_id is not None and not plain(author_id, "author_id"):
         raise ApiError(400, "author_id must not be empty")
@@ -253,7 +254,7 @@ def export(call: Call) -> ExportArgs:
     """`GET .../export?author_id=&after=&upto=&limit=`."""
     after, upto = call.query.get("after"), call.query.get("upto")
     return {
-        "author_id": _author_filter(call),
+        "author_id": author_filter(call),
         "after": None if after is None else integer(after, "after", 0, 2**63 - 1),
         "upto": None if upto is None else integer(upto, "upto", 0, 2**63 - 1),
         "limit": integer(call.query.get("limit", user_data.DEFAULT_PAGE), "limit", 1, user_data.MAX_PAGE),
@@ -263,7 +264,7 @@ def export(call: Call) -> ExportArgs:
 def forget_fact(call: Call) -> ForgetFactArgs:
     """`DELETE .../facts/{fact_id}?author_id=`."""
     raw = unquote_strict(call.params["fact_id"], "fact id")
-    return {"fact_id": integer(raw, "fact id", 1, 2**63 - 1), "author_id": _author_filter(call)}
+    return {"fact_id": integer(raw, "fact id", 1, 2**63 - 1), "author_id": author_filter(call)}
 
 
 def forget_author(call: Call) -> AuthorArgs:

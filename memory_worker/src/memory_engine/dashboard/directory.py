@@ -40,6 +40,7 @@ TITLE = "title"  # the chat's state key of its title
 MAX_TITLE_CHARS = 200
 USAGE_DAYS = 31  # the days of usage a full report carries (the chart's window, this month)
 MAX_REPORT_ROWS = 1000
+USAGE_FIELDS = frozenset(UsageDay.__required_keys__ | UsageDay.__optional_keys__)
 AUTH_ACTIONS = ("attempt", "redeem", "start", "check", "end")
 MAX_MS = 2**53
 
@@ -158,30 +159,34 @@ def report_args(call: Call) -> ReportArgs:
     chat_key = plain(body.get("chat_key"), "chat_key")
     if not http_types.CHAT_KEY.match(chat_key):
         raise ApiError(400, "chat_key is not a chat key")
+    if body.get("people") is not None:  # only its presence is read: the directory counts anew
+        integer(body["people"], "people", 0, MAX_MS)
+    if type(body.get("erased", False)) is not bool:
+        raise ApiError(400, "erased must be true or false")
     usage = body.get("usage", [])
     if not isinstance(usage, list) or len(usage) > MAX_REPORT_ROWS:
         raise ApiError(400, f"usage must be a list of at most {MAX_REPORT_ROWS} days")
     days: list[UsageDay] = []
     for u in usage:
-        if not isinstance(u, dict):
-            raise ApiError(400, "usage holds objects")
-        cost = u.get("cost_usd", 0)
+        if not isinstance(u, dict) or not u.keys() <= USAGE_FIELDS:
+            raise ApiError(400, f"usage holds objects of {', '.join(sorted(USAGE_FIELDS))}")
+        cost = u.get("cost_usd")
         if isinstance(cost, bool) or not isinstance(cost, (int, float)):
             raise ApiError(400, "cost_usd must be a number")
         days.append(
             {
                 "day": plain(u.get("day"), "day")[:10],
                 "tier": plain(u.get("tier"), "tier"),
-                "calls": integer(u.get("calls", 0), "calls", 0, MAX_MS),
-                "errors": integer(u.get("errors", 0), "errors", 0, MAX_MS),
+                "calls": integer(u.get("calls"), "calls", 0, MAX_MS),
+                "errors": integer(u.get("errors"), "errors", 0, MAX_MS),
                 "cost_usd": float(cost),
             }
         )
     return {
         "chat_key": chat_key,
-        "title": plain(body.get("title") or "", "title")[:MAX_TITLE_CHARS],
+        "title": plain(body.get("title", ""), "title")[:MAX_TITLE_CHARS],
         "messages": integer(body.get("messages", 0), "messages", 0, MAX_MS),
-        "last_ts": plain(body.get("last_ts") or "", "last_ts")[:40],
+        "last_ts": plain(body.get("last_ts", ""), "last_ts")[:40],
         "authors": _strings(body.get("authors", []), "authors"),
         "recount": "people" in body,
         "usage": days,
@@ -237,8 +242,8 @@ def list_args(call: Call) -> ListArgs:
     chats = body.get("chats")
     return {
         "chats": None if chats is None else _strings(chats, "chats", check=True),
-        "since": plain(body["since"], "since")[:10] if body.get("since") else None,
-        "month": plain(body["month"], "month")[:7] if body.get("month") else None,
+        "since": (plain(body["since"], "since")[:10] or None) if body.get("since") is not None else None,
+        "month": (plain(body["month"], "month")[:7] or None) if body.get("month") is not None else None,
     }
 
 

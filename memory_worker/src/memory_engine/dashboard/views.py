@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from memory_engine.api.route_args import Call
+from memory_engine.api.route_args import Call, author_filter
 from memory_engine.api.validation import integer
 from memory_engine.dashboard.wire import AroundAnswer, ContextMessage, PeopleAnswer, Person
 from memory_engine.storage import rows_of
@@ -37,7 +37,7 @@ class AroundArgs(TypedDict):
 
 def people_args(call: Call) -> PeopleArgs:
     """`GET .../people[?author_id=]`."""
-    return {"author_id": call.query.get("author_id") or None}
+    return {"author_id": author_filter(call)}
 
 
 def around_args(call: Call) -> AroundArgs:

@@ -1,7 +1,5 @@
 """What the dashboard's API routes take and answer (TypedDicts, checked by mypy and the OpenAPI document)."""
 
-from __future__ import annotations
-
 from typing import NotRequired, TypedDict
 
 
@@ -65,12 +63,12 @@ class ChatReport(TypedDict):
     """
 
     chat_key: str
-    title: str
-    messages: int
-    last_ts: str
-    authors: list[str]
+    title: NotRequired[str]
+    messages: NotRequired[int]
+    last_ts: NotRequired[str]
+    authors: NotRequired[list[str]]
     people: NotRequired[int | None]
-    usage: list[UsageDay]
+    usage: NotRequired[list[UsageDay]]
     erased: NotRequired[bool]
 
 
@@ -96,9 +94,9 @@ class DirectoryEntry(TypedDict):
 class DirectoryQuery(TypedDict):
     """Which chats (`chats`: only these keys; absent: all) and from which day the usage."""
 
-    chats: NotRequired[list[str]]
-    since: NotRequired[str]
-    month: NotRequired[str]
+    chats: NotRequired[list[str] | None]
+    since: NotRequired[str | None]
+    month: NotRequired[str | None]
 
 
 class DirectoryAnswer(TypedDict):
@@ -118,7 +116,7 @@ class AuthRequest(TypedDict):
 
     action: str
     key: str
-    until: int
+    until: NotRequired[int]
     now: int
     limit: NotRequired[int]
 
