@@ -16,7 +16,7 @@ row that matches any query term, at a cost that grows with the number of terms, 
 query first keeps its most selective terms within a budget (see `_select`). The terms it
 drops are the common ones, whose bm25 idf is small anyway. A term's other word forms
 (met/meet, colour/color: `word_forms`) are OR-ed alternatives inside the same term, and
-a message scores for a word once, by its best-matching form (see `_forms_once`).
+a message scores for a word once, by its best-matching form (see `best_form.forms_once`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from operator import itemgetter
 from typing import Any, cast
 
 from memory_engine.api import wire
+from memory_engine.index import gather
+from memory_engine.index.best_form import forms_once
 from memory_engine.index.names import aliased, name_words
 from memory_engine.index.text import MONTHS, fts_query, query_groups
 from memory_engine.storage import SqlStorage, rows_of
@@ -97,6 +99,8 @@ class RetrievalSettings:
     dates: bool = DATES
     word_forms: bool = WORD_FORMS
     forms_once: bool = FORMS_ONCE
+    concepts: bool = True  # a question's category words also search their cue words (`gather`)
+    cue_weight: float = gather.CUE_WEIGHT  # a cue word's share of a concept word's (`gather`)
 
 
 SHIPPED = RetrievalSettings()
@@ -357,51 +361,6 @@ def _expanded(term: Term) -> bool:
     return isinstance(term, tuple) and len(term) > 1
 
 
-@functools.cache
-def _forms_statement(n: int, weights_of: tuple[float, ...]) -> str:
-    """`_forms_once`'s statement for n forms: each form's bm25 over a range of rowids bound once."""
-    weights = ", ".join(str(w) for w in weights_of)
-    return "WITH r(lo, hi) AS (SELECT ?, ?) " + " UNION ALL ".join(
-        f"SELECT {k} AS form, rowid AS id, bm25(messages_fts, {weights}) AS rank FROM messages_fts "
-        "WHERE messages_fts MATCH ? AND rowid >= (SELECT lo FROM r) AND rowid <= (SELECT hi FROM r)"
-        for k in range(n)
-    )
-
-
-def _forms_once(
-    sql: SqlStorage, kept: list[Term], candidates: list[tuple[int, float]], weights: tuple[float, ...]
-) -> list[tuple[int, float]]:
-    """The candidates re-scored so that each word counts once, by its best form.
-
-    bm25 adds up the query's phrases, each form of a word being one: a message saying
-    both "won" and "winning" would count the word "win" twice, and its neighbours (which
-    carry it as context) twice too. A phrase's share of the score is the bm25 of a query
-    of that phrase alone (same idf, same length normalisation), so one statement scores
-    each form of each expanded word over the candidates, and the sum of a word's forms is
-    replaced by their maximum.
-    """
-    groups = [t for t in kept if isinstance(t, tuple) and _expanded(t)]
-    forms = [f for t in groups for f in t]
-    # A range of rowids, not `rowid IN (...)`: FTS5 would run the MATCH once per listed id
-    # (4x slower here). The range holds no more rows than the main query scored. Its ends are
-    # bound once (a Durable Object binds at most 100 parameters), so the text depends on the
-    # number of forms alone and the prepared-statement caches find it again.
-    ids = {i for i, _ in candidates}
-    rows = rows_of(  # tuples, not dicts: a few hundred rows
-        sql, _forms_statement(len(forms), weights), min(ids), max(ids), *(fts_query([f]) for f in forms)
-    )
-    share = {(int(form), int(i)): -float(score) for form, i, score in rows if int(i) in ids}
-    out = []
-    for i, score in candidates:
-        n = 0
-        for t in groups:
-            parts = [share.get((n + j, i), 0.0) for j in range(len(t))]
-            score += max(parts) - sum(parts)
-            n += len(t)
-        out.append((i, score))
-    return out
-
-
 # The messages columns a ranked row carries (the turn's `retrieved` and `search`'s results).
 MESSAGE_COLUMNS = ("id", "role", "author", "author_id", "text", "ts", "message_id")
 _ROWS_OF = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE id IN "
@@ -449,7 +408,8 @@ def ranked_rows(
     terms = query_groups(query, forms=knobs.word_forms, months=knobs.dates)
     if not terms or k <= 0:
         return []
-    kept, floor = _select(sql, terms)
+    searched, cues = gather.expand(terms) if knobs.concepts else (terms, frozenset[str]())
+    kept, floor = _select(sql, searched)
     match = fts_query(kept)
     if match is None:
         return []
@@ -464,8 +424,9 @@ def ranked_rows(
     )
     rows = sorted([r for r in ranked_ids if r[2] is not None])  # (bm25, id, author): by score, then id
     candidates = [(int(r[1]), -float(r[0])) for r in rows if int(r[1]) not in exclude]
-    if knobs.forms_once and candidates and any(_expanded(t) for t in kept):
-        candidates = _forms_once(sql, kept, candidates, knobs.bm25_weights)
+    groups = [t for t in kept if isinstance(t, tuple) and _expanded(t)]
+    if knobs.forms_once and candidates and groups:
+        candidates = forms_once(sql, groups, candidates, knobs.bm25_weights, cues, knobs.cue_weight)
     # The authors the query names (a handful per chat, each tokenized once): their rows score more,
     # named by a word of their display name (accents folded: "jose" is José) or by an alias or
     # a name the chat learned for them ("moose" for Marcus Bell).
