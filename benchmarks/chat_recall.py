@@ -43,7 +43,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def parse(path: Path = DATA) -> list[dict[str, Any]]:
-    """The chats of a chats_dev.txt file: messages (import form) and questions with evidence ids."""
+    """The chats of a recall_chats file: messages (import form) and questions with evidence ids."""
     chats: list[dict[str, Any]] = []
     day = datetime(2026, 1, 1, tzinfo=UTC)
     for raw in path.read_text(encoding="utf-8").splitlines():
