@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from memory_engine import ChatMemory
-from memory_engine.index import gather
+from memory_engine.index import gather, retrieval
 from memory_engine.index.retrieval import SHIPPED
 from memory_worker.local import SqliteStorage
 from tests.support import FILLER, add, ids_of, memory
@@ -71,3 +71,12 @@ def test_expansion_leaves_the_querys_own_words_out_of_the_cues():
     terms, cues = gather.expand([("hobbies",), ("class",)])
     assert terms[0][0] == "hobbies" and "class" in terms[1] and "class" not in cues
     assert "lessons" in cues and "hobbies" not in cues
+
+
+def test_a_category_word_whose_cues_are_common_is_still_searched_by_itself():
+    m = memory()
+    # "work" (a cue of "job") in more rows than retrieval.COUNT_CAP: the expanded word is common.
+    chatter = [("Bob" if n % 2 else "Cy", f"so much work today, day {n}") for n in range(retrieval.COUNT_CAP)]
+    anns = [("Ann", f"lovely weather, day {n}") for n in range(30)]  # "ann": rarer than the job word
+    add(m, *chatter, *anns, ("Ann", "my job is at the bakery now"), *anns)
+    assert "m331" in ids_of(m, "What is Ann's job?", 3)

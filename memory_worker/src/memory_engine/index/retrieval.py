@@ -410,6 +410,11 @@ def ranked_rows(
         return []
     searched, cues = gather.expand(terms) if knobs.concepts else (terms, frozenset[str]())
     kept, floor = _select(sql, searched)
+    if cues and any(s != t and s not in kept for s, t in zip(searched, terms, strict=True)):
+        # A category word whose cues made it common (a long chat): its own word alone, not nothing.
+        searched = [s if s in kept else t for s, t in zip(searched, terms, strict=True)]
+        cues = frozenset(c for term in searched for c in term if c in cues)
+        kept, floor = _select(sql, searched)
     match = fts_query(kept)
     if match is None:
         return []
