@@ -392,6 +392,14 @@ def clause_literals(clause: str, low: str, runs: list[str], index: LiteralIndex)
     return mask
 
 
+def clause_words(clause: str) -> frozenset[str]:
+    """The runs of \\w of folded `clause` (those clause_literals found, when it was the last clause)."""
+    last, _, present, _, words = _last_fold
+    if last is clause and present is not None:
+        return words
+    return frozenset(word_runs(folded(clause)))
+
+
 def triggers(clause: str, pattern: Rx) -> list[re.Match[str]]:
     """Matches of a trigger whose clause prefix does not guard it."""
     global _last_fold

@@ -11,7 +11,9 @@ from memory_engine.facts.clauses import (
     I_AM_,
     WORD,
     FactChange,
+    clause_words,
     clean,
+    folded,
     guarded,
     is_name_word,
     protect_binomials,
@@ -236,6 +238,9 @@ _KIN = "|".join(re.escape(k) for k in _KIN_LIST)
 _KIN_TREE = alternation(_KIN_LIST)  # the same matches; about 200 words tried as a tree of prefixes
 # The first word of each pet or relative ("golden" retriever, "half"-brother): one is in every match.
 _KIN_WORDS = tuple(sorted({k.replace("-", " ").split()[0] for k in [*SPECIES, *RELATIONS]}))
+# Whitespace comes before a match's pet or relative, and no word character after its first word:
+# that word is a whole word of the folded clause. Most clauses with "my" or "have" hold none.
+_KIN_GATE = frozenset([*_KIN_WORDS, *map(folded, _KIN_WORDS)])
 _MY_KIN_SOURCE = (
     r"\b(?:my|our)\s+(?P<adj>(?:[a-z\-]+\s+){0,2}?)(?P<kin>KIN)"
     r"(?:'s\s+names?\s+(?:is|are)\s+|\s+(?:is|are)\s+(?:called|named)\s+|\s*,\s*|\s+(?:named\s+|called\s+)?)"
@@ -279,6 +284,8 @@ def _kin_names(rest: str, plural: bool) -> list[str]:
 
 def kin(clause: str) -> Iterator[FactChange]:
     # the triggers first (gated, rarely there), then the words that make them past
+    if _KIN_GATE.isdisjoint(clause_words(clause)):
+        return
     found = [m for pattern in (_MY_KIN, _HAVE_KIN) for m in triggers(clause, pattern)]
     if not found:
         return
