@@ -16,7 +16,13 @@ and ranks the whole index: it must not pay for the import's index). Two ways of 
   `chatbot import` sends them: the host holds the rows its retention cap deletes before the
   import ends (issue 22, `import_hold`); an older host ignores the field.
 
-    .venv/bin/python benchmarks/import_server.py [--messages N] [--compare main|DIR] [--modes more,hint,each]
+    .venv/bin/python benchmarks/import_server.py [--messages N] [--compare main|DIR ...]
+        [--modes more,hint,each] [--locomo [PATH]]
+
+`--locomo`: the batches are realistic chat instead (issue 38's measure): every turn of LoCoMo's
+dev conversations (/work/shared/locomo/locomo-dev.json, not shipped), in order and again from
+the start until N messages, each by its speaker (one author id per speaker and conversation),
+5,000 a request.
 """
 
 from __future__ import annotations
@@ -69,6 +75,38 @@ def batches(export: Path) -> list[list[dict]]:
     return out
 
 
+LOCOMO = Path("/work/shared/locomo/locomo-dev.json")
+
+
+def locomo_batches(path: Path, n: int) -> list[list[dict]]:
+    """`n` import messages of LoCoMo's dev turns (cycled), in batches of BATCH."""
+    turns: list[tuple[str, str, str]] = []  # (speaker, author id, text)
+    for c, conv in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+        speakers = [conv["conversation"]["speaker_a"], conv["conversation"]["speaker_b"]]
+        for key, value in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(value, list):
+                turns.extend(
+                    (t["speaker"], f"{c}{speakers.index(t['speaker'])}", t["text"])
+                    for t in value
+                    if t.get("text")
+                )
+    records = []
+    for i in range(n):
+        speaker, author_id, text = turns[i % len(turns)]
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(1_600_000_000 + 30 * i))
+        records.append(
+            {
+                "role": "user",
+                "text": text,
+                "author": speaker,
+                "author_id": author_id,
+                "message_id": str(i + 1),
+                "ts": ts,
+            }
+        )
+    return [records[i : i + BATCH] for i in range(0, n, BATCH)]
+
+
 def checkout(ref: str, dest: Path) -> Path:
     """The tree of `ref` (a commit or branch of this repository) extracted under dest."""
     dest.mkdir(parents=True)
@@ -115,7 +153,7 @@ def run(root: Path, data: Path, bodies: list[bytes]) -> Figures:
         _call(conn, "POST", f"/v1/chats/{CHAT}/turn", turn.encode())
         turn_ms = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        found = _call(conn, "GET", f"/v1/chats/{CHAT}/search?q=summit%20coffee%20bridge&k=3")
+        found = _call(conn, "GET", f"/v1/chats/{CHAT}/search?q=summit%20coffee%20bridge%20painting&k=3")
         search_ms = (time.perf_counter() - started) * 1000
         if len(found["results"]) != 3:
             raise SystemExit("the first search after the import found nothing")
@@ -131,16 +169,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument(
-        "--compare", default="main", help="a ref, or a folder holding a checkout, to measure beside this one"
+        "--compare",
+        action="append",
+        help="a ref, or a folder holding a checkout, to measure beside this one (repeatable; default main)",
     )
     ap.add_argument("--modes", default="more,hint,each")
+    ap.add_argument("--locomo", nargs="?", type=Path, const=LOCOMO, default=None, help="LoCoMo's turns")
     args = ap.parse_args()
     modes = args.modes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        print(f"writing an export of {args.messages} messages ...", file=sys.stderr)
-        write_export(work / "result.json", args.messages)
-        parts = batches(work / "result.json")
+        if args.locomo:
+            parts = locomo_batches(args.locomo, args.messages)
+        else:
+            print(f"writing an export of {args.messages} messages ...", file=sys.stderr)
+            write_export(work / "result.json", args.messages)
+            parts = batches(work / "result.json")
         n = sum(len(p) for p in parts)
         after = [sum(len(p) for p in parts[i + 1 :]) for i in range(len(parts))]  # messages still to come
 
@@ -155,10 +199,10 @@ def main() -> None:
             for mode in modes
         }
         trees = [("this checkout", ROOT)]
-        if args.compare:
-            given = Path(args.compare)
-            other = given if given.is_dir() else checkout(args.compare, work / "compare")
-            trees.append((args.compare if not given.is_dir() else given.name, other))
+        for i, ref in enumerate(args.compare or ["main"]):
+            given = Path(ref)
+            other = given if given.is_dir() else checkout(ref, work / f"compare{i}")
+            trees.append((ref if not given.is_dir() else given.name, other))
         rows = []
         for name, root in trees:
             for mode in modes:

@@ -81,9 +81,23 @@ _AT_ORG = lazy(r"\s+(?:at|@|for)\s+(?:the\s+)?([A-ZÀ-Þ][\w&'\-]*(?:\s+[A-ZÀ-�
 _EXTRA_JOBS = frozenset(("physio", "medic", "dev", "swe", "cop"))
 
 
+# Every match of _ASKS holds one of these as a whole word ("what", "job" or "work" for a job;
+# "from" or "accent"; "live" or "based"; "old"; a pet; a child; a diet; "allergic"; "speak"):
+# for ASCII text, one look-up of its words rules most questions out.
+_ASK_WORDS = frozenset(
+    _split(
+        "what job work from accent live based old pet pets dog dogs cat cats animal animals kid kids "
+        "child children vegetarian vegan pescatarian allergic allergies speak"
+    )
+)
+_NOT_WORD = str.maketrans({c: " " for c in range(128) if not (chr(c).isalnum() or c == 95)})
+
+
 def asked(before: str) -> str | None:
     """What kind of fact a message asks for ("job", "pets", ...), or None when it asks none."""
     if "?" not in before and not re.match(r"^\W*(?:what|where|how|who|do|does|anyone|any1)\b", before, re.I):
+        return None
+    if before.isascii() and _ASK_WORDS.isdisjoint(before.lower().translate(_NOT_WORD).split()):
         return None
     for kind, pattern in _ASKS:
         if pattern.search(before):
