@@ -24,7 +24,8 @@ def _split(text: str) -> list[str]:
 
 MAX_ANSWER = 160  # an answer is short; a long message states its facts itself
 _YOU = r"(?:you|u|ya|y'all|yall|you all|u all|you guys|everyone|everybody|anyone|any1|anybody|ppl)"
-_ASKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+# The kinds of fact a question asks for, each with a pattern of the question, in order.
+ASKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(source, re.I))
     for kind, source in (
         ("job", rf"\bwhat\s+(?:do|does)\s+{_YOU}\b[^?]*\b(?:do|work)\b|\b(?:your|ur)\s+(?:job|work)\b"),
@@ -81,15 +82,24 @@ _AT_ORG = lazy(r"\s+(?:at|@|for)\s+(?:the\s+)?([A-ZÀ-Þ][\w&'\-]*(?:\s+[A-ZÀ-�
 _EXTRA_JOBS = frozenset(("physio", "medic", "dev", "swe", "cop"))
 
 
-# Every match of _ASKS holds one of these as a whole word ("what", "job" or "work" for a job;
-# "from" or "accent"; "live" or "based"; "old"; a pet; a child; a diet; "allergic"; "speak"):
-# for ASCII text, one look-up of its words rules most questions out.
-_ASK_WORDS = frozenset(
-    _split(
-        "what job work from accent live based old pet pets dog dogs cat cats animal animals kid kids "
-        "child children vegetarian vegan pescatarian allergic allergies speak"
+# Every match of each of ASKS holds one of its words here as a whole word: for ASCII text, a
+# look-up of its words rules most questions out, and most patterns of the rest.
+_ASK_NEEDS = tuple(
+    frozenset(_split(words))
+    for words in (
+        "what job work",
+        "work job",
+        "from accent",
+        "live based",
+        "old",
+        "pet pets dog dogs cat cats animal animals",
+        "kid kids child children",
+        "vegetarian vegan pescatarian",
+        "allergic allergies",
+        "speak",
     )
 )
+_ASK_WORDS = frozenset().union(*_ASK_NEEDS)
 _NOT_WORD = str.maketrans({c: " " for c in range(128) if not (chr(c).isalnum() or c == 95)})
 
 
@@ -97,10 +107,13 @@ def asked(before: str) -> str | None:
     """What kind of fact a message asks for ("job", "pets", ...), or None when it asks none."""
     if "?" not in before and not re.match(r"^\W*(?:what|where|how|who|do|does|anyone|any1)\b", before, re.I):
         return None
-    if before.isascii() and _ASK_WORDS.isdisjoint(before.lower().translate(_NOT_WORD).split()):
-        return None
-    for kind, pattern in _ASKS:
-        if pattern.search(before):
+    words: frozenset[str] | None = None
+    if before.isascii():
+        words = frozenset(before.lower().translate(_NOT_WORD).split())
+        if _ASK_WORDS.isdisjoint(words):
+            return None
+    for (kind, pattern), needs in zip(ASKS, _ASK_NEEDS, strict=True):
+        if (words is None or not needs.isdisjoint(words)) and pattern.search(before):
             return kind
     return None
 
@@ -147,7 +160,7 @@ def context_facts(text: str, before: str | None, before_is_theirs: bool) -> list
     elif kind in ("pets", "kids"):
         out.extend(_named(text, before, kind))
     elif kind == "diet":
-        m = _ASKS[7][1].search(before)
+        m = ASKS[7][1].search(before)
         if m and _YES.match(text):
             out.append(FactChange("diet", m.group(1).lower()))
     elif kind == "allergies":
