@@ -365,7 +365,7 @@ def _sentence_facts(text: str, low: str = "", words: list[bytes] | None = None) 
             if len(head.split()) < 3 or is_question(head) or not asks or asks[0].lower() not in _TAG_QUESTION:
                 continue
             sentence = head
-        if ascii_text and not _may_state_facts(sentence.lower()):
+        if ascii_text and len(parts) > 1 and not _may_state_facts(sentence.lower()):
             continue  # the message's gate, per sentence: nothing here opens a fact (~40 % of LoCoMo's)
         sentence = normalise(restore_subject(sentence))
         # "Kwame here. 34, from Accra": the sentence after a name still opens the introduction
