@@ -17,7 +17,7 @@ from memory_engine.facts.lexicon import NOT_NAMES, VAGUE_START
 from memory_engine.facts.patterns import lazy
 from memory_engine.facts.rules import take_org
 
-__all__ = ["OPENING_WORDS", "correction_of", "corrections_within", "looks_like_correction"]
+__all__ = ["INSIDE_WORDS", "OPENING_WORDS", "correction_of", "corrections_within", "looks_like_correction"]
 
 _STRONG = (
     r"sorry|no\s+wait|wait\s+no|wait|no|nah|nope|i\s+mean|i\s+meant|oops|whoops|correction|scratch\s+that|"
@@ -28,6 +28,11 @@ _WEAK = _STRONG + r"|actually|update|well|lol\s+no|ok\s+not|okay\s+not|ok|okay|l
 # another one, with no "*" and no "actually", corrects nothing: `facts.states_nothing`).
 OPENING_WORDS = frozenset(alternative.split("\\")[0].encode() for alternative in _WEAK.split("|"))
 _INSIDE = lazy(r"(?:,|\.{2,}|[.;!]|\s-|\s)\s*\b(?:" + _STRONG + r")\b[\s,:!.\-]*", re.I)
+# Every match of _INSIDE holds one of these as a whole word (of each alternative of _STRONG, its
+# rarest: "wait" of "no wait", "mean" of "i mean", "rather" of "or rather"). ASCII text whose
+# words (runs of [a-z0-9_] of its lower case) hold none has no correction inside it.
+_INSIDE_WORDS = "sorry wait no nah nope mean meant oops whoops correction scratch rather make nvm actually"
+INSIDE_WORDS = frozenset(w.encode() for w in _INSIDE_WORDS.split())
 # A message opens like a correction ("sorry, ...", "*Osaka"), ends with a starred word ("Osaka*"),
 # or says "actually" anywhere. Three patterns, the last two tried only when their literal is there:
 # one pattern with all of them scanned every message from each position (7-11 us a message).

@@ -33,6 +33,7 @@ from memory_engine.facts.clauses import (
     sentences,
 )
 from memory_engine.facts.corrections import (
+    INSIDE_WORDS,
     OPENING_WORDS,
     correction_of,
     corrections_within,
@@ -304,7 +305,8 @@ def extract_facts(
             changes.append(signed)
     words = _ascii_words(low) if ascii_text else []
     changes.extend(_sentence_facts(text, low, words) if ascii_text else _sentence_facts(text))
-    corrected = corrections_within(text, _sentence_facts) if len(changes) > 1 or changes else []
+    may_correct = changes and (not ascii_text or not INSIDE_WORDS.isdisjoint(words))
+    corrected = corrections_within(text, _sentence_facts) if may_correct else []
     changes.extend(corrected)
     # "left Lyon for Montreal": Lyon is the past, Montreal the fact. For ASCII text, the rules'
     # trigger words looked up among its words first (one C call; most messages hold none).
