@@ -282,11 +282,14 @@ def extract_facts(
     what it stated. `past`: where to add the values it says were so before (facts_and_past).
     """
     text = text[:MAX_TEXT]
-    changes: list[FactChange] = []
     ascii_text = text.isascii()
-    low = text.lower() if ascii_text else ""
-    if ascii_text and _states_nothing(low):
-        return _finish(correction_of(text, extract_facts(previous), changes), False) if previous else []
+    if ascii_text:
+        low = text.lower()
+        if _states_nothing(low):  # most chat: nothing here, unless it corrects `previous`
+            return _finish(correction_of(text, extract_facts(previous), []), False) if previous else []
+    else:
+        low = ""
+    changes: list[FactChange] = []
     whole = text  # `low` is its lower case while no profile line is taken out
     if "\n" in text or ":" in text or "=" in text:  # profile-card lines ("Age: 26") and sign-offs
         kept = []
