@@ -174,27 +174,22 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
 
 
 def baseline_module(ref: str, package_name: str = "baseline_facts") -> types.ModuleType:
-    """The extractor as it is at `ref` (all its facts*.py modules), loaded as the temporary
-    package `package_name` (a distinct name per ref when several are loaded side by side)."""
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", ref, f"{ENGINE}/"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    """The extractor as it is at `ref` (`memory_engine.facts.extract`, with the whole engine tree
+    of `ref` it imports), loaded as the temporary package `package_name` (a distinct name per
+    ref when several are loaded side by side): the engine's imports are all absolute, so its
+    files are extracted with `git archive` and `memory_engine` renamed in them."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, ENGINE], capture_output=True, check=True
+    )
     tmp = Path(tempfile.mkdtemp(prefix="facts_baseline_"))
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
     package = tmp / package_name
-    package.mkdir()
-    (package / "__init__.py").write_text("", encoding="utf-8")
-    for path in listed:
-        name = Path(path).name
-        if name.startswith("facts") and name.endswith(".py"):
-            source = subprocess.run(
-                ["git", "-C", str(ROOT), "show", f"{ref}:{path}"], capture_output=True, text=True, check=True
-            ).stdout
-            (package / name).write_text(source, encoding="utf-8")
+    (tmp / ENGINE).rename(package)
+    for path in package.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        path.write_text(re.sub(r"\bmemory_engine\b", package_name, source), encoding="utf-8")
     sys.path.insert(0, str(tmp))
-    return importlib.import_module(f"{package_name}.facts")
+    return importlib.import_module(f"{package_name}.facts.extract")
 
 
 def _row(name: str, s: dict[str, float]) -> str:
