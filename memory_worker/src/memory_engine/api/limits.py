@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_engine import catchup, notes, user_data
-from memory_engine.api.http_types import CHAT_KEY as CHAT_KEY_RE
+from memory_engine.api import http_types  # its CHAT_KEY (a pattern checked where it is defined)
 from memory_engine.api.route_args import IMPORT_ID, MAX_QUERY_CHARS, MAX_REMAINING, MAX_SEARCH_K
 from memory_engine.api.validation import MAX_FIELD_CHARS, MAX_TEXT_BYTES
 from memory_engine.chat_state import MAX_PERSONA_CHARS
@@ -22,7 +22,7 @@ from memory_engine.reminders.handlers import MAX_EVERY_CHARS, MAX_ID, MAX_LEASE_
 
 Schema = dict[str, Any]
 DIR_COUNT: Schema = {"minimum": 0, "maximum": 2**53}  # the directory's counts and clocks
-CHAT_KEY: Schema = {"pattern": CHAT_KEY_RE.pattern.replace("\\Z", "$")}
+CHAT_KEY: Schema = {"pattern": http_types.CHAT_KEY.pattern.replace("\\Z", "$")}
 
 # Not blank: a character that is not white space (Python's white space: the API strips it).
 WORDS = "[^\\s\\u001c-\\u001f\\u0085]"

@@ -201,8 +201,13 @@ def _start_topic(ctx: Ctx, a: NoArgs) -> wire.TopicAnswer:
 
 def _turn(ctx: Ctx, a: route_args.TurnArgs) -> wire.TurnAnswer:
     directory.set_title(ctx.memory, a["title"])  # the chat's name on its platform, for the dashboard
-    m = ctx.memory
-    return m.turn(a["text"], a["author"], a["author_id"], a["message_id"], a["mode"])
+    return ctx.memory.turn(
+        text=a["text"],
+        author=a["author"],
+        author_id=a["author_id"],
+        message_id=a["message_id"],
+        mode=a["mode"],
+    )
 
 
 def _import(ctx: Ctx, a: ImportArgs) -> wire.ImportAnswer:

@@ -23,6 +23,7 @@ from memory_engine.dashboard.actions import ACTIONS, DashboardError, do_action
 from memory_engine.dashboard.auth import Session
 from memory_engine.dashboard.chat_pages import ChatData, chat_page, find_person, person_page
 from memory_engine.dashboard.markup import Html
+from memory_engine.dashboard.wire import AuthRequest, DirectoryQuery
 
 log = logging.getLogger("memory_engine.dashboard")
 LOGIN_LIMIT = 10  # login attempts a client may make per window
@@ -140,7 +141,7 @@ class Dashboard:
 
     async def auth_step(self, action: str, key: str, until: int = 0, limit: int | None = None) -> bool:
         """One step of the login state in the directory object."""
-        body: dict[str, Any] = {"action": action, "key": key, "until": until, "now": self.backend.now_ms()}
+        body: AuthRequest = {"action": action, "key": key, "until": until, "now": self.backend.now_ms()}
         if limit is not None:
             body["limit"] = limit
         return bool((await self.api("POST", "/v1/directory/auth", body=body))["ok"])
@@ -260,7 +261,7 @@ class Dashboard:
     async def overview(self, flash: str) -> DashResponse:
         """Every chat this session may see."""
         assert self.session is not None
-        body: dict[str, Any] = {} if self.session.chats is None else {"chats": list(self.session.chats)}
+        body: DirectoryQuery = {} if self.session.chats is None else {"chats": list(self.session.chats)}
         directory = await self.api("POST", "/v1/directory/list", body=body)
         q = _query(self.req).get("q", "")
         return page(200, pages.overview(directory, self.today(), q, self.session, self.csrf, flash))

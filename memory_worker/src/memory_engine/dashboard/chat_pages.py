@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
+from memory_engine.api import wire
 from memory_engine.dashboard.auth import Session
 from memory_engine.dashboard.charts import usage_chart
 from memory_engine.dashboard.markup import Html, html, join
 from memory_engine.dashboard.pages import action_form, chat_url, layout, money, when
 from memory_engine.dashboard.wire import Person, UsageDay
+from memory_engine.reminders.wire import Reminder
 
 
 @dataclass
@@ -21,15 +22,15 @@ class ChatData:
     chat_key: str
     title: str
     today: str
-    stats: Mapping[str, Any]
-    summary: Mapping[str, Any]
+    stats: wire.StatsAnswer
+    summary: wire.SummaryAnswer
     people: list[Person]
     sources: Mapping[str, int]
-    facts: list[Mapping[str, Any]]  # current and superseded (history=1)
-    notes: list[Mapping[str, Any]]
-    reminders: list[Mapping[str, Any]]
-    settings: Mapping[str, Any]
-    usage: Mapping[str, Any]
+    facts: list[wire.Fact]  # current and superseded (history=1)
+    notes: list[wire.Fact]
+    reminders: list[Reminder]
+    settings: wire.SettingsAnswer
+    usage: wire.UsageAnswer
     days: list[UsageDay]
     search: Html = field(default_factory=lambda: Html(""))
     query: str = ""
@@ -93,12 +94,15 @@ def _facts_of(data: ChatData, author_id: str, csrf: str, back: str) -> Html:
     return table
 
 
-FOLLOWUP = "followup"  # a follow-up is kept as a reminder whose `every` names the plan
-
-
-def _is_followup(r: Mapping[str, Any]) -> bool:
+def _is_followup(r: Reminder) -> bool:
+    """A follow-up is kept as a reminder whose `every` names the plan."""
     every = r.get("every")
-    return isinstance(every, dict) and FOLLOWUP in every
+    return isinstance(every, dict) and "followup" in every
+
+
+def _plan(r: Reminder) -> str:
+    every = r.get("every") or {}
+    return str(every.get("followup", ""))
 
 
 def _repeats(every: object) -> str:
@@ -115,7 +119,7 @@ def _reminders(
     rows = [
         html(
             "<tr><td>{text}</td><td>{who}</td><td>{due}</td><td>{every}</td><td>{cancel}</td></tr>",
-            text=f"how did “{r['every'][FOLLOWUP]}” go?" if followups else r.get("text"),
+            text=f"how did “{_plan(r)}” go?" if followups else r.get("text"),
             who=r.get("author") or r.get("author_id"),
             due=_due(r.get("due_at")),
             every="the day after" if followups else _repeats(r.get("every")),
@@ -159,8 +163,8 @@ def _notes(data: ChatData, csrf: str, back: str, author_id: str | None = None) -
     return html("<ul>{r}</ul>", r=join(rows)) if rows else html('<p class="muted">No notes.</p>')
 
 
-def _usage_table(usage: Mapping[str, Any]) -> Html:
-    tiers: Mapping[str, Mapping[str, Any]] = usage.get("tiers") or {}
+def _usage_table(usage: wire.UsageAnswer) -> Html:
+    tiers: Mapping[str, wire.TierUsage] = usage.get("tiers") or {}
     rows = [
         html(
             '<tr><td>{t}</td><td class="n">{c}</td><td class="n">{e}</td><td class="n">{p}</td><td '
