@@ -3,7 +3,7 @@
 "What are Leo's hobbies?" shares no word with "signed up for spanish lessons", and "which
 cities has Sam visited?" none with "have you ever been to prague": people name a pastime, a
 trip or a job, not its category, and in short-message chats the answer is spread over several
-such messages (issue 38). A handful of category words a question uses are searched together
+such messages. A handful of category words a question uses are searched together
 with the everyday words people say those things with (`CONCEPTS`), as OR-ed alternatives of
 the question's word: a message scores once for the word, by its best alternative
 (`best_form.forms_once`), a cue counting CUE_WEIGHT of what the question's own word would,
