@@ -205,7 +205,12 @@ _NOT_TOPICS = frozenset(
     _split(
         "what whats where when which who whom whose why how does did do anyone anybody everyone "
         "someone somebody u ur ya yall guys pls plz thanks thank sorry oops btw lol haha hahaha lmao "
-        "ok okay yes yeah nope nah maybe dont cant wont isnt im ive youre thats theres"
+        "ok okay yes yeah nope nah maybe dont cant wont isnt im ive youre thats theres "
+        # the verbs and nouns people state things with ("my name is", "I live in"): the thing
+        # they state is the topic, not these
+        "name names live lives living work works working say said says tell told feel feels "
+        "mean means guess actually pretty kinda lot bit way stuff take took come came went "
+        "look looks looking"
     )
 )
 
