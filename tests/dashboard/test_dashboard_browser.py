@@ -1,12 +1,13 @@
 """The dashboard in a real Chromium (Debian's, driven by Playwright): the owner's flows end to end.
 
 Against the local host and against the Worker's own code on Pyodide. The local run saves
-the screenshots the README shows (docs/images/dashboard-*.png): they are looked at, not
-only parsed.
+the screenshots the README shows (docs/images/dashboard-*.png, rewritten with
+UPDATE_SCREENSHOTS=1): they are looked at, not only parsed.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -24,7 +25,9 @@ from tests.dashboard.support import AUTH, CHAT, EVIL_NAME, TOKEN, facts, seed
 from tests.support import ServedMemory
 
 CHROMIUM = Path("/usr/bin/chromium")
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+# The README's pictures: `UPDATE_SCREENSHOTS=1` writes them into docs/images; an ordinary run
+# takes them all the same (into the test's own folder) and leaves the work tree as it was.
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -146,8 +149,9 @@ async def _api(url: str, method: str, path: str) -> Any:
         return r.json()
 
 
-async def test_the_owners_flows_in_a_real_browser(served, browser):
+async def test_the_owners_flows_in_a_real_browser(served, browser, tmp_path):
     url, where = served
+    images = DOCS_IMAGES if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
     shots = where == "local"
     dialogs: list[str] = []
     page = await _page(browser, dialogs)
@@ -161,7 +165,7 @@ async def test_the_owners_flows_in_a_real_browser(served, browser):
     await page.locator("table").get_by_text("Chess club").wait_for()
     assert await page.locator("svg.chart rect").count() > 0
     if shots:
-        await page.screenshot(path=str(IMAGES / "dashboard-overview.png"), full_page=True)
+        await page.screenshot(path=str(images / "dashboard-overview.png"), full_page=True)
 
     # An imported chat: its title, people and facts (a hostile name shown as text).
     await page.click("text=Chess club")
@@ -172,7 +176,7 @@ async def test_the_owners_flows_in_a_real_browser(served, browser):
     assert await page.title() != "pwned" and not dialogs  # no script of theirs ran
     assert await page.locator("td", has_text="Lisbon").count() == 1
     if shots:
-        await page.screenshot(path=str(IMAGES / "dashboard-chat.png"), full_page=True)
+        await page.screenshot(path=str(images / "dashboard-chat.png"), full_page=True)
 
     # Follow a fact to the message it came from.
     row = page.locator("tr", has=page.locator("td", has_text="Lisbon"))
@@ -200,7 +204,7 @@ async def test_the_owners_flows_in_a_real_browser(served, browser):
     await page.get_by_role("heading", name="Ada L.").wait_for()
     assert await page.get_by_text("Export their data (JSON)").count() == 1
     if shots:
-        await page.screenshot(path=str(IMAGES / "dashboard-person.png"), full_page=True)
+        await page.screenshot(path=str(images / "dashboard-person.png"), full_page=True)
 
     # Log out, and be refused.
     await page.get_by_role("button", name="Log out").click()
