@@ -18,22 +18,15 @@ from memory_engine.compaction.compact import compact_once
 from memory_engine.compaction.scrub import scrub
 from memory_engine.notes import forget_fact
 from memory_worker.local import SqliteStorage
-from tests.support import start_backend
+from tests.support import backend_for
 
 BACKENDS = ["local", "pyodide"]
 
 
-def _options(request, kind: str) -> dict[str, Any]:
-    return {"host": request.getfixturevalue("pyodide_host")} if kind == "pyodide" else {}
-
-
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    backend = await start_backend(request.param, tmp_path / request.param, **_options(request, request.param))
-    try:
+    async with backend_for(request, tmp_path / request.param) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 async def test_a_forgotten_fact_and_note_stay_out_of_the_summary_after_compact(mem):

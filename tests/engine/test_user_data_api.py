@@ -20,24 +20,16 @@ from memory_engine import ChatMemory
 from memory_engine.storage import MIGRATIONS
 from memory_worker.local import SqliteStorage
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.support import Backend, LocalBackend, PyodideBackend, start_backend
+from tests.support import Backend, LocalBackend, PyodideBackend, backend_for, backend_options, start_backend
 
 NO_SDK = pytest.mark.skipif(sdk_dir() is None, reason="workers-runtime-sdk not available")
 BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO_SDK), "pyodide"]
 
 
-def _options(request, kind: str) -> dict[str, Any]:
-    # One Pyodide host serves the session (tests/conftest.py); its backend empties it per test.
-    return {"host": request.getfixturevalue("pyodide_host")} if kind == "pyodide" else {}
-
-
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    backend = await start_backend(request.param, tmp_path / request.param, **_options(request, request.param))
-    try:
+    async with backend_for(request, tmp_path / request.param) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 def chat_url(chat: str, route: str = "") -> str:
@@ -280,7 +272,7 @@ async def test_topic_start_limits_recent_only(mem):
 @pytest.mark.parametrize("kind", BACKENDS)
 async def test_persona_is_stored_returned_and_reset(kind, tmp_path, request):
     chat = "discord:555"
-    options = _options(request, kind)
+    options = backend_options(request, kind)
     mem = await start_backend(kind, tmp_path / kind, **options)
     try:
         persona = await _set_and_reset_persona(mem, chat)

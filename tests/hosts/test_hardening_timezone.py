@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.backends import start_backend
+from tests.support.backends import backend_for
 
 CHAT = "/v1/chats/telegram:-100/timezone"
 
 
 @pytest.fixture(params=["local", "pyodide"])
 async def backend(request, tmp_path):
-    options = {"host": request.getfixturevalue("pyodide_host")} if request.param == "pyodide" else {}
-    b = await start_backend(request.param, tmp_path / "memory", **options)
-    try:
-        yield b
-    finally:
-        await b.close()
+    async with backend_for(request, tmp_path / "memory") as backend:
+        yield backend
 
 
 @pytest.mark.parametrize(

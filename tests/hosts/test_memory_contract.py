@@ -20,7 +20,7 @@ import pytest
 
 from memory_engine.compaction.compact import SECTIONS
 from tests.fakes.workers.real_sdk import sdk_dir
-from tests.support import TOKEN, Backend, ServedMemory, WorkerBackend, start_backend
+from tests.support import TOKEN, Backend, ServedMemory, WorkerBackend, backend_for, start_backend
 
 HEADER = "Relevant chat memory. Use these exact prior words only when helpful."
 KIB64 = 64 * 1024
@@ -34,13 +34,8 @@ BACKENDS = ["local", "worker", "worker-raw", pytest.param("worker-sdk", marks=NO
 
 @pytest.fixture(params=BACKENDS)
 async def mem(request, tmp_path):
-    # One Pyodide host serves the session (tests/conftest.py); the backend empties it.
-    options = {"host": request.getfixturevalue("pyodide_host")} if request.param == "pyodide" else {}
-    backend = await start_backend(request.param, tmp_path / request.param, **options)
-    try:
+    async with backend_for(request, tmp_path / request.param) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 def ids(msgs):

@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 from memory_engine.api.openapi import document
 from memory_worker.api_docs import DOC, render
 from memory_worker.api_docs import main as api_docs
-from tests.support import start_backend
+from tests.support import backend_for
 
 HOSTS = ["local", "worker", "pyodide"]  # the local host, entry.py under the fake, entry.py on Pyodide
 CHAT = "telegram:-1001234"
@@ -21,12 +21,8 @@ CHAT = "telegram:-1001234"
 
 @pytest.fixture(params=HOSTS)
 async def mem(request, tmp_path):
-    options = {"host": request.getfixturevalue("pyodide_host")} if request.param == "pyodide" else {}
-    backend = await start_backend(request.param, tmp_path / request.param, **options)
-    try:
+    async with backend_for(request, tmp_path / request.param) as backend:
         yield backend
-    finally:
-        await backend.close()
 
 
 def test_the_document_is_valid_openapi_3_1():

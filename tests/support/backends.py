@@ -252,6 +252,21 @@ class PyodideBackend(_HttpBackend):
         assert not errors, errors[-1]
 
 
+def backend_options(request: Any, kind: str) -> dict[str, Any]:
+    """What `start_backend` needs for `kind`: the session's one Pyodide host (tests/conftest.py)."""
+    return {"host": request.getfixturevalue("pyodide_host")} if kind == "pyodide" else {}
+
+
+@contextlib.asynccontextmanager
+async def backend_for(request: Any, data_dir: Path) -> AsyncIterator[Backend]:
+    """The started backend a parametrized fixture's `request.param` names, closed afterwards."""
+    backend = await start_backend(request.param, data_dir, **backend_options(request, request.param))
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
 async def start_backend(kind: str, data_dir: Path, **options: Any) -> Backend:
     """A started backend: "local", "worker" (the SDK mirror), "worker-raw" (bare JS
     proxies for storage), "worker-sdk" (the real SDK code) or "pyodide" (the real
