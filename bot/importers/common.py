@@ -21,7 +21,9 @@ import orjson
 from bot.errors import ExportError
 from bot.importers.located import locate
 
-MAX_TEXT_BYTES = 64 * 1024  # the memory API's limit per message (413 above)
+# The API's limit per message (413 above), for the readers that cut a text to fit it.
+from memory_engine.api.validation import MAX_TEXT_BYTES as MAX_TEXT_BYTES
+
 MAX_FIELD_BYTES = 256  # the memory API's limit for author, author_id, message_id
 CHAT_KEY = re.compile(r"[A-Za-z0-9:_\-.]{1,128}")  # the memory API's chat keys
 
