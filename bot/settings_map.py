@@ -11,7 +11,6 @@ no field reads, a table that is not one, a value of the wrong shape or out of it
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from bot.errors import SettingsError
+from memory_engine.reminders.zones import known_zone
 
 Check = Callable[[Any], "str | None"]  # what is wrong with a value, in words; None: nothing
 
@@ -72,16 +72,12 @@ def url(*schemes: str) -> Check:
     return check
 
 
-@functools.cache
-def _zones() -> frozenset[str]:
-    import zoneinfo
-
-    return frozenset(zoneinfo.available_timezones())
-
-
 def time_zone(value: str) -> str | None:
-    """An IANA time zone of the system's list (tzdata)."""
-    return None if value in _zones() else "is not a time zone: use a name like Europe/Lisbon or UTC"
+    """An IANA time zone that exists, spelled as the database spells it (`known_zone`: the
+    same check as `/timezone` and the API)."""
+    if known_zone(value) == value:
+        return None
+    return "is not a time zone: use a name like Europe/Lisbon or UTC"
 
 
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
